@@ -1,0 +1,24 @@
+# sbqueue: Azure Service Bus style queues for PostgreSQL (PGXS build)
+
+EXTENSION = sbqueue
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = sbqueue
+OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o
+PGFILEDESC = "sbqueue - Azure Service Bus style queues"
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))
+
+# pg_regress: inputs in sql/, expected outputs in expected/
+REGRESS = create queue_management send receive settle errors
+REGRESS_OPTS = --load-extension=$(EXTENSION)
+
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@

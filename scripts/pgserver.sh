@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/pgserver.sh: start or stop a throwaway PostgreSQL server for sbqueue.
+#
+#   scripts/pgserver.sh start DIR [PORT] [--preload]   prints the port it listens on
+#   scripts/pgserver.sh stop DIR
+#
+# The server runs as the postgres user (initdb and postgres refuse root), listens
+# only on a Unix socket in DIR and on 127.0.0.1, and trusts local connections:
+# it is for tests and demos, never for data that matters.
+set -euo pipefail
+
+PGBIN=${PGBIN:-$(pg_config --bindir)}
+RUN_AS=()
+if [ "$(id -u)" = 0 ]; then RUN_AS=(runuser -u postgres --); fi
+
+free_port() {
+    local p
+    for p in $(seq "${1:-54330}" 65000); do
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+cmd=${1:?usage: pgserver.sh start|stop DIR [PORT] [--preload]}
+dir=${2:?usage: pgserver.sh start|stop DIR [PORT] [--preload]}
+
+case "$cmd" in
+start)
+    port=${3:-}
+    preload=${4:-}
+    if [ "$port" = "--preload" ]; then preload=--preload; port=; fi
+    [ -n "$port" ] || port=$(free_port)
+    mkdir -p "$dir"
+    if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        "${RUN_AS[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 \
+            --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+            { cat "$dir/initdb.log" >&2; exit 1; }
+        {
+            echo "listen_addresses = '127.0.0.1'"
+            echo "unix_socket_directories = '$dir'"
+            echo "max_connections = 100"
+            echo "fsync = on"
+            echo "log_min_messages = warning"
+            if [ "$preload" = "--preload" ]; then
+                echo "shared_preload_libraries = 'sbqueue'"
+            fi
+        } >>"$dir/data/postgresql.conf"
+    fi
+    "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port" -l "$dir/server.log" -w start >/dev/null ||
+        { tail -20 "$dir/server.log" >&2; exit 1; }
+    echo "$port" >"$dir/port"
+    echo "$port"
+    ;;
+stop)
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+    fi
+    ;;
+*)
+    echo "usage: pgserver.sh start|stop DIR [PORT] [--preload]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,832 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.c
+ *	  The SQL-callable functions of sbqueue.
+ *
+ * Each function checks its arguments (22004 for a NULL where a value is
+ * required, 22023 for a bad value), refuses to write on a read-only
+ * transaction or a standby (25006), and does its work through the storage
+ * module between sbq_storage_begin() and sbq_storage_end(). Nothing here
+ * reads or writes a table.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/api.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "tcop/utility.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "compat.h"
+#include "sbqueue.h"
+
+PG_FUNCTION_INFO_V1(sbq_create_queue);
+PG_FUNCTION_INFO_V1(sbq_update_queue);
+PG_FUNCTION_INFO_V1(sbq_delete_queue);
+PG_FUNCTION_INFO_V1(sbq_purge_queue);
+PG_FUNCTION_INFO_V1(sbq_get_queue);
+PG_FUNCTION_INFO_V1(sbq_send_text);
+PG_FUNCTION_INFO_V1(sbq_send_bytea);
+PG_FUNCTION_INFO_V1(sbq_send_jsonb);
+PG_FUNCTION_INFO_V1(sbq_send_batch_text);
+PG_FUNCTION_INFO_V1(sbq_send_batch_bytea);
+PG_FUNCTION_INFO_V1(sbq_send_batch_jsonb);
+PG_FUNCTION_INFO_V1(sbq_receive);
+PG_FUNCTION_INFO_V1(sbq_peek);
+PG_FUNCTION_INFO_V1(sbq_complete);
+PG_FUNCTION_INFO_V1(sbq_complete_many);
+PG_FUNCTION_INFO_V1(sbq_abandon);
+PG_FUNCTION_INFO_V1(sbq_renew);
+
+/* Limits of the queue properties */
+#define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
+#define SBQ_MAX_LOCK_DURATION	(5 * 60 * USECS_PER_SEC)
+#define SBQ_MIN_TTL				USECS_PER_SEC
+#define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
+#define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
+#define SBQ_MAX_MESSAGE_SIZE	(256 * 1024 * 1024)
+
+#define SBQ_CONTENT_TYPE_TEXT	"text/plain; charset=utf-8"
+#define SBQ_CONTENT_TYPE_JSON	"application/json"
+
+/* The argument positions shared by create and update. */
+enum
+{
+	ARG_QUEUE,
+	ARG_LOCK_DURATION,
+	ARG_MAX_DELIVERY_COUNT,
+	ARG_DEFAULT_TTL,
+	ARG_DLQ_ON_EXPIRATION,
+	ARG_DUP_WINDOW,
+	ARG_REQUIRES_SESSION,
+	ARG_FORWARD_TO,
+	ARG_FORWARD_DLQ_TO,
+	ARG_MAX_MESSAGE_SIZE
+};
+
+/* The argument positions shared by the send functions. */
+enum
+{
+	SEND_QUEUE,
+	SEND_BODY,
+	SEND_MESSAGE_ID,
+	SEND_SESSION_ID,
+	SEND_CORRELATION_ID,
+	SEND_SUBJECT,
+	SEND_CONTENT_TYPE,
+	SEND_REPLY_TO,
+	SEND_REPLY_TO_SESSION_ID,
+	SEND_TO_ADDRESS,
+	SEND_TTL,
+	SEND_SCHEDULED,
+	SEND_APP_PROPERTIES
+};
+
+typedef enum SbqBodyType
+{
+	SBQ_BODY_TEXT,
+	SBQ_BODY_BYTEA,
+	SBQ_BODY_JSONB
+} SbqBodyType;
+
+/*
+ * sbq_queue_address
+ *		The address in argument 0, checked: 22004 when NULL, 22023 when bad.
+ */
+static void
+sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr)
+{
+	sbq_require_arg(fcinfo, 0, "queue");
+	sbq_parse_address(PG_GETARG_TEXT_PP(0), allow_dlq, addr);
+}
+
+static void
+sbq_refuse_dlq_send(const SbqAddress *addr)
+{
+	if (addr->subqueue == SBQ_SUBQUEUE_DLQ)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot send to the dead-letter sub-queue of queue \"%s\"", addr->name),
+				 errdetail("Messages enter a dead-letter sub-queue only by being dead-lettered.")));
+}
+
+/*
+ * sbq_check_queue_props
+ *		Check every property of a queue about to be created or updated.
+ */
+static void
+sbq_check_queue_props(const SbqQueue *p)
+{
+	sbq_check_interval_range("lock_duration", &p->lock_duration,
+							 SBQ_MIN_LOCK_DURATION, SBQ_MAX_LOCK_DURATION);
+	if (p->max_delivery_count < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_delivery_count %d is out of range", p->max_delivery_count),
+				 errdetail("It must be at least 1.")));
+	if (p->has_default_ttl)
+		sbq_check_interval_range("default_message_ttl", &p->default_ttl,
+								 SBQ_MIN_TTL, PG_INT64_MAX);
+	if (p->has_dup_window)
+	{
+		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
+								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("duplicate detection is not supported yet"),
+				 errhint("Leave duplicate_detection_window NULL.")));
+	}
+	if (p->requires_session)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sessions are not supported yet"),
+				 errhint("Leave requires_session false.")));
+	if (p->forward_to != NULL || p->forward_dlq_to != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("auto-forwarding is not supported yet"),
+				 errhint("Leave forward_to and forward_dead_lettered_messages_to NULL.")));
+	if (p->max_message_size < 1 || p->max_message_size > SBQ_MAX_MESSAGE_SIZE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_message_size %d is out of range", p->max_message_size),
+				 errdetail("It must be between 1 and %d bytes.", SBQ_MAX_MESSAGE_SIZE)));
+}
+
+/*
+ * sbq_overlay_queue_props
+ *		Copy the non-NULL property arguments into *p; with required, a NULL
+ *		where create needs a value is 22004.
+ */
+static void
+sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required)
+{
+	if (required)
+	{
+		sbq_require_arg(fcinfo, ARG_LOCK_DURATION, "lock_duration");
+		sbq_require_arg(fcinfo, ARG_MAX_DELIVERY_COUNT, "max_delivery_count");
+		sbq_require_arg(fcinfo, ARG_DLQ_ON_EXPIRATION, "dead_lettering_on_message_expiration");
+		sbq_require_arg(fcinfo, ARG_REQUIRES_SESSION, "requires_session");
+		sbq_require_arg(fcinfo, ARG_MAX_MESSAGE_SIZE, "max_message_size");
+	}
+	if (!PG_ARGISNULL(ARG_LOCK_DURATION))
+		p->lock_duration = *PG_GETARG_INTERVAL_P(ARG_LOCK_DURATION);
+	if (!PG_ARGISNULL(ARG_MAX_DELIVERY_COUNT))
+		p->max_delivery_count = PG_GETARG_INT32(ARG_MAX_DELIVERY_COUNT);
+	if (!PG_ARGISNULL(ARG_DEFAULT_TTL))
+	{
+		p->has_default_ttl = true;
+		p->default_ttl = *PG_GETARG_INTERVAL_P(ARG_DEFAULT_TTL);
+	}
+	if (!PG_ARGISNULL(ARG_DLQ_ON_EXPIRATION))
+		p->dlq_on_expiration = PG_GETARG_BOOL(ARG_DLQ_ON_EXPIRATION);
+	if (!PG_ARGISNULL(ARG_DUP_WINDOW))
+	{
+		p->has_dup_window = true;
+		p->dup_window = *PG_GETARG_INTERVAL_P(ARG_DUP_WINDOW);
+	}
+	if (!PG_ARGISNULL(ARG_REQUIRES_SESSION))
+		p->requires_session = PG_GETARG_BOOL(ARG_REQUIRES_SESSION);
+	if (!PG_ARGISNULL(ARG_FORWARD_TO))
+		p->forward_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_TO));
+	if (!PG_ARGISNULL(ARG_FORWARD_DLQ_TO))
+		p->forward_dlq_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_DLQ_TO));
+	if (!PG_ARGISNULL(ARG_MAX_MESSAGE_SIZE))
+		p->max_message_size = PG_GETARG_INT32(ARG_MAX_MESSAGE_SIZE);
+}
+
+/*
+ * sbq_properties_result
+ *		The sbq_queue_properties row of a queue as this call's result.
+ */
+static Datum
+sbq_properties_result(FunctionCallInfo fcinfo, int32 queue_id)
+{
+	TupleDesc	tupdesc;
+	HeapTuple	tuple;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	tuple = sbq_storage_queue_tuple(queue_id, tupdesc, sbq_storage_caller_context());
+	return HeapTupleGetDatum(tuple);
+}
+
+Datum
+sbq_create_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	props;
+	SbqQueue	existing;
+	Datum		result;
+
+	sbq_queue_address(fcinfo, false, &addr);
+	memset(&props, 0, sizeof(props));
+	sbq_overlay_queue_props(fcinfo, &props, true);
+	sbq_check_queue_props(&props);
+	PreventCommandIfReadOnly("sbq_create_queue()");
+
+	sbq_lock_queue_name(addr.key, AccessExclusiveLock);
+	sbq_storage_begin();
+	if (sbq_storage_find_queue(&addr, &existing))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
+				 errmsg("queue \"%s\" already exists", existing.name)));
+	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
+	result = sbq_properties_result(fcinfo, props.queue_id);
+	sbq_storage_end();
+	PG_RETURN_DATUM(result);
+}
+
+Datum
+sbq_update_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	props;
+	Datum		result;
+
+	sbq_queue_address(fcinfo, false, &addr);
+	PreventCommandIfReadOnly("sbq_update_queue()");
+
+	/* self-conflicting, so two updates never overwrite each other's change */
+	sbq_lock_queue_name(addr.key, ShareUpdateExclusiveLock);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &props);
+	sbq_overlay_queue_props(fcinfo, &props, false);
+	sbq_check_queue_props(&props);
+	sbq_storage_update_queue(&props);
+	result = sbq_properties_result(fcinfo, props.queue_id);
+	sbq_storage_end();
+	PG_RETURN_DATUM(result);
+}
+
+Datum
+sbq_delete_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+
+	sbq_queue_address(fcinfo, false, &addr);
+	PreventCommandIfReadOnly("sbq_delete_queue()");
+
+	sbq_lock_queue_name(addr.key, AccessExclusiveLock);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_delete_queue(queue.queue_id);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+Datum
+sbq_purge_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	int64		n;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	PreventCommandIfReadOnly("sbq_purge_queue()");
+
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	n = sbq_storage_purge(&queue, addr.subqueue);
+	sbq_storage_end();
+	PG_RETURN_INT64(n);
+}
+
+Datum
+sbq_get_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Datum		result;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	result = sbq_properties_result(fcinfo, queue.queue_id);
+	sbq_storage_end();
+	PG_RETURN_DATUM(result);
+}
+
+/* ------------------------------------------------------------- sending */
+
+/*
+ * sbq_body_bytes
+ *		A message body as the bytes that are stored: bytea as it is, text and
+ *		jsonb as their UTF-8 text.
+ */
+static bytea *
+sbq_body_bytes(Datum body, SbqBodyType type)
+{
+	char	   *data;
+	int			len;
+	char	   *utf8;
+	bytea	   *result;
+
+	switch (type)
+	{
+		case SBQ_BODY_BYTEA:
+			return DatumGetByteaPP(body);
+		case SBQ_BODY_TEXT:
+			{
+				text	   *t = DatumGetTextPP(body);
+
+				data = VARDATA_ANY(t);
+				len = VARSIZE_ANY_EXHDR(t);
+				break;
+			}
+		case SBQ_BODY_JSONB:
+			{
+				Jsonb	   *j = DatumGetJsonbP(body);
+
+				data = JsonbToCString(NULL, &j->root, VARSIZE(j));
+				len = strlen(data);
+				break;
+			}
+		default:
+			elog(ERROR, "unknown body type %d", (int) type);
+	}
+
+	utf8 = pg_server_to_any(data, len, PG_UTF8);
+	if (utf8 != data)
+		len = strlen(utf8);
+	result = palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), utf8, len);
+	return result;
+}
+
+static text *
+sbq_opt_text(FunctionCallInfo fcinfo, int argno)
+{
+	return PG_ARGISNULL(argno) ? NULL : PG_GETARG_TEXT_PP(argno);
+}
+
+/*
+ * sbq_send_props
+ *		The optional arguments of a send, checked.
+ */
+static void
+sbq_send_props(FunctionCallInfo fcinfo, SbqSendProps *props)
+{
+	memset(props, 0, sizeof(SbqSendProps));
+	props->message_id = sbq_opt_text(fcinfo, SEND_MESSAGE_ID);
+	props->session_id = sbq_opt_text(fcinfo, SEND_SESSION_ID);
+	props->correlation_id = sbq_opt_text(fcinfo, SEND_CORRELATION_ID);
+	props->subject = sbq_opt_text(fcinfo, SEND_SUBJECT);
+	props->content_type = sbq_opt_text(fcinfo, SEND_CONTENT_TYPE);
+	props->reply_to = sbq_opt_text(fcinfo, SEND_REPLY_TO);
+	props->reply_to_session_id = sbq_opt_text(fcinfo, SEND_REPLY_TO_SESSION_ID);
+	props->to_address = sbq_opt_text(fcinfo, SEND_TO_ADDRESS);
+
+	sbq_check_id_length("message_id", props->message_id);
+	sbq_check_id_length("session_id", props->session_id);
+	sbq_check_id_length("reply_to_session_id", props->reply_to_session_id);
+	if (props->message_id != NULL && VARSIZE_ANY_EXHDR(props->message_id) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("message_id must not be empty")));
+
+	if (!PG_ARGISNULL(SEND_TTL))
+	{
+		props->has_ttl = true;
+		props->ttl = *PG_GETARG_INTERVAL_P(SEND_TTL);
+		if (sbq_interval_usecs(&props->ttl) <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("time_to_live must be positive")));
+	}
+	if (!PG_ARGISNULL(SEND_SCHEDULED))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("scheduled messages are not supported yet"),
+				 errhint("Leave scheduled_enqueue_time NULL.")));
+	if (!PG_ARGISNULL(SEND_APP_PROPERTIES))
+	{
+		props->application_properties = PG_GETARG_JSONB_P(SEND_APP_PROPERTIES);
+		sbq_check_json_object("application_properties", props->application_properties);
+	}
+}
+
+/*
+ * sbq_send_common
+ *		Send one body or an array of bodies; fills seqs (palloc'd, one per
+ *		body) and returns how many were sent.
+ */
+static int
+sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **seqs)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	SbqSendProps props;
+	Datum	   *bodies;
+	int			nbodies;
+	int			i;
+	static const char *const default_content_types[] = {
+		[SBQ_BODY_TEXT] = SBQ_CONTENT_TYPE_TEXT,
+		[SBQ_BODY_BYTEA] = NULL,
+		[SBQ_BODY_JSONB] = SBQ_CONTENT_TYPE_JSON,
+	};
+
+	sbq_queue_address(fcinfo, true, &addr);
+	sbq_refuse_dlq_send(&addr);
+	sbq_require_arg(fcinfo, SEND_BODY, batch ? "bodies" : "body");
+	sbq_send_props(fcinfo, &props);
+	PreventCommandIfReadOnly(batch ? "sbq_send_batch()" : "sbq_send()");
+
+	if (batch)
+	{
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(SEND_BODY);
+		Oid			elemtype = ARR_ELEMTYPE(arr);
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		bool	   *nulls;
+
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
+						  &bodies, &nulls, &nbodies);
+		for (i = 0; i < nbodies; i++)
+			if (nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("bodies must not contain null elements"),
+						 errdetail("Element %d is null.", i + 1)));
+	}
+	else
+	{
+		bodies = palloc(sizeof(Datum));
+		bodies[0] = PG_GETARG_DATUM(SEND_BODY);
+		nbodies = 1;
+	}
+	for (i = 0; i < nbodies; i++)
+		bodies[i] = PointerGetDatum(sbq_body_bytes(bodies[i], type));
+
+	*seqs = palloc(sizeof(int64) * Max(nbodies, 1));
+
+	sbq_lock_queue_name(addr.key, AccessShareLock);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	for (i = 0; i < nbodies; i++)
+	{
+		Size		size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
+
+		if (size > (Size) queue.max_message_size)
+			ereport(ERROR,
+					(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
+					 errmsg("message of %zu bytes is too large for queue \"%s\"",
+							size, queue.name),
+					 errdetail("The queue's max_message_size is %d bytes.",
+							   queue.max_message_size)));
+	}
+	nbodies = sbq_storage_send(&queue, &props, bodies, nbodies,
+							   default_content_types[type], *seqs);
+	sbq_storage_end();
+	return nbodies;
+}
+
+static Datum
+sbq_send_one(FunctionCallInfo fcinfo, SbqBodyType type)
+{
+	int64	   *seqs;
+
+	(void) sbq_send_common(fcinfo, type, false, &seqs);
+	PG_RETURN_INT64(seqs[0]);
+}
+
+static Datum
+sbq_send_many(FunctionCallInfo fcinfo, SbqBodyType type)
+{
+	int64	   *seqs;
+	int			n;
+	int			i;
+	TupleDesc	tupdesc;
+	Tuplestorestate *tupstore = sbq_init_srf(fcinfo, &tupdesc);
+
+	n = sbq_send_common(fcinfo, type, true, &seqs);
+	for (i = 0; i < n; i++)
+	{
+		Datum		value = Int64GetDatum(seqs[i]);
+		bool		isnull = false;
+
+		tuplestore_putvalues(tupstore, tupdesc, &value, &isnull);
+	}
+	return (Datum) 0;
+}
+
+Datum
+sbq_send_text(PG_FUNCTION_ARGS)
+{
+	return sbq_send_one(fcinfo, SBQ_BODY_TEXT);
+}
+
+Datum
+sbq_send_bytea(PG_FUNCTION_ARGS)
+{
+	return sbq_send_one(fcinfo, SBQ_BODY_BYTEA);
+}
+
+Datum
+sbq_send_jsonb(PG_FUNCTION_ARGS)
+{
+	return sbq_send_one(fcinfo, SBQ_BODY_JSONB);
+}
+
+Datum
+sbq_send_batch_text(PG_FUNCTION_ARGS)
+{
+	return sbq_send_many(fcinfo, SBQ_BODY_TEXT);
+}
+
+Datum
+sbq_send_batch_bytea(PG_FUNCTION_ARGS)
+{
+	return sbq_send_many(fcinfo, SBQ_BODY_BYTEA);
+}
+
+Datum
+sbq_send_batch_jsonb(PG_FUNCTION_ARGS)
+{
+	return sbq_send_many(fcinfo, SBQ_BODY_JSONB);
+}
+
+/* ----------------------------------------------------------- receiving */
+
+static int
+sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		n;
+
+	sbq_require_arg(fcinfo, argno, "max_messages");
+	n = PG_GETARG_INT32(argno);
+	if (n < 1 || n > SBQ_MAX_RECEIVE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_messages %d is out of range", n),
+				 errdetail("It must be between 1 and %d.", SBQ_MAX_RECEIVE)));
+	return n;
+}
+
+/*
+ * sbq_receive
+ *		Hand out up to max_messages available messages. With max_wait > 0 and
+ *		nothing available, look again every sbqueue.receive_poll_interval until
+ *		something is or the time is up; the wait ends at once on a cancel or
+ *		statement_timeout. Under REPEATABLE READ or SERIALIZABLE the snapshot
+ *		never changes, so there is nothing to wait for: it looks once.
+ */
+Datum
+sbq_receive(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	int			max_messages;
+	int64		wait_us;
+	char	   *mode_name;
+	SbqReceiveMode mode;
+	TupleDesc	tupdesc;
+	Tuplestorestate *tupstore;
+	TimestampTz deadline;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	max_messages = sbq_max_messages_arg(fcinfo, 1);
+	sbq_require_arg(fcinfo, 2, "max_wait");
+	wait_us = sbq_interval_usecs(PG_GETARG_INTERVAL_P(2));
+	if (wait_us < 0 || wait_us == PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_wait must be zero or a finite positive interval")));
+	sbq_require_arg(fcinfo, 3, "receive_mode");
+	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	if (strcmp(mode_name, "peek_lock") == 0)
+		mode = SBQ_PEEK_LOCK;
+	else if (strcmp(mode_name, "receive_and_delete") == 0)
+		mode = SBQ_RECEIVE_AND_DELETE;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid receive_mode \"%s\"", mode_name),
+				 errhint("Use 'peek_lock' or 'receive_and_delete'.")));
+	PreventCommandIfReadOnly("sbq_receive()");
+
+	tupstore = sbq_init_srf(fcinfo, &tupdesc);
+	deadline = GetCurrentTimestamp() + wait_us;
+
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	for (;;)
+	{
+		SbqReceiveResult r;
+		TimestampTz now;
+		long		sleep_ms;
+
+		r = sbq_storage_receive(&queue, addr.subqueue, max_messages, mode,
+								tupstore, tupdesc);
+		if (r.delivered > 0 || wait_us == 0 || IsolationUsesXactSnapshot())
+			break;
+		now = GetCurrentTimestamp();
+		if (now >= deadline)
+			break;
+		sleep_ms = Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(sleep_ms, 1), SBQ_WAIT_EVENT_RECEIVE);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	sbq_storage_end();
+	return (Datum) 0;
+}
+
+Datum
+sbq_peek(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	int			max_messages;
+	int64		from_seq = 0;
+	TupleDesc	tupdesc;
+	Tuplestorestate *tupstore;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	max_messages = sbq_max_messages_arg(fcinfo, 1);
+	if (!PG_ARGISNULL(2))
+		from_seq = PG_GETARG_INT64(2);
+
+	tupstore = sbq_init_srf(fcinfo, &tupdesc);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	(void) sbq_storage_peek(&queue, addr.subqueue, max_messages, from_seq,
+							tupstore, tupdesc);
+	sbq_storage_end();
+	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------ settling */
+
+static void
+sbq_lock_lost(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *token)
+{
+	ereport(ERROR,
+			(errcode(SBQ_ERRCODE_LOCK_LOST),
+			 errmsg("message lock lost for lock token %s on queue \"%s\"",
+					sbq_token_string(token),
+					addr->subqueue == SBQ_SUBQUEUE_DLQ ?
+					psprintf("%s%s", queue->name, SBQ_DLQ_SUFFIX) : queue->name),
+			 errdetail("The lock has expired, the message was already settled, or the token was not issued by this queue.")));
+}
+
+/*
+ * sbq_settle_begin
+ *		The checks every settlement shares: queue and token not NULL, writes
+ *		allowed, the queue exists. Opens the storage section.
+ */
+static pg_uuid_t *
+sbq_settle_begin(FunctionCallInfo fcinfo, const char *fname, SbqAddress *addr,
+				 SbqQueue *queue)
+{
+	pg_uuid_t  *token;
+
+	sbq_queue_address(fcinfo, true, addr);
+	sbq_require_arg(fcinfo, 1, "lock_token");
+	token = PG_GETARG_UUID_P(1);
+	PreventCommandIfReadOnly(fname);
+	sbq_storage_begin();
+	sbq_storage_get_queue(addr, queue);
+	return token;
+}
+
+Datum
+sbq_complete(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_complete()", &addr, &queue);
+
+	if (!sbq_storage_complete(&queue, addr.subqueue, token))
+		sbq_lock_lost(&queue, &addr, token);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+static int
+sbq_cmp_uuid(const void *a, const void *b)
+{
+	return memcmp(DatumGetUUIDP(*(const Datum *) a)->data,
+				  DatumGetUUIDP(*(const Datum *) b)->data, UUID_LEN);
+}
+
+/*
+ * sbq_complete_many
+ *		Complete every token of the array, or none: the first token whose lock
+ *		is not valid (or that appears twice) raises SB002, which undoes the
+ *		others with the statement.
+ */
+Datum
+sbq_complete_many(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	ArrayType  *arr;
+	Datum	   *tokens;
+	Datum	   *sorted;
+	bool	   *nulls;
+	bool	   *settled;
+	int			ntokens;
+	int			n;
+	int			i;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	sbq_require_arg(fcinfo, 1, "lock_tokens");
+	arr = PG_GETARG_ARRAYTYPE_P(1);
+	deconstruct_array(arr, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+					  &tokens, &nulls, &ntokens);
+	for (i = 0; i < ntokens; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("lock_tokens must not contain null elements"),
+					 errdetail("Element %d is null.", i + 1)));
+	PreventCommandIfReadOnly("sbq_complete()");
+
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+
+	/* the same token twice: the second settlement of a lock is a lost lock */
+	sorted = palloc(sizeof(Datum) * Max(ntokens, 1));
+	memcpy(sorted, tokens, sizeof(Datum) * ntokens);
+	qsort(sorted, ntokens, sizeof(Datum), sbq_cmp_uuid);
+	for (i = 1; i < ntokens; i++)
+		if (sbq_cmp_uuid(&sorted[i - 1], &sorted[i]) == 0)
+			ereport(ERROR,
+					(errcode(SBQ_ERRCODE_LOCK_LOST),
+					 errmsg("message lock lost for lock token %s on queue \"%s\"",
+							sbq_token_string(DatumGetUUIDP(sorted[i])), queue.name),
+					 errdetail("The lock token appears more than once in lock_tokens.")));
+
+	if (ntokens == 0)
+	{
+		sbq_storage_end();
+		PG_RETURN_INT32(0);
+	}
+
+	settled = palloc(sizeof(bool) * ntokens);
+	n = sbq_storage_complete_many(&queue, addr.subqueue, tokens, ntokens, settled);
+	if (n != ntokens)
+		for (i = 0; i < ntokens; i++)
+			if (!settled[i])
+				sbq_lock_lost(&queue, &addr, DatumGetUUIDP(tokens[i]));
+	sbq_storage_end();
+	PG_RETURN_INT32(n);
+}
+
+Datum
+sbq_abandon(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Jsonb	   *props = NULL;
+	pg_uuid_t  *token;
+
+	if (!PG_ARGISNULL(2))
+	{
+		props = PG_GETARG_JSONB_P(2);
+		sbq_check_json_object("properties_to_modify", props);
+	}
+	token = sbq_settle_begin(fcinfo, "sbq_abandon()", &addr, &queue);
+	if (!sbq_storage_abandon(&queue, addr.subqueue, token, props))
+		sbq_lock_lost(&queue, &addr, token);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+Datum
+sbq_renew(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	TimestampTz locked_until;
+	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_renew()", &addr, &queue);
+
+	if (!sbq_storage_renew(&queue, addr.subqueue, token, &locked_until))
+		sbq_lock_lost(&queue, &addr, token);
+	sbq_storage_end();
+	PG_RETURN_TIMESTAMPTZ(locked_until);
+}

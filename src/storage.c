@@ -1,0 +1,1061 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage.c
+ *	  The storage module: every read and write of queue state.
+ *
+ * The SQL-callable functions in api.c check their arguments and then call
+ * the functions here, between sbq_storage_begin() and sbq_storage_end(). This
+ * is the only file that knows the tables of the schema sbq; a faster storage
+ * design replaces this file and leaves the SQL surface alone.
+ *
+ * Queries go through SPI with plans prepared once per backend and kept
+ * (SPI_keepplan), always generic (CURSOR_OPT_GENERIC_PLAN), so a call never
+ * pays for planning. Every query runs under a GUC nest level that pins
+ * search_path to pg_catalog and turns off sequential, bitmap, hash and merge
+ * plans: a plan made or remade while a queue table is empty and freshly
+ * analyzed still walks the indexes, so a receive costs the same with a
+ * thousand or a million messages queued.
+ *
+ * Time: "now" is the wall clock read once per call (GetCurrentTimestamp), not
+ * the transaction start, so a lock taken late in a long transaction still
+ * lasts its full duration and a lock that has run out is seen to have run out.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/storage.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "sbqueue.h"
+
+/* The prepared statements, by number. */
+typedef enum SbqPlanId
+{
+	PLAN_FIND_QUEUE,
+	PLAN_QUEUE_ROW,
+	PLAN_CREATE_QUEUE,
+	PLAN_UPDATE_QUEUE,
+	PLAN_DELETE_QUEUE,
+	PLAN_PURGE,
+	PLAN_SEND_ONE,
+	PLAN_SEND_MANY,
+	PLAN_RECEIVE_LOCK,
+	PLAN_RECEIVE_DELETE,
+	PLAN_PEEK,
+	PLAN_COMPLETE,
+	PLAN_COMPLETE_MANY,
+	PLAN_LOCK_FOR_SETTLE,
+	PLAN_UNLOCK,
+	PLAN_DEADLETTER,
+	PLAN_DELETE_ONE,
+	PLAN_RENEW,
+	PLAN_COUNT,
+	SBQ_NUM_PLANS
+} SbqPlanId;
+
+typedef struct SbqPlanDef
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[20];
+} SbqPlanDef;
+
+/*
+ * The columns of sbq_message, in its order, from the row alias m. The three
+ * lock columns vary with the statement.
+ */
+#define MSG_COLS(token, until, count) \
+	"m.sequence_number, m.message_id, " token " AS lock_token, " \
+	until " AS locked_until, " count " AS delivery_count, " \
+	"m.enqueued_time, m.scheduled_enqueue_time, m.expires_at, m.time_to_live, " \
+	"CASE m.state WHEN 0 THEN 'active'::text WHEN 1 THEN 'deferred'::text " \
+	"ELSE 'scheduled'::text END AS state, " \
+	"m.session_id, m.correlation_id, m.subject, m.content_type, m.reply_to, " \
+	"m.reply_to_session_id, m.to_address, m.application_properties, m.body, " \
+	"m.dead_letter_reason, m.dead_letter_error_description, m.dead_letter_source"
+#define SBQ_MESSAGE_NATTS 22
+
+#define QUEUE_COLS \
+	"queue_id, name, lock_duration, max_delivery_count, default_message_ttl, " \
+	"dead_lettering_on_message_expiration, duplicate_detection_window, " \
+	"requires_session, forward_to, forward_dead_lettered_messages_to, max_message_size"
+
+#define INSERT_MESSAGE_COLS \
+	"INSERT INTO sbq.messages (sequence_number, queue_id, subqueue, state, " \
+	"delivery_count, enqueued_time, scheduled_enqueue_time, expires_at, time_to_live, " \
+	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
+	"reply_to_session_id, to_address, application_properties, body) "
+
+#define INSERT_MESSAGE_VALUES(body) \
+	"nextval('sbq.message_seq'::regclass), $1, 0, $2, 0, $3, $4, $5, $6, " \
+	"coalesce($7, gen_random_uuid()::text), $8, $9, $10, $11, $12, $13, $14, $15, " body
+
+/*
+ * The head of the receive queue: up to $4 messages in sequence order that are
+ * active and not under a valid lock, skipping rows another transaction holds.
+ * Rows whose expired lock was their last allowed delivery (over) or whose time
+ * to live has passed (expired) are taken too, and settled by the statement
+ * instead of being handed out.
+ *	$1 queue_id, $2 subqueue, $3 now, $4 limit, $5 max_delivery_count,
+ *	$6 new locked_until, $7 dead-letter on expiration, $8 queue name,
+ *	$9 max delivery description
+ */
+#define RECEIVE_HEAD \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT m.sequence_number," \
+	"         (m.subqueue = 0 AND m.locked_until IS NOT NULL" \
+	"          AND m.delivery_count >= $5) AS over," \
+	"         (m.subqueue = 0 AND m.expires_at IS NOT NULL" \
+	"          AND m.expires_at <= $3) AS expired" \
+	"    FROM sbq.messages m" \
+	"   WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $3)" \
+	"   ORDER BY m.sequence_number" \
+	"   LIMIT $4" \
+	"   FOR UPDATE OF m SKIP LOCKED), "
+#define RECEIVE_TAIL \
+	", d AS (" \
+	"  UPDATE sbq.messages m" \
+	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL," \
+	"         dead_letter_reason = CASE WHEN c.over THEN 'MaxDeliveryCountExceeded'" \
+	"                                   ELSE 'TTLExpiredException' END," \
+	"         dead_letter_error_description = CASE WHEN c.over THEN $9" \
+	"                 ELSE 'The message expired and was dead-lettered.' END," \
+	"         dead_letter_source = $8" \
+	"    FROM c" \
+	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND (c.over OR (c.expired AND $7))" \
+	"  RETURNING c.over), " \
+	"x AS (" \
+	"  DELETE FROM sbq.messages m USING c" \
+	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND c.expired AND NOT c.over AND NOT $7" \
+	"  RETURNING 1) " \
+	"SELECT l.*, s.n_over, s.n_expired_dead, s.n_dropped" \
+	"  FROM (SELECT (SELECT count(*) FROM d WHERE d.over)::int4 AS n_over," \
+	"               (SELECT count(*) FROM d WHERE NOT d.over)::int4 AS n_expired_dead," \
+	"               (SELECT count(*) FROM x)::int4 AS n_dropped) s" \
+	"  LEFT JOIN l ON true" \
+	" ORDER BY l.sequence_number"
+
+#define RECEIVE_ARGS {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID, INT4OID, \
+		TIMESTAMPTZOID, BOOLOID, TEXTOID, TEXTOID}
+
+/* The valid-lock condition: $1 sequence, $2 queue, $3 subqueue, $4 token, $5 now */
+#define VALID_LOCK \
+	"m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3" \
+	" AND m.lock_token = $4 AND m.locked_until > $5"
+
+/* application_properties with the object $2 merged in at the top level */
+#define MERGE_PROPS(param) \
+	"CASE WHEN " param "::jsonb IS NULL THEN m.application_properties" \
+	" ELSE coalesce(m.application_properties, '{}'::jsonb) || " param "::jsonb END"
+
+static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
+	[PLAN_FIND_QUEUE] = {
+		"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1",
+		1, {TEXTOID}
+	},
+	[PLAN_QUEUE_ROW] = {
+		"SELECT name, lock_duration, max_delivery_count, default_message_ttl,"
+		" dead_lettering_on_message_expiration, duplicate_detection_window,"
+		" requires_session, forward_to, forward_dead_lettered_messages_to,"
+		" max_message_size, created_at, updated_at"
+		" FROM sbq.queues WHERE queue_id = $1",
+		1, {INT4OID}
+	},
+	[PLAN_CREATE_QUEUE] = {
+		"INSERT INTO sbq.queues (name, name_key, lock_duration, max_delivery_count,"
+		" default_message_ttl, dead_lettering_on_message_expiration,"
+		" duplicate_detection_window, requires_session, forward_to,"
+		" forward_dead_lettered_messages_to, max_message_size, created_at, updated_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)"
+		" RETURNING queue_id",
+		12, {TEXTOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID,
+		INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+	},
+	[PLAN_UPDATE_QUEUE] = {
+		"UPDATE sbq.queues SET lock_duration = $2, max_delivery_count = $3,"
+		" default_message_ttl = $4, dead_lettering_on_message_expiration = $5,"
+		" duplicate_detection_window = $6, requires_session = $7, forward_to = $8,"
+		" forward_dead_lettered_messages_to = $9, max_message_size = $10,"
+		" updated_at = $11 WHERE queue_id = $1",
+		11, {INT4OID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID, INTERVALOID,
+		BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+	},
+	[PLAN_DELETE_QUEUE] = {
+		"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1),"
+		" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1)"
+		" DELETE FROM sbq.queues WHERE queue_id = $1",
+		1, {INT4OID}
+	},
+	[PLAN_PURGE] = {
+		"DELETE FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2",
+		2, {INT4OID, INT2OID}
+	},
+	[PLAN_SEND_ONE] = {
+		INSERT_MESSAGE_COLS "VALUES (" INSERT_MESSAGE_VALUES("$16") ")"
+		" RETURNING sequence_number",
+		16, {INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+			INTERVALOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+		TEXTOID, TEXTOID, JSONBOID, BYTEAOID}
+	},
+	[PLAN_SEND_MANY] = {
+		INSERT_MESSAGE_COLS "SELECT " INSERT_MESSAGE_VALUES("u.body")
+		" FROM unnest($16::bytea[]) WITH ORDINALITY AS u(body, ord)"
+		" ORDER BY u.ord RETURNING sequence_number",
+		16, {INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+			INTERVALOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+		TEXTOID, TEXTOID, JSONBOID, BYTEAARRAYOID}
+	},
+	[PLAN_RECEIVE_LOCK] = {
+		RECEIVE_HEAD
+		"l AS ("
+		"  UPDATE sbq.messages m"
+		"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
+		"         locked_until = $6, delivery_count = m.delivery_count + 1"
+		"    FROM c"
+		"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
+		"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
+		RECEIVE_TAIL,
+		9, RECEIVE_ARGS
+	},
+	[PLAN_RECEIVE_DELETE] = {
+		RECEIVE_HEAD
+		"l AS ("
+		"  DELETE FROM sbq.messages m USING c"
+		"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
+		"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
+		RECEIVE_TAIL,
+		9, RECEIVE_ARGS
+	},
+	[PLAN_PEEK] = {
+		/* one ordered index scan per state, merged: peek shows every state */
+		"SELECT " MSG_COLS("NULL::uuid",
+						   "CASE WHEN m.locked_until > $4 THEN m.locked_until END",
+						   "m.delivery_count")
+		" FROM ((SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+		"         AND state = 0 AND sequence_number >= $3"
+		"         ORDER BY sequence_number LIMIT $5)"
+		"       UNION ALL"
+		"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+		"         AND state = 1 AND sequence_number >= $3"
+		"         ORDER BY sequence_number LIMIT $5)"
+		"       UNION ALL"
+		"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+		"         AND state = 2 AND sequence_number >= $3"
+		"         ORDER BY sequence_number LIMIT $5)) m"
+		" ORDER BY m.sequence_number LIMIT $5",
+		5, {INT4OID, INT2OID, INT8OID, TIMESTAMPTZOID, INT4OID}
+	},
+	[PLAN_COMPLETE] = {
+		"DELETE FROM sbq.messages m WHERE " VALID_LOCK,
+		5, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID}
+	},
+	[PLAN_COMPLETE_MANY] = {
+		"DELETE FROM sbq.messages m"
+		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+		"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
+		" RETURNING m.lock_token",
+		5, {INT8ARRAYOID, INT4OID, INT2OID, UUIDARRAYOID, TIMESTAMPTZOID}
+	},
+	[PLAN_LOCK_FOR_SETTLE] = {
+		"SELECT m.delivery_count, m.state, m.expires_at FROM sbq.messages m"
+		" WHERE " VALID_LOCK " FOR UPDATE",
+		5, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID}
+	},
+	[PLAN_UNLOCK] = {
+		"UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
+		" application_properties = " MERGE_PROPS("$2")
+		" WHERE m.sequence_number = $1",
+		2, {INT8OID, JSONBOID}
+	},
+	[PLAN_DEADLETTER] = {
+		"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
+		" locked_until = NULL, dead_letter_reason = $2,"
+		" dead_letter_error_description = $3, dead_letter_source = $4,"
+		" application_properties = " MERGE_PROPS("$5")
+		" WHERE m.sequence_number = $1",
+		5, {INT8OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
+	},
+	[PLAN_DELETE_ONE] = {
+		"DELETE FROM sbq.messages WHERE sequence_number = $1",
+		1, {INT8OID}
+	},
+	[PLAN_RENEW] = {
+		"UPDATE sbq.messages m SET locked_until = $6 WHERE " VALID_LOCK
+		" RETURNING m.locked_until",
+		6, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[PLAN_COUNT] = {
+		"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, received,"
+		" completed, abandoned, deferred, dead_lettered, expired)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+		" ON CONFLICT (queue_id, shard) DO UPDATE SET"
+		" sent = qc.sent + excluded.sent, received = qc.received + excluded.received,"
+		" completed = qc.completed + excluded.completed,"
+		" abandoned = qc.abandoned + excluded.abandoned,"
+		" deferred = qc.deferred + excluded.deferred,"
+		" dead_lettered = qc.dead_lettered + excluded.dead_lettered,"
+		" expired = qc.expired + excluded.expired",
+		9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+	},
+};
+
+static SPIPlanPtr sbq_plans[SBQ_NUM_PLANS];
+
+/* GUC nest level of the current storage section, 0 when outside one */
+static int	sbq_guc_nest_level = 0;
+
+/* the memory context current when the storage section was opened */
+static MemoryContext sbq_caller_cxt = NULL;
+
+/* What one call adds to its queue's counters. */
+typedef struct SbqCounts
+{
+	int64		sent;
+	int64		received;
+	int64		completed;
+	int64		abandoned;
+	int64		deferred;
+	int64		dead_lettered;
+	int64		expired;
+} SbqCounts;
+
+/*
+ * sbq_storage_begin
+ *		Open a storage section: connect to SPI and pin the settings every
+ *		query of this module runs under. Errors unwind both with the
+ *		(sub)transaction; the normal exit is sbq_storage_end().
+ */
+void
+sbq_storage_begin(void)
+{
+	sbq_caller_cxt = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	sbq_guc_nest_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_seqscan", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_bitmapscan", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_hashjoin", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_mergejoin", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("jit", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * sbq_storage_caller_context
+ *		The memory context of the caller of sbq_storage_begin(): what is made
+ *		there outlives the storage section.
+ */
+MemoryContext
+sbq_storage_caller_context(void)
+{
+	return sbq_caller_cxt;
+}
+
+/*
+ * sbq_storage_end
+ *		Close the section opened by sbq_storage_begin().
+ */
+void
+sbq_storage_end(void)
+{
+	AtEOXact_GUC(true, sbq_guc_nest_level);
+	sbq_guc_nest_level = 0;
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/*
+ * sbq_plan
+ *		The kept plan of a statement, prepared on first use in this backend.
+ */
+static SPIPlanPtr
+sbq_plan(SbqPlanId id)
+{
+	if (sbq_plans[id] == NULL)
+	{
+		const SbqPlanDef *def = &sbq_plan_defs[id];
+		SPIPlanPtr	plan;
+
+		plan = SPI_prepare_cursor(def->sql, def->nargs, (Oid *) def->argtypes,
+								  CURSOR_OPT_GENERIC_PLAN);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare sbqueue statement %d: %s",
+				 (int) id, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep sbqueue statement %d", (int) id);
+		sbq_plans[id] = plan;
+	}
+	return sbq_plans[id];
+}
+
+/*
+ * sbq_exec
+ *		Run a kept plan; nulls[i] says argument i is NULL. Returns the number
+ *		of rows processed. Any failure is an error.
+ */
+static uint64
+sbq_exec(SbqPlanId id, Datum *values, const bool *isnull)
+{
+	const SbqPlanDef *def = &sbq_plan_defs[id];
+	char		nulls[20];
+	int			rc;
+	int			i;
+
+	for (i = 0; i < def->nargs; i++)
+		nulls[i] = (isnull != NULL && isnull[i]) ? 'n' : ' ';
+	rc = SPI_execute_plan(sbq_plan(id), values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "sbqueue statement %d failed: %s", (int) id,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+static Datum
+sbq_col(int row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+/*
+ * sbq_add_counts
+ *		Add what a call did to its queue's counters, in this backend's own row.
+ */
+static void
+sbq_add_counts(int32 queue_id, const SbqCounts *c)
+{
+	Datum		values[9];
+
+	values[0] = Int32GetDatum(queue_id);
+	values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
+	values[2] = Int64GetDatum(c->sent);
+	values[3] = Int64GetDatum(c->received);
+	values[4] = Int64GetDatum(c->completed);
+	values[5] = Int64GetDatum(c->abandoned);
+	values[6] = Int64GetDatum(c->deferred);
+	values[7] = Int64GetDatum(c->dead_lettered);
+	values[8] = Int64GetDatum(c->expired);
+	(void) sbq_exec(PLAN_COUNT, values, NULL);
+}
+
+static TimestampTz
+sbq_add_interval(TimestampTz t, const Interval *iv)
+{
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(t),
+												   IntervalPGetDatum(iv)));
+}
+
+/*
+ * sbq_spi_strdup
+ *		A text datum of an SPI result as a C string in the caller's context
+ *		(the one current at sbq_storage_begin), so it outlives SPI_finish.
+ */
+static char *
+sbq_spi_strdup(Datum d, bool isnull)
+{
+	char	   *s;
+	char	   *copy;
+
+	if (isnull)
+		return NULL;
+	s = TextDatumGetCString(d);
+	copy = SPI_palloc(strlen(s) + 1);
+	strcpy(copy, s);
+	return copy;
+}
+
+/*
+ * sbq_storage_find_queue
+ *		Look a queue up by its address; false when there is none. The strings
+ *		and intervals in *queue are in the caller's memory context.
+ */
+bool
+sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
+{
+	Datum		values[1];
+	bool		isnull;
+	Datum		d;
+
+	values[0] = CStringGetTextDatum(addr->key);
+	if (sbq_exec(PLAN_FIND_QUEUE, values, NULL) == 0)
+		return false;
+
+	memset(queue, 0, sizeof(SbqQueue));
+	queue->queue_id = DatumGetInt32(sbq_col(0, 1, &isnull));
+	queue->name = sbq_spi_strdup(sbq_col(0, 2, &isnull), false);
+	queue->lock_duration = *DatumGetIntervalP(sbq_col(0, 3, &isnull));
+	queue->max_delivery_count = DatumGetInt32(sbq_col(0, 4, &isnull));
+	d = sbq_col(0, 5, &isnull);
+	queue->has_default_ttl = !isnull;
+	if (!isnull)
+		queue->default_ttl = *DatumGetIntervalP(d);
+	queue->dlq_on_expiration = DatumGetBool(sbq_col(0, 6, &isnull));
+	d = sbq_col(0, 7, &isnull);
+	queue->has_dup_window = !isnull;
+	if (!isnull)
+		queue->dup_window = *DatumGetIntervalP(d);
+	queue->requires_session = DatumGetBool(sbq_col(0, 8, &isnull));
+	d = sbq_col(0, 9, &isnull);
+	queue->forward_to = sbq_spi_strdup(d, isnull);
+	d = sbq_col(0, 10, &isnull);
+	queue->forward_dlq_to = sbq_spi_strdup(d, isnull);
+	queue->max_message_size = DatumGetInt32(sbq_col(0, 11, &isnull));
+	return true;
+}
+
+/*
+ * sbq_storage_get_queue
+ *		sbq_storage_find_queue, or SB001 when the queue does not exist.
+ */
+void
+sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue)
+{
+	if (!sbq_storage_find_queue(addr, queue))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
+				 errmsg("queue \"%s\" does not exist", addr->name)));
+}
+
+/*
+ * sbq_storage_queue_tuple
+ *		The sbq_queue_properties row of a queue, formed in mcxt (which must
+ *		outlive the storage section).
+ */
+HeapTuple
+sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
+{
+	Datum		args[1];
+	Datum		values[12];
+	bool		nulls[12];
+	MemoryContext oldcxt;
+	HeapTuple	tuple;
+	int			i;
+
+	args[0] = Int32GetDatum(queue_id);
+	if (sbq_exec(PLAN_QUEUE_ROW, args, NULL) != 1)
+		elog(ERROR, "queue %d vanished", queue_id);
+	if (tupdesc->natts != 12)
+		elog(ERROR, "sbq_queue_properties has %d columns, expected 12", tupdesc->natts);
+	for (i = 0; i < 12; i++)
+		values[i] = sbq_col(0, i + 1, &nulls[i]);
+	oldcxt = MemoryContextSwitchTo(mcxt);
+	tuple = heap_form_tuple(tupdesc, values, nulls);
+	MemoryContextSwitchTo(oldcxt);
+	return tuple;
+}
+
+/*
+ * Queue properties as statement arguments, in the order of PLAN_UPDATE_QUEUE
+ * ($2 .. $10), which PLAN_CREATE_QUEUE shares from its $3 on.
+ */
+static void
+sbq_queue_args(const SbqQueue *p, Datum *values, bool *nulls)
+{
+	values[0] = IntervalPGetDatum(&p->lock_duration);
+	nulls[0] = false;
+	values[1] = Int32GetDatum(p->max_delivery_count);
+	nulls[1] = false;
+	values[2] = IntervalPGetDatum(&p->default_ttl);
+	nulls[2] = !p->has_default_ttl;
+	values[3] = BoolGetDatum(p->dlq_on_expiration);
+	nulls[3] = false;
+	values[4] = IntervalPGetDatum(&p->dup_window);
+	nulls[4] = !p->has_dup_window;
+	values[5] = BoolGetDatum(p->requires_session);
+	nulls[5] = false;
+	values[6] = p->forward_to ? CStringGetTextDatum(p->forward_to) : (Datum) 0;
+	nulls[6] = p->forward_to == NULL;
+	values[7] = p->forward_dlq_to ? CStringGetTextDatum(p->forward_dlq_to) : (Datum) 0;
+	nulls[7] = p->forward_dlq_to == NULL;
+	values[8] = Int32GetDatum(p->max_message_size);
+	nulls[8] = false;
+}
+
+/*
+ * sbq_storage_create_queue
+ *		Store a new queue; the caller holds the name lock and has checked
+ *		that the name is free. Returns its id.
+ */
+int32
+sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *props)
+{
+	Datum		values[12];
+	bool		nulls[12];
+
+	values[0] = CStringGetTextDatum(name);
+	nulls[0] = false;
+	values[1] = CStringGetTextDatum(key);
+	nulls[1] = false;
+	sbq_queue_args(props, values + 2, nulls + 2);
+	values[11] = TimestampTzGetDatum(GetCurrentTimestamp());
+	nulls[11] = false;
+	if (sbq_exec(PLAN_CREATE_QUEUE, values, nulls) != 1)
+		elog(ERROR, "could not create queue \"%s\"", name);
+	{
+		bool		isnull;
+
+		return DatumGetInt32(sbq_col(0, 1, &isnull));
+	}
+}
+
+/*
+ * sbq_storage_update_queue
+ *		Store new properties for an existing queue.
+ */
+void
+sbq_storage_update_queue(const SbqQueue *props)
+{
+	Datum		values[11];
+	bool		nulls[11];
+
+	values[0] = Int32GetDatum(props->queue_id);
+	nulls[0] = false;
+	sbq_queue_args(props, values + 1, nulls + 1);
+	values[10] = TimestampTzGetDatum(GetCurrentTimestamp());
+	nulls[10] = false;
+	(void) sbq_exec(PLAN_UPDATE_QUEUE, values, nulls);
+}
+
+/*
+ * sbq_storage_delete_queue
+ *		Drop a queue with its messages, dead letters and counters.
+ */
+void
+sbq_storage_delete_queue(int32 queue_id)
+{
+	Datum		values[1];
+
+	values[0] = Int32GetDatum(queue_id);
+	(void) sbq_exec(PLAN_DELETE_QUEUE, values, NULL);
+}
+
+/*
+ * sbq_storage_purge
+ *		Delete every message of a queue (or of its dead-letter sub-queue).
+ */
+int64
+sbq_storage_purge(const SbqQueue *queue, int16 subqueue)
+{
+	Datum		values[2];
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	return (int64) sbq_exec(PLAN_PURGE, values, NULL);
+}
+
+static int
+sbq_cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * sbq_storage_send
+ *		Store nbodies messages (bytea datums, checked for size by the caller)
+ *		with the same properties; their sequence numbers go into seqs in the
+ *		order of the bodies. Returns the number stored.
+ */
+int
+sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
+				 Datum *bodies, int nbodies, const char *default_content_type,
+				 int64 *seqs)
+{
+	Datum		values[16];
+	bool		nulls[16];
+	TimestampTz now = GetCurrentTimestamp();
+	Interval	ttl;
+	bool		has_ttl = false;
+	uint64		n;
+	uint64		i;
+	SbqCounts	counts = {0};
+
+	if (nbodies == 0)
+		return 0;
+
+	/* A message's time to live is capped to the queue's default. */
+	if (props->has_ttl)
+	{
+		ttl = props->ttl;
+		has_ttl = true;
+		if (queue->has_default_ttl &&
+			sbq_interval_usecs(&queue->default_ttl) < sbq_interval_usecs(&ttl))
+			ttl = queue->default_ttl;
+	}
+	else if (queue->has_default_ttl)
+	{
+		ttl = queue->default_ttl;
+		has_ttl = true;
+	}
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(SBQ_STATE_ACTIVE);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = (Datum) 0;
+	nulls[3] = true;			/* scheduled_enqueue_time */
+	values[4] = has_ttl ? TimestampTzGetDatum(sbq_add_interval(now, &ttl)) : (Datum) 0;
+	nulls[4] = !has_ttl;
+	values[5] = has_ttl ? IntervalPGetDatum(&ttl) : (Datum) 0;
+	nulls[5] = !has_ttl;
+
+#define TEXT_ARG(idx, field) \
+	do { values[idx] = PointerGetDatum(props->field); nulls[idx] = props->field == NULL; } while (0)
+	TEXT_ARG(6, message_id);
+	TEXT_ARG(7, session_id);
+	TEXT_ARG(8, correlation_id);
+	TEXT_ARG(9, subject);
+	TEXT_ARG(11, reply_to);
+	TEXT_ARG(12, reply_to_session_id);
+	TEXT_ARG(13, to_address);
+#undef TEXT_ARG
+	if (props->content_type != NULL)
+		values[10] = PointerGetDatum(props->content_type);
+	else if (default_content_type != NULL)
+		values[10] = CStringGetTextDatum(default_content_type);
+	else
+		nulls[10] = true;
+	values[14] = PointerGetDatum(props->application_properties);
+	nulls[14] = props->application_properties == NULL;
+
+	if (nbodies == 1)
+	{
+		values[15] = bodies[0];
+		n = sbq_exec(PLAN_SEND_ONE, values, nulls);
+	}
+	else
+	{
+		values[15] = PointerGetDatum(construct_array(bodies, nbodies, BYTEAOID,
+													 -1, false, TYPALIGN_INT));
+		n = sbq_exec(PLAN_SEND_MANY, values, nulls);
+	}
+	if (n != (uint64) nbodies)
+		elog(ERROR, "stored " UINT64_FORMAT " of %d messages", n, nbodies);
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+	}
+	/* sequence numbers follow the order of the bodies */
+	qsort(seqs, n, sizeof(int64), sbq_cmp_int64);
+
+	counts.sent = n;
+	sbq_add_counts(queue->queue_id, &counts);
+	return (int) n;
+}
+
+/*
+ * sbq_put_message_rows
+ *		Copy the sbq_message columns of the current SPI result into a
+ *		tuplestore, skipping a row whose sequence number is NULL (the row a
+ *		receive returns when it handed out nothing).
+ */
+static int
+sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	Datum		values[SBQ_MESSAGE_NATTS];
+	bool		nulls[SBQ_MESSAGE_NATTS];
+	uint64		row;
+	int			put = 0;
+
+	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
+		elog(ERROR, "sbq_message has %d columns, expected %d",
+			 tupdesc->natts, SBQ_MESSAGE_NATTS);
+
+	for (row = 0; row < SPI_processed; row++)
+	{
+		int			col;
+
+		for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
+			values[col] = sbq_col(row, col + 1, &nulls[col]);
+		if (nulls[0])
+			continue;
+		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
+		put++;
+	}
+	return put;
+}
+
+/*
+ * sbq_storage_receive
+ *		One receive pass: hand out up to max_messages available messages in
+ *		sequence order into tupstore, locking them (peek-lock) or removing them
+ *		(receive-and-delete). Messages met on the way whose expired lock was
+ *		their last allowed delivery are dead-lettered, and messages whose time
+ *		to live has passed are dead-lettered or dropped as the queue says: they
+ *		are never handed out, and the pass goes on past them.
+ */
+SbqReceiveResult
+sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
+					SbqReceiveMode mode, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	SbqReceiveResult result = {0};
+	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[9];
+	char		description[128];
+	SbqPlanId	plan = mode == SBQ_PEEK_LOCK ? PLAN_RECEIVE_LOCK : PLAN_RECEIVE_DELETE;
+
+	snprintf(description, sizeof(description),
+			 "Message could not be consumed after %d delivery attempts.",
+			 queue->max_delivery_count);
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	values[2] = TimestampTzGetDatum(now);
+	values[4] = Int32GetDatum(queue->max_delivery_count);
+	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	values[6] = BoolGetDatum(queue->dlq_on_expiration);
+	values[7] = CStringGetTextDatum(queue->name);
+	values[8] = CStringGetTextDatum(description);
+
+	while (result.delivered < max_messages)
+	{
+		int			n_over;
+		int			n_expired_dead;
+		int			n_dropped;
+		bool		isnull;
+
+		values[3] = Int32GetDatum(max_messages - result.delivered);
+		if (sbq_exec(plan, values, NULL) == 0)
+			elog(ERROR, "receive returned no row");
+
+		n_over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
+		n_expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
+		n_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
+		result.delivered += sbq_put_message_rows(tupstore, tupdesc);
+		result.dead_lettered += n_over;
+		result.expired_dead_lettered += n_expired_dead;
+		result.expired_dropped += n_dropped;
+
+		/* the head held nothing but what we handed out: nothing more to find */
+		if (n_over + n_expired_dead + n_dropped == 0)
+			break;
+	}
+
+	counts.received = result.delivered;
+	counts.completed = mode == SBQ_RECEIVE_AND_DELETE ? result.delivered : 0;
+	counts.dead_lettered = result.dead_lettered + result.expired_dead_lettered;
+	counts.expired = result.expired_dead_lettered + result.expired_dropped;
+	if (counts.received + counts.dead_lettered + counts.expired > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	return result;
+}
+
+/*
+ * sbq_storage_peek
+ *		Up to max_messages messages from from_seq on, in sequence order and in
+ *		any state, without locking or counting them.
+ */
+int
+sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
+				 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	Datum		values[5];
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	values[2] = Int64GetDatum(from_seq);
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[4] = Int32GetDatum(max_messages);
+	(void) sbq_exec(PLAN_PEEK, values, NULL);
+	return sbq_put_message_rows(tupstore, tupdesc);
+}
+
+static void
+sbq_lock_args(Datum *values, const SbqQueue *queue, int16 subqueue,
+			  const pg_uuid_t *token, TimestampTz now)
+{
+	values[0] = Int64GetDatum(sbq_token_sequence(token));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	values[3] = UUIDPGetDatum(token);
+	values[4] = TimestampTzGetDatum(now);
+}
+
+/*
+ * sbq_storage_complete
+ *		Remove the message locked by token; false when the lock is not valid.
+ */
+bool
+sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token)
+{
+	Datum		values[5];
+	SbqCounts	counts = {0};
+
+	sbq_lock_args(values, queue, subqueue, token, GetCurrentTimestamp());
+	if (sbq_exec(PLAN_COMPLETE, values, NULL) != 1)
+		return false;
+	counts.completed = 1;
+	sbq_add_counts(queue->queue_id, &counts);
+	return true;
+}
+
+/*
+ * sbq_storage_complete_many
+ *		Remove the messages locked by tokens (distinct, checked by the caller).
+ *		settled[i] tells whether token i was valid; returns how many were.
+ *		The caller raises an error unless all were, which undoes the rest.
+ */
+int
+sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
+						  Datum *tokens, int ntokens, bool *settled)
+{
+	Datum		values[5];
+	Datum	   *seqs = palloc(sizeof(Datum) * ntokens);
+	uint64		n;
+	uint64		row;
+	int			i;
+	SbqCounts	counts = {0};
+
+	for (i = 0; i < ntokens; i++)
+	{
+		seqs[i] = Int64GetDatum(sbq_token_sequence(DatumGetUUIDP(tokens[i])));
+		settled[i] = false;
+	}
+	values[0] = PointerGetDatum(construct_array(seqs, ntokens, INT8OID,
+												sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	values[3] = PointerGetDatum(construct_array(tokens, ntokens, UUIDOID,
+												UUID_LEN, false, TYPALIGN_CHAR));
+	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	n = sbq_exec(PLAN_COMPLETE_MANY, values, NULL);
+
+	for (row = 0; row < n; row++)
+	{
+		bool		isnull;
+		pg_uuid_t  *done = DatumGetUUIDP(sbq_col(row, 1, &isnull));
+
+		for (i = 0; i < ntokens; i++)
+			if (memcmp(done->data, DatumGetUUIDP(tokens[i])->data, UUID_LEN) == 0)
+				settled[i] = true;
+	}
+	if (n == (uint64) ntokens)
+	{
+		counts.completed = n;
+		sbq_add_counts(queue->queue_id, &counts);
+	}
+	return (int) n;
+}
+
+/*
+ * sbq_storage_abandon
+ *		Release the lock of token at once, merging props_to_modify into the
+ *		message's application properties. A message on its last allowed
+ *		delivery is dead-lettered instead (MaxDeliveryCountExceeded), and one
+ *		whose time to live has passed meanwhile expires now (dead-lettered or
+ *		dropped as the queue says). In the dead-letter sub-queue there is no
+ *		delivery limit and no expiry. False when the lock is not valid.
+ */
+bool
+sbq_storage_abandon(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+					Jsonb *props_to_modify)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	TimestampTz now = GetCurrentTimestamp();
+	int64		seq = sbq_token_sequence(token);
+	int32		delivery_count;
+	bool		isnull;
+	Datum		expires_at;
+	bool		expired;
+	SbqCounts	counts = {0};
+
+	sbq_lock_args(values, queue, subqueue, token, now);
+	if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1)
+		return false;
+	delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
+	expires_at = sbq_col(0, 3, &isnull);
+	expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
+
+	counts.abandoned = 1;
+	values[0] = Int64GetDatum(seq);
+	if (subqueue == SBQ_SUBQUEUE_MAIN && delivery_count >= queue->max_delivery_count)
+	{
+		char		description[128];
+
+		snprintf(description, sizeof(description),
+				 "Message could not be consumed after %d delivery attempts.",
+				 queue->max_delivery_count);
+		values[1] = CStringGetTextDatum("MaxDeliveryCountExceeded");
+		values[2] = CStringGetTextDatum(description);
+		values[3] = CStringGetTextDatum(queue->name);
+		values[4] = PointerGetDatum(props_to_modify);
+		nulls[4] = props_to_modify == NULL;
+		(void) sbq_exec(PLAN_DEADLETTER, values, nulls);
+		counts.dead_lettered = 1;
+	}
+	else if (subqueue == SBQ_SUBQUEUE_MAIN && expired && queue->dlq_on_expiration)
+	{
+		values[1] = CStringGetTextDatum("TTLExpiredException");
+		values[2] = CStringGetTextDatum("The message expired and was dead-lettered.");
+		values[3] = CStringGetTextDatum(queue->name);
+		values[4] = PointerGetDatum(props_to_modify);
+		nulls[4] = props_to_modify == NULL;
+		(void) sbq_exec(PLAN_DEADLETTER, values, nulls);
+		counts.dead_lettered = 1;
+		counts.expired = 1;
+	}
+	else if (subqueue == SBQ_SUBQUEUE_MAIN && expired)
+	{
+		(void) sbq_exec(PLAN_DELETE_ONE, values, NULL);
+		counts.expired = 1;
+	}
+	else
+	{
+		values[1] = PointerGetDatum(props_to_modify);
+		nulls[1] = props_to_modify == NULL;
+		(void) sbq_exec(PLAN_UNLOCK, values, nulls);
+	}
+	sbq_add_counts(queue->queue_id, &counts);
+	return true;
+}
+
+/*
+ * sbq_storage_renew
+ *		Extend the lock of token by the queue's lock duration from now; false
+ *		when the lock is not valid.
+ */
+bool
+sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+				  TimestampTz *locked_until)
+{
+	Datum		values[6];
+	TimestampTz now = GetCurrentTimestamp();
+	bool		isnull;
+
+	sbq_lock_args(values, queue, subqueue, token, now);
+	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	if (sbq_exec(PLAN_RENEW, values, NULL) != 1)
+		return false;
+	*locked_until = DatumGetTimestampTz(sbq_col(0, 1, &isnull));
+	return true;
+}

@@ -1,0 +1,286 @@
+/*-------------------------------------------------------------------------
+ *
+ * util.c
+ *	  Argument checks and small helpers shared by the SQL-callable functions:
+ *	  queue names and addresses, durations, lock tokens, JSON objects, the
+ *	  set-returning function setup and the per-name lock of queue management.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/util.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "common/hashfn.h"
+#include "mb/pg_wchar.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+#include "compat.h"
+#include "sbqueue.h"
+
+PG_FUNCTION_INFO_V1(sbq_new_lock_token);
+
+/*
+ * field4 of the advisory lock tags sbqueue takes: user advisory locks use 1
+ * and 2, so these never collide with an application's pg_advisory_lock().
+ */
+#define SBQ_LOCKTAG_FIELD4	0x5342
+
+static bool
+sbq_name_char_ok(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		(c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' || c == '/';
+}
+
+static bool
+sbq_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/*
+ * sbq_parse_address
+ *		Check a queue name and split off a "/$deadletterqueue" suffix (any
+ *		letter case) when allow_dlq says the call takes one.
+ *
+ * A queue name is 1-260 characters of A-Z a-z 0-9 . - _ /, starting and ending
+ * with a letter or digit. Anything else is 22023; NULL is the caller's check.
+ */
+void
+sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr)
+{
+	char	   *full = text_to_cstring(queue);
+	size_t		len = strlen(full);
+	size_t		suffix_len = strlen(SBQ_DLQ_SUFFIX);
+	size_t		i;
+
+	addr->subqueue = SBQ_SUBQUEUE_MAIN;
+	if (allow_dlq && len > suffix_len &&
+		pg_strcasecmp(full + len - suffix_len, SBQ_DLQ_SUFFIX) == 0)
+	{
+		addr->subqueue = SBQ_SUBQUEUE_DLQ;
+		len -= suffix_len;
+		full[len] = '\0';
+	}
+
+	if (len == 0 || len > SBQ_MAX_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
+				 errdetail("A queue name has 1 to %d characters.", SBQ_MAX_NAME_LEN)));
+
+	for (i = 0; i < len; i++)
+	{
+		if (!sbq_name_char_ok(full[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
+					 errdetail("A queue name may contain only letters, digits, periods, hyphens, underscores and slashes.")));
+	}
+	if (!sbq_alnum(full[0]) || !sbq_alnum(full[len - 1]))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
+				 errdetail("A queue name starts and ends with a letter or digit.")));
+
+	addr->name = full;
+	addr->key = pstrdup(full);
+	for (i = 0; i < len; i++)
+		addr->key[i] = pg_ascii_tolower((unsigned char) addr->key[i]);
+}
+
+/*
+ * sbq_interval_usecs
+ *		An interval as microseconds, a month counted as 30 days (as PostgreSQL's
+ *		own interval comparisons do). Saturates instead of overflowing.
+ */
+int64
+sbq_interval_usecs(const Interval *iv)
+{
+	int128		total;
+
+	total = (int128) iv->time +
+		(int128) iv->day * USECS_PER_DAY +
+		(int128) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (total > PG_INT64_MAX)
+		return PG_INT64_MAX;
+	if (total < PG_INT64_MIN)
+		return PG_INT64_MIN;
+	return (int64) total;
+}
+
+/*
+ * sbq_check_interval_range
+ *		22023 unless min_usecs <= iv <= max_usecs.
+ */
+void
+sbq_check_interval_range(const char *argname, const Interval *iv,
+						 int64 min_usecs, int64 max_usecs)
+{
+	int64		us = sbq_interval_usecs(iv);
+
+	if (us < min_usecs || us > max_usecs)
+	{
+		char	   *given = DatumGetCString(DirectFunctionCall1(interval_out,
+																IntervalPGetDatum(iv)));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s %s is out of range", argname, given),
+				 errdetail("It must be between " INT64_FORMAT " and " INT64_FORMAT " seconds.",
+						   min_usecs / USECS_PER_SEC, max_usecs / USECS_PER_SEC)));
+	}
+}
+
+/*
+ * Lock tokens.
+ *
+ * A token is a version 4 style UUID: its first 8 bytes are random (58 bits,
+ * around the version nibble), its last 8 carry the message's sequence number
+ * (62 bits, under the RFC 4122 variant bits) XORed with the first 8, so tokens
+ * look random. Settling reads the sequence number out of the token and finds
+ * the message by primary key, then compares the whole token: no index on lock
+ * tokens is needed, so taking a lock stays a HOT update.
+ */
+Datum
+sbq_new_lock_token(PG_FUNCTION_ARGS)
+{
+	int64		seq = PG_GETARG_INT64(0);
+	pg_uuid_t  *token = palloc(sizeof(pg_uuid_t));
+	uint64		s = (uint64) seq;
+	int			i;
+
+	if (!pg_strong_random(token->data, 8))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate random values")));
+	token->data[6] = (token->data[6] & 0x0F) | 0x40;	/* version 4 */
+	for (i = 15; i >= 8; i--)
+	{
+		token->data[i] = (unsigned char) (s & 0xFF) ^ token->data[i - 8];
+		s >>= 8;
+	}
+	token->data[8] = (token->data[8] & 0x3F) | 0x80;	/* RFC 4122 variant */
+	PG_RETURN_UUID_P(token);
+}
+
+/*
+ * sbq_token_sequence
+ *		The sequence number a lock token was issued for (garbage for a token
+ *		sbqueue never issued; the full-token comparison then fails).
+ */
+int64
+sbq_token_sequence(const pg_uuid_t *token)
+{
+	uint64		s = (token->data[8] ^ token->data[0]) & 0x3F;
+	int			i;
+
+	for (i = 9; i < 16; i++)
+		s = (s << 8) | (unsigned char) (token->data[i] ^ token->data[i - 8]);
+	return (int64) s;
+}
+
+char *
+sbq_token_string(const pg_uuid_t *token)
+{
+	return DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(token)));
+}
+
+/*
+ * sbq_check_json_object
+ *		22023 unless j is a JSON object.
+ */
+void
+sbq_check_json_object(const char *argname, Jsonb *j)
+{
+	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a JSON object", argname)));
+}
+
+/*
+ * sbq_check_id_length
+ *		22023 when an identifier property is longer than 128 characters.
+ */
+void
+sbq_check_id_length(const char *argname, text *value)
+{
+	if (value != NULL &&
+		pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value)) > SBQ_MAX_ID_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is longer than %d characters", argname, SBQ_MAX_ID_LEN)));
+}
+
+/*
+ * sbq_require_arg
+ *		22004 when a required argument is NULL: the functions are not STRICT, so
+ *		that a NULL never silently does nothing.
+ */
+void
+sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * sbq_init_srf
+ *		Set up a materialized set-returning call: a tuplestore in the per-query
+ *		context and the caller's expected tuple descriptor.
+ */
+Tuplestorestate *
+sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext oldcxt;
+	Tuplestorestate *tupstore;
+	TupleDesc	desc;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		(rsinfo->allowedModes & SFRM_Materialize) == 0 ||
+		rsinfo->expectedDesc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	desc = CreateTupleDescCopy(rsinfo->expectedDesc);
+	tupstore = tuplestore_begin_heap(true, false, work_mem);
+	MemoryContextSwitchTo(oldcxt);
+
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tupstore;
+	rsinfo->setDesc = desc;
+	*tupdesc = desc;
+	return tupstore;
+}
+
+/*
+ * sbq_lock_queue_name
+ *		Take the transaction-level lock on a queue name. Creating and deleting a
+ *		queue take it exclusively, sending takes it shared: a send can then never
+ *		store a message for a queue whose deletion committed after the send
+ *		looked the queue up, and two creates of one name never race.
+ */
+void
+sbq_lock_queue_name(const char *key, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+	uint64		h = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 SBQ_LOCKTAG_FIELD4);
+	(void) LockAcquire(&tag, mode, false, false);
+}
