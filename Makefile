@@ -11,7 +11,7 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
-REGRESS = create queue_management send receive settle errors
+REGRESS = create queue_management send receive settle
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration

@@ -362,7 +362,9 @@ CREATE VIEW sbq_queues AS
       FROM sbq.queues q;
 
 /*
- * The five counts split the messages without overlap. A message whose lock
+ * The five counts split the messages without overlap, at the wall-clock time
+ * of the query (as receive and settle judge locks, not at the transaction
+ * start). A message whose lock
  * expired on its last allowed delivery is counted as the dead letter it is
  * about to become; one whose time to live has passed is counted nowhere when
  * it is about to be dropped, as a dead letter when the queue dead-letters
@@ -384,6 +386,7 @@ CREATE VIEW sbq_queue_stats AS
            coalesce(c.dead_lettered, 0) AS dead_lettered,
            coalesce(c.expired, 0) AS expired
       FROM sbq.queues q
+     CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS t) clk
       LEFT JOIN LATERAL (
            SELECT pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'active') AS active_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'locked') AS locked_count,
@@ -396,11 +399,11 @@ CREATE VIEW sbq_queue_stats AS
                           CASE
                             WHEN m.subqueue OPERATOR(pg_catalog.=) 1 THEN 'dead'
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
-                            WHEN m.locked_until OPERATOR(pg_catalog.>) pg_catalog.now() THEN 'locked'
+                            WHEN m.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
                             WHEN m.locked_until IS NOT NULL
                                  AND m.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
                             WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
-                            WHEN m.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now() THEN
+                            WHEN m.expires_at OPERATOR(pg_catalog.<=) clk.t THEN
                                  CASE WHEN q.dead_lettering_on_message_expiration THEN 'dead' ELSE 'gone' END
                             ELSE 'active'
                           END AS kind

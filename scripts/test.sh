@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the whole test suite. Installs what is missing, builds and
+# installs sbqueue, starts a throwaway PostgreSQL server on a free local port,
+# runs every suite against it, stops it, and exits non-zero if any suite failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+scripts/setup.sh || exit 1
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config}
+
+work=$(mktemp -d /tmp/sbqueue-test.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+    scripts/pgserver.sh stop "$work/pg" >/dev/null 2>&1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$(scripts/pgserver.sh start "$work/pg") || exit 1
+export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres
+echo "test: PostgreSQL on port $port"
+
+passed=0
+failed=0
+failures=()
+suite() {
+    local name=$1
+    shift
+    echo
+    echo "=== $name"
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "=== $name: ok"
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+        echo "=== $name: FAILED"
+    fi
+}
+
+regress() {
+    rm -rf results regression.diffs regression.out
+    if make -s PG_CONFIG="$PG_CONFIG" installcheck; then
+        return 0
+    fi
+    [ -f regression.diffs ] && cat regression.diffs
+    return 1
+}
+
+pgtap() {
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE sbq_pgtap" &&
+        psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap \
+            -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue" &&
+        pg_prove -d sbq_pgtap -ovf test/pgtap/*.sql
+}
+
+fresh_db() {
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" &&
+        psql -X -q -v ON_ERROR_STOP=1 -d "$1" -c "CREATE EXTENSION sbqueue"
+}
+
+concurrency() {
+    fresh_db sbq_conc &&
+        timeout 300 python3 test/concurrency/concurrency_test.py \
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc
+}
+
+python_client() {
+    fresh_db sbq_py &&
+        timeout 120 python3 test/clients/python_client_test.py \
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_py
+}
+
+node_client() {
+    fresh_db sbq_node || return 1
+    (
+        cd test/clients/node &&
+            { [ -d node_modules/pg ] || npm install --no-audit --no-fund --silent; } &&
+            PGDATABASE=sbq_node timeout 120 node --test client_test.js
+    )
+}
+
+suite "pg_regress" regress
+suite "pgTAP" pgtap
+suite "concurrency" concurrency
+suite "python client" python_client
+suite "node client" node_client
+
+echo
+echo "suites: $passed passed, $failed failed"
+if [ "$failed" -gt 0 ]; then
+    echo "failed: ${failures[*]}"
+    exit 1
+fi
+exit 0
