@@ -32,6 +32,11 @@ start)
     port=${3:-}
     preload=${4:-}
     if [ "$port" = "--preload" ]; then preload=--preload; port=; fi
+    # already running (a demo started earlier): reuse it
+    if [ -f "$dir/port" ] && "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        cat "$dir/port"
+        exit 0
+    fi
     [ -n "$port" ] || port=$(free_port)
     mkdir -p "$dir"
     if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi

@@ -8,6 +8,8 @@ root=$(pwd)
 
 scripts/setup.sh || exit 1
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config}
+# Debian's python3-psycopg belongs to Debian's python3
+PYTHON=${PYTHON:-/usr/bin/python3}
 
 work=$(mktemp -d /tmp/sbqueue-test.XXXXXX)
 chmod 755 "$work"
@@ -62,13 +64,13 @@ fresh_db() {
 
 concurrency() {
     fresh_db sbq_conc &&
-        timeout 300 python3 test/concurrency/concurrency_test.py \
+        timeout 300 "$PYTHON" test/concurrency/concurrency_test.py \
             --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc
 }
 
 python_client() {
     fresh_db sbq_py &&
-        timeout 120 python3 test/clients/python_client_test.py \
+        timeout 120 "$PYTHON" test/clients/python_client_test.py \
             --host "$PGHOST" --port "$PGPORT" --dbname sbq_py
 }
 

@@ -145,17 +145,31 @@ sbq_check_interval_range(const char *argname, const Interval *iv,
  *
  * A token is a version 4 style UUID: its first 8 bytes are random (58 bits,
  * around the version nibble), its last 8 carry the message's sequence number
- * (62 bits, under the RFC 4122 variant bits) XORed with the first 8, so tokens
- * look random. Settling reads the sequence number out of the token and finds
+ * (62 bits, under the RFC 4122 variant bits) XORed with a mix of the first
+ * 8, so tokens look random. Settling reads the sequence number out of the token and finds
  * the message by primary key, then compares the whole token: no index on lock
  * tokens is needed, so taking a lock stays a HOT update.
  */
+static uint64
+sbq_token_mask(const pg_uuid_t *token)
+{
+	uint64		z = 0;
+	int			i;
+
+	/* the splitmix64 finalizer over the random half */
+	for (i = 0; i < 8; i++)
+		z = (z << 8) | token->data[i];
+	z = (z ^ (z >> 30)) * UINT64CONST(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64CONST(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
 Datum
 sbq_new_lock_token(PG_FUNCTION_ARGS)
 {
 	int64		seq = PG_GETARG_INT64(0);
 	pg_uuid_t  *token = palloc(sizeof(pg_uuid_t));
-	uint64		s = (uint64) seq;
+	uint64		s;
 	int			i;
 
 	if (!pg_strong_random(token->data, 8))
@@ -163,9 +177,10 @@ sbq_new_lock_token(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate random values")));
 	token->data[6] = (token->data[6] & 0x0F) | 0x40;	/* version 4 */
+	s = (uint64) seq ^ sbq_token_mask(token);
 	for (i = 15; i >= 8; i--)
 	{
-		token->data[i] = (unsigned char) (s & 0xFF) ^ token->data[i - 8];
+		token->data[i] = (unsigned char) (s & 0xFF);
 		s >>= 8;
 	}
 	token->data[8] = (token->data[8] & 0x3F) | 0x80;	/* RFC 4122 variant */
@@ -180,12 +195,12 @@ sbq_new_lock_token(PG_FUNCTION_ARGS)
 int64
 sbq_token_sequence(const pg_uuid_t *token)
 {
-	uint64		s = (token->data[8] ^ token->data[0]) & 0x3F;
+	uint64		s = 0;
 	int			i;
 
-	for (i = 9; i < 16; i++)
-		s = (s << 8) | (unsigned char) (token->data[i] ^ token->data[i - 8]);
-	return (int64) s;
+	for (i = 8; i < 16; i++)
+		s = (s << 8) | token->data[i];
+	return (int64) ((s ^ sbq_token_mask(token)) & UINT64CONST(0x3FFFFFFFFFFFFFFF));
 }
 
 char *
