@@ -25,17 +25,16 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "storage/latch.h"
 #include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
-#include "utils/wait_event.h"
 
 #include "compat.h"
 #include "sbqueue.h"
+#include "wait.h"
 
 PG_FUNCTION_INFO_V1(sbq_create_queue);
 PG_FUNCTION_INFO_V1(sbq_update_queue);
@@ -638,6 +637,9 @@ sbq_receive(PG_FUNCTION_ARGS)
 		TimestampTz now;
 		long		sleep_ms;
 
+		/* get on the wait list before looking, so no commit slips between */
+		if (wait_us > 0)
+			sbq_wait_prepare(queue.queue_id);
 		r = sbq_storage_receive(&queue, addr.subqueue, max_messages, mode,
 								tupstore, tupdesc);
 		if (r.delivered > 0 || wait_us == 0 || IsolationUsesXactSnapshot())
@@ -646,11 +648,10 @@ sbq_receive(PG_FUNCTION_ARGS)
 		if (now >= deadline)
 			break;
 		sleep_ms = Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(sleep_ms, 1), SBQ_WAIT_EVENT_RECEIVE);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		sbq_wait_sleep(sleep_ms);
 	}
+	if (wait_us > 0)
+		sbq_wait_cancel();
 	sbq_storage_end();
 	return (Datum) 0;
 }

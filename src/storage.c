@@ -40,6 +40,7 @@
 
 #include "compat.h"
 #include "sbqueue.h"
+#include "wait.h"
 
 /* The prepared statements, by number. */
 typedef enum SbqPlanId
@@ -768,6 +769,7 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 
 	counts.sent = n;
 	sbq_add_counts(queue->queue_id, &counts);
+	sbq_wait_wake_at_commit(queue->queue_id);
 	return (int) n;
 }
 
@@ -866,6 +868,8 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 	counts.expired = result.expired_dead_lettered + result.expired_dropped;
 	if (counts.received + counts.dead_lettered + counts.expired > 0)
 		sbq_add_counts(queue->queue_id, &counts);
+	if (counts.dead_lettered > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);	/* the dead-letter sub-queue got some */
 	return result;
 }
 
@@ -1036,6 +1040,8 @@ sbq_storage_abandon(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		(void) sbq_exec(PLAN_UNLOCK, values, nulls);
 	}
 	sbq_add_counts(queue->queue_id, &counts);
+	if (counts.expired == 0 || counts.dead_lettered > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);
 	return true;
 }
 
