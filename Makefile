@@ -8,7 +8,7 @@ OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))
+DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = create queue_management send receive settle

@@ -83,7 +83,12 @@ node_client() {
     )
 }
 
+upgrade() {
+    test/upgrade/upgrade_test.sh
+}
+
 suite "pg_regress" regress
+suite "upgrade" upgrade
 suite "pgTAP" pgtap
 suite "concurrency" concurrency
 suite "python client" python_client

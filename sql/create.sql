@@ -27,7 +27,8 @@ SELECT a.attname, format_type(a.atttypid, a.atttypmod)
 -- managing queues is not granted to PUBLIC; using them is decided by table rights
 SELECT p.proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_can_execute
   FROM pg_proc p
- WHERE p.proname IN ('sbq_create_queue', 'sbq_update_queue', 'sbq_delete_queue', 'sbq_purge_queue')
+ WHERE p.proname IN ('sbq_create_queue', 'sbq_update_queue', 'sbq_delete_queue', 'sbq_purge_queue',
+                     'sbq_maintain')
  ORDER BY 1;
 SELECT has_schema_privilege('public', 'sbq', 'USAGE') AS public_uses_sbq;
 

@@ -49,7 +49,8 @@ SELECT pg_temp.err($$SELECT sbq_create_queue('p1', default_message_ttl => '0')$$
 SELECT pg_temp.err($$SELECT sbq_create_queue('p1', dead_lettering_on_message_expiration => NULL)$$);
 SELECT pg_temp.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '10 seconds')$$);
 SELECT pg_temp.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '8 days')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '10 minutes')$$);
+SELECT queue, duplicate_detection_window FROM sbq_create_queue('dup', duplicate_detection_window => '10 minutes');
+SELECT sbq_delete_queue('dup');
 SELECT pg_temp.err($$SELECT sbq_create_queue('p1', requires_session => true)$$);
 SELECT pg_temp.err($$SELECT sbq_create_queue('p1', requires_session => NULL)$$);
 SELECT pg_temp.err($$SELECT sbq_create_queue('p1', forward_to => 'orders')$$);

@@ -56,7 +56,7 @@ SELECT pg_temp.err($$SELECT sbq_send('s', reply_to_session_id => repeat('s', 129
 SELECT pg_temp.err($$SELECT sbq_send('s', 'x', application_properties => '[1, 2]')$$);
 SELECT pg_temp.err($$SELECT sbq_send('s', 'x', application_properties => '"scalar"')$$);
 SELECT pg_temp.err($$SELECT sbq_send('s', 'x', application_properties => 'null')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', scheduled_enqueue_time => now() + interval '1 hour')$$);
+SELECT pg_temp.err($$SELECT sbq_send('s', 'x', scheduled_enqueue_time => 'infinity')$$);
 SELECT pg_temp.err($$SELECT sbq_send('s', NULL::text)$$);
 SELECT pg_temp.err($$SELECT sbq_send('s', NULL::bytea)$$);
 SELECT pg_temp.err($$SELECT sbq_send('s', NULL::jsonb)$$);

@@ -53,6 +53,12 @@ PG_FUNCTION_INFO_V1(sbq_complete);
 PG_FUNCTION_INFO_V1(sbq_complete_many);
 PG_FUNCTION_INFO_V1(sbq_abandon);
 PG_FUNCTION_INFO_V1(sbq_renew);
+PG_FUNCTION_INFO_V1(sbq_defer);
+PG_FUNCTION_INFO_V1(sbq_deadletter);
+PG_FUNCTION_INFO_V1(sbq_cancel_scheduled);
+PG_FUNCTION_INFO_V1(sbq_receive_deferred);
+PG_FUNCTION_INFO_V1(sbq_resubmit);
+PG_FUNCTION_INFO_V1(sbq_maintain);
 
 /* Limits of the queue properties */
 #define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
@@ -61,6 +67,8 @@ PG_FUNCTION_INFO_V1(sbq_renew);
 #define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
 #define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
 #define SBQ_MAX_MESSAGE_SIZE	(256 * 1024 * 1024)
+
+#define SBQ_MAX_DEAD_LETTER_TEXT	4096
 
 #define SBQ_CONTENT_TYPE_TEXT	"text/plain; charset=utf-8"
 #define SBQ_CONTENT_TYPE_JSON	"application/json"
@@ -144,14 +152,8 @@ sbq_check_queue_props(const SbqQueue *p)
 		sbq_check_interval_range("default_message_ttl", &p->default_ttl,
 								 SBQ_MIN_TTL, PG_INT64_MAX);
 	if (p->has_dup_window)
-	{
 		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
 								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("duplicate detection is not supported yet"),
-				 errhint("Leave duplicate_detection_window NULL.")));
-	}
 	if (p->requires_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -414,10 +416,14 @@ sbq_send_props(FunctionCallInfo fcinfo, SbqSendProps *props)
 					 errmsg("time_to_live must be positive")));
 	}
 	if (!PG_ARGISNULL(SEND_SCHEDULED))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("scheduled messages are not supported yet"),
-				 errhint("Leave scheduled_enqueue_time NULL.")));
+	{
+		props->has_scheduled = true;
+		props->scheduled = PG_GETARG_TIMESTAMPTZ(SEND_SCHEDULED);
+		if (TIMESTAMP_NOT_FINITE(props->scheduled))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("scheduled_enqueue_time must be finite")));
+	}
 	if (!PG_ARGISNULL(SEND_APP_PROPERTIES))
 	{
 		props->application_properties = PG_GETARG_JSONB_P(SEND_APP_PROPERTIES);
@@ -798,24 +804,237 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(n);
 }
 
+/*
+ * sbq_props_to_modify_arg
+ *		The optional properties_to_modify argument: NULL, or a JSON object.
+ */
+static Jsonb *
+sbq_props_to_modify_arg(FunctionCallInfo fcinfo, int argno)
+{
+	Jsonb	   *props;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	props = PG_GETARG_JSONB_P(argno);
+	sbq_check_json_object("properties_to_modify", props);
+	return props;
+}
+
 Datum
 sbq_abandon(PG_FUNCTION_ARGS)
 {
 	SbqAddress	addr;
 	SbqQueue	queue;
-	Jsonb	   *props = NULL;
+	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 2);
 	pg_uuid_t  *token;
 
-	if (!PG_ARGISNULL(2))
-	{
-		props = PG_GETARG_JSONB_P(2);
-		sbq_check_json_object("properties_to_modify", props);
-	}
 	token = sbq_settle_begin(fcinfo, "sbq_abandon()", &addr, &queue);
-	if (!sbq_storage_abandon(&queue, addr.subqueue, token, props))
+	if (!sbq_storage_release(&queue, addr.subqueue, token, -1, props))
 		sbq_lock_lost(&queue, &addr, token);
 	sbq_storage_end();
 	PG_RETURN_VOID();
+}
+
+Datum
+sbq_defer(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 2);
+	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_defer()", &addr, &queue);
+
+	if (!sbq_storage_release(&queue, addr.subqueue, token, SBQ_STATE_DEFERRED, props))
+		sbq_lock_lost(&queue, &addr, token);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+/*
+ * sbq_deadletter
+ *		Move a locked message to the dead-letter sub-queue. A dead letter
+ *		cannot be dead-lettered again (SB010, whatever its token).
+ */
+Datum
+sbq_deadletter(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	text	   *reason = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	text	   *description = PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3);
+	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 4);
+	pg_uuid_t  *token;
+
+	sbq_check_text_length("reason", reason, SBQ_MAX_DEAD_LETTER_TEXT);
+	sbq_check_text_length("error_description", description, SBQ_MAX_DEAD_LETTER_TEXT);
+	sbq_queue_address(fcinfo, true, &addr);
+	if (addr.subqueue == SBQ_SUBQUEUE_DLQ)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot dead-letter a message of the dead-letter sub-queue of queue \"%s\"",
+						addr.name),
+				 errdetail("A dead letter stays in the dead-letter sub-queue until it is completed or resubmitted.")));
+	token = sbq_settle_begin(fcinfo, "sbq_deadletter()", &addr, &queue);
+	if (!sbq_storage_deadletter(&queue, token, reason, description, props))
+		sbq_lock_lost(&queue, &addr, token);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+/*
+ * sbq_seq_array_arg
+ *		A bigint[] argument as distinct sequence numbers (22004 for a NULL
+ *		element); *n gets their count.
+ */
+static Datum *
+sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, int *n)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(argno);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int			i;
+	int			out = 0;
+
+	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, &nulls, &nelems);
+	for (i = 0; i < nelems; i++)
+	{
+		int			j;
+		bool		seen = false;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain null elements", argname),
+					 errdetail("Element %d is null.", i + 1)));
+		for (j = 0; j < out && !seen; j++)
+			seen = DatumGetInt64(elems[j]) == DatumGetInt64(elems[i]);
+		if (!seen)
+			elems[out++] = elems[i];
+	}
+	*n = out;
+	return elems;
+}
+
+static void
+sbq_message_not_found(const SbqAddress *addr, const char *what, int64 seq)
+{
+	ereport(ERROR,
+			(errcode(SBQ_ERRCODE_MESSAGE_NOT_FOUND),
+			 errmsg("no %s message with sequence number " INT64_FORMAT " on queue \"%s%s\"",
+					what, seq, addr->name,
+					addr->subqueue == SBQ_SUBQUEUE_DLQ ? SBQ_DLQ_SUFFIX : "")));
+}
+
+Datum
+sbq_cancel_scheduled(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	int64		seq;
+
+	sbq_queue_address(fcinfo, false, &addr);
+	sbq_require_arg(fcinfo, 1, "sequence_number");
+	seq = PG_GETARG_INT64(1);
+	PreventCommandIfReadOnly("sbq_cancel_scheduled()");
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	if (!sbq_storage_cancel_scheduled(&queue, seq))
+		sbq_message_not_found(&addr, "scheduled", seq);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+/*
+ * sbq_receive_deferred
+ *		Lock and return deferred messages by sequence number, all or none
+ *		(SB003 naming the first that is not a deferred message free to lock).
+ */
+Datum
+sbq_receive_deferred(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Datum	   *seqs;
+	int			nseqs;
+	int64		missing;
+	TupleDesc	tupdesc;
+	Tuplestorestate *tupstore;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	sbq_require_arg(fcinfo, 1, "sequence_numbers");
+	seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers", &nseqs);
+	if (nseqs > SBQ_MAX_RECEIVE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sequence_numbers has %d elements", nseqs),
+				 errdetail("At most %d messages are received at once.", SBQ_MAX_RECEIVE)));
+	PreventCommandIfReadOnly("sbq_receive_deferred()");
+
+	tupstore = sbq_init_srf(fcinfo, &tupdesc);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	if (nseqs > 0 &&
+		!sbq_storage_receive_deferred(&queue, addr.subqueue, seqs, nseqs,
+									  tupstore, tupdesc, &missing))
+		sbq_message_not_found(&addr, "deferred", missing);
+	sbq_storage_end();
+	return (Datum) 0;
+}
+
+/*
+ * sbq_resubmit
+ *		Dead letters back to their queue as new messages: the given ones (all
+ *		or none, SB003 for one that is not a dead letter free to move), or all
+ *		that no valid lock holds.
+ */
+Datum
+sbq_resubmit(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Datum	   *seqs = NULL;
+	int			nseqs = 0;
+	int			n;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	if (!PG_ARGISNULL(1))
+		seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers", &nseqs);
+	PreventCommandIfReadOnly("sbq_resubmit()");
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue);
+	if (seqs != NULL && nseqs == 0)
+		n = 0;
+	else
+		n = sbq_storage_resubmit(&queue, seqs, nseqs);
+	if (seqs != NULL && n != nseqs)
+	{
+		/* the error undoes the moves that were made */
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_MESSAGE_NOT_FOUND),
+				 errmsg("%d of the %d sequence numbers are not dead letters of queue \"%s\" free to resubmit",
+						nseqs - n, nseqs, queue.name),
+				 errdetail("Every number must name a message of \"%s%s\" that no valid lock holds.",
+						   queue.name, SBQ_DLQ_SUFFIX)));
+	}
+	sbq_storage_end();
+	PG_RETURN_INT32(n);
+}
+
+Datum
+sbq_maintain(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *result;
+	MemoryContext callcxt = CurrentMemoryContext;
+	MemoryContext oldcxt;
+
+	sbq_storage_begin();
+	result = sbq_storage_maintain();
+	oldcxt = MemoryContextSwitchTo(callcxt);
+	result = (Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(result));
+	MemoryContextSwitchTo(oldcxt);
+	sbq_storage_end();
+	PG_RETURN_JSONB_P(result);
 }
 
 Datum

@@ -118,9 +118,11 @@ extern int64 sbq_token_sequence(const pg_uuid_t *token);
 extern char *sbq_token_string(const pg_uuid_t *token);
 extern void sbq_check_json_object(const char *argname, Jsonb *j);
 extern void sbq_check_id_length(const char *argname, text *value);
+extern void sbq_check_text_length(const char *argname, text *value, int max);
 extern Tuplestorestate *sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc);
 extern void sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
+extern bool sbq_try_lock_maintenance(void);
 
 /* storage.c */
 extern void sbq_storage_begin(void);
@@ -147,8 +149,16 @@ extern bool sbq_storage_complete(const SbqQueue *queue, int16 subqueue,
 								 const pg_uuid_t *token);
 extern int	sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 									  Datum *tokens, int ntokens, bool *settled);
-extern bool sbq_storage_abandon(const SbqQueue *queue, int16 subqueue,
-								const pg_uuid_t *token, Jsonb *props_to_modify);
+extern bool sbq_storage_release(const SbqQueue *queue, int16 subqueue,
+								const pg_uuid_t *token, int16 state, Jsonb *props_to_modify);
+extern bool sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
+								   text *reason, text *description, Jsonb *props_to_modify);
+extern bool sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq);
+extern bool sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue,
+										 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
+										 TupleDesc tupdesc, int64 *missing);
+extern int	sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs);
+extern Jsonb *sbq_storage_maintain(void);
 extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,
 							  const pg_uuid_t *token, TimestampTz *locked_until);
 

@@ -30,8 +30,10 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -64,6 +66,18 @@ typedef enum SbqPlanId
 	PLAN_DELETE_ONE,
 	PLAN_RENEW,
 	PLAN_COUNT,
+	PLAN_NEXT_SEQUENCE,
+	PLAN_DEDUP_CLAIM,
+	PLAN_DEDUP_FIRST,
+	PLAN_ACTIVATE,
+	PLAN_CANCEL_SCHEDULED,
+	PLAN_DEFERRED_CANDIDATES,
+	PLAN_LOCK_DEFERRED,
+	PLAN_RESUBMIT,
+	PLAN_ALL_QUEUES,
+	PLAN_MAINTAIN_LOCKS,
+	PLAN_MAINTAIN_TTL,
+	PLAN_FORGET_DUPLICATES,
 	SBQ_NUM_PLANS
 } SbqPlanId;
 
@@ -100,8 +114,9 @@ typedef struct SbqPlanDef
 	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
 	"reply_to_session_id, to_address, application_properties, body) "
 
-#define INSERT_MESSAGE_VALUES(body) \
-	"nextval('sbq.message_seq'::regclass), $1, 0, $2, 0, $3, $4, $5, $6, " \
+#define NEXT_SEQUENCE "nextval('sbq.message_seq'::regclass)"
+#define INSERT_MESSAGE_VALUES(seq, body) \
+	seq ", $1, 0, $2, 0, $3, $4, $5, $6, " \
 	"coalesce($7, gen_random_uuid()::text), $8, $9, $10, $11, $12, $13, $14, $15, " body
 
 /*
@@ -208,14 +223,16 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		2, {INT4OID, INT2OID}
 	},
 	[PLAN_SEND_ONE] = {
-		INSERT_MESSAGE_COLS "VALUES (" INSERT_MESSAGE_VALUES("$16") ")"
+		/* $17: the sequence number duplicate detection drew, or NULL */
+		INSERT_MESSAGE_COLS "VALUES ("
+		INSERT_MESSAGE_VALUES("coalesce($17, " NEXT_SEQUENCE ")", "$16") ")"
 		" RETURNING sequence_number",
-		16, {INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+		17, {INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
 			INTERVALOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-		TEXTOID, TEXTOID, JSONBOID, BYTEAOID}
+		TEXTOID, TEXTOID, JSONBOID, BYTEAOID, INT8OID}
 	},
 	[PLAN_SEND_MANY] = {
-		INSERT_MESSAGE_COLS "SELECT " INSERT_MESSAGE_VALUES("u.body")
+		INSERT_MESSAGE_COLS "SELECT " INSERT_MESSAGE_VALUES(NEXT_SEQUENCE, "u.body")
 		" FROM unnest($16::bytea[]) WITH ORDINALITY AS u(body, ord)"
 		" ORDER BY u.ord RETURNING sequence_number",
 		16, {INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
@@ -279,10 +296,12 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		5, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID}
 	},
 	[PLAN_UNLOCK] = {
+		/* $3: the new state (deferred), or NULL to keep it */
 		"UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
+		" state = coalesce($3, m.state),"
 		" application_properties = " MERGE_PROPS("$2")
 		" WHERE m.sequence_number = $1",
-		2, {INT8OID, JSONBOID}
+		3, {INT8OID, JSONBOID, INT2OID}
 	},
 	[PLAN_DEADLETTER] = {
 		"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
@@ -314,9 +333,178 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" expired = qc.expired + excluded.expired",
 		9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
 	},
+	[PLAN_NEXT_SEQUENCE] = {
+		"SELECT " NEXT_SEQUENCE,
+		0, {InvalidOid}
+	},
+	[PLAN_DEDUP_CLAIM] = {
+		/*
+		 * Claim a message id for a new message: a row comes back when the id
+		 * is new or its last use is older than the window ($5, the cutoff).
+		 * A concurrent send of the same id waits here for the first to end.
+		 */
+		"INSERT INTO sbq.duplicate_ids AS d (queue_id, message_id, sequence_number, sent_at)"
+		" VALUES ($1, $2, $3, $4)"
+		" ON CONFLICT (queue_id, message_id) DO UPDATE"
+		" SET sequence_number = excluded.sequence_number, sent_at = excluded.sent_at"
+		" WHERE d.sent_at <= $5"
+		" RETURNING d.sequence_number",
+		5, {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[PLAN_DEDUP_FIRST] = {
+		"SELECT sequence_number FROM sbq.duplicate_ids"
+		" WHERE queue_id = $1 AND message_id = $2",
+		2, {INT4OID, TEXTOID}
+	},
+	[PLAN_ACTIVATE] = {
+		/*
+		 * Scheduled messages that are due join the back of the queue: a new
+		 * sequence number each, in the order of their scheduled times.
+		 * $1 queue, $2 now, $3 limit
+		 */
+		"WITH c AS MATERIALIZED ("
+		"  SELECT m.sequence_number, m.scheduled_enqueue_time FROM sbq.messages m"
+		"   WHERE m.queue_id = $1 AND m.state = 2 AND m.scheduled_enqueue_time <= $2"
+		"   ORDER BY m.scheduled_enqueue_time, m.sequence_number LIMIT $3"
+		"   FOR UPDATE OF m SKIP LOCKED),"
+		" n AS MATERIALIZED ("
+		"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq"
+		"    FROM (SELECT c.sequence_number FROM c"
+		"           ORDER BY c.scheduled_enqueue_time, c.sequence_number) o)"
+		" UPDATE sbq.messages m SET sequence_number = n.new_seq, state = 0, enqueued_time = $2"
+		"   FROM n WHERE m.sequence_number = n.old_seq",
+		3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+	},
+	[PLAN_CANCEL_SCHEDULED] = {
+		"DELETE FROM sbq.messages"
+		" WHERE sequence_number = $1 AND queue_id = $2 AND subqueue = 0 AND state = 2",
+		2, {INT8OID, INT4OID}
+	},
+	[PLAN_DEFERRED_CANDIDATES] = {
+		"SELECT m.sequence_number, m.state, m.locked_until, m.delivery_count, m.expires_at"
+		"  FROM sbq.messages m"
+		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+		" FOR UPDATE SKIP LOCKED",
+		3, {INT8ARRAYOID, INT4OID, INT2OID}
+	},
+	[PLAN_LOCK_DEFERRED] = {
+		"WITH l AS ("
+		"  UPDATE sbq.messages m"
+		"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
+		"         locked_until = $2, delivery_count = m.delivery_count + 1"
+		"   WHERE m.sequence_number = ANY($1)"
+		"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
+		" SELECT * FROM l ORDER BY l.sequence_number",
+		2, {INT8ARRAYOID, TIMESTAMPTZOID}
+	},
+	[PLAN_RESUBMIT] = {
+		/*
+		 * Dead letters back to the queue as new messages, in their old order.
+		 * $1 queue, $2 now, $3 the sequence numbers or NULL for all
+		 */
+		"WITH c AS MATERIALIZED ("
+		"  SELECT m.sequence_number FROM sbq.messages m"
+		"   WHERE m.queue_id = $1 AND m.subqueue = 1"
+		"     AND ($3::int8[] IS NULL OR m.sequence_number = ANY($3))"
+		"     AND (m.locked_until IS NULL OR m.locked_until <= $2)"
+		"   ORDER BY m.sequence_number FOR UPDATE OF m SKIP LOCKED),"
+		" n AS MATERIALIZED ("
+		"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq"
+		"    FROM (SELECT c.sequence_number FROM c ORDER BY c.sequence_number) o)"
+		" UPDATE sbq.messages m"
+		"    SET sequence_number = n.new_seq, subqueue = 0, state = 0, delivery_count = 0,"
+		"        lock_token = NULL, locked_until = NULL, enqueued_time = $2,"
+		"        expires_at = $2 + m.time_to_live, dead_letter_reason = NULL,"
+		"        dead_letter_error_description = NULL, dead_letter_source = NULL"
+		"   FROM n WHERE m.sequence_number = n.old_seq"
+		" RETURNING n.old_seq",
+		3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID}
+	},
+	[PLAN_ALL_QUEUES] = {
+		"SELECT " QUEUE_COLS " FROM sbq.queues ORDER BY queue_id",
+		0, {InvalidOid}
+	},
+	[PLAN_MAINTAIN_LOCKS] = {
+		/*
+		 * Expired locks among the first $4 active and the first $4 deferred
+		 * messages of a queue (receives take from the head, so that is where
+		 * locks are): dead-letter those on their last allowed delivery,
+		 * release the others.
+		 * $1 queue, $2 now, $3 max_delivery_count, $4 head, $5 limit,
+		 * $6 queue name, $7 max delivery description
+		 */
+		"WITH head AS MATERIALIZED ("
+		"  (SELECT sequence_number FROM sbq.messages"
+		"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0"
+		"    ORDER BY sequence_number LIMIT $4)"
+		"  UNION ALL"
+		"  (SELECT sequence_number FROM sbq.messages"
+		"    WHERE queue_id = $1 AND subqueue = 0 AND state = 1"
+		"    ORDER BY sequence_number LIMIT $4)),"
+		" c AS MATERIALIZED ("
+		"  SELECT m.sequence_number, m.delivery_count >= $3 AS over"
+		"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number"
+		"   WHERE m.locked_until <= $2"
+		"   LIMIT $5 FOR UPDATE OF m SKIP LOCKED),"
+		" d AS ("
+		"  UPDATE sbq.messages m"
+		"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
+		"         dead_letter_reason = 'MaxDeliveryCountExceeded',"
+		"         dead_letter_error_description = $7, dead_letter_source = $6"
+		"    FROM c WHERE m.sequence_number = c.sequence_number AND c.over"
+		"  RETURNING 1),"
+		" r AS ("
+		"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL"
+		"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over"
+		"  RETURNING 1)"
+		" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4",
+		7, {INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID}
+	},
+	[PLAN_MAINTAIN_TTL] = {
+		/*
+		 * Messages whose time to live has passed and that no valid lock
+		 * holds: dead-lettered or dropped, as the queue says.
+		 * $1 queue, $2 now, $3 limit, $4 dead-letter on expiration, $5 name
+		 */
+		"WITH c AS MATERIALIZED ("
+		"  SELECT m.sequence_number FROM sbq.messages m"
+		"   WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.expires_at IS NOT NULL"
+		"     AND m.expires_at <= $2 AND m.state <> 2"
+		"     AND (m.locked_until IS NULL OR m.locked_until <= $2)"
+		"   ORDER BY m.expires_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED),"
+		" d AS ("
+		"  UPDATE sbq.messages m"
+		"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
+		"         dead_letter_reason = 'TTLExpiredException',"
+		"         dead_letter_error_description = 'The message expired and was dead-lettered.',"
+		"         dead_letter_source = $5"
+		"    FROM c WHERE m.sequence_number = c.sequence_number AND $4"
+		"  RETURNING 1),"
+		" x AS ("
+		"  DELETE FROM sbq.messages m USING c"
+		"   WHERE m.sequence_number = c.sequence_number AND NOT $4"
+		"  RETURNING 1)"
+		" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4",
+		5, {INT4OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID}
+	},
+	[PLAN_FORGET_DUPLICATES] = {
+		"WITH c AS ("
+		"  SELECT d.message_id FROM sbq.duplicate_ids d"
+		"   WHERE d.queue_id = $1 AND d.sent_at <= $2"
+		"   ORDER BY d.sent_at LIMIT $3 FOR UPDATE SKIP LOCKED)"
+		" DELETE FROM sbq.duplicate_ids d USING c"
+		"  WHERE d.queue_id = $1 AND d.message_id = c.message_id",
+		3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+	},
 };
 
 static SPIPlanPtr sbq_plans[SBQ_NUM_PLANS];
+
+/* How many rows one maintenance step (or a receive's activation) handles. */
+#define SBQ_MAINTAIN_BATCH		1000
+
+/* How far into a queue's head maintenance looks for expired locks. */
+#define SBQ_MAINTAIN_HEAD		5000
 
 /* GUC nest level of the current storage section, 0 when outside one */
 static int	sbq_guc_nest_level = 0;
@@ -493,37 +681,52 @@ sbq_spi_strdup(Datum d, bool isnull)
  *		Look a queue up by its address; false when there is none. The strings
  *		and intervals in *queue are in the caller's memory context.
  */
+/*
+ * sbq_queue_from_row
+ *		Decode a QUEUE_COLS row of the current SPI result.
+ */
+static void
+sbq_queue_from_row(uint64 row, SbqQueue *queue)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(queue, 0, sizeof(SbqQueue));
+	queue->queue_id = DatumGetInt32(sbq_col(row, 1, &isnull));
+	queue->name = sbq_spi_strdup(sbq_col(row, 2, &isnull), false);
+	queue->lock_duration = *DatumGetIntervalP(sbq_col(row, 3, &isnull));
+	queue->max_delivery_count = DatumGetInt32(sbq_col(row, 4, &isnull));
+	d = sbq_col(row, 5, &isnull);
+	queue->has_default_ttl = !isnull;
+	if (!isnull)
+		queue->default_ttl = *DatumGetIntervalP(d);
+	queue->dlq_on_expiration = DatumGetBool(sbq_col(row, 6, &isnull));
+	d = sbq_col(row, 7, &isnull);
+	queue->has_dup_window = !isnull;
+	if (!isnull)
+		queue->dup_window = *DatumGetIntervalP(d);
+	queue->requires_session = DatumGetBool(sbq_col(row, 8, &isnull));
+	d = sbq_col(row, 9, &isnull);
+	queue->forward_to = sbq_spi_strdup(d, isnull);
+	d = sbq_col(row, 10, &isnull);
+	queue->forward_dlq_to = sbq_spi_strdup(d, isnull);
+	queue->max_message_size = DatumGetInt32(sbq_col(row, 11, &isnull));
+}
+
+/*
+ * sbq_storage_find_queue
+ *		Look a queue up by its address; false when there is none. The strings
+ *		in *queue are in the caller's memory context.
+ */
 bool
 sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 {
 	Datum		values[1];
-	bool		isnull;
-	Datum		d;
 
 	values[0] = CStringGetTextDatum(addr->key);
 	if (sbq_exec(PLAN_FIND_QUEUE, values, NULL) == 0)
 		return false;
-
-	memset(queue, 0, sizeof(SbqQueue));
-	queue->queue_id = DatumGetInt32(sbq_col(0, 1, &isnull));
-	queue->name = sbq_spi_strdup(sbq_col(0, 2, &isnull), false);
-	queue->lock_duration = *DatumGetIntervalP(sbq_col(0, 3, &isnull));
-	queue->max_delivery_count = DatumGetInt32(sbq_col(0, 4, &isnull));
-	d = sbq_col(0, 5, &isnull);
-	queue->has_default_ttl = !isnull;
-	if (!isnull)
-		queue->default_ttl = *DatumGetIntervalP(d);
-	queue->dlq_on_expiration = DatumGetBool(sbq_col(0, 6, &isnull));
-	d = sbq_col(0, 7, &isnull);
-	queue->has_dup_window = !isnull;
-	if (!isnull)
-		queue->dup_window = *DatumGetIntervalP(d);
-	queue->requires_session = DatumGetBool(sbq_col(0, 8, &isnull));
-	d = sbq_col(0, 9, &isnull);
-	queue->forward_to = sbq_spi_strdup(d, isnull);
-	d = sbq_col(0, 10, &isnull);
-	queue->forward_dlq_to = sbq_spi_strdup(d, isnull);
-	queue->max_message_size = DatumGetInt32(sbq_col(0, 11, &isnull));
+	sbq_queue_from_row(0, queue);
 	return true;
 }
 
@@ -677,23 +880,74 @@ sbq_cmp_int64(const void *a, const void *b)
 }
 
 /*
+ * sbq_send_with_dedup
+ *		Store messages one by one under duplicate detection: each draws a
+ *		sequence number and claims its message id; an id sent within the
+ *		window stores nothing and gives back the first message's number.
+ *		values/nulls are PLAN_SEND_ONE's arguments but for $16 and $17.
+ */
+static int64
+sbq_send_with_dedup(const SbqQueue *queue, Datum *values, bool *nulls,
+					Datum *bodies, int nbodies, TimestampTz now, int64 *seqs)
+{
+	Datum		claim[5];
+	Datum		first[2];
+	int64		stored = 0;
+	int			i;
+
+	claim[0] = Int32GetDatum(queue->queue_id);
+	claim[1] = values[6];		/* message_id */
+	claim[3] = TimestampTzGetDatum(now);
+	claim[4] = TimestampTzGetDatum(now - sbq_interval_usecs(&queue->dup_window));
+	first[0] = claim[0];
+	first[1] = claim[1];
+
+	for (i = 0; i < nbodies; i++)
+	{
+		bool		isnull;
+		int64		seq;
+
+		(void) sbq_exec(PLAN_NEXT_SEQUENCE, NULL, NULL);
+		seq = DatumGetInt64(sbq_col(0, 1, &isnull));
+		claim[2] = Int64GetDatum(seq);
+		if (sbq_exec(PLAN_DEDUP_CLAIM, claim, NULL) == 1)
+		{
+			values[15] = bodies[i];
+			values[16] = Int64GetDatum(seq);
+			nulls[16] = false;
+			(void) sbq_exec(PLAN_SEND_ONE, values, nulls);
+			seqs[i] = seq;
+			stored++;
+		}
+		else
+		{
+			if (sbq_exec(PLAN_DEDUP_FIRST, first, NULL) != 1)
+				elog(ERROR, "duplicate detection lost the first message of an id");
+			seqs[i] = DatumGetInt64(sbq_col(0, 1, &isnull));
+		}
+	}
+	return stored;
+}
+
+/*
  * sbq_storage_send
  *		Store nbodies messages (bytea datums, checked for size by the caller)
  *		with the same properties; their sequence numbers go into seqs in the
- *		order of the bodies. Returns the number stored.
+ *		order of the bodies (a duplicate gets its first message's number).
+ *		Returns the number of bodies.
  */
 int
 sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 				 Datum *bodies, int nbodies, const char *default_content_type,
 				 int64 *seqs)
 {
-	Datum		values[16];
-	bool		nulls[16];
+	Datum		values[17];
+	bool		nulls[17];
 	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz start = now;
+	bool		scheduled = props->has_scheduled && props->scheduled > now;
 	Interval	ttl;
 	bool		has_ttl = false;
-	uint64		n;
-	uint64		i;
 	SbqCounts	counts = {0};
 
 	if (nbodies == 0)
@@ -713,14 +967,17 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 		ttl = queue->default_ttl;
 		has_ttl = true;
 	}
+	/* a scheduled message lives from the time it is due */
+	if (scheduled)
+		start = props->scheduled;
 
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = Int32GetDatum(queue->queue_id);
-	values[1] = Int16GetDatum(SBQ_STATE_ACTIVE);
+	values[1] = Int16GetDatum(scheduled ? SBQ_STATE_SCHEDULED : SBQ_STATE_ACTIVE);
 	values[2] = TimestampTzGetDatum(now);
-	values[3] = (Datum) 0;
-	nulls[3] = true;			/* scheduled_enqueue_time */
-	values[4] = has_ttl ? TimestampTzGetDatum(sbq_add_interval(now, &ttl)) : (Datum) 0;
+	values[3] = TimestampTzGetDatum(props->scheduled);
+	nulls[3] = !props->has_scheduled;
+	values[4] = has_ttl ? TimestampTzGetDatum(sbq_add_interval(start, &ttl)) : (Datum) 0;
 	nulls[4] = !has_ttl;
 	values[5] = has_ttl ? IntervalPGetDatum(&ttl) : (Datum) 0;
 	nulls[5] = !has_ttl;
@@ -743,34 +1000,51 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 		nulls[10] = true;
 	values[14] = PointerGetDatum(props->application_properties);
 	nulls[14] = props->application_properties == NULL;
+	nulls[16] = true;
 
-	if (nbodies == 1)
+	if (queue->has_dup_window && props->message_id != NULL)
 	{
-		values[15] = bodies[0];
-		n = sbq_exec(PLAN_SEND_ONE, values, nulls);
+		/* a message without an id gets a fresh UUID: never a duplicate */
+		counts.sent = sbq_send_with_dedup(queue, values, nulls, bodies, nbodies,
+										  now, seqs);
 	}
 	else
 	{
-		values[15] = PointerGetDatum(construct_array(bodies, nbodies, BYTEAOID,
-													 -1, false, TYPALIGN_INT));
-		n = sbq_exec(PLAN_SEND_MANY, values, nulls);
-	}
-	if (n != (uint64) nbodies)
-		elog(ERROR, "stored " UINT64_FORMAT " of %d messages", n, nbodies);
+		uint64		n;
+		uint64		i;
 
-	for (i = 0; i < n; i++)
+		if (nbodies == 1)
+		{
+			values[15] = bodies[0];
+			n = sbq_exec(PLAN_SEND_ONE, values, nulls);
+		}
+		else
+		{
+			values[15] = PointerGetDatum(construct_array(bodies, nbodies, BYTEAOID,
+														 -1, false, TYPALIGN_INT));
+			n = sbq_exec(PLAN_SEND_MANY, values, nulls);
+		}
+		if (n != (uint64) nbodies)
+			elog(ERROR, "stored " UINT64_FORMAT " of %d messages", n, nbodies);
+
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+		}
+		/* sequence numbers follow the order of the bodies */
+		qsort(seqs, n, sizeof(int64), sbq_cmp_int64);
+		counts.sent = n;
+	}
+
+	if (counts.sent > 0)
 	{
-		bool		isnull;
-
-		seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+		sbq_add_counts(queue->queue_id, &counts);
+		if (!scheduled)
+			sbq_wait_wake_at_commit(queue->queue_id);
 	}
-	/* sequence numbers follow the order of the bodies */
-	qsort(seqs, n, sizeof(int64), sbq_cmp_int64);
-
-	counts.sent = n;
-	sbq_add_counts(queue->queue_id, &counts);
-	sbq_wait_wake_at_commit(queue->queue_id);
-	return (int) n;
+	return nbodies;
 }
 
 /*
@@ -806,6 +1080,27 @@ sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc)
 }
 
 /*
+ * sbq_activate_due
+ *		Let up to limit due scheduled messages of a queue join it; returns how
+ *		many did. Receive calls this first, so scheduled messages become
+ *		receivable on time without the background worker.
+ */
+static int
+sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit)
+{
+	Datum		values[3];
+	uint64		n;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(limit);
+	n = sbq_exec(PLAN_ACTIVATE, values, NULL);
+	if (n > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);
+	return (int) n;
+}
+
+/*
  * sbq_storage_receive
  *		One receive pass: hand out up to max_messages available messages in
  *		sequence order into tupstore, locking them (peek-lock) or removing them
@@ -837,6 +1132,9 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 	values[6] = BoolGetDatum(queue->dlq_on_expiration);
 	values[7] = CStringGetTextDatum(queue->name);
 	values[8] = CStringGetTextDatum(description);
+
+	if (subqueue == SBQ_SUBQUEUE_MAIN)
+		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH);
 
 	while (result.delivered < max_messages)
 	{
@@ -970,18 +1268,27 @@ sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 	return (int) n;
 }
 
+static void
+sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
+{
+	snprintf(buf, len, "Message could not be consumed after %d delivery attempts.",
+			 queue->max_delivery_count);
+}
+
 /*
- * sbq_storage_abandon
- *		Release the lock of token at once, merging props_to_modify into the
- *		message's application properties. A message on its last allowed
- *		delivery is dead-lettered instead (MaxDeliveryCountExceeded), and one
- *		whose time to live has passed meanwhile expires now (dead-lettered or
- *		dropped as the queue says). In the dead-letter sub-queue there is no
- *		delivery limit and no expiry. False when the lock is not valid.
+ * sbq_storage_release
+ *		Abandon (state -1: keep the state) or defer (state SBQ_STATE_DEFERRED)
+ *		the message locked by token: release the lock at once, merging
+ *		props_to_modify into its application properties. Both count as a
+ *		failed delivery: on the last allowed one the message is dead-lettered
+ *		instead (MaxDeliveryCountExceeded), and one whose time to live has
+ *		passed meanwhile expires now (dead-lettered or dropped as the queue
+ *		says). In the dead-letter sub-queue there is no delivery limit and no
+ *		expiry. False when the lock is not valid.
  */
 bool
-sbq_storage_abandon(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
-					Jsonb *props_to_modify)
+sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+					int16 state, Jsonb *props_to_modify)
 {
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
@@ -1000,15 +1307,16 @@ sbq_storage_abandon(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 	expires_at = sbq_col(0, 3, &isnull);
 	expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
 
-	counts.abandoned = 1;
+	if (state == SBQ_STATE_DEFERRED)
+		counts.deferred = 1;
+	else
+		counts.abandoned = 1;
 	values[0] = Int64GetDatum(seq);
 	if (subqueue == SBQ_SUBQUEUE_MAIN && delivery_count >= queue->max_delivery_count)
 	{
 		char		description[128];
 
-		snprintf(description, sizeof(description),
-				 "Message could not be consumed after %d delivery attempts.",
-				 queue->max_delivery_count);
+		sbq_max_delivery_description(queue, description, sizeof(description));
 		values[1] = CStringGetTextDatum("MaxDeliveryCountExceeded");
 		values[2] = CStringGetTextDatum(description);
 		values[3] = CStringGetTextDatum(queue->name);
@@ -1037,12 +1345,162 @@ sbq_storage_abandon(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 	{
 		values[1] = PointerGetDatum(props_to_modify);
 		nulls[1] = props_to_modify == NULL;
+		values[2] = Int16GetDatum(state);
+		nulls[2] = state < 0;
 		(void) sbq_exec(PLAN_UNLOCK, values, nulls);
 	}
 	sbq_add_counts(queue->queue_id, &counts);
-	if (counts.expired == 0 || counts.dead_lettered > 0)
+	/* an abandoned message, or a new dead letter, can be received now */
+	if (counts.dead_lettered > 0 || (counts.expired == 0 && state != SBQ_STATE_DEFERRED))
 		sbq_wait_wake_at_commit(queue->queue_id);
 	return true;
+}
+
+/*
+ * sbq_storage_deadletter
+ *		Move the message locked by token to the dead-letter sub-queue with a
+ *		reason and description; false when the lock is not valid.
+ */
+bool
+sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
+					   text *reason, text *description, Jsonb *props_to_modify)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	SbqCounts	counts = {0};
+
+	sbq_lock_args(values, queue, SBQ_SUBQUEUE_MAIN, token, GetCurrentTimestamp());
+	if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1)
+		return false;
+	values[0] = Int64GetDatum(sbq_token_sequence(token));
+	values[1] = PointerGetDatum(reason);
+	nulls[1] = reason == NULL;
+	values[2] = PointerGetDatum(description);
+	nulls[2] = description == NULL;
+	values[3] = CStringGetTextDatum(queue->name);
+	values[4] = PointerGetDatum(props_to_modify);
+	nulls[4] = props_to_modify == NULL;
+	(void) sbq_exec(PLAN_DEADLETTER, values, nulls);
+	counts.dead_lettered = 1;
+	sbq_add_counts(queue->queue_id, &counts);
+	sbq_wait_wake_at_commit(queue->queue_id);
+	return true;
+}
+
+/*
+ * sbq_storage_cancel_scheduled
+ *		Delete a scheduled message; false when seq is not one of this queue.
+ */
+bool
+sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
+{
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(seq);
+	values[1] = Int32GetDatum(queue->queue_id);
+	return sbq_exec(PLAN_CANCEL_SCHEDULED, values, NULL) == 1;
+}
+
+/*
+ * sbq_storage_receive_deferred
+ *		Lock and return the deferred messages with the given (distinct)
+ *		sequence numbers, all or none: the first number that is not a deferred
+ *		message of this queue free to lock is returned in *missing (and false),
+ *		with nothing locked. A message is not free when another transaction
+ *		holds its row, when a valid lock holds it, when its time to live has
+ *		passed, or when its expired lock was its last allowed delivery: those
+ *		are not receivable, and maintenance moves the last two on.
+ */
+bool
+sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs, int nseqs,
+							 Tuplestorestate *tupstore, TupleDesc tupdesc, int64 *missing)
+{
+	Datum		values[3];
+	TimestampTz now = GetCurrentTimestamp();
+	bool	   *ok = palloc0(sizeof(bool) * nseqs);
+	ArrayType  *arr = construct_array(seqs, nseqs, INT8OID, sizeof(int64),
+									  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	uint64		n;
+	uint64		row;
+	int			i;
+	SbqCounts	counts = {0};
+
+	values[0] = PointerGetDatum(arr);
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	n = sbq_exec(PLAN_DEFERRED_CANDIDATES, values, NULL);
+	for (row = 0; row < n; row++)
+	{
+		bool		isnull;
+		int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
+		int16		state = DatumGetInt16(sbq_col(row, 2, &isnull));
+		Datum		locked_until = sbq_col(row, 3, &isnull);
+		bool		has_lock = !isnull;
+		int32		delivery_count = DatumGetInt32(sbq_col(row, 4, &isnull));
+		Datum		expires_at = sbq_col(row, 5, &isnull);
+		bool		free = state == SBQ_STATE_DEFERRED;
+
+		if (has_lock && DatumGetTimestampTz(locked_until) > now)
+			free = false;
+		if (subqueue == SBQ_SUBQUEUE_MAIN)
+		{
+			if (!isnull && DatumGetTimestampTz(expires_at) <= now)
+				free = false;
+			if (has_lock && delivery_count >= queue->max_delivery_count)
+				free = false;
+		}
+		for (i = 0; i < nseqs; i++)
+			if (DatumGetInt64(seqs[i]) == seq)
+				ok[i] = free;
+	}
+	for (i = 0; i < nseqs; i++)
+	{
+		if (!ok[i])
+		{
+			*missing = DatumGetInt64(seqs[i]);
+			return false;
+		}
+	}
+
+	values[1] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	(void) sbq_exec(PLAN_LOCK_DEFERRED, values, NULL);
+	counts.received = sbq_put_message_rows(tupstore, tupdesc);
+	if (counts.received != nseqs)
+		elog(ERROR, "locked %d of %d deferred messages", (int) counts.received, nseqs);
+	sbq_add_counts(queue->queue_id, &counts);
+	return true;
+}
+
+/*
+ * sbq_storage_resubmit
+ *		Move dead letters back to the queue as new messages: those with the
+ *		given (distinct) sequence numbers, or all when seqs is NULL; none under
+ *		a valid lock. Returns how many moved; with seqs, the caller checks that
+ *		all did (an error then undoes the move).
+ */
+int
+sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	uint64		n;
+	SbqCounts	counts = {0};
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	if (seqs != NULL)
+		values[2] = PointerGetDatum(construct_array(seqs, nseqs, INT8OID, sizeof(int64),
+													FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	else
+		nulls[2] = true;
+	n = sbq_exec(PLAN_RESUBMIT, values, nulls);
+	if (n > 0)
+	{
+		counts.sent = n;
+		sbq_add_counts(queue->queue_id, &counts);
+		sbq_wait_wake_at_commit(queue->queue_id);
+	}
+	return (int) n;
 }
 
 /*
@@ -1064,4 +1522,121 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 		return false;
 	*locked_until = DatumGetTimestampTz(sbq_col(0, 1, &isnull));
 	return true;
+}
+
+/*
+ * sbq_storage_maintain
+ *		One maintenance pass over this database, each step of it bounded by
+ *		SBQ_MAINTAIN_BATCH rows a queue: activate due scheduled messages,
+ *		dead-letter messages whose expired lock was their last allowed
+ *		delivery and release the other expired locks, expire messages whose
+ *		time to live has passed, forget duplicate-detection history older than
+ *		the window. Returns the counts as a JSON object; "more" says a step
+ *		hit its bound and another pass would do more.
+ *
+ * Every step takes its rows with SKIP LOCKED, so passes never wait for
+ * receivers or settlers; a second pass running at the same time finds the
+ * transaction-level maintenance lock taken and returns at once ("skipped").
+ * Nothing happens on a standby.
+ */
+Jsonb *
+sbq_storage_maintain(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64		nqueues = 0;
+	int64		activated = 0;
+	int64		released = 0;
+	int64		dead_lettered = 0;
+	int64		expired_dead = 0;
+	int64		expired_dropped = 0;
+	int64		forgotten = 0;
+	bool		more = false;
+	bool		skipped = false;
+	StringInfoData buf;
+
+	if (RecoveryInProgress() || !sbq_try_lock_maintenance())
+		skipped = true;
+	else
+	{
+		SbqQueue   *queues;
+		uint64		q;
+
+		nqueues = (int64) sbq_exec(PLAN_ALL_QUEUES, NULL, NULL);
+		queues = palloc(sizeof(SbqQueue) * Max(nqueues, 1));
+		for (q = 0; q < (uint64) nqueues; q++)
+			sbq_queue_from_row(q, &queues[q]);
+
+		for (q = 0; q < (uint64) nqueues; q++)
+		{
+			SbqQueue   *queue = &queues[q];
+			SbqCounts	counts = {0};
+			Datum		values[7];
+			char		description[128];
+			bool		isnull;
+			int			n;
+			int			d;
+			int			r;
+
+			CHECK_FOR_INTERRUPTS();
+
+			n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH);
+			activated += n;
+			more |= n >= SBQ_MAINTAIN_BATCH;
+
+			sbq_max_delivery_description(queue, description, sizeof(description));
+			values[0] = Int32GetDatum(queue->queue_id);
+			values[1] = TimestampTzGetDatum(now);
+			values[2] = Int32GetDatum(queue->max_delivery_count);
+			values[3] = Int32GetDatum(SBQ_MAINTAIN_HEAD);
+			values[4] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+			values[5] = CStringGetTextDatum(queue->name);
+			values[6] = CStringGetTextDatum(description);
+			(void) sbq_exec(PLAN_MAINTAIN_LOCKS, values, NULL);
+			d = DatumGetInt32(sbq_col(0, 1, &isnull));
+			r = DatumGetInt32(sbq_col(0, 2, &isnull));
+			dead_lettered += d;
+			released += r;
+			counts.dead_lettered += d;
+			more |= d + r >= SBQ_MAINTAIN_BATCH;
+
+			values[2] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+			values[3] = BoolGetDatum(queue->dlq_on_expiration);
+			values[4] = CStringGetTextDatum(queue->name);
+			(void) sbq_exec(PLAN_MAINTAIN_TTL, values, NULL);
+			d = DatumGetInt32(sbq_col(0, 1, &isnull));
+			n = DatumGetInt32(sbq_col(0, 2, &isnull));
+			expired_dead += d;
+			expired_dropped += n;
+			counts.dead_lettered += d;
+			counts.expired += d + n;
+			more |= d + n >= SBQ_MAINTAIN_BATCH;
+
+			if (queue->has_dup_window)
+			{
+				values[1] = TimestampTzGetDatum(now - sbq_interval_usecs(&queue->dup_window));
+				values[2] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+				n = (int) sbq_exec(PLAN_FORGET_DUPLICATES, values, NULL);
+				forgotten += n;
+				more |= n >= SBQ_MAINTAIN_BATCH;
+			}
+
+			if (counts.dead_lettered + counts.expired > 0)
+				sbq_add_counts(queue->queue_id, &counts);
+			if (r + counts.dead_lettered > 0)
+				sbq_wait_wake_at_commit(queue->queue_id);
+		}
+	}
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf,
+					 "{\"queues\": " INT64_FORMAT ", \"scheduled_activated\": " INT64_FORMAT
+					 ", \"locks_released\": " INT64_FORMAT ", \"dead_lettered\": " INT64_FORMAT
+					 ", \"expired_dead_lettered\": " INT64_FORMAT
+					 ", \"expired_dropped\": " INT64_FORMAT
+					 ", \"duplicates_forgotten\": " INT64_FORMAT
+					 ", \"more\": %s, \"skipped\": %s}",
+					 nqueues, activated, released, dead_lettered, expired_dead,
+					 expired_dropped, forgotten, more ? "true" : "false",
+					 skipped ? "true" : "false");
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

@@ -229,11 +229,21 @@ sbq_check_json_object(const char *argname, Jsonb *j)
 void
 sbq_check_id_length(const char *argname, text *value)
 {
+	sbq_check_text_length(argname, value, SBQ_MAX_ID_LEN);
+}
+
+/*
+ * sbq_check_text_length
+ *		22023 when a text is longer than max characters.
+ */
+void
+sbq_check_text_length(const char *argname, text *value, int max)
+{
 	if (value != NULL &&
-		pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value)) > SBQ_MAX_ID_LEN)
+		pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value)) > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is longer than %d characters", argname, SBQ_MAX_ID_LEN)));
+				 errmsg("%s is longer than %d characters", argname, max)));
 }
 
 /*
@@ -298,4 +308,18 @@ sbq_lock_queue_name(const char *key, LOCKMODE mode)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 SBQ_LOCKTAG_FIELD4);
 	(void) LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * sbq_try_lock_maintenance
+ *		Take this database's maintenance lock for the transaction, if free:
+ *		one maintenance pass at a time (the worker and pg_cron may both run).
+ */
+bool
+sbq_try_lock_maintenance(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, SBQ_LOCKTAG_FIELD4 + 1);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }

@@ -1,0 +1,423 @@
+/* sql/sbqueue--0.1.sql: the install script of sbqueue 0.1, as released (never edit) */
+
+\echo Use "CREATE EXTENSION sbqueue" to load this file. \quit
+
+/*
+ * Internal state: the schema sbq and its tables. Users never touch them; every
+ * SQL-callable function goes through the storage module in src/storage.c.
+ * All tables are WAL-logged and registered with pg_extension_config_dump so
+ * that pg_dump keeps the messages.
+ */
+CREATE SCHEMA sbq;
+REVOKE ALL ON SCHEMA sbq FROM PUBLIC;
+
+CREATE SEQUENCE sbq.queue_id_seq AS integer;
+
+/* One row per queue. name_key is the lower-case name (names compare case-insensitively). */
+CREATE TABLE sbq.queues (
+    queue_id integer NOT NULL DEFAULT pg_catalog.nextval('sbq.queue_id_seq'),
+    name text NOT NULL,
+    name_key text NOT NULL,
+    lock_duration interval NOT NULL,
+    max_delivery_count integer NOT NULL,
+    default_message_ttl interval,
+    dead_lettering_on_message_expiration boolean NOT NULL,
+    duplicate_detection_window interval,
+    requires_session boolean NOT NULL,
+    forward_to text,
+    forward_dead_lettered_messages_to text,
+    max_message_size integer NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    CONSTRAINT queues_pkey PRIMARY KEY (queue_id),
+    CONSTRAINT queues_name_key_key UNIQUE (name_key)
+);
+ALTER SEQUENCE sbq.queue_id_seq OWNED BY sbq.queues.queue_id;
+
+/*
+ * Sequence numbers come from one sequence: unique and increasing for every
+ * queue, never reused, and no per-queue counter row that serialises senders.
+ */
+CREATE SEQUENCE sbq.message_seq AS bigint;
+
+/*
+ * Every message of every queue. subqueue 0 is the queue itself, 1 its
+ * dead-letter sub-queue; state 0 active, 1 deferred, 2 scheduled.
+ *
+ * Receive walks messages_receive_idx in sequence order. The lock columns
+ * (lock_token, locked_until, delivery_count) are in no index, so taking,
+ * renewing and releasing a lock are HOT updates; the lock token carries the
+ * sequence number, so settling finds the row through the primary key.
+ * Fixed-width columns come first to keep the tuple layout tight.
+ */
+CREATE TABLE sbq.messages (
+    sequence_number bigint NOT NULL,
+    queue_id integer NOT NULL,
+    subqueue smallint NOT NULL,
+    state smallint NOT NULL,
+    delivery_count integer NOT NULL,
+    lock_token uuid,
+    locked_until timestamptz,
+    enqueued_time timestamptz NOT NULL,
+    scheduled_enqueue_time timestamptz,
+    expires_at timestamptz,
+    time_to_live interval,
+    message_id text NOT NULL,
+    session_id text,
+    correlation_id text,
+    subject text,
+    content_type text,
+    reply_to text,
+    reply_to_session_id text,
+    to_address text,
+    application_properties jsonb,
+    dead_letter_reason text,
+    dead_letter_error_description text,
+    dead_letter_source text,
+    body bytea NOT NULL,
+    CONSTRAINT messages_pkey PRIMARY KEY (sequence_number)
+) WITH (fillfactor = 80);
+
+CREATE INDEX messages_receive_idx
+    ON sbq.messages (queue_id, subqueue, state, sequence_number);
+
+/*
+ * Counters since creation. Each backend adds to its own row (shard = its
+ * PGPROC number), so counting never makes two sessions wait for each other.
+ */
+CREATE TABLE sbq.queue_counters (
+    queue_id integer NOT NULL,
+    shard integer NOT NULL,
+    sent bigint NOT NULL DEFAULT 0,
+    received bigint NOT NULL DEFAULT 0,
+    completed bigint NOT NULL DEFAULT 0,
+    abandoned bigint NOT NULL DEFAULT 0,
+    deferred bigint NOT NULL DEFAULT 0,
+    dead_lettered bigint NOT NULL DEFAULT 0,
+    expired bigint NOT NULL DEFAULT 0,
+    CONSTRAINT queue_counters_pkey PRIMARY KEY (queue_id, shard)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('sbq.queues', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.queue_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.messages', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.message_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.queue_counters', '');
+
+/* A fresh lock token for a message: random bits plus the sequence number. */
+CREATE FUNCTION sbq.new_lock_token(bigint) RETURNS uuid
+    AS 'MODULE_PATHNAME', 'sbq_new_lock_token'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+REVOKE ALL ON FUNCTION sbq.new_lock_token(bigint) FROM PUBLIC;
+
+/* ---------------------------------------------------------------- types */
+
+CREATE TYPE sbq_queue_properties AS (
+    queue text,
+    lock_duration interval,
+    max_delivery_count integer,
+    default_message_ttl interval,
+    dead_lettering_on_message_expiration boolean,
+    duplicate_detection_window interval,
+    requires_session boolean,
+    forward_to text,
+    forward_dead_lettered_messages_to text,
+    max_message_size integer,
+    created_at timestamptz,
+    updated_at timestamptz
+);
+
+CREATE TYPE sbq_message AS (
+    sequence_number bigint,
+    message_id text,
+    lock_token uuid,
+    locked_until timestamptz,
+    delivery_count integer,
+    enqueued_time timestamptz,
+    scheduled_enqueue_time timestamptz,
+    expires_at timestamptz,
+    time_to_live interval,
+    state text,
+    session_id text,
+    correlation_id text,
+    subject text,
+    content_type text,
+    reply_to text,
+    reply_to_session_id text,
+    to_address text,
+    application_properties jsonb,
+    body bytea,
+    dead_letter_reason text,
+    dead_letter_error_description text,
+    dead_letter_source text
+);
+
+/* ---------------------------------------------------- queue management */
+
+CREATE FUNCTION sbq_create_queue(
+    queue text,
+    lock_duration interval DEFAULT '30 seconds',
+    max_delivery_count integer DEFAULT 10,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT false,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT false,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    max_message_size integer DEFAULT 1048576)
+    RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_create_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_update_queue(
+    queue text,
+    lock_duration interval DEFAULT NULL,
+    max_delivery_count integer DEFAULT NULL,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT NULL,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT NULL,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    max_message_size integer DEFAULT NULL)
+    RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_update_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_delete_queue(queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_delete_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_purge_queue(queue text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sbq_purge_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_get_queue(queue text) RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_get_queue'
+    LANGUAGE C STABLE PARALLEL SAFE;
+
+/* Managing queues is for the extension's owner and whom it grants. */
+REVOKE ALL ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sbq_delete_queue(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sbq_purge_queue(text) FROM PUBLIC;
+
+/* ------------------------------------------------------------- sending */
+
+CREATE FUNCTION sbq_send(
+    queue text,
+    body text,
+    message_id text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    content_type text DEFAULT NULL,
+    reply_to text DEFAULT NULL,
+    reply_to_session_id text DEFAULT NULL,
+    to_address text DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    scheduled_enqueue_time timestamptz DEFAULT NULL,
+    application_properties jsonb DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sbq_send_text'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_send(
+    queue text,
+    body bytea,
+    message_id text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    content_type text DEFAULT NULL,
+    reply_to text DEFAULT NULL,
+    reply_to_session_id text DEFAULT NULL,
+    to_address text DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    scheduled_enqueue_time timestamptz DEFAULT NULL,
+    application_properties jsonb DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sbq_send_bytea'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_send(
+    queue text,
+    body jsonb,
+    message_id text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    content_type text DEFAULT NULL,
+    reply_to text DEFAULT NULL,
+    reply_to_session_id text DEFAULT NULL,
+    to_address text DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    scheduled_enqueue_time timestamptz DEFAULT NULL,
+    application_properties jsonb DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sbq_send_jsonb'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_send_batch(
+    queue text,
+    bodies text[],
+    message_id text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    content_type text DEFAULT NULL,
+    reply_to text DEFAULT NULL,
+    reply_to_session_id text DEFAULT NULL,
+    to_address text DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    scheduled_enqueue_time timestamptz DEFAULT NULL,
+    application_properties jsonb DEFAULT NULL)
+    RETURNS SETOF bigint
+    AS 'MODULE_PATHNAME', 'sbq_send_batch_text'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION sbq_send_batch(
+    queue text,
+    bodies bytea[],
+    message_id text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    content_type text DEFAULT NULL,
+    reply_to text DEFAULT NULL,
+    reply_to_session_id text DEFAULT NULL,
+    to_address text DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    scheduled_enqueue_time timestamptz DEFAULT NULL,
+    application_properties jsonb DEFAULT NULL)
+    RETURNS SETOF bigint
+    AS 'MODULE_PATHNAME', 'sbq_send_batch_bytea'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION sbq_send_batch(
+    queue text,
+    bodies jsonb[],
+    message_id text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    content_type text DEFAULT NULL,
+    reply_to text DEFAULT NULL,
+    reply_to_session_id text DEFAULT NULL,
+    to_address text DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    scheduled_enqueue_time timestamptz DEFAULT NULL,
+    application_properties jsonb DEFAULT NULL)
+    RETURNS SETOF bigint
+    AS 'MODULE_PATHNAME', 'sbq_send_batch_jsonb'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+/* ----------------------------------------------------------- receiving */
+
+CREATE FUNCTION sbq_receive(
+    queue text,
+    max_messages integer DEFAULT 1,
+    max_wait interval DEFAULT '0',
+    receive_mode text DEFAULT 'peek_lock')
+    RETURNS SETOF sbq_message
+    AS 'MODULE_PATHNAME', 'sbq_receive'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION sbq_peek(
+    queue text,
+    max_messages integer DEFAULT 1,
+    from_sequence_number bigint DEFAULT NULL)
+    RETURNS SETOF sbq_message
+    AS 'MODULE_PATHNAME', 'sbq_peek'
+    LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+
+/* ------------------------------------------------------------ settling */
+
+CREATE FUNCTION sbq_complete(queue text, lock_token uuid) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_complete'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_complete(queue text, lock_tokens uuid[]) RETURNS integer
+    AS 'MODULE_PATHNAME', 'sbq_complete_many'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_abandon(queue text, lock_token uuid,
+    properties_to_modify jsonb DEFAULT NULL) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_abandon'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_renew(queue text, lock_token uuid) RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'sbq_renew'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/* --------------------------------------------------------------- views */
+
+CREATE VIEW sbq_queues AS
+    SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
+           q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
+           q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
+           q.max_message_size, q.created_at, q.updated_at
+      FROM sbq.queues q;
+
+/*
+ * The five counts split the messages without overlap, at the wall-clock time
+ * of the query (as receive and settle judge locks, not at the transaction
+ * start). A message whose lock
+ * expired on its last allowed delivery is counted as the dead letter it is
+ * about to become; one whose time to live has passed is counted nowhere when
+ * it is about to be dropped, as a dead letter when the queue dead-letters
+ * expired messages.
+ */
+CREATE VIEW sbq_queue_stats AS
+    SELECT q.name AS queue,
+           coalesce(s.active_count, 0) AS active_count,
+           coalesce(s.locked_count, 0) AS locked_count,
+           coalesce(s.deferred_count, 0) AS deferred_count,
+           coalesce(s.scheduled_count, 0) AS scheduled_count,
+           coalesce(s.dead_letter_count, 0) AS dead_letter_count,
+           s.oldest_enqueued_time,
+           coalesce(c.sent, 0) AS sent,
+           coalesce(c.received, 0) AS received,
+           coalesce(c.completed, 0) AS completed,
+           coalesce(c.abandoned, 0) AS abandoned,
+           coalesce(c.deferred, 0) AS deferred,
+           coalesce(c.dead_lettered, 0) AS dead_lettered,
+           coalesce(c.expired, 0) AS expired
+      FROM sbq.queues q
+     CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS t) clk
+      LEFT JOIN LATERAL (
+           SELECT pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'active') AS active_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'locked') AS locked_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'deferred') AS deferred_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'scheduled') AS scheduled_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'dead') AS dead_letter_count,
+                  pg_catalog.min(k.enqueued_time) FILTER (WHERE k.kind OPERATOR(pg_catalog.<>) 'gone'
+                      AND k.kind OPERATOR(pg_catalog.<>) 'dead') AS oldest_enqueued_time
+             FROM (SELECT m.enqueued_time,
+                          CASE
+                            WHEN m.subqueue OPERATOR(pg_catalog.=) 1 THEN 'dead'
+                            WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
+                            WHEN m.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
+                            WHEN m.locked_until IS NOT NULL
+                                 AND m.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
+                            WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
+                            WHEN m.expires_at OPERATOR(pg_catalog.<=) clk.t THEN
+                                 CASE WHEN q.dead_lettering_on_message_expiration THEN 'dead' ELSE 'gone' END
+                            ELSE 'active'
+                          END AS kind
+                     FROM sbq.messages m
+                    WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
+           ) s ON true
+      LEFT JOIN LATERAL (
+           SELECT pg_catalog.sum(qc.sent)::bigint AS sent,
+                  pg_catalog.sum(qc.received)::bigint AS received,
+                  pg_catalog.sum(qc.completed)::bigint AS completed,
+                  pg_catalog.sum(qc.abandoned)::bigint AS abandoned,
+                  pg_catalog.sum(qc.deferred)::bigint AS deferred,
+                  pg_catalog.sum(qc.dead_lettered)::bigint AS dead_lettered,
+                  pg_catalog.sum(qc.expired)::bigint AS expired
+             FROM sbq.queue_counters qc
+            WHERE qc.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           ) c ON true;
