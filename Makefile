@@ -4,7 +4,7 @@ EXTENSION = sbqueue
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 
 MODULE_big = sbqueue
-OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o
+OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o src/shmem.o src/worker.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -13,6 +13,10 @@ DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = create queue_management send receive settle
 REGRESS_OPTS = --load-extension=$(EXTENSION)
+
+# isolation specs: test/specs, expected outputs in test/expected
+ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq
+ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
 
