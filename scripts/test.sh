@@ -42,11 +42,11 @@ suite() {
 }
 
 regress() {
-    rm -rf results regression.diffs regression.out
+    rm -rf results regression.diffs regression.out output_iso
     if make -s PG_CONFIG="$PG_CONFIG" installcheck; then
         return 0
     fi
-    [ -f regression.diffs ] && cat regression.diffs
+    cat regression.diffs output_iso/regression.diffs 2>/dev/null
     return 1
 }
 
@@ -87,7 +87,7 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
-suite "pg_regress" regress
+suite "pg_regress and isolation" regress
 suite "upgrade" upgrade
 suite "pgTAP" pgtap
 suite "concurrency" concurrency
