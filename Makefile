@@ -15,7 +15,8 @@ REGRESS = create queue_management send receive settle
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected
-ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq
+ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
+            lock_expiry delete_in_flight
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
