@@ -32,6 +32,7 @@
 #include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -87,6 +88,10 @@ typedef struct SbqPlanDef
 	int			nargs;
 	Oid			argtypes[20];
 } SbqPlanDef;
+
+/* A time to live this long never runs out (30-day months, as intervals compare). */
+#define SBQ_NEVER_EXPIRES		"10000 years"
+#define SBQ_NEVER_EXPIRES_USECS	((int64) 10000 * MONTHS_PER_YEAR * DAYS_PER_MONTH * USECS_PER_DAY)
 
 /*
  * The columns of sbq_message, in its order, from the row alias m. The three
@@ -414,7 +419,9 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" UPDATE sbq.messages m"
 		"    SET sequence_number = n.new_seq, subqueue = 0, state = 0, delivery_count = 0,"
 		"        lock_token = NULL, locked_until = NULL, enqueued_time = $2,"
-		"        expires_at = $2 + m.time_to_live, dead_letter_reason = NULL,"
+		"        expires_at = CASE WHEN m.time_to_live < interval '" SBQ_NEVER_EXPIRES "'"
+		"                          THEN $2 + m.time_to_live END,"
+		"        dead_letter_reason = NULL,"
 		"        dead_letter_error_description = NULL, dead_letter_source = NULL"
 		"   FROM n WHERE m.sequence_number = n.old_seq"
 		" RETURNING n.old_seq",
@@ -662,6 +669,26 @@ sbq_add_interval(TimestampTz t, const Interval *iv)
  *		A text datum of an SPI result as a C string in the caller's context
  *		(the one current at sbq_storage_begin), so it outlives SPI_finish.
  */
+/*
+ * sbq_expiry
+ *		When a message that lives ttl from start expires; false when never:
+ *		a time to live of SBQ_NEVER_EXPIRES or more (Service Bus's default is
+ *		TimeSpan.MaxValue), or an expiry past the end of the timestamp range.
+ */
+static bool
+sbq_expiry(TimestampTz start, const Interval *ttl, TimestampTz *expires_at)
+{
+	int64		usecs = sbq_interval_usecs(ttl);
+	int64		bound;
+
+	if (usecs >= SBQ_NEVER_EXPIRES_USECS ||
+		pg_add_s64_overflow(start, usecs + 31 * USECS_PER_DAY, &bound) ||
+		!IS_VALID_TIMESTAMP(bound))
+		return false;
+	*expires_at = sbq_add_interval(start, ttl);
+	return true;
+}
+
 static char *
 sbq_spi_strdup(Datum d, bool isnull)
 {
@@ -977,8 +1004,15 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = TimestampTzGetDatum(props->scheduled);
 	nulls[3] = !props->has_scheduled;
-	values[4] = has_ttl ? TimestampTzGetDatum(sbq_add_interval(start, &ttl)) : (Datum) 0;
-	nulls[4] = !has_ttl;
+	values[4] = (Datum) 0;
+	nulls[4] = true;
+	if (has_ttl)
+	{
+		TimestampTz expires_at = 0;
+
+		nulls[4] = !sbq_expiry(start, &ttl, &expires_at);
+		values[4] = TimestampTzGetDatum(expires_at);
+	}
 	values[5] = has_ttl ? IntervalPGetDatum(&ttl) : (Datum) 0;
 	nulls[5] = !has_ttl;
 
