@@ -933,13 +933,15 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	int64		seq;
 
-	sbq_queue_address(fcinfo, false, &addr);
+	sbq_queue_address(fcinfo, true, &addr);
 	sbq_require_arg(fcinfo, 1, "sequence_number");
 	seq = PG_GETARG_INT64(1);
 	PreventCommandIfReadOnly("sbq_cancel_scheduled()");
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue);
-	if (!sbq_storage_cancel_scheduled(&queue, seq))
+	/* a dead-letter sub-queue holds no scheduled messages */
+	if (addr.subqueue == SBQ_SUBQUEUE_DLQ ||
+		!sbq_storage_cancel_scheduled(&queue, seq))
 		sbq_message_not_found(&addr, "scheduled", seq);
 	sbq_storage_end();
 	PG_RETURN_VOID();
@@ -985,8 +987,8 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 /*
  * sbq_resubmit
  *		Dead letters back to their queue as new messages: the given ones (all
- *		or none, SB003 for one that is not a dead letter free to move), or all
- *		that no valid lock holds.
+ *		or none, SB003 naming one that is not a dead letter free to move), or
+ *		all that no valid lock holds.
  */
 Datum
 sbq_resubmit(PG_FUNCTION_ARGS)
@@ -995,6 +997,7 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	Datum	   *seqs = NULL;
 	int			nseqs = 0;
+	int64		missing = 0;
 	int			n;
 
 	sbq_queue_address(fcinfo, true, &addr);
@@ -1006,16 +1009,12 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	if (seqs != NULL && nseqs == 0)
 		n = 0;
 	else
-		n = sbq_storage_resubmit(&queue, seqs, nseqs);
+		n = sbq_storage_resubmit(&queue, seqs, nseqs, &missing);
 	if (seqs != NULL && n != nseqs)
 	{
 		/* the error undoes the moves that were made */
-		ereport(ERROR,
-				(errcode(SBQ_ERRCODE_MESSAGE_NOT_FOUND),
-				 errmsg("%d of the %d sequence numbers are not dead letters of queue \"%s\" free to resubmit",
-						nseqs - n, nseqs, queue.name),
-				 errdetail("Every number must name a message of \"%s%s\" that no valid lock holds.",
-						   queue.name, SBQ_DLQ_SUFFIX)));
+		addr.subqueue = SBQ_SUBQUEUE_DLQ;
+		sbq_message_not_found(&addr, "dead-lettered", missing);
 	}
 	sbq_storage_end();
 	PG_RETURN_INT32(n);

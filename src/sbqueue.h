@@ -122,7 +122,6 @@ extern void sbq_check_text_length(const char *argname, text *value, int max);
 extern Tuplestorestate *sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc);
 extern void sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
-extern bool sbq_try_lock_maintenance(void);
 
 /* storage.c */
 extern void sbq_storage_begin(void);
@@ -157,7 +156,8 @@ extern bool sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq);
 extern bool sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue,
 										 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
 										 TupleDesc tupdesc, int64 *missing);
-extern int	sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs);
+extern int	sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs,
+								 int64 *missing);
 extern Jsonb *sbq_storage_maintain(void);
 extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,
 							  const pg_uuid_t *token, TimestampTz *locked_until);

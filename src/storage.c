@@ -219,7 +219,8 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 	},
 	[PLAN_DELETE_QUEUE] = {
 		"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1),"
-		" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1)"
+		" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1),"
+		" d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)"
 		" DELETE FROM sbq.queues WHERE queue_id = $1",
 		1, {INT4OID}
 	},
@@ -1510,10 +1511,11 @@ sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs,
  *		Move dead letters back to the queue as new messages: those with the
  *		given (distinct) sequence numbers, or all when seqs is NULL; none under
  *		a valid lock. Returns how many moved; with seqs, the caller checks that
- *		all did (an error then undoes the move).
+ *		all did (an error then undoes the move), and *missing names one that
+ *		did not.
  */
 int
-sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs)
+sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missing)
 {
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
@@ -1528,6 +1530,28 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs)
 	else
 		nulls[2] = true;
 	n = sbq_exec(PLAN_RESUBMIT, values, nulls);
+	if (seqs != NULL && n != (uint64) nseqs)
+	{
+		int			i;
+
+		for (i = 0; i < nseqs; i++)
+		{
+			uint64		row;
+			bool		moved = false;
+
+			for (row = 0; row < n && !moved; row++)
+			{
+				bool		isnull;
+
+				moved = DatumGetInt64(sbq_col(row, 1, &isnull)) == DatumGetInt64(seqs[i]);
+			}
+			if (!moved)
+			{
+				*missing = DatumGetInt64(seqs[i]);
+				break;
+			}
+		}
+	}
 	if (n > 0)
 	{
 		counts.sent = n;
@@ -1568,10 +1592,11 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
  *		the window. Returns the counts as a JSON object; "more" says a step
  *		hit its bound and another pass would do more.
  *
- * Every step takes its rows with SKIP LOCKED, so passes never wait for
- * receivers or settlers; a second pass running at the same time finds the
- * transaction-level maintenance lock taken and returns at once ("skipped").
- * Nothing happens on a standby.
+ * Every step takes its rows with SKIP LOCKED, so a pass never waits for
+ * receivers, settlers or another pass: passes running at the same time share
+ * the work. (A pass-wide lock would let one caller holding a transaction open
+ * stop maintenance for the whole database.) On a standby nothing happens and
+ * "skipped" is true.
  */
 Jsonb *
 sbq_storage_maintain(void)
@@ -1588,7 +1613,7 @@ sbq_storage_maintain(void)
 	bool		skipped = false;
 	StringInfoData buf;
 
-	if (RecoveryInProgress() || !sbq_try_lock_maintenance())
+	if (RecoveryInProgress())
 		skipped = true;
 	else
 	{

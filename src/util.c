@@ -310,16 +310,3 @@ sbq_lock_queue_name(const char *key, LOCKMODE mode)
 	(void) LockAcquire(&tag, mode, false, false);
 }
 
-/*
- * sbq_try_lock_maintenance
- *		Take this database's maintenance lock for the transaction, if free:
- *		one maintenance pass at a time (the worker and pg_cron may both run).
- */
-bool
-sbq_try_lock_maintenance(void)
-{
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, SBQ_LOCKTAG_FIELD4 + 1);
-	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
-}

@@ -1,0 +1,124 @@
+-- defer and receive_deferred: the normal path, every error, and that an error changes nothing
+\set VERBOSITY sqlstate
+CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- error text without the random token, sequence numbers relative to base
+CREATE FUNCTION pg_temp.errc(sql text, base bigint DEFAULT 0) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    msg text;
+    n text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    msg := SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<token>', 'g');
+    n := substring(msg FROM 'sequence number ([0-9]+)');
+    IF n IS NOT NULL THEN
+        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' || (n::bigint - base) || '>');
+    END IF;
+    RETURN msg;
+END $$;
+-- the state of a queue, without tokens or times
+CREATE FUNCTION pg_temp.show(queue text, base bigint) RETURNS TABLE(n bigint, body text, state text,
+    delivery_count integer, locked boolean, props jsonb) LANGUAGE sql AS $$
+    SELECT sequence_number - base, convert_from(body, 'UTF8'), state, delivery_count,
+           locked_until > clock_timestamp(), application_properties
+      FROM sbq_peek(queue, 100) ORDER BY sequence_number
+$$;
+
+SELECT queue FROM sbq_create_queue('df', max_delivery_count => 3);
+SELECT queue FROM sbq_create_queue('df_other');
+SELECT min(seq) AS first FROM sbq_send_batch('df', ARRAY['m1', 'm2', 'm3', 'm4', 'm5'],
+                                             application_properties => '{"keep": 1, "a": 0}') AS seq \gset
+
+-- defer: the message stays in the queue, deferred, reachable only by its number
+SELECT array_agg(lock_token ORDER BY sequence_number) AS toks FROM sbq_receive('df', 3) \gset
+SELECT sbq_defer('df', (:'toks'::uuid[])[1]);
+SELECT sbq_defer('df', (:'toks'::uuid[])[2], '{"a": 1, "added": null}');
+SELECT * FROM pg_temp.show('df', :first);
+SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('df', 10);
+SELECT active_count, locked_count, deferred_count, scheduled_count, dead_letter_count, deferred
+  FROM sbq_queue_stats WHERE queue = 'df';
+
+-- defer errors: nothing changes (m3 stays locked, its properties as they were)
+SELECT pg_temp.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df', (:'toks'::uuid[])[1]));
+SELECT pg_temp.errc($$SELECT sbq_defer('df', gen_random_uuid())$$);
+SELECT pg_temp.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df_other', (:'toks'::uuid[])[3]));
+SELECT pg_temp.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df/$deadletterqueue', (:'toks'::uuid[])[3]));
+SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], '[1]'));
+SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], 'null'));
+SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], '"text"'));
+SELECT pg_temp.err($$SELECT sbq_defer('df', NULL)$$);
+SELECT pg_temp.err(format('SELECT sbq_defer(NULL, %L::uuid)', (:'toks'::uuid[])[3]));
+SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid)', 'missing', (:'toks'::uuid[])[3]));
+SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid)', 'bad name!', (:'toks'::uuid[])[3]));
+SELECT * FROM pg_temp.show('df', :first);
+
+-- receive_deferred: locks and returns them, counted, state deferred; a repeated number counts once
+CREATE TEMP TABLE rd AS SELECT * FROM sbq_receive_deferred('df', ARRAY[:first + 1, :first, :first + 1]);
+SELECT sequence_number - :first AS n, convert_from(body, 'UTF8') AS body, state, delivery_count,
+       lock_token IS NOT NULL AS has_token, lock_token <> ALL (:'toks'::uuid[]) AS new_token,
+       locked_until > clock_timestamp() AS locked, application_properties
+  FROM rd ORDER BY 1;
+SELECT * FROM pg_temp.show('df', :first);
+SELECT active_count, locked_count, deferred_count FROM sbq_queue_stats WHERE queue = 'df';
+
+-- receive_deferred errors: SB003 for anything that is not a deferred message free to lock;
+-- nothing is locked
+SELECT sbq_defer('df', (:'toks'::uuid[])[3]);
+SELECT sbq_send('df_other', 'o1') AS o1 \gset
+SELECT lock_token AS o1t FROM sbq_receive('df_other') \gset
+SELECT sbq_defer('df_other', :'o1t');
+SELECT sbq_send('df', 'scheduled', scheduled_enqueue_time => now() + interval '1 hour') - :first AS sch \gset
+-- m1 is locked by receive_deferred, m4 is active (and locked), the scheduled one, o1 of another queue, unknown
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first), :first);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + 3), :first);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + :sch), :first);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :o1), :first);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + 1000000), :first);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df/$deadletterqueue', :first + 2), :first);
+SELECT pg_temp.err(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, NULL])', 'df', :first + 2));
+SELECT pg_temp.err($$SELECT * FROM sbq_receive_deferred('df', NULL)$$);
+SELECT pg_temp.err(format('SELECT * FROM sbq_receive_deferred(NULL, ARRAY[%s])', :first + 2));
+SELECT pg_temp.err(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'missing', :first + 2));
+SELECT * FROM pg_temp.show('df', :first);
+SELECT count(*) AS empty_array FROM sbq_receive_deferred('df', ARRAY[]::bigint[]);
+-- the other queue's deferred message, from its own queue
+SELECT sequence_number = :o1 AS same, delivery_count, state FROM sbq_receive_deferred('df_other', ARRAY[:o1]);
+
+-- settling received deferred messages: abandon keeps it deferred (and counts), complete removes
+-- it, deadletter moves it, a defer on the last allowed delivery (3 of 3) dead-letters it
+SELECT lock_token AS d2 FROM sbq_receive_deferred('df', ARRAY[:first + 2]) \gset
+SELECT sbq_abandon('df', :'d2', '{"abandoned": true}');
+SELECT * FROM pg_temp.show('df', :first);
+SELECT count(*) AS receivable FROM sbq_receive('df', 10);
+SELECT lock_token AS d2, delivery_count FROM sbq_receive_deferred('df', ARRAY[:first + 2]) \gset
+\echo third delivery of m3: :delivery_count
+SELECT sbq_complete('df', lock_token) FROM rd WHERE sequence_number = :first;
+SELECT sbq_deadletter('df', lock_token, 'Reason', 'Description') FROM rd WHERE sequence_number = :first + 1;
+SELECT sbq_defer('df', :'d2');
+SELECT * FROM pg_temp.show('df', :first);
+SELECT sequence_number - :first AS n, convert_from(body, 'UTF8') AS body, state, delivery_count,
+       dead_letter_reason, dead_letter_error_description, dead_letter_source
+  FROM sbq_peek('df/$deadletterqueue', 10);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df', :first + 2), :first);
+SELECT active_count, locked_count, deferred_count, scheduled_count, dead_letter_count,
+       received, completed, abandoned, deferred, dead_lettered
+  FROM sbq_queue_stats WHERE queue = 'df';
+
+-- defer and receive_deferred on the dead-letter sub-queue
+SELECT lock_token AS q1 FROM sbq_receive('df/$deadletterqueue') \gset
+SELECT sbq_defer('df/$deadletterqueue', :'q1');
+SELECT sequence_number - :first AS n FROM sbq_receive('df/$deadletterqueue', 10);
+SELECT sequence_number - :first AS n, state FROM sbq_peek('df/$deadletterqueue', 10);
+SELECT sequence_number - :first AS n, state, delivery_count
+  FROM sbq_receive_deferred('df/$deadletterqueue', ARRAY[:first + 1]);
+SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df', :first + 1), :first);
+
+SELECT sbq_delete_queue('df');
+SELECT sbq_delete_queue('df_other');

@@ -1,0 +1,87 @@
+-- scheduled messages: send, peek, cancel, activation with a new sequence number. One sleep of 2 s.
+\set VERBOSITY sqlstate
+CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- error text with sequence numbers relative to base
+CREATE FUNCTION pg_temp.errc(sql text, base bigint DEFAULT 0) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    msg text;
+    n text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    msg := SQLSTATE || ': ' || SQLERRM;
+    n := substring(msg FROM 'sequence number ([0-9]+)');
+    IF n IS NOT NULL THEN
+        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' || (n::bigint - base) || '>');
+    END IF;
+    RETURN msg;
+END $$;
+CREATE FUNCTION pg_temp.show(queue text, base bigint) RETURNS TABLE(n bigint, body text, state text,
+    delivery_count integer, locked boolean, scheduled boolean, lifetime interval) LANGUAGE sql AS $$
+    SELECT sequence_number - base, convert_from(body, 'UTF8'), state, delivery_count,
+           locked_until > clock_timestamp(), scheduled_enqueue_time IS NOT NULL,
+           expires_at - scheduled_enqueue_time
+      FROM sbq_peek(queue, 100) ORDER BY sequence_number
+$$;
+
+SELECT queue FROM sbq_create_queue('sc');
+SELECT queue FROM sbq_create_queue('sc_other');
+
+-- t = 0: future times give scheduled messages, a time in the past or now an active one
+SELECT sbq_send('sc', 'first') AS first \gset
+SELECT sbq_send('sc', 's1', scheduled_enqueue_time => clock_timestamp() + interval '1.5 seconds') - :first AS s1 \gset
+SELECT sbq_send('sc', 'sttl', time_to_live => '2 seconds',
+                scheduled_enqueue_time => clock_timestamp() + interval '1.5 seconds') - :first AS sttl \gset
+SELECT sbq_send('sc', 'later', scheduled_enqueue_time => clock_timestamp() + interval '1 hour') - :first AS later \gset
+SELECT sbq_send('sc', 'past', scheduled_enqueue_time => clock_timestamp() - interval '1 minute') - :first AS past \gset
+SELECT sbq_send('sc', 'now', scheduled_enqueue_time => now()) - :first AS now \gset
+SELECT count(*) FROM sbq_send_batch('sc', ARRAY['b1', 'b2'], scheduled_enqueue_time => clock_timestamp() + interval '1 hour');
+SELECT sbq_send('sc_other', 'o1', scheduled_enqueue_time => clock_timestamp() + interval '1 hour') - :first AS o1 \gset
+\echo numbers: s1 :s1 sttl :sttl later :later past :past now :now o1 :o1
+SELECT * FROM pg_temp.show('sc', :first);
+SELECT active_count, locked_count, deferred_count, scheduled_count, dead_letter_count, sent
+  FROM sbq_queue_stats WHERE queue = 'sc';
+-- never received early
+SELECT sequence_number - :first AS n, convert_from(body, 'UTF8') AS body FROM sbq_receive('sc', 100, receive_mode => 'receive_and_delete');
+SELECT count(*) AS received FROM sbq_receive('sc', 100);
+
+-- cancel errors: SB003 for anything that is not a scheduled message of that queue; nothing changes
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first), :first);
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + 1000000), :first);
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :o1), :first);
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc_other', :first + :later), :first);
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc/$deadletterqueue', :first + :later), :first);
+SELECT pg_temp.err($$SELECT sbq_cancel_scheduled('sc', NULL)$$);
+SELECT pg_temp.err(format('SELECT sbq_cancel_scheduled(NULL, %s)', :first + :later));
+SELECT pg_temp.err(format('SELECT sbq_cancel_scheduled(%L, %s)', 'missing', :first + :later));
+SELECT pg_temp.err(format('SELECT sbq_cancel_scheduled(%L, %s)', 'bad name!', :first + :later));
+SELECT n, body, state FROM pg_temp.show('sc', :first);
+SELECT n, body, state FROM pg_temp.show('sc_other', :first);
+
+-- cancel deletes the scheduled message
+SELECT sbq_cancel_scheduled('SC', :first + :later);
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :later), :first);
+SELECT sbq_cancel_scheduled('sc_other', :first + :o1);
+SELECT n, body, state FROM pg_temp.show('sc', :first);
+SELECT count(*) AS other FROM sbq_peek('sc_other', 10);
+SELECT active_count, locked_count, deferred_count, scheduled_count FROM sbq_queue_stats WHERE queue = 'sc';
+
+SELECT pg_sleep(2);
+
+-- t = 2: s1 and sttl are due; a receive activates them with new, higher numbers at the back
+SELECT sequence_number - :first > :o1 AS renumbered, convert_from(body, 'UTF8') AS body, state, delivery_count,
+       lock_token IS NOT NULL AS locked, enqueued_time >= scheduled_enqueue_time AS enqueued_when_due
+  FROM sbq_receive('sc', 100) ORDER BY sequence_number;
+SELECT n > :o1 AS renumbered, body, state, delivery_count, locked, scheduled FROM pg_temp.show('sc', :first);
+SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :s1), :first);
+SELECT active_count, locked_count, deferred_count, scheduled_count FROM sbq_queue_stats WHERE queue = 'sc';
+
+SELECT sbq_delete_queue('sc');
+SELECT sbq_delete_queue('sc_other');
