@@ -75,7 +75,40 @@ SELECT sbq_complete('demo/orders/$deadletterqueue', :'dead_token'::uuid);
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
 
+\echo '--- resubmit: the dead letter goes back to the queue as a new message'
+SELECT sbq_send('demo/orders', 'poison: fixed upstream') AS sequence_number;
+SELECT lock_token AS poison_token FROM sbq_receive('demo/orders') \gset
+SELECT sbq_deadletter('demo/orders', :'poison_token', 'BadData', 'customer id missing');
+SELECT sequence_number, dead_letter_reason, dead_letter_error_description
+  FROM sbq_peek('demo/orders/$deadletterqueue');
+SELECT sbq_resubmit('demo/orders') AS resubmitted;
+SELECT sequence_number, delivery_count, convert_from(body, 'UTF8') AS body FROM sbq_peek('demo/orders');
+SELECT sbq_purge_queue('demo/orders') AS purged;
+
+\echo '--- defer: set a message aside, then fetch it by its sequence number'
+SELECT sbq_send('demo/orders', 'needs approval') AS deferred_seq \gset
+SELECT lock_token AS defer_token FROM sbq_receive('demo/orders') \gset
+SELECT sbq_defer('demo/orders', :'defer_token');
+SELECT count(*) AS ordinary_receive_gets FROM sbq_receive('demo/orders', 10);
+SELECT sequence_number, state, delivery_count, convert_from(body, 'UTF8') AS body
+  FROM sbq_receive_deferred('demo/orders', ARRAY[:deferred_seq]::bigint[]);
+
+\echo '--- scheduled: invisible to receive until due, then it joins the back of the queue'
+SELECT sbq_send('demo/orders', 'in two seconds',
+                scheduled_enqueue_time => clock_timestamp() + interval '2 seconds') AS sequence_number;
+SELECT sequence_number, state FROM sbq_peek('demo/orders', 10) WHERE state = 'scheduled';
+SELECT count(*) AS received_now FROM sbq_receive('demo/orders');
+SELECT sequence_number, state, convert_from(body, 'UTF8') AS body
+  FROM sbq_receive('demo/orders', max_wait => '5 seconds');
+
+\echo '--- duplicate detection: a retried send stores nothing and returns the first number'
+SELECT queue, duplicate_detection_window
+  FROM sbq_create_queue('demo/payments', duplicate_detection_window => '10 minutes');
+SELECT sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS first_send,
+       sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS retried_send;
+SELECT count(*) AS stored FROM sbq_peek('demo/payments', 10);
+
 \echo '--- what happened, counted'
 SELECT queue, active_count, locked_count, dead_letter_count, sent, received, completed,
        abandoned, dead_lettered
-  FROM sbq_queue_stats WHERE queue = 'demo/orders';
+  FROM sbq_queue_stats ORDER BY queue;
