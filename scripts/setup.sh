@@ -9,6 +9,7 @@ PG_MAJOR=${PG_MAJOR:-15}
 packages=(
     make gcc
     "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" "postgresql-$PG_MAJOR-pgtap"
+    "postgresql-$PG_MAJOR-cron"
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
     python3 python3-psycopg
 )

@@ -87,12 +87,17 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
+tap() {
+    test/t/run.sh
+}
+
 suite "pg_regress and isolation" regress
 suite "upgrade" upgrade
 suite "pgTAP" pgtap
 suite "concurrency" concurrency
 suite "python client" python_client
 suite "node client" node_client
+suite "TAP (worker, wake-ups, faults)" tap
 
 echo
 echo "suites: $passed passed, $failed failed"

@@ -24,7 +24,54 @@
 #define SBQ_MY_PROC_NUMBER() (MyProc->pgprocno)
 #endif
 
-/* The wait event a blocking receive reports (named wait events come with 17). */
+/*
+ * shmem_request_hook (the only correct place to ask for shared memory) comes
+ * with 15, and so does MarkGUCPrefixReserved; sbqueue does not build on less.
+ */
+#if PG_VERSION_NUM < 150000
+#error "sbqueue requires PostgreSQL 15 or later"
+#endif
+
+/*
+ * The wait events sbqueue reports: named ones (WaitEventExtensionNew) come
+ * with 17; on 15 and 16 they all show as "Extension".
+ */
 #define SBQ_WAIT_EVENT_RECEIVE PG_WAIT_EXTENSION
+#define SBQ_WAIT_EVENT_LAUNCHER PG_WAIT_EXTENSION
+#define SBQ_WAIT_EVENT_WORKER PG_WAIT_EXTENSION
+
+/*
+ * sbq_restrict_search_path
+ *		Pin search_path to "pg_catalog, pg_temp" until the current GUC nest
+ *		level is left (the caller opened it with NewGUCNestLevel and closes it
+ *		with AtEOXact_GUC). PG17 has RestrictSearchPath() for this; on 15 and
+ *		16 it is spelt out.
+ */
+#if PG_VERSION_NUM >= 170000
+#define sbq_restrict_search_path() RestrictSearchPath()
+#else
+#define sbq_restrict_search_path() \
+	((void) set_config_option("search_path", "pg_catalog, pg_temp", \
+							  PGC_USERSET, PGC_S_SESSION, \
+							  GUC_ACTION_SAVE, true, 0, false))
+#endif
+
+/* Whether a role owns a database (the per-class ownercheck functions went in 16). */
+#if PG_VERSION_NUM >= 160000
+#define sbq_database_ownercheck(dbid, roleid) \
+	object_ownercheck(DatabaseRelationId, (dbid), (roleid))
+#else
+#define sbq_database_ownercheck(dbid, roleid) pg_database_ownercheck((dbid), (roleid))
+#endif
+
+/*
+ * A database that an interrupted DROP DATABASE left invalid (datconnlimit
+ * -2): nobody may connect to it. Back-patched into 15.4, 16.0 has it.
+ */
+#ifdef DATCONNLIMIT_INVALID_DB
+#define sbq_database_is_invalid(form) database_is_invalid_form(form)
+#else
+#define sbq_database_is_invalid(form) false
+#endif
 
 #endif							/* SBQ_COMPAT_H */

@@ -3,8 +3,12 @@
  * sbqueue.c
  *	  Module magic, settings and _PG_init of sbqueue.
  *
- * Everything works without shared_preload_libraries: this file only defines
- * the settings that a plain LOAD needs.
+ * Everything works without shared_preload_libraries: a plain LOAD (the first
+ * call of an sbqueue function) only defines the settings, and blocking
+ * receives poll. With sbqueue in shared_preload_libraries, _PG_init also asks
+ * for shared memory (the wake-up condition variables and the worker registry,
+ * shmem.c), registers the maintenance launcher and installs the utility hook
+ * that keeps the workers out of the way of DROP DATABASE (worker.c).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -16,29 +20,70 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "compat.h"
 #include "sbqueue.h"
+#include "shmem.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
 /* sbqueue.receive_poll_interval: how often a waiting receive looks again */
 int			sbq_receive_poll_interval = 100;
 
+/* sbqueue.enable_maintenance_worker: whether the launcher starts workers */
+bool		sbq_enable_maintenance_worker = true;
+
+/* sbqueue.maintenance_interval: time between two maintenance ticks, in ms */
+int			sbq_maintenance_interval = 1000;
+
 void		_PG_init(void);
 
 void
 _PG_init(void)
 {
+	/* PGC_USERSET and PGC_SIGHUP settings first, for a plain LOAD too */
 	DefineCustomIntVariable("sbqueue.receive_poll_interval",
 							gettext_noop("How often a receive with max_wait looks for new messages while it waits."),
-							NULL,
+							gettext_noop("With sbqueue preloaded a commit wakes the receive at once; this bounds "
+										 "the time to notice messages that no commit announces (an expired lock, "
+										 "a scheduled time reached, a prepared transaction)."),
 							&sbq_receive_poll_interval,
 							100, 1, 60000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("sbqueue.enable_maintenance_worker",
+							 gettext_noop("Starts a maintenance worker in every database that has sbqueue."),
+							 gettext_noop("Needs sbqueue in shared_preload_libraries."),
+							 &sbq_enable_maintenance_worker,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("sbqueue.maintenance_interval",
+							gettext_noop("Time between two maintenance passes of a maintenance worker."),
+							NULL,
+							&sbq_maintenance_interval,
+							1000, 10, 86400000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("sbqueue");
+
+	/* shared memory, the launcher and the hook need the preload */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	/* pg_upgrade's server must not run workers that write into the database */
+	if (IsBinaryUpgrade)
+		return;
+
+	sbq_shmem_install_hooks();
+	sbq_worker_init();
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# test/t/run.sh: run sbqueue's TAP tests (test/t/*.pl) with prove and
+# PostgreSQL::Test::Cluster, from any working directory.
+#
+#   test/t/run.sh [prove options] [test files]     default: every test/t/*.pl
+#
+# Needs only installed packages: postgresql-15 and postgresql-server-dev-15
+# (PostgreSQL::Test::*, pg_regress), libipc-run-perl, and sbqueue itself built
+# and installed (make install); postgresql-15-cron for 004_pg_cron.pl, which
+# is skipped without it. initdb refuses to run as root, so as root the tests
+# run as the postgres user. Each test starts its own servers on free ports in
+# a scratch directory, removed afterwards unless a test failed (then its logs
+# are printed). Exits non-zero when a test fails.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config}
+bindir=$("$PG_CONFIG" --bindir) || exit 1
+pgxs=$("$PG_CONFIG" --pgxs) || exit 1
+pgxsdir=${pgxs%/src/makefiles/pgxs.mk}
+perllib=$pgxsdir/src/test/perl
+pg_regress=$pgxsdir/src/test/regress/pg_regress
+pkglibdir=$("$PG_CONFIG" --pkglibdir)
+
+for f in "$perllib/PostgreSQL/Test/Cluster.pm" "$pg_regress"; do
+    [ -e "$f" ] || { echo "run.sh: $f is missing (install postgresql-server-dev-${PG_MAJOR:-15})" >&2; exit 1; }
+done
+perl -MIPC::Run -e 1 2>/dev/null || { echo "run.sh: IPC::Run is missing (install libipc-run-perl)" >&2; exit 1; }
+[ -f "$pkglibdir/sbqueue.so" ] || { echo "run.sh: sbqueue is not installed (make install)" >&2; exit 1; }
+
+if [ $# -eq 0 ]; then
+    set -- "$here"/*.pl
+fi
+# the tests run from a scratch directory: make file arguments absolute
+args=()
+for a in "$@"; do
+    if [ -f "$a" ]; then a=$(cd "$(dirname "$a")" && pwd)/$(basename "$a"); fi
+    args+=("$a")
+done
+set -- "${args[@]}"
+
+work=$(mktemp -d /tmp/sbqueue-tap.XXXXXX)
+chmod 755 "$work"
+run_as=()
+if [ "$(id -u)" = 0 ]; then
+    chown postgres: "$work"
+    run_as=(runuser -u postgres --)
+fi
+
+# the tests' own servers only: nothing from the caller's environment
+cd "$work" || exit 1
+"${run_as[@]}" env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGDATA \
+    PATH="$bindir:$PATH" PERL5LIB="$perllib${PERL5LIB:+:$PERL5LIB}" \
+    PG_REGRESS="$pg_regress" TESTDIR="$work" PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
+    prove --timer "$@"
+rc=$?
+
+if [ $rc -ne 0 ]; then
+    for f in "$work"/tmp_check/log/*; do
+        [ -f "$f" ] || continue
+        echo "=== $f"
+        tail -n 60 "$f"
+    done
+fi
+cd / && rm -rf "$work"
+exit $rc
