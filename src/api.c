@@ -489,7 +489,7 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 
 	sbq_lock_queue_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue_to_send(&addr, &queue);
 	for (i = 0; i < nbodies; i++)
 	{
 		Size		size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));

@@ -30,6 +30,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
@@ -49,6 +50,7 @@
 typedef enum SbqPlanId
 {
 	PLAN_FIND_QUEUE,
+	PLAN_FIND_QUEUE_SHARE,
 	PLAN_QUEUE_ROW,
 	PLAN_CREATE_QUEUE,
 	PLAN_UPDATE_QUEUE,
@@ -188,6 +190,11 @@ typedef struct SbqPlanDef
 static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 	[PLAN_FIND_QUEUE] = {
 		"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1",
+		1, {TEXTOID}
+	},
+	[PLAN_FIND_QUEUE_SHARE] = {
+		/* a sender under a transaction snapshot: see PLAN_FIND_QUEUE's caller */
+		"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE",
 		1, {TEXTOID}
 	},
 	[PLAN_QUEUE_ROW] = {
@@ -756,6 +763,36 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 		return false;
 	sbq_queue_from_row(0, queue);
 	return true;
+}
+
+/*
+ * sbq_storage_get_queue_to_send
+ *		sbq_storage_get_queue for a call that will store messages in the queue.
+ *
+ * The caller holds the queue name's lock in share mode, so no delete of the
+ * queue can commit from now on; under READ COMMITTED the lookup's fresh
+ * snapshot also sees every delete that committed before. A transaction
+ * snapshot (REPEATABLE READ, SERIALIZABLE) may predate such a delete, so there
+ * the queue row is locked too: a row deleted after the snapshot then fails
+ * with a serialization error instead of taking a message for a queue that is
+ * gone. Only those isolation levels pay for the row lock.
+ */
+void
+sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
+{
+	Datum		values[1];
+
+	if (!IsolationUsesXactSnapshot())
+	{
+		sbq_storage_get_queue(addr, queue);
+		return;
+	}
+	values[0] = CStringGetTextDatum(addr->key);
+	if (sbq_exec(PLAN_FIND_QUEUE_SHARE, values, NULL) == 0)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
+				 errmsg("queue \"%s\" does not exist", addr->name)));
+	sbq_queue_from_row(0, queue);
 }
 
 /*
