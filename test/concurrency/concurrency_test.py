@@ -464,14 +464,23 @@ def fmt_t(t):
     return "%.3f" % (t - T_START) if t is not None else "None"
 
 
+def grant_key(r):
+    """When the server granted a receive's lock, and its count as a tie-break."""
+    granted = r["locked_until"] if r["locked_until"] is not None else r["t1"]
+    return (granted, r["dc"])
+
+
 def analyse(admin):
     sent = S.sent
     recs = S.receives
     by_ident = {}
     for r in recs:
         by_ident.setdefault(r["ident"], []).append(r)
+    # Order the receives of a message by the server's grant time (locked_until
+    # minus the lock duration, one clock for everybody), not by when a client
+    # thread got round to noting its reply: under load a thread can note it late.
     for lst in by_ident.values():
-        lst.sort(key=lambda r: (r["t1"], r["dc"]))
+        lst.sort(key=grant_key)
     by_token = {r["token"]: r for r in recs}
     rb_tokens = {r["token"] for r in S.rb_receives}
 
@@ -584,7 +593,7 @@ def analyse(admin):
                          % (ident, r["seq"], i + 1, r["consumer"], fmt_t(r["t1"]), r["dc"]))
                 break
     for r in S.rb_receives:
-        prior = [x for x in by_ident.get(r["ident"], []) if x["t1"] < r["t1"]]
+        prior = [x for x in by_ident.get(r["ident"], []) if grant_key(x) < grant_key(r)]
         if r["dc"] != len(prior) + 1:
             v.append("%s: rolled-back receive reported delivery_count %s after %d committed receives"
                      % (r["ident"], r["dc"], len(prior)))
