@@ -8,6 +8,11 @@
  * is the only file that knows the tables of the schema sbq; a faster storage
  * design replaces this file and leaves the SQL surface alone.
  *
+ * Joins back to sbq.messages also carry "sequence_number = ANY(ARRAY(...))"
+ * and the receive orders by the whole receive index key, which the primary
+ * key cannot provide: a generic plan made on an empty table can then still not
+ * walk a whole index, whichever side of a join it puts the table on.
+ *
  * Queries go through SPI with plans prepared once per backend and kept
  * (SPI_keepplan), always generic (CURSOR_OPT_GENERIC_PLAN), so a call never
  * pays for planning. Every query runs under a GUC nest level that pins
@@ -146,7 +151,7 @@ typedef struct SbqPlanDef
 	"    FROM sbq.messages m" \
 	"   WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
 	"     AND (m.locked_until IS NULL OR m.locked_until <= $3)" \
-	"   ORDER BY m.sequence_number" \
+	"   ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number" \
 	"   LIMIT $4" \
 	"   FOR UPDATE OF m SKIP LOCKED), "
 #define RECEIVE_TAIL \
@@ -160,11 +165,13 @@ typedef struct SbqPlanDef
 	"         dead_letter_source = $8" \
 	"    FROM c" \
 	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
 	"     AND (c.over OR (c.expired AND $7))" \
 	"  RETURNING c.over), " \
 	"x AS (" \
 	"  DELETE FROM sbq.messages m USING c" \
 	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
 	"     AND c.expired AND NOT c.over AND NOT $7" \
 	"  RETURNING 1) " \
 	"SELECT l.*, s.n_over, s.n_expired_dead, s.n_dropped" \
@@ -260,6 +267,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"         locked_until = $6, delivery_count = m.delivery_count + 1"
 		"    FROM c"
 		"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
+		"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
 		"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
 		RECEIVE_TAIL,
 		9, RECEIVE_ARGS
@@ -269,6 +277,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"l AS ("
 		"  DELETE FROM sbq.messages m USING c"
 		"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
+		"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
 		"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
 		RECEIVE_TAIL,
 		9, RECEIVE_ARGS
@@ -385,7 +394,8 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"    FROM (SELECT c.sequence_number FROM c"
 		"           ORDER BY c.scheduled_enqueue_time, c.sequence_number) o)"
 		" UPDATE sbq.messages m SET sequence_number = n.new_seq, state = 0, enqueued_time = $2"
-		"   FROM n WHERE m.sequence_number = n.old_seq",
+		"   FROM n WHERE m.sequence_number = n.old_seq"
+		"    AND m.sequence_number = ANY(ARRAY(SELECT old_seq FROM n))",
 		3, {INT4OID, TIMESTAMPTZOID, INT4OID}
 	},
 	[PLAN_CANCEL_SCHEDULED] = {
