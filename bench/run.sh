@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench/run.sh: sbqueue against its baselines, side by side in one run.
+#
+#   bench/run.sh [--quick|--full] [--write]
+#
+#   --quick (default)  about a minute: 3 s cells, one run each, four workloads
+#                      at 4 clients, the plan probe, 100 wake-ups
+#   --full             10 s cells, the median of 3 interleaved runs, every
+#                      workload (send 1 / batch, receive + complete 1 / batch,
+#                      full cycle 1 / batch at 1, 4, 8 clients, one cell with
+#                      synchronous_commit = off), the plan probe, a 1,000,000-deep
+#                      queue cycled BENCH_DEEP_MINUTES (default 5) minutes clean
+#                      and as long again with a transaction held open, and
+#                      1,000 wake-ups; about 35 minutes
+#   --write            also write the report into BENCHMARKS.md, as the section
+#                      "Throughput against the baselines" (replacing an earlier one)
+#
+# Contenders, all in one throwaway server (scripts/pgserver.sh --preload: fsync
+# on, synchronous_commit on) with the same settings:
+#   limit        one INSERT + one DELETE by primary key per message (bench/limit_*.sql)
+#   SKIP LOCKED  a plain-SQL peek-lock table (bench/baseline_skip_locked.sql, bench/skq_*.sql)
+#   PgQ          Debian's postgresql-15-pgq3, batch throughput (bench/pgq_*.sql)
+#   sbqueue      this extension (bench/sbq_*.sql)
+# Environment: BENCH_BATCH (batch size, default 100), BENCH_DEEP_MINUTES,
+# BENCH_DEEP_BASELINE=1 (run the deep-queue phase for SKIP LOCKED too),
+# BENCH_WAKEUPS (wake-ups to measure; 0 skips bench/wakeup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+mode=quick
+write=
+for a in "$@"; do
+    case "$a" in
+    --quick) mode=quick ;;
+    --full) mode=full ;;
+    --write) write=--write ;;
+    *) echo "usage: bench/run.sh [--quick|--full] [--write]" >&2; exit 2 ;;
+    esac
+done
+command="bench/run.sh $*"
+[ -n "${BENCH_DEEP_MINUTES:-}" ] && command="BENCH_DEEP_MINUTES=$BENCH_DEEP_MINUTES $command"
+[ -n "${BENCH_BATCH:-}" ] && command="BENCH_BATCH=$BENCH_BATCH $command"
+
+PG_MAJOR=${PG_MAJOR:-15}
+if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-pgq3" 2>/dev/null | grep -q "install ok installed"; then
+    echo "run: installing postgresql-$PG_MAJOR-pgq3" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$PG_MAJOR-pgq3" >/dev/null
+fi
+scripts/setup.sh >/dev/null
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
+export PGBIN=${PGBIN:-$("$PG_CONFIG" --bindir)}
+export PATH="$PGBIN:$PATH"
+
+work=$(mktemp -d /tmp/sbqueue-bench-run.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+    scripts/pgserver.sh stop "$work/pg" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# what else the machine is doing, for the report
+background="load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; busiest other processes: $(
+    ps -eo pcpu=,comm= --sort=-pcpu | awk '$1 > 5 {printf "%s%s (%s %% CPU)", sep, $2, $1; sep=", "}' | head -c 300)"
+[ -n "${background##*busiest other processes: }" ] || background="${background%; busiest*}; no other process above 5 % CPU"
+
+# the wake-up latency first: bench/wakeup.sh starts and stops its own server
+wakeups=${BENCH_WAKEUPS:-$([ "$mode" = full ] && echo 1000 || echo 100)}
+if [ "$wakeups" -gt 0 ]; then
+    echo "run: bench/wakeup.sh $wakeups" >&2
+    bench/wakeup.sh "$wakeups" >"$work/wakeup.txt" 2>&1 || echo "(bench/wakeup.sh failed)" >>"$work/wakeup.txt"
+    sed -i "1i bench/wakeup.sh $wakeups" "$work/wakeup.txt"
+fi
+
+port=$(scripts/pgserver.sh start "$work/pg" --preload)
+export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
+# room for a 1,000,000-deep queue in memory, and checkpoints by time rather than by WAL volume
+psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET shared_buffers = '1GB'" \
+    -c "ALTER SYSTEM SET max_wal_size = '8GB'" -c "ALTER SYSTEM SET synchronous_commit = on"
+scripts/pgserver.sh stop "$work/pg"
+port=$(scripts/pgserver.sh start "$work/pg" "$port" --preload)
+psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION sbqueue" \
+    -c "SELECT sbq_create_queue('bench')" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -f bench/baseline_skip_locked.sql >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -f bench/pgq_setup.sql >/dev/null
+
+echo "run: $mode mode, server on port $port" >&2
+/usr/bin/python3 bench/run.py --mode "$mode" $write --command "$command" \
+    --wakeup "$work/wakeup.txt" --background "$background"

@@ -1,0 +1,3 @@
+-- bench/skq_consume_batch.sql: SKIP LOCKED baseline, receive :n (one transaction) + complete them (another)
+WITH r AS (UPDATE skq_messages m SET lock_token = gen_random_uuid(), locked_until = clock_timestamp() + interval '30 seconds', delivery_count = m.delivery_count + 1 WHERE m.id IN (SELECT id FROM skq_messages WHERE locked_until IS NULL OR locked_until <= clock_timestamp() ORDER BY id FOR UPDATE SKIP LOCKED LIMIT :n::int) RETURNING m.id, m.lock_token) SELECT count(*) AS got, coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lock_token), '{}') AS toks FROM r \gset
+DELETE FROM skq_messages WHERE id = ANY (:ids::bigint[]) AND lock_token = ANY (:toks::uuid[]) AND locked_until > clock_timestamp();

@@ -1,0 +1,4 @@
+-- bench/skq_cycle_batch.sql: SKIP LOCKED baseline, full cycle :n: send :n, receive :n, complete them (three transactions)
+INSERT INTO skq_messages (body) SELECT 'bench message body: 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 end' FROM generate_series(1, :n::int);
+WITH r AS (UPDATE skq_messages m SET lock_token = gen_random_uuid(), locked_until = clock_timestamp() + interval '30 seconds', delivery_count = m.delivery_count + 1 WHERE m.id IN (SELECT id FROM skq_messages WHERE locked_until IS NULL OR locked_until <= clock_timestamp() ORDER BY id FOR UPDATE SKIP LOCKED LIMIT :n::int) RETURNING m.id, m.lock_token) SELECT count(*) AS got, coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lock_token), '{}') AS toks FROM r \gset
+DELETE FROM skq_messages WHERE id = ANY (:ids::bigint[]) AND lock_token = ANY (:toks::uuid[]) AND locked_until > clock_timestamp();
