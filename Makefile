@@ -4,7 +4,7 @@ EXTENSION = sbqueue
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 
 MODULE_big = sbqueue
-OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o src/shmem.o src/worker.o
+OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o src/shmem.o src/worker.o src/lease.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -12,7 +12,7 @@ DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = create queue_management send receive settle defer deadletter ttl scheduled \
-          duplicates maintain
+          duplicates maintain leases
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected

@@ -19,9 +19,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(scripts/pgserver.sh start "$work/pg") || exit 1
+# preloaded, as in production: receives lock messages in shared memory
+port=$(scripts/pgserver.sh start "$work/pg" --preload) || exit 1
 export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres
-echo "test: PostgreSQL on port $port"
+# the suites call sbq_maintain() themselves and count what it did: no worker
+# in between (the TAP tests start servers of their own with the worker on)
+psql -X -q -d postgres -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" \
+    -c "SELECT pg_reload_conf()" >/dev/null || exit 1
+echo "test: PostgreSQL on port $port (sbqueue preloaded)"
 
 passed=0
 failed=0
@@ -83,6 +88,19 @@ node_client() {
     )
 }
 
+# the same semantics with locks stored in the message rows (as without the
+# preload): pg_regress (its isolation specs pin lease behaviour, so not those)
+# and pgTAP, with sbqueue.memory_locks off in every session
+row_locks() {
+    PGOPTIONS="-c sbqueue.memory_locks=off" make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= ||
+        { cat regression.diffs 2>/dev/null; return 1; }
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS sbq_pgtap_rows" \
+        -c "CREATE DATABASE sbq_pgtap_rows" &&
+        psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap_rows \
+            -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue" &&
+        PGOPTIONS="-c sbqueue.memory_locks=off" pg_prove -d sbq_pgtap_rows -of test/pgtap/*.sql
+}
+
 upgrade() {
     test/upgrade/upgrade_test.sh
 }
@@ -92,6 +110,7 @@ tap() {
 }
 
 suite "pg_regress and isolation" regress
+suite "pg_regress and pgTAP, locks in rows" row_locks
 suite "upgrade" upgrade
 suite "pgTAP" pgtap
 suite "concurrency" concurrency

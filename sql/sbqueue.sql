@@ -111,6 +111,30 @@ CREATE FUNCTION sbq.new_lock_token(bigint) RETURNS uuid
 REVOKE ALL ON FUNCTION sbq.new_lock_token(bigint) FROM PUBLIC;
 
 /*
+ * Message locks kept in shared memory ("leases", src/lease.c): with sbqueue
+ * preloaded, a peek-lock receive locks its messages there and writes nothing
+ * to sbq.messages. These functions let the statements of src/storage.c and
+ * the views see them; without the preload there are no leases and they say
+ * so (free, a slot always taken, no lock, nothing pending).
+ */
+CREATE FUNCTION sbq.lease_free(bigint, timestamptz, xid) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sbq_lease_free_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE COST 100;
+CREATE FUNCTION sbq.lease_slot(bigint) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sbq_lease_slot_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE COST 1000;
+REVOKE ALL ON FUNCTION sbq.lease_slot(bigint) FROM PUBLIC;
+CREATE FUNCTION sbq.lease_until(bigint) RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'sbq_lease_until_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION sbq.lease_count(bigint) RETURNS integer
+    AS 'MODULE_PATHNAME', 'sbq_lease_count_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION sbq.lease_pending_received(integer) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sbq_lease_pending_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+/*
  * Time to live: expiring messages are found through this index, which lock
  * changes never touch (expires_at and subqueue stay as they are).
  */
@@ -439,7 +463,8 @@ CREATE VIEW sbq_queue_stats AS
            coalesce(s.dead_letter_count, 0) AS dead_letter_count,
            s.oldest_enqueued_time,
            coalesce(c.sent, 0) AS sent,
-           coalesce(c.received, 0) AS received,
+           (coalesce(c.received, 0) OPERATOR(pg_catalog.+)
+               sbq.lease_pending_received(q.queue_id))::bigint AS received,
            coalesce(c.completed, 0) AS completed,
            coalesce(c.abandoned, 0) AS abandoned,
            coalesce(c.deferred, 0) AS deferred,
@@ -459,15 +484,19 @@ CREATE VIEW sbq_queue_stats AS
                           CASE
                             WHEN m.subqueue OPERATOR(pg_catalog.=) 1 THEN 'dead'
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
-                            WHEN m.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
-                            WHEN m.locked_until IS NOT NULL
-                                 AND m.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
+                            WHEN l.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
+                            WHEN l.locked_until IS NOT NULL
+                                 AND l.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
                             WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
                             WHEN m.expires_at OPERATOR(pg_catalog.<=) clk.t THEN
                                  CASE WHEN q.dead_lettering_on_message_expiration THEN 'dead' ELSE 'gone' END
                             ELSE 'active'
                           END AS kind
                      FROM sbq.messages m
+                    CROSS JOIN LATERAL (
+                          SELECT coalesce(sbq.lease_until(m.sequence_number), m.locked_until) AS locked_until,
+                                 coalesce(sbq.lease_count(m.sequence_number), m.delivery_count) AS delivery_count
+                         ) l
                     WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
            ) s ON true
       LEFT JOIN LATERAL (

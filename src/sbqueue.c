@@ -24,6 +24,7 @@
 #include "utils/guc.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "sbqueue.h"
 #include "shmem.h"
 #include "worker.h"
@@ -73,6 +74,28 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("sbqueue.memory_locks",
+							 gettext_noop("Keeps the locks of peek-lock receives in shared memory."),
+							 gettext_noop("A receive then writes nothing and commits without a WAL flush; a crash "
+										  "loses the locks (the messages are delivered again). Needs sbqueue in "
+										  "shared_preload_libraries. Off: locks are stored in the message rows."),
+							 &sbq_memory_locks,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/* shared memory, the launcher and the hook need the preload */
+	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
+		DefineCustomIntVariable("sbqueue.max_locks",
+								gettext_noop("How many messages can be locked in shared memory at once."),
+								gettext_noop("A receive that finds no room fails with SQLSTATE 53400."),
+								&sbq_max_locks,
+								65536, 1024, 16777216,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("sbqueue");
 

@@ -115,6 +115,7 @@ extern int64 sbq_interval_usecs(const Interval *iv);
 extern void sbq_check_interval_range(const char *argname, const Interval *iv,
 									 int64 min_usecs, int64 max_usecs);
 extern int64 sbq_token_sequence(const pg_uuid_t *token);
+extern void sbq_make_lock_token(int64 seq, pg_uuid_t *token);
 extern char *sbq_token_string(const pg_uuid_t *token);
 extern void sbq_check_json_object(const char *argname, Jsonb *j);
 extern void sbq_check_id_length(const char *argname, text *value);

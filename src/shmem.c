@@ -23,6 +23,8 @@
  *	  CREATE DATABASE ... TEMPLATE needs the database to itself. There are
  *	  max_worker_processes + SBQ_SPARE_DB_SLOTS slots: every running worker
  *	  needs a worker process slot anyway.
+ *	- Beside the struct, the lease table of lease.c (message locks kept in
+ *	  shared memory), which has its own partition locks.
  *
  * Locking: the condition variables have their own spinlocks (see
  * condition_variable.c). Everything else is protected by the one spinlock
@@ -48,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "shmem.h"
 
 /* registry slots beyond max_worker_processes: holds of databases with no worker */
@@ -92,6 +95,8 @@ sbq_shmem_request(void)
 	if (sbq_prev_shmem_request_hook)
 		sbq_prev_shmem_request_hook();
 	RequestAddinShmemSpace(sbq_shmem_size());
+	RequestAddinShmemSpace(sbq_lease_shmem_size());
+	sbq_lease_shmem_request();
 }
 
 /*
@@ -124,6 +129,7 @@ sbq_shmem_startup(void)
 		memset(sbq_shared->dbslots, 0,
 			   sizeof(SbqDbSlotState) * sbq_shared->ndbslots);
 	}
+	sbq_lease_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

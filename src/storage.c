@@ -43,11 +43,15 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "sbqueue.h"
 #include "wait.h"
 
@@ -86,6 +90,15 @@ typedef enum SbqPlanId
 	PLAN_MAINTAIN_LOCKS,
 	PLAN_MAINTAIN_TTL,
 	PLAN_FORGET_DUPLICATES,
+	PLAN_LEASE_CANDIDATES,
+	PLAN_LEASE_FETCH,
+	PLAN_LEASE_STORE,
+	PLAN_LEASE_DEADLETTER,
+	PLAN_LEASE_DROP,
+	PLAN_LEASE_COMPLETE,
+	PLAN_LEASE_COMPLETE_MANY,
+	PLAN_ROW_FOR_SETTLE,
+	PLAN_ROW_EXISTS,
 	SBQ_NUM_PLANS
 } SbqPlanId;
 
@@ -141,6 +154,15 @@ typedef struct SbqPlanDef
  *	$6 new locked_until, $7 dead-letter on expiration, $8 queue name,
  *	$9 max delivery description
  */
+/*
+ * A statement that moves messages through the table holds the lease slot of
+ * each (a marker, lease.c), so that a leasing receive never hands one out;
+ * messages under a lease, valid or expired, are not the statement's to move.
+ * Always true without shared memory. Last in its WHERE clause (it is costly),
+ * so it is asked only about rows that qualify otherwise.
+ */
+#define LEASE_SLOT "sbq.lease_slot(m.sequence_number)"
+
 #define RECEIVE_HEAD \
 	"WITH c AS MATERIALIZED (" \
 	"  SELECT m.sequence_number," \
@@ -151,6 +173,7 @@ typedef struct SbqPlanDef
 	"    FROM sbq.messages m" \
 	"   WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
 	"     AND (m.locked_until IS NULL OR m.locked_until <= $3)" \
+	"     AND " LEASE_SLOT \
 	"   ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number" \
 	"   LIMIT $4" \
 	"   FOR UPDATE OF m SKIP LOCKED), "
@@ -193,6 +216,11 @@ typedef struct SbqPlanDef
 #define MERGE_PROPS(param) \
 	"CASE WHEN " param "::jsonb IS NULL THEN m.application_properties" \
 	" ELSE coalesce(m.application_properties, '{}'::jsonb) || " param "::jsonb END"
+
+/* the (sequence number, count) pairs $1, $2 of the lease statements */
+#define LEASE_PAIRS \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT u.seq, u.cnt FROM unnest($1::int8[], $2::int4[]) AS u(seq, cnt)) "
 
 static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 	[PLAN_FIND_QUEUE] = {
@@ -318,20 +346,21 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		5, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID}
 	},
 	[PLAN_UNLOCK] = {
-		/* $3: the new state (deferred), or NULL to keep it */
+		/* $3: the new state (deferred), or NULL to keep it; $4 the delivery count */
 		"UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
-		" state = coalesce($3, m.state),"
+		" state = coalesce($3, m.state), delivery_count = GREATEST(m.delivery_count, $4),"
 		" application_properties = " MERGE_PROPS("$2")
 		" WHERE m.sequence_number = $1",
-		3, {INT8OID, JSONBOID, INT2OID}
+		4, {INT8OID, JSONBOID, INT2OID, INT4OID}
 	},
 	[PLAN_DEADLETTER] = {
 		"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
 		" locked_until = NULL, dead_letter_reason = $2,"
 		" dead_letter_error_description = $3, dead_letter_source = $4,"
-		" application_properties = " MERGE_PROPS("$5")
+		" application_properties = " MERGE_PROPS("$5") ","
+		" delivery_count = GREATEST(m.delivery_count, $6)"
 		" WHERE m.sequence_number = $1",
-		5, {INT8OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
+		6, {INT8OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID}
 	},
 	[PLAN_DELETE_ONE] = {
 		"DELETE FROM sbq.messages WHERE sequence_number = $1",
@@ -429,7 +458,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"  SELECT m.sequence_number FROM sbq.messages m"
 		"   WHERE m.queue_id = $1 AND m.subqueue = 1"
 		"     AND ($3::int8[] IS NULL OR m.sequence_number = ANY($3))"
-		"     AND (m.locked_until IS NULL OR m.locked_until <= $2)"
+		"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
 		"   ORDER BY m.sequence_number FOR UPDATE OF m SKIP LOCKED),"
 		" n AS MATERIALIZED ("
 		"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq"
@@ -469,7 +498,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" c AS MATERIALIZED ("
 		"  SELECT m.sequence_number, m.delivery_count >= $3 AS over"
 		"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number"
-		"   WHERE m.locked_until <= $2"
+		"   WHERE m.locked_until <= $2 AND " LEASE_SLOT
 		"   LIMIT $5 FOR UPDATE OF m SKIP LOCKED),"
 		" d AS ("
 		"  UPDATE sbq.messages m"
@@ -495,7 +524,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"  SELECT m.sequence_number FROM sbq.messages m"
 		"   WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.expires_at IS NOT NULL"
 		"     AND m.expires_at <= $2 AND m.state <> 2"
-		"     AND (m.locked_until IS NULL OR m.locked_until <= $2)"
+		"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
 		"   ORDER BY m.expires_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED),"
 		" d AS ("
 		"  UPDATE sbq.messages m"
@@ -520,6 +549,87 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" DELETE FROM sbq.duplicate_ids d USING c"
 		"  WHERE d.queue_id = $1 AND d.message_id = c.message_id",
 		3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+	},	[PLAN_LEASE_CANDIDATES] = {
+		/*
+		 * The head of the queue for a leasing receive: active messages that
+		 * no lock holds, in sequence order, skipping rows that another
+		 * transaction is changing or holds locked (as SKIP LOCKED would).
+		 * Nothing is locked here; the caller claims each in shared memory and
+		 * then reads it again.
+		 * $1 queue, $2 subqueue, $3 now, $4 limit
+		 */
+		"SELECT m.sequence_number, m.ctid FROM sbq.messages m"
+		" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
+		"   AND (m.locked_until IS NULL OR m.locked_until <= $3)"
+		"   AND sbq.lease_free(m.sequence_number, $3, m.xmax)"
+		" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+		" LIMIT $4",
+		4, {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID}
+	},
+	[PLAN_LEASE_FETCH] = {
+		/*
+		 * The claimed messages as they are now (run with the latest
+		 * snapshot): still active and free of a row lock.
+		 * $1 sequence numbers, $2 queue, $3 subqueue, $4 now
+		 */
+		"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+		"       m.ctid, m.locked_until IS NOT NULL, m.expires_at, m.xmax"
+		"  FROM sbq.messages m"
+		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+		"   AND m.state = 0 AND (m.locked_until IS NULL OR m.locked_until <= $4)"
+		" ORDER BY m.sequence_number",
+		4, {INT8ARRAYOID, INT4OID, INT2OID, TIMESTAMPTZOID}
+	},
+	[PLAN_LEASE_STORE] = {
+		/* store the delivery counts of expired leases (or row locks) and free the rows */
+		LEASE_PAIRS
+		"UPDATE sbq.messages m"
+		"   SET delivery_count = GREATEST(m.delivery_count, c.cnt),"
+		"       lock_token = NULL, locked_until = NULL"
+		"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+		"   AND m.queue_id = $3"
+		" RETURNING m.sequence_number",
+		3, {INT8ARRAYOID, INT4ARRAYOID, INT4OID}
+	},
+	[PLAN_LEASE_DEADLETTER] = {
+		/* $3 queue, $4 reason, $5 description, $6 source (the queue's name) */
+		LEASE_PAIRS
+		"UPDATE sbq.messages m"
+		"   SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
+		"       delivery_count = GREATEST(m.delivery_count, c.cnt),"
+		"       dead_letter_reason = $4, dead_letter_error_description = $5,"
+		"       dead_letter_source = $6"
+		"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+		"   AND m.queue_id = $3 AND m.subqueue = 0"
+		" RETURNING m.sequence_number",
+		6, {INT8ARRAYOID, INT4ARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	[PLAN_LEASE_DROP] = {
+		"DELETE FROM sbq.messages m"
+		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = 0",
+		2, {INT8ARRAYOID, INT4OID}
+	},
+	[PLAN_LEASE_COMPLETE] = {
+		"DELETE FROM sbq.messages m"
+		" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3",
+		3, {INT8OID, INT4OID, INT2OID}
+	},
+	[PLAN_LEASE_COMPLETE_MANY] = {
+		"DELETE FROM sbq.messages m"
+		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+		" RETURNING m.sequence_number",
+		3, {INT8ARRAYOID, INT4OID, INT2OID}
+	},
+	[PLAN_ROW_FOR_SETTLE] = {
+		"SELECT m.delivery_count, m.state, m.expires_at FROM sbq.messages m"
+		" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3"
+		" FOR UPDATE",
+		3, {INT8OID, INT4OID, INT2OID}
+	},
+	[PLAN_ROW_EXISTS] = {
+		"SELECT 1 FROM sbq.messages m"
+		" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3",
+		3, {INT8OID, INT4OID, INT2OID}
 	},
 };
 
@@ -1129,6 +1239,484 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 	return nbodies;
 }
 
+static void
+sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
+{
+	snprintf(buf, len, "Message could not be consumed after %d delivery attempts.",
+			 queue->max_delivery_count);
+}
+
+/*
+ * sbq_exec_latest
+ *		sbq_exec with the latest snapshot, whatever the isolation level: what
+ *		is committed now, including what committed after this transaction's
+ *		snapshot.
+ */
+static uint64
+sbq_exec_latest(SbqPlanId id, Datum *values, const bool *isnull)
+{
+	const SbqPlanDef *def = &sbq_plan_defs[id];
+	char		nulls[20];
+	int			rc;
+	int			i;
+
+	for (i = 0; i < def->nargs; i++)
+		nulls[i] = (isnull != NULL && isnull[i]) ? 'n' : ' ';
+	rc = SPI_execute_snapshot(sbq_plan(id), values, nulls, GetLatestSnapshot(),
+							  InvalidSnapshot, false, false, 0);
+	if (rc < 0)
+		elog(ERROR, "sbqueue statement %d failed: %s", (int) id,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+static Datum
+sbq_int8_array(const int64 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Datum
+sbq_int4_array(const int32 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int32GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT4OID, sizeof(int32),
+										   true, TYPALIGN_INT));
+}
+
+/*
+ * sbq_lease_rows
+ *		Run a lease statement over the pairs (seqs[i], counts[i]) with
+ *		further arguments extra[] (after $1 and $2); returns how many rows it
+ *		changed, and marks done[i] for those it returned (when done != NULL).
+ */
+static int
+sbq_lease_rows(SbqPlanId id, const int64 *seqs, const int32 *counts, int n,
+			   Datum *extra, int nextra, bool *done)
+{
+	Datum		values[8];
+	uint64		rows;
+	uint64		r;
+	int			i;
+
+	if (n == 0)
+		return 0;
+	values[0] = sbq_int8_array(seqs, n);
+	values[1] = sbq_int4_array(counts, n);
+	for (i = 0; i < nextra; i++)
+		values[2 + i] = extra[i];
+	rows = sbq_exec(id, values, NULL);
+	if (done != NULL)
+	{
+		for (i = 0; i < n; i++)
+			done[i] = false;
+		for (r = 0; r < rows; r++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(sbq_col(r, 1, &isnull));
+
+			for (i = 0; i < n; i++)
+				if (seqs[i] == seq)
+					done[i] = true;
+		}
+	}
+	return (int) rows;
+}
+
+/* Move messages to the dead-letter sub-queue with their delivery counts. */
+static int
+sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 *counts,
+						  int n, const char *reason, const char *description)
+{
+	Datum		extra[4];
+
+	if (n == 0)
+		return 0;
+	extra[0] = Int32GetDatum(queue->queue_id);
+	extra[1] = CStringGetTextDatum(reason);
+	extra[2] = CStringGetTextDatum(description);
+	extra[3] = CStringGetTextDatum(queue->name);
+	return sbq_lease_rows(PLAN_LEASE_DEADLETTER, seqs, counts, n, extra, 4, NULL);
+}
+
+/*
+ * sbq_lease_sweep
+ *		End up to SBQ_MAINTAIN_BATCH expired leases of this database (of the
+ *		queue only_queue when not 0): store each one's delivery count in its
+ *		message, or dead-letter the message when that was its last allowed
+ *		delivery. queues[] are the queues to know (a lease of a queue not
+ *		among them just goes: its queue was deleted). Adds what it did to
+ *		*released and *dead_lettered; returns how many leases it ended.
+ */
+static int
+sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, TimestampTz now,
+				int64 *released, int64 *dead_lettered)
+{
+	SbqExpiredLease *items;
+	int64	   *seqs;
+	int32	   *counts;
+	int			n;
+	int			q;
+
+	if (!sbq_lease_available() || RecoveryInProgress())
+		return 0;
+	items = palloc(sizeof(SbqExpiredLease) * SBQ_MAINTAIN_BATCH);
+	n = sbq_lease_take_expired(only_queue, now, items, SBQ_MAINTAIN_BATCH);
+	if (n == 0)
+		return 0;
+	seqs = palloc(sizeof(int64) * n);
+	counts = palloc(sizeof(int32) * n);
+
+	for (q = 0; q < nqueues; q++)
+	{
+		const SbqQueue *queue = &queues[q];
+		SbqCounts	c = {0};
+		char		description[128];
+		int			nover = 0;
+		int			nstore = 0;
+		int			i;
+		Datum		extra[1];
+
+		/* over the limit first, at the front of the arrays */
+		for (i = 0; i < n; i++)
+			if (items[i].queue_id == queue->queue_id &&
+				items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
+				items[i].delivery_count >= queue->max_delivery_count)
+			{
+				seqs[nover] = items[i].seq;
+				counts[nover++] = items[i].delivery_count;
+			}
+		for (i = 0; i < n; i++)
+			if (items[i].queue_id == queue->queue_id &&
+				!(items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
+				  items[i].delivery_count >= queue->max_delivery_count))
+			{
+				seqs[nover + nstore] = items[i].seq;
+				counts[nover + nstore++] = items[i].delivery_count;
+			}
+		if (nover + nstore == 0)
+			continue;
+
+		sbq_max_delivery_description(queue, description, sizeof(description));
+		c.dead_lettered = sbq_lease_deadletter_rows(queue, seqs, counts, nover,
+													"MaxDeliveryCountExceeded", description);
+		extra[0] = Int32GetDatum(queue->queue_id);
+		*released += sbq_lease_rows(PLAN_LEASE_STORE, seqs + nover, counts + nover, nstore,
+									extra, 1, NULL);
+		*dead_lettered += c.dead_lettered;
+		c.received = nover + nstore;	/* those deliveries are over now */
+		sbq_add_counts(queue->queue_id, &c);
+		sbq_wait_wake_at_commit(queue->queue_id);
+	}
+	return n;
+}
+
+/* What a leasing receive does with a message it claimed. */
+typedef enum SbqFate
+{
+	SBQ_FATE_HAND,				/* hand it out */
+	SBQ_FATE_STORE,				/* store its last delivery count, then hand it out */
+	SBQ_FATE_OVER,				/* its last allowed delivery expired: dead-letter */
+	SBQ_FATE_EXPIRED,			/* its time to live passed: dead-letter */
+	SBQ_FATE_DROP,				/* its time to live passed: drop */
+	SBQ_FATE_GONE				/* settled or moved meanwhile: not ours */
+} SbqFate;
+
+typedef struct SbqClaimed
+{
+	int64		seq;
+	ItemPointerData ctid;		/* the row version the scan saw */
+	int32		prev_lease;		/* delivery count of an expired lease taken over, or 0 */
+	int32		count;			/* the delivery count to store or hand out */
+	int			row;			/* its row in the fetch result */
+	SbqFate		fate;
+} SbqClaimed;
+
+/*
+ * sbq_receive_leased
+ *		A peek-lock receive that locks in shared memory (lease.c): find the
+ *		head of the queue, claim each message there, read the claimed ones
+ *		again with the latest snapshot (a settlement that committed after
+ *		the scan's snapshot released its lease before our claim, so the row
+ *		is gone by then), and hand them out. Only messages whose earlier
+ *		delivery has to be recorded (an expired lease or row lock), or that
+ *		expire or reach their delivery limit, cause a write; a plain receive
+ *		writes nothing at all.
+ *
+ * Under REPEATABLE READ or SERIALIZABLE a claimed message that changed after
+ * the transaction's snapshot is a serialization failure, as a row lock on it
+ * would be.
+ */
+static SbqReceiveResult
+sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
+				   TimestampTz now, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	SbqReceiveResult result = {0};
+	SbqCounts	counts = {0};
+	TimestampTz until = sbq_add_interval(now, &queue->lock_duration);
+	int			busy_rounds = 0;
+	char		description[128];
+
+	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
+		elog(ERROR, "sbq_message has %d columns, expected %d",
+			 tupdesc->natts, SBQ_MESSAGE_NATTS);
+	sbq_max_delivery_description(queue, description, sizeof(description));
+
+	while (result.delivered < max_messages)
+	{
+		int			want = max_messages - result.delivered;
+		Datum		values[4];
+		SPITupleTable *fetched;
+		uint64		n;
+		uint64		nrows;
+		uint64		i;
+		SbqClaimed *claims;
+		int			nclaims = 0;
+		bool		full = false;
+		int64	   *seqs;
+		int32	   *cnts;
+		bool	   *done;
+		int			k;
+		int			j;
+		int			nlist;
+
+		values[0] = Int32GetDatum(queue->queue_id);
+		values[1] = Int16GetDatum(subqueue);
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = Int32GetDatum(want);
+		n = sbq_exec(PLAN_LEASE_CANDIDATES, values, NULL);
+		if (n == 0)
+			break;
+
+		claims = palloc(sizeof(SbqClaimed) * n);
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(sbq_col(i, 1, &isnull));
+			SbqClaimed *c = &claims[nclaims];
+			SbqClaimResult r;
+
+			r = sbq_lease_claim(seq, queue->queue_id, subqueue, now, &c->prev_lease);
+			if (r == SBQ_CLAIM_FULL)
+			{
+				full = true;
+				break;
+			}
+			if (r == SBQ_CLAIM_BUSY)
+				continue;
+			c->seq = seq;
+			ItemPointerCopy(((ItemPointer) DatumGetPointer(sbq_col(i, 2, &isnull))), &c->ctid);
+			c->row = -1;
+			c->fate = SBQ_FATE_GONE;
+			nclaims++;
+		}
+		if (nclaims == 0)
+		{
+			if (full && result.delivered == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+						 errmsg("too many messages are locked at once"),
+						 errdetail("Queue \"%s\" has messages to receive, but shared memory has no room for another lock.",
+								   queue->name),
+						 errhint("Increase \"sbqueue.max_locks\", or settle messages sooner.")));
+			/* other receivers took them between our scan and our claims */
+			if (full || ++busy_rounds > 64)
+				break;
+			continue;
+		}
+
+		/* read the claimed messages again, as they are now */
+		seqs = palloc(sizeof(int64) * nclaims);
+		cnts = palloc(sizeof(int32) * nclaims);
+		done = palloc(sizeof(bool) * nclaims);
+		for (k = 0; k < nclaims; k++)
+			seqs[k] = claims[k].seq;
+		{
+			Datum		fv[4];
+
+			fv[0] = sbq_int8_array(seqs, nclaims);
+			fv[1] = Int32GetDatum(queue->queue_id);
+			fv[2] = Int16GetDatum(subqueue);
+			fv[3] = TimestampTzGetDatum(now);
+			nrows = sbq_exec_latest(PLAN_LEASE_FETCH, fv, NULL);
+			fetched = SPI_tuptable;
+		}
+		for (i = 0; i < nrows; i++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(SPI_getbinval(fetched->vals[i], fetched->tupdesc,
+														  1, &isnull));
+
+			for (k = 0; k < nclaims; k++)
+				if (claims[k].seq == seq)
+					claims[k].row = (int) i;
+		}
+
+		for (k = 0; k < nclaims; k++)
+		{
+			SbqClaimed *c = &claims[k];
+			HeapTuple	tup;
+			TupleDesc	td = fetched->tupdesc;
+			bool		isnull;
+			int32		row_count;
+			bool		row_locked;
+			Datum		exp;
+			int32		prev;
+			bool		had;
+
+			if (c->row < 0 ||
+				!ItemPointerEquals(&c->ctid,
+								   (ItemPointer) DatumGetPointer(SPI_getbinval(fetched->vals[c->row], td,
+																			   SBQ_MESSAGE_NATTS + 1,
+																			   &isnull))))
+			{
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent update"),
+							 errdetail("Message " INT64_FORMAT " of queue \"%s\" changed after this transaction's snapshot was taken.",
+									   c->seq, queue->name)));
+				if (c->row < 0)
+				{
+					sbq_lease_unclaim(c->seq);
+					continue;
+				}
+			}
+			tup = fetched->vals[c->row];
+			if (sbq_row_busy(DatumGetTransactionId(SPI_getbinval(tup, td, SBQ_MESSAGE_NATTS + 4,
+																   &isnull))))
+			{
+				/* another transaction started to change it: not ours */
+				sbq_lease_unclaim(c->seq);
+				c->row = -1;
+				continue;
+			}
+			row_count = DatumGetInt32(SPI_getbinval(tup, td, 5, &isnull));
+			row_locked = DatumGetBool(SPI_getbinval(tup, td, SBQ_MESSAGE_NATTS + 2, &isnull));
+			exp = SPI_getbinval(tup, td, SBQ_MESSAGE_NATTS + 3, &isnull);
+			prev = Max(row_count, c->prev_lease);
+			had = row_locked || c->prev_lease > 0;
+
+			if (subqueue == SBQ_SUBQUEUE_MAIN && had && prev >= queue->max_delivery_count)
+				c->fate = SBQ_FATE_OVER;
+			else if (subqueue == SBQ_SUBQUEUE_MAIN && !isnull && DatumGetTimestampTz(exp) <= now)
+				c->fate = queue->dlq_on_expiration ? SBQ_FATE_EXPIRED : SBQ_FATE_DROP;
+			else
+				c->fate = had ? SBQ_FATE_STORE : SBQ_FATE_HAND;
+			c->count = c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND ? prev + 1 : prev;
+			if (c->fate != SBQ_FATE_STORE && c->fate != SBQ_FATE_HAND)
+				sbq_lease_make_marker(c->seq);
+			/* an expired lease's delivery is over: count it now */
+			if (c->prev_lease > 0)
+				counts.received++;
+		}
+
+		/* what has to be written: dead letters, dropped messages, delivery counts */
+#define SBQ_COLLECT(cond) \
+		do { \
+			nlist = 0; \
+			for (k = 0; k < nclaims; k++) \
+				if (cond) \
+				{ \
+					seqs[nlist] = claims[k].seq; \
+					cnts[nlist++] = claims[k].fate == SBQ_FATE_STORE ? \
+						claims[k].count - 1 : claims[k].count; \
+				} \
+		} while (0)
+
+		SBQ_COLLECT(claims[k].fate == SBQ_FATE_OVER);
+		j = sbq_lease_deadletter_rows(queue, seqs, cnts, nlist,
+									  "MaxDeliveryCountExceeded", description);
+		result.dead_lettered += j;
+
+		SBQ_COLLECT(claims[k].fate == SBQ_FATE_EXPIRED);
+		j = sbq_lease_deadletter_rows(queue, seqs, cnts, nlist, "TTLExpiredException",
+									  "The message expired and was dead-lettered.");
+		result.expired_dead_lettered += j;
+
+		SBQ_COLLECT(claims[k].fate == SBQ_FATE_DROP);
+		if (nlist > 0)
+		{
+			Datum		dv[2];
+
+			dv[0] = sbq_int8_array(seqs, nlist);
+			dv[1] = Int32GetDatum(queue->queue_id);
+			result.expired_dropped += (int) sbq_exec(PLAN_LEASE_DROP, dv, NULL);
+		}
+
+		SBQ_COLLECT(claims[k].fate == SBQ_FATE_STORE);
+		if (nlist > 0)
+		{
+			Datum		extra[1];
+			int			m = 0;
+
+			extra[0] = Int32GetDatum(queue->queue_id);
+			(void) sbq_lease_rows(PLAN_LEASE_STORE, seqs, cnts, nlist, extra, 1, done);
+			for (k = 0; k < nclaims; k++)
+			{
+				if (claims[k].fate != SBQ_FATE_STORE)
+					continue;
+				if (!done[m++])
+				{
+					/* settled or moved since: give it back */
+					claims[k].fate = SBQ_FATE_GONE;
+					sbq_lease_unclaim(claims[k].seq);
+				}
+			}
+		}
+#undef SBQ_COLLECT
+
+		/* hand out the rest, in sequence order */
+		for (k = 0; k < nclaims; k++)
+		{
+			SbqClaimed *c = &claims[k];
+			Datum		out[SBQ_MESSAGE_NATTS];
+			bool		nulls[SBQ_MESSAGE_NATTS];
+			pg_uuid_t  *token;
+			int			col;
+
+			if (c->fate != SBQ_FATE_HAND && c->fate != SBQ_FATE_STORE)
+				continue;
+			for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
+				out[col] = SPI_getbinval(fetched->vals[c->row], fetched->tupdesc, col + 1,
+										 &nulls[col]);
+			token = palloc(sizeof(pg_uuid_t));
+			sbq_make_lock_token(c->seq, token);
+			sbq_lease_grant(c->seq, token, until, c->count);
+			out[2] = UUIDPGetDatum(token);
+			nulls[2] = false;
+			out[3] = TimestampTzGetDatum(until);
+			nulls[3] = false;
+			out[4] = Int32GetDatum(c->count);
+			nulls[4] = false;
+			tuplestore_putvalues(tupstore, tupdesc, out, nulls);
+			result.delivered++;
+		}
+
+		/* the scan came back short: the head has nothing more */
+		if (n < (uint64) want)
+			break;
+	}
+
+	counts.dead_lettered = result.dead_lettered + result.expired_dead_lettered;
+	counts.expired = result.expired_dead_lettered + result.expired_dropped;
+	if (counts.received + counts.dead_lettered + counts.expired > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	if (counts.dead_lettered > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);
+	return result;
+}
+
 /*
  * sbq_put_message_rows
  *		Copy the sbq_message columns of the current SPI result into a
@@ -1136,7 +1724,8 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
  *		receive returns when it handed out nothing).
  */
 static int
-sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc)
+sbq_put_message_rows_at(Tuplestorestate *tupstore, TupleDesc tupdesc, bool leases,
+						TimestampTz now)
 {
 	Datum		values[SBQ_MESSAGE_NATTS];
 	bool		nulls[SBQ_MESSAGE_NATTS];
@@ -1155,10 +1744,30 @@ sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc)
 			values[col] = sbq_col(row, col + 1, &nulls[col]);
 		if (nulls[0])
 			continue;
+		if (leases)
+		{
+			TimestampTz until;
+			int32		count;
+
+			/* a lease is the message's lock (it is not in the row) */
+			if (sbq_lease_lookup(DatumGetInt64(values[0]), &until, &count))
+			{
+				values[3] = TimestampTzGetDatum(until);
+				nulls[3] = until <= now;
+				values[4] = Int32GetDatum(count);
+				nulls[4] = false;
+			}
+		}
 		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
 		put++;
 	}
 	return put;
+}
+
+static int
+sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	return sbq_put_message_rows_at(tupstore, tupdesc, false, 0);
 }
 
 /*
@@ -1218,6 +1827,21 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 	if (subqueue == SBQ_SUBQUEUE_MAIN)
 		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH);
 
+	if (mode == SBQ_PEEK_LOCK && sbq_lease_enabled())
+		return sbq_receive_leased(queue, subqueue, max_messages, now, tupstore, tupdesc);
+
+	/*
+	 * The statements below skip messages under a lease, expired ones too:
+	 * end the expired leases of this queue first, so their messages are
+	 * receivable here.
+	 */
+	{
+		int64		released = 0;
+		int64		dead = 0;
+
+		(void) sbq_lease_sweep(queue, 1, queue->queue_id, now, &released, &dead);
+	}
+
 	while (result.delivered < max_messages)
 	{
 		int			n_over;
@@ -1263,14 +1887,15 @@ sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 				 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc)
 {
 	Datum		values[5];
+	TimestampTz now = GetCurrentTimestamp();
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(subqueue);
 	values[2] = Int64GetDatum(from_seq);
-	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[3] = TimestampTzGetDatum(now);
 	values[4] = Int32GetDatum(max_messages);
 	(void) sbq_exec(PLAN_PEEK, values, NULL);
-	return sbq_put_message_rows(tupstore, tupdesc);
+	return sbq_put_message_rows_at(tupstore, tupdesc, sbq_lease_available(), now);
 }
 
 static void
@@ -1293,10 +1918,28 @@ sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *tok
 {
 	Datum		values[5];
 	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+	int64		seq = sbq_token_sequence(token);
 
-	sbq_lock_args(values, queue, subqueue, token, GetCurrentTimestamp());
-	if (sbq_exec(PLAN_COMPLETE, values, NULL) != 1)
-		return false;
+	if (sbq_lease_holds(seq, token, queue->queue_id, subqueue, now))
+	{
+		int32		delivery_count;
+
+		/* the row lock orders us after another settler of the same token */
+		values[0] = Int64GetDatum(seq);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		if (sbq_exec(PLAN_LEASE_COMPLETE, values, NULL) != 1 ||
+			!sbq_lease_settle(seq, token, queue->queue_id, subqueue, now, &delivery_count))
+			return false;		/* the caller's error undoes the delete */
+		counts.received = 1;
+	}
+	else
+	{
+		sbq_lock_args(values, queue, subqueue, token, now);
+		if (sbq_exec(PLAN_COMPLETE, values, NULL) != 1)
+			return false;
+	}
 	counts.completed = 1;
 	sbq_add_counts(queue->queue_id, &counts);
 	return true;
@@ -1314,47 +1957,139 @@ sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 {
 	Datum		values[5];
 	Datum	   *seqs = palloc(sizeof(Datum) * ntokens);
-	uint64		n;
+	Datum	   *row_tokens = palloc(sizeof(Datum) * ntokens);
+	int64	   *lease_seqs = palloc(sizeof(int64) * ntokens);
+	int		   *lease_index = palloc(sizeof(int) * ntokens);
+	bool	   *leased = palloc(sizeof(bool) * ntokens);
+	int			nlease = 0;
+	int			nrow = 0;
+	int			n = 0;
+	uint64		rows;
 	uint64		row;
 	int			i;
 	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
 
+	/* tokens of leases, and tokens of locks stored in the rows */
 	for (i = 0; i < ntokens; i++)
 	{
-		seqs[i] = Int64GetDatum(sbq_token_sequence(DatumGetUUIDP(tokens[i])));
+		pg_uuid_t  *token = DatumGetUUIDP(tokens[i]);
+		int64		seq = sbq_token_sequence(token);
+
 		settled[i] = false;
+		leased[i] = sbq_lease_holds(seq, token, queue->queue_id, subqueue, now);
+		if (leased[i])
+		{
+			lease_index[nlease] = i;
+			lease_seqs[nlease++] = seq;
+		}
+		else
+		{
+			seqs[nrow] = Int64GetDatum(seq);
+			row_tokens[nrow++] = tokens[i];
+		}
 	}
-	values[0] = PointerGetDatum(construct_array(seqs, ntokens, INT8OID,
-												sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[1] = Int32GetDatum(queue->queue_id);
-	values[2] = Int16GetDatum(subqueue);
-	values[3] = PointerGetDatum(construct_array(tokens, ntokens, UUIDOID,
-												UUID_LEN, false, TYPALIGN_CHAR));
-	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
-	n = sbq_exec(PLAN_COMPLETE_MANY, values, NULL);
 
-	for (row = 0; row < n; row++)
+	if (nlease > 0)
 	{
-		bool		isnull;
-		pg_uuid_t  *done = DatumGetUUIDP(sbq_col(row, 1, &isnull));
+		values[0] = sbq_int8_array(lease_seqs, nlease);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		rows = sbq_exec(PLAN_LEASE_COMPLETE_MANY, values, NULL);
+		for (row = 0; row < rows; row++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
+			int			k;
 
-		for (i = 0; i < ntokens; i++)
-			if (memcmp(done->data, DatumGetUUIDP(tokens[i])->data, UUID_LEN) == 0)
-				settled[i] = true;
+			for (k = 0; k < nlease; k++)
+			{
+				int32		delivery_count;
+
+				i = lease_index[k];
+				if (lease_seqs[k] == seq &&
+					sbq_lease_settle(seq, DatumGetUUIDP(tokens[i]), queue->queue_id,
+									 subqueue, now, &delivery_count))
+				{
+					settled[i] = true;
+					n++;
+					counts.received++;
+				}
+			}
+		}
 	}
-	if (n == (uint64) ntokens)
+
+	if (nrow > 0)
+	{
+		values[0] = PointerGetDatum(construct_array(seqs, nrow, INT8OID,
+													sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		values[3] = PointerGetDatum(construct_array(row_tokens, nrow, UUIDOID,
+													UUID_LEN, false, TYPALIGN_CHAR));
+		values[4] = TimestampTzGetDatum(now);
+		rows = sbq_exec(PLAN_COMPLETE_MANY, values, NULL);
+		for (row = 0; row < rows; row++)
+		{
+			bool		isnull;
+			pg_uuid_t  *done = DatumGetUUIDP(sbq_col(row, 1, &isnull));
+
+			for (i = 0; i < ntokens; i++)
+				if (!leased[i] &&
+					memcmp(done->data, DatumGetUUIDP(tokens[i])->data, UUID_LEN) == 0)
+				{
+					settled[i] = true;
+					n++;
+				}
+		}
+	}
+	if (n == ntokens)
 	{
 		counts.completed = n;
 		sbq_add_counts(queue->queue_id, &counts);
 	}
-	return (int) n;
+	return n;
 }
 
-static void
-sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
+/*
+ * sbq_settle_lock
+ *		Lock the message of token for a settlement that keeps it (abandon,
+ *		defer, dead-letter): its row locked, its lease (if the lock is one)
+ *		being settled. Fills in its delivery count, and whether its time to
+ *		live has passed; *leased says the lock was a lease (the delivery ends
+ *		now, for the "received" counter). False when the lock is not valid.
+ */
+static bool
+sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+				TimestampTz now, int32 *delivery_count, bool *expired, bool *leased)
 {
-	snprintf(buf, len, "Message could not be consumed after %d delivery attempts.",
-			 queue->max_delivery_count);
+	Datum		values[5];
+	int64		seq = sbq_token_sequence(token);
+	bool		isnull;
+	Datum		expires_at;
+
+	*leased = sbq_lease_holds(seq, token, queue->queue_id, subqueue, now);
+	if (*leased)
+	{
+		values[0] = Int64GetDatum(seq);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		if (sbq_exec(PLAN_ROW_FOR_SETTLE, values, NULL) != 1)
+			return false;
+	}
+	else
+	{
+		sbq_lock_args(values, queue, subqueue, token, now);
+		if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1)
+			return false;
+	}
+	*delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
+	expires_at = sbq_col(0, 3, &isnull);
+	*expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
+	if (*leased &&
+		!sbq_lease_settle(seq, token, queue->queue_id, subqueue, now, delivery_count))
+		return false;
+	return true;
 }
 
 /*
@@ -1372,22 +2107,18 @@ bool
 sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 					int16 state, Jsonb *props_to_modify)
 {
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	TimestampTz now = GetCurrentTimestamp();
 	int64		seq = sbq_token_sequence(token);
 	int32		delivery_count;
-	bool		isnull;
-	Datum		expires_at;
 	bool		expired;
+	bool		leased;
 	SbqCounts	counts = {0};
 
-	sbq_lock_args(values, queue, subqueue, token, now);
-	if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1)
+	if (!sbq_settle_lock(queue, subqueue, token, now, &delivery_count, &expired, &leased))
 		return false;
-	delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
-	expires_at = sbq_col(0, 3, &isnull);
-	expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
+	counts.received = leased ? 1 : 0;
 
 	if (state == SBQ_STATE_DEFERRED)
 		counts.deferred = 1;
@@ -1404,6 +2135,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		values[3] = CStringGetTextDatum(queue->name);
 		values[4] = PointerGetDatum(props_to_modify);
 		nulls[4] = props_to_modify == NULL;
+		values[5] = Int32GetDatum(delivery_count);
 		(void) sbq_exec(PLAN_DEADLETTER, values, nulls);
 		counts.dead_lettered = 1;
 	}
@@ -1414,6 +2146,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		values[3] = CStringGetTextDatum(queue->name);
 		values[4] = PointerGetDatum(props_to_modify);
 		nulls[4] = props_to_modify == NULL;
+		values[5] = Int32GetDatum(delivery_count);
 		(void) sbq_exec(PLAN_DEADLETTER, values, nulls);
 		counts.dead_lettered = 1;
 		counts.expired = 1;
@@ -1429,6 +2162,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		nulls[1] = props_to_modify == NULL;
 		values[2] = Int16GetDatum(state);
 		nulls[2] = state < 0;
+		values[3] = Int32GetDatum(delivery_count);
 		(void) sbq_exec(PLAN_UNLOCK, values, nulls);
 	}
 	sbq_add_counts(queue->queue_id, &counts);
@@ -1447,13 +2181,18 @@ bool
 sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
 					   text *reason, text *description, Jsonb *props_to_modify)
 {
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	SbqCounts	counts = {0};
+	int32		delivery_count;
+	bool		expired;
+	bool		leased;
 
-	sbq_lock_args(values, queue, SBQ_SUBQUEUE_MAIN, token, GetCurrentTimestamp());
-	if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1)
+	if (!sbq_settle_lock(queue, SBQ_SUBQUEUE_MAIN, token, GetCurrentTimestamp(),
+						 &delivery_count, &expired, &leased))
 		return false;
+	counts.received = leased ? 1 : 0;
+	values[5] = Int32GetDatum(delivery_count);
 	values[0] = Int64GetDatum(sbq_token_sequence(token));
 	values[1] = PointerGetDatum(reason);
 	nulls[1] = reason == NULL;
@@ -1569,6 +2308,14 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 	uint64		n;
 	SbqCounts	counts = {0};
 
+	{
+		int64		released = 0;
+		int64		dead = 0;
+
+		/* dead letters under an expired lease can be resubmitted */
+		(void) sbq_lease_sweep(queue, 1, queue->queue_id, GetCurrentTimestamp(),
+							   &released, &dead);
+	}
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (seqs != NULL)
@@ -1621,6 +2368,32 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	TimestampTz now = GetCurrentTimestamp();
 	bool		isnull;
 
+	int64		seq = sbq_token_sequence(token);
+
+	if (sbq_lease_holds(seq, token, queue->queue_id, subqueue, now))
+	{
+		TimestampTz until = sbq_add_interval(now, &queue->lock_duration);
+
+		/* a lease outlives a purge of its message: the message must be there */
+		values[0] = Int64GetDatum(seq);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		if (sbq_exec(PLAN_ROW_EXISTS, values, NULL) != 1)
+			return false;
+		if (!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
+		{
+			/*
+			 * Another transaction is settling it: wait for that one (its row
+			 * lock) and look again; the lease is back if it rolled back.
+			 */
+			if (!sbq_lease_holds(seq, token, queue->queue_id, subqueue, now) ||
+				sbq_exec(PLAN_ROW_FOR_SETTLE, values, NULL) != 1 ||
+				!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
+				return false;
+		}
+		*locked_until = until;
+		return true;
+	}
 	sbq_lock_args(values, queue, subqueue, token, now);
 	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
 	if (sbq_exec(PLAN_RENEW, values, NULL) != 1)
@@ -1671,6 +2444,10 @@ sbq_storage_maintain(void)
 		queues = palloc(sizeof(SbqQueue) * Max(nqueues, 1));
 		for (q = 0; q < (uint64) nqueues; q++)
 			sbq_queue_from_row(q, &queues[q]);
+
+		/* expired leases: delivery counts stored, or dead letters */
+		more |= sbq_lease_sweep(queues, (int) nqueues, 0, now, &released,
+								&dead_lettered) >= SBQ_MAINTAIN_BATCH;
 
 		for (q = 0; q < (uint64) nqueues; q++)
 		{

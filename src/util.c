@@ -164,11 +164,15 @@ sbq_token_mask(const pg_uuid_t *token)
 	return z ^ (z >> 31);
 }
 
-Datum
-sbq_new_lock_token(PG_FUNCTION_ARGS)
+/*
+ * sbq_make_lock_token
+ *		A fresh lock token for the message seq: 58 random bits, and the
+ *		sequence number mixed with them, so settling finds the message by its
+ *		primary key and still compares the whole token.
+ */
+void
+sbq_make_lock_token(int64 seq, pg_uuid_t *token)
 {
-	int64		seq = PG_GETARG_INT64(0);
-	pg_uuid_t  *token = palloc(sizeof(pg_uuid_t));
 	uint64		s;
 	int			i;
 
@@ -184,6 +188,14 @@ sbq_new_lock_token(PG_FUNCTION_ARGS)
 		s >>= 8;
 	}
 	token->data[8] = (token->data[8] & 0x3F) | 0x80;	/* RFC 4122 variant */
+}
+
+Datum
+sbq_new_lock_token(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *token = palloc(sizeof(pg_uuid_t));
+
+	sbq_make_lock_token(PG_GETARG_INT64(0), token);
 	PG_RETURN_UUID_P(token);
 }
 

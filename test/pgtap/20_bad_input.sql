@@ -1,7 +1,8 @@
 -- sbqueue pgTAP: bad input to queue management, sending, receiving, peeking and
 -- maintenance (research/reliability.md 6.5, SQLSTATEs from API.md "Errors").
 -- Every case B.. is two assertions: the SQLSTATE, and that no state changed: a
--- fingerprint of every table in schema sbq (all columns, lock columns included) is
+-- fingerprint of every table in schema sbq (all columns, lock columns included) and of
+-- the locks kept in shared memory is
 -- the same before and after the failing call. B150-B154 are inputs the contract lets
 -- an implementation accept or refuse with 22023 (never a raw overflow error). C.. are
 -- controls of the fixture and the helpers; B180-B184 check the end state. Cases
@@ -29,6 +30,12 @@ BEGIN
                        E'\n', '', t) INTO part;
         acc := acc || '#' || t || E'\n' || part;
     END LOOP;
+    -- locks kept in shared memory (leases): expiry and delivery count of each
+    SELECT coalesce(string_agg(m.sequence_number || ':' || coalesce(sbq.lease_until(m.sequence_number)::text, '-')
+                               || ':' || coalesce(sbq.lease_count(m.sequence_number)::text, '-'),
+                               E'\n' ORDER BY m.sequence_number), '')
+      INTO part FROM sbq.messages m;
+    acc := acc || '#leases' || E'\n' || part;
     RETURN md5(acc);
 END $$;
 
@@ -96,7 +103,7 @@ SELECT ok(pg_temp.fingerprint_tables() @> ARRAY['queues', 'messages', 'queue_cou
     'C01: the fingerprint covers sbq.queues, sbq.messages, sbq.queue_counters and sbq.duplicate_ids');
 SELECT pg_temp.fingerprint() AS fp \gset
 CREATE TEMP TABLE r AS SELECT * FROM sbq_receive('b20_q');
-SELECT isnt(pg_temp.fingerprint(), :'fp', 'C02: the fingerprint changes when a lock is taken (lock columns are in it)');
+SELECT isnt(pg_temp.fingerprint(), :'fp', 'C02: the fingerprint changes when a lock is taken (lock columns and leases are in it)');
 SELECT is((SELECT sequence_number FROM r), (SELECT v FROM s WHERE k = 'q1'),
     'C03: q1 is locked for the rest of the file; q2 stays active');
 SELECT pg_temp.fingerprint() AS fp \gset
@@ -408,8 +415,9 @@ SELECT is((SELECT array_agg(sequence_number ORDER BY sequence_number) FROM sbq_p
     'B182: b20_q holds exactly its two messages');
 SELECT is((SELECT count(*) FROM sbq_peek('b20_small', 10)), 1::bigint,
     'B183: b20_small holds only the 10-byte message');
-SELECT is((SELECT m.lock_token FROM sbq.messages m WHERE m.sequence_number = (SELECT v FROM s WHERE k = 'q1')),
-    (SELECT lock_token FROM r), 'B184: q1 still holds the lock of its only delivery');
+SELECT is((SELECT coalesce(sbq.lease_until(m.sequence_number), m.locked_until) FROM sbq.messages m
+            WHERE m.sequence_number = (SELECT v FROM s WHERE k = 'q1')),
+    (SELECT locked_until FROM r), 'B184: q1 still holds the lock of its only delivery');
 SELECT is((SELECT delivery_count FROM sbq_peek('b20_q', 1)), 1, 'B184: q1 was delivered once');
 
 SELECT * FROM finish();

@@ -23,6 +23,12 @@ BEGIN
                        E'\n', '', t) INTO part;
         acc := acc || '#' || t || E'\n' || part;
     END LOOP;
+    -- locks kept in shared memory (leases): expiry and delivery count of each
+    SELECT coalesce(string_agg(m.sequence_number || ':' || coalesce(sbq.lease_until(m.sequence_number)::text, '-')
+                               || ':' || coalesce(sbq.lease_count(m.sequence_number)::text, '-'),
+                               E'\n' ORDER BY m.sequence_number), '')
+      INTO part FROM sbq.messages m;
+    acc := acc || '#leases' || E'\n' || part;
     RETURN md5(acc);
 END $$;
 

@@ -31,7 +31,10 @@ $standby->init_from_backup($primary, 'backup', has_streaming => 1);
 $standby->start;
 
 # a message left locked on the primary, on its last delivery, with the
-# primary's maintenance turned off: only a worker on the standby could touch it
+# primary's maintenance turned off: only a worker on the standby could touch it.
+# The lock is stored in the message row (sbqueue.memory_locks off), so the
+# standby has it; a lock kept in the primary's memory (queue l) is lost with
+# the primary, as in a crash.
 $primary->safe_psql('postgres', 'ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off');
 $primary->reload;
 ok($primary->poll_query_until('postgres',
@@ -40,7 +43,12 @@ ok($primary->poll_query_until('postgres',
 $primary->safe_psql('app', q{
 	SELECT sbq_create_queue('q', lock_duration => '5 s', max_delivery_count => 1);
 	SELECT sbq_send('q', 'm');
+	SET sbqueue.memory_locks = off;
 	SELECT count(*) FROM sbq_receive('q');
+	RESET sbqueue.memory_locks;
+	SELECT sbq_create_queue('l', lock_duration => '5 min', max_delivery_count => 1);
+	SELECT sbq_send('l', 'leased');
+	SELECT count(*) FROM sbq_receive('l');
 });
 $primary->wait_for_catchup($standby);
 
@@ -60,6 +68,8 @@ ok($standby->poll_query_until('postgres',
 ok($standby->poll_query_until('app',
 		"SELECT count(*) FROM sbq_peek('q/\$deadletterqueue') WHERE dead_letter_reason = 'MaxDeliveryCountExceeded'", '1'),
 	'and it maintains the promoted database');
+is($standby->safe_psql('app', "SELECT convert_from(body, 'UTF8') || ' ' || delivery_count FROM sbq_receive('l')"),
+	'leased 1', 'a lock held in the old primary\'s memory is lost: the message is delivered again');
 
 $standby->stop;
 $primary->stop;

@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *	  Message locks kept in shared memory ("leases"): taking one writes no
+ *	  WAL, so a peek-lock receive commits without waiting for a WAL flush.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/lease.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBQ_LEASE_H
+#define SBQ_LEASE_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "utils/uuid.h"
+
+/* sbqueue.memory_locks: whether peek-lock receives take leases */
+extern bool sbq_memory_locks;
+
+/* sbqueue.max_locks: how many leases shared memory holds */
+extern int	sbq_max_locks;
+
+/* What sbq_lease_claim found. */
+typedef enum SbqClaimResult
+{
+	SBQ_CLAIM_OK,				/* the message is ours for this transaction */
+	SBQ_CLAIM_BUSY,				/* a valid lease, or another transaction, holds it */
+	SBQ_CLAIM_FULL				/* no room left for another lease */
+} SbqClaimResult;
+
+/* An expired lease that sbq_lease_take_expired handed to the caller. */
+typedef struct SbqExpiredLease
+{
+	int64		seq;
+	int32		queue_id;
+	int16		subqueue;
+	int32		delivery_count;
+} SbqExpiredLease;
+
+/* shared memory (shmem.c calls these) */
+extern Size sbq_lease_shmem_size(void);
+extern void sbq_lease_shmem_request(void);
+extern void sbq_lease_shmem_startup(void);
+
+extern bool sbq_lease_available(void);
+extern bool sbq_lease_enabled(void);
+
+/* receive */
+extern SbqClaimResult sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue,
+									  TimestampTz now, int32 *prev_count);
+extern void sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until,
+							int32 delivery_count);
+extern void sbq_lease_make_marker(int64 seq);
+extern void sbq_lease_unclaim(int64 seq);
+
+/* settle and renew */
+extern bool sbq_lease_holds(int64 seq, const pg_uuid_t *token, int32 queue_id,
+							int16 subqueue, TimestampTz now);
+extern bool sbq_lease_settle(int64 seq, const pg_uuid_t *token, int32 queue_id,
+							 int16 subqueue, TimestampTz now, int32 *delivery_count);
+extern bool sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id,
+							int16 subqueue, TimestampTz now, TimestampTz until);
+
+/* whether another running transaction is changing a row (its xmax) */
+extern bool sbq_row_busy(TransactionId xmax);
+
+/* peek */
+extern bool sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count);
+
+/* durable paths and maintenance */
+extern bool sbq_lease_take_slot(int64 seq);
+extern int	sbq_lease_take_expired(int32 queue_id, TimestampTz now,
+								   SbqExpiredLease *out, int max);
+
+#endif							/* SBQ_LEASE_H */
