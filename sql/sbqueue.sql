@@ -135,6 +135,15 @@ CREATE FUNCTION sbq.lease_pending_received(integer) RETURNS bigint
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 /*
+ * Counts gathered in shared memory and not stored in sbq.queue_counters yet
+ * (src/qstate.c), for sbq_queue_stats: an array in the column order of
+ * sbq.queue_counters. The first argument is the OID of sbq.queues.
+ */
+CREATE FUNCTION sbq.pending_counts(oid, integer) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'sbq_pending_counts_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+/*
  * Time to live: expiring messages are found through this index, which lock
  * changes never touch (expires_at and subqueue stay as they are).
  */
@@ -462,14 +471,14 @@ CREATE VIEW sbq_queue_stats AS
            coalesce(s.scheduled_count, 0) AS scheduled_count,
            coalesce(s.dead_letter_count, 0) AS dead_letter_count,
            s.oldest_enqueued_time,
-           coalesce(c.sent, 0) AS sent,
-           (coalesce(c.received, 0) OPERATOR(pg_catalog.+)
+           (coalesce(c.sent, 0) OPERATOR(pg_catalog.+) pc.p[1])::bigint AS sent,
+           (coalesce(c.received, 0) OPERATOR(pg_catalog.+) pc.p[2] OPERATOR(pg_catalog.+)
                sbq.lease_pending_received(q.queue_id))::bigint AS received,
-           coalesce(c.completed, 0) AS completed,
-           coalesce(c.abandoned, 0) AS abandoned,
-           coalesce(c.deferred, 0) AS deferred,
-           coalesce(c.dead_lettered, 0) AS dead_lettered,
-           coalesce(c.expired, 0) AS expired
+           (coalesce(c.completed, 0) OPERATOR(pg_catalog.+) pc.p[3])::bigint AS completed,
+           (coalesce(c.abandoned, 0) OPERATOR(pg_catalog.+) pc.p[4])::bigint AS abandoned,
+           (coalesce(c.deferred, 0) OPERATOR(pg_catalog.+) pc.p[5])::bigint AS deferred,
+           (coalesce(c.dead_lettered, 0) OPERATOR(pg_catalog.+) pc.p[6])::bigint AS dead_lettered,
+           (coalesce(c.expired, 0) OPERATOR(pg_catalog.+) pc.p[7])::bigint AS expired
       FROM sbq.queues q
      CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS t) clk
       LEFT JOIN LATERAL (
@@ -509,4 +518,7 @@ CREATE VIEW sbq_queue_stats AS
                   pg_catalog.sum(qc.expired)::bigint AS expired
              FROM sbq.queue_counters qc
             WHERE qc.queue_id OPERATOR(pg_catalog.=) q.queue_id
-           ) c ON true;
+           ) c ON true
+     CROSS JOIN LATERAL (
+           SELECT sbq.pending_counts('sbq.queues'::pg_catalog.regclass, q.queue_id) AS p
+           ) pc;

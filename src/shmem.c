@@ -24,7 +24,8 @@
  *	  max_worker_processes + SBQ_SPARE_DB_SLOTS slots: every running worker
  *	  needs a worker process slot anyway.
  *	- Beside the struct, the lease table of lease.c (message locks kept in
- *	  shared memory), which has its own partition locks.
+ *	  shared memory) and the per-queue table of qstate.c (counters not yet
+ *	  stored, the next scheduled time), each with its own locks.
  *
  * Locking: the condition variables have their own spinlocks (see
  * condition_variable.c). Everything else is protected by the one spinlock
@@ -51,6 +52,7 @@
 
 #include "compat.h"
 #include "lease.h"
+#include "qstate.h"
 #include "shmem.h"
 
 /* registry slots beyond max_worker_processes: holds of databases with no worker */
@@ -97,6 +99,8 @@ sbq_shmem_request(void)
 	RequestAddinShmemSpace(sbq_shmem_size());
 	RequestAddinShmemSpace(sbq_lease_shmem_size());
 	sbq_lease_shmem_request();
+	RequestAddinShmemSpace(sbq_qstate_shmem_size());
+	sbq_qstate_shmem_request();
 }
 
 /*
@@ -130,6 +134,7 @@ sbq_shmem_startup(void)
 			   sizeof(SbqDbSlotState) * sbq_shared->ndbslots);
 	}
 	sbq_lease_shmem_startup();
+	sbq_qstate_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -34,24 +34,33 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "storage/bufmgr.h"
 #include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "lease.h"
+#include "qstate.h"
 #include "sbqueue.h"
 #include "wait.h"
 
@@ -91,7 +100,6 @@ typedef enum SbqPlanId
 	PLAN_MAINTAIN_TTL,
 	PLAN_FORGET_DUPLICATES,
 	PLAN_LEASE_CANDIDATES,
-	PLAN_LEASE_FETCH,
 	PLAN_LEASE_STORE,
 	PLAN_LEASE_DEADLETTER,
 	PLAN_LEASE_DROP,
@@ -99,6 +107,7 @@ typedef enum SbqPlanId
 	PLAN_LEASE_COMPLETE_MANY,
 	PLAN_ROW_FOR_SETTLE,
 	PLAN_ROW_EXISTS,
+	PLAN_NEXT_DUE,
 	SBQ_NUM_PLANS
 } SbqPlanId;
 
@@ -549,36 +558,25 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" DELETE FROM sbq.duplicate_ids d USING c"
 		"  WHERE d.queue_id = $1 AND d.message_id = c.message_id",
 		3, {INT4OID, TIMESTAMPTZOID, INT4OID}
-	},	[PLAN_LEASE_CANDIDATES] = {
+	},
+	[PLAN_LEASE_CANDIDATES] = {
 		/*
 		 * The head of the queue for a leasing receive: active messages that
 		 * no lock holds, in sequence order, skipping rows that another
 		 * transaction is changing or holds locked (as SKIP LOCKED would).
 		 * Nothing is locked here; the caller claims each in shared memory and
-		 * then reads it again.
+		 * then checks that the row version it read is still the latest.
 		 * $1 queue, $2 subqueue, $3 now, $4 limit
 		 */
-		"SELECT m.sequence_number, m.ctid FROM sbq.messages m"
+		"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+		"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
+		"  FROM sbq.messages m"
 		" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
 		"   AND (m.locked_until IS NULL OR m.locked_until <= $3)"
 		"   AND sbq.lease_free(m.sequence_number, $3, m.xmax)"
 		" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
 		" LIMIT $4",
 		4, {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID}
-	},
-	[PLAN_LEASE_FETCH] = {
-		/*
-		 * The claimed messages as they are now (run with the latest
-		 * snapshot): still active and free of a row lock.
-		 * $1 sequence numbers, $2 queue, $3 subqueue, $4 now
-		 */
-		"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
-		"       m.ctid, m.locked_until IS NOT NULL, m.expires_at, m.xmax"
-		"  FROM sbq.messages m"
-		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
-		"   AND m.state = 0 AND (m.locked_until IS NULL OR m.locked_until <= $4)"
-		" ORDER BY m.sequence_number",
-		4, {INT8ARRAYOID, INT4OID, INT2OID, TIMESTAMPTZOID}
 	},
 	[PLAN_LEASE_STORE] = {
 		/* store the delivery counts of expired leases (or row locks) and free the rows */
@@ -626,6 +624,11 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" FOR UPDATE",
 		3, {INT8OID, INT4OID, INT2OID}
 	},
+	[PLAN_NEXT_DUE] = {
+		"SELECT min(m.scheduled_enqueue_time) FROM sbq.messages m"
+		" WHERE m.queue_id = $1 AND m.state = 2",
+		1, {INT4OID}
+	},
 	[PLAN_ROW_EXISTS] = {
 		"SELECT 1 FROM sbq.messages m"
 		" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3",
@@ -647,17 +650,6 @@ static int	sbq_guc_nest_level = 0;
 /* the memory context current when the storage section was opened */
 static MemoryContext sbq_caller_cxt = NULL;
 
-/* What one call adds to its queue's counters. */
-typedef struct SbqCounts
-{
-	int64		sent;
-	int64		received;
-	int64		completed;
-	int64		abandoned;
-	int64		deferred;
-	int64		dead_lettered;
-	int64		expired;
-} SbqCounts;
 
 /*
  * sbq_storage_begin
@@ -763,12 +755,14 @@ sbq_col(int row, int col, bool *isnull)
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
 }
 
+static Oid	sbq_epoch(void);
+
 /*
- * sbq_add_counts
- *		Add what a call did to its queue's counters, in this backend's own row.
+ * sbq_store_counts
+ *		Add counts to a queue's stored counters, in this backend's own row.
  */
 static void
-sbq_add_counts(int32 queue_id, const SbqCounts *c)
+sbq_store_counts(int32 queue_id, const SbqCounts *c)
 {
 	Datum		values[9];
 
@@ -782,6 +776,42 @@ sbq_add_counts(int32 queue_id, const SbqCounts *c)
 	values[7] = Int64GetDatum(c->dead_lettered);
 	values[8] = Int64GetDatum(c->expired);
 	(void) sbq_exec(PLAN_COUNT, values, NULL);
+}
+
+/*
+ * sbq_add_counts
+ *		Add what a call did to its queue's counters: gathered in shared memory
+ *		when there is room (qstate.c), and what has gathered there for a
+ *		second or more is stored now, in this transaction; else stored now.
+ */
+static void
+sbq_add_counts(int32 queue_id, const SbqCounts *c)
+{
+	Oid			epoch = sbq_epoch();
+	SbqCounts	old;
+
+	if (!sbq_qstate_count(epoch, queue_id, c))
+		sbq_store_counts(queue_id, c);
+	else if (sbq_qstate_take(epoch, queue_id, &old, true))
+		sbq_store_counts(queue_id, &old);
+}
+
+/* Store every count gathered in shared memory for this database's queues. */
+static void
+sbq_store_all_counts(void)
+{
+	Oid			epoch = sbq_epoch();
+	int32		ids[1024];
+	int			n = sbq_qstate_queues(epoch, ids, lengthof(ids));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		SbqCounts	c;
+
+		if (sbq_qstate_take(epoch, ids[i], &c, false))
+			sbq_store_counts(ids[i], &c);
+	}
 }
 
 static TimestampTz
@@ -869,6 +899,99 @@ sbq_queue_from_row(uint64 row, SbqQueue *queue)
 }
 
 /*
+ * The queue cache: the properties of the queues this backend used, by name
+ * key, so a send, receive or settlement does not look its queue up in
+ * sbq.queues every time. Creating, changing and deleting a queue send a
+ * relcache invalidation for sbq.queues at commit, and every backend drops its
+ * cache when it gets one (a backend's own uncommitted change is invalidated
+ * at once, and again at abort). Every lookup first takes in the invalidations
+ * that arrived, and the queue management calls (and sends) hold the queue
+ * name's lock before they look, which its changers held until after they had
+ * sent their invalidations: a lookup never misses a change that committed
+ * before it.
+ */
+typedef struct SbqCachedQueue
+{
+	char		key[SBQ_MAX_NAME_LEN + 1];
+	SbqQueue	queue;
+} SbqCachedQueue;
+
+static HTAB *sbq_queue_cache = NULL;
+static MemoryContext sbq_queue_cache_cxt = NULL;
+static Oid	sbq_queues_relid = InvalidOid;
+static bool sbq_queue_cache_callback = false;
+
+/* relcache invalidation callback: a change to sbq.queues drops the cache */
+static void
+sbq_queue_cache_inval(Datum arg, Oid relid)
+{
+	if (sbq_queue_cache != NULL && (relid == InvalidOid || relid == sbq_queues_relid))
+	{
+		sbq_queue_cache = NULL;
+		MemoryContextReset(sbq_queue_cache_cxt);
+	}
+}
+
+/* The OID of sbq.queues, InvalidOid if there is none. */
+static Oid
+sbq_queues_oid(void)
+{
+	Oid			nsp = get_namespace_oid("sbq", true);
+
+	return OidIsValid(nsp) ? get_relname_relid("queues", nsp) : InvalidOid;
+}
+
+/* The OID of sbq.messages (looked up each time: the extension may be recreated). */
+static Oid
+sbq_messages_oid(void)
+{
+	Oid			nsp = get_namespace_oid("sbq", false);
+	Oid			relid = get_relname_relid("messages", nsp);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "table sbq.messages does not exist");
+	return relid;
+}
+
+/*
+ * The "epoch" of the queues for shared memory (qstate.c): the OID of
+ * sbq.queues, which a DROP and CREATE EXTENSION changes.
+ */
+static Oid
+sbq_epoch(void)
+{
+	if (sbq_queue_cache == NULL || !OidIsValid(sbq_queues_relid))
+		sbq_queues_relid = sbq_queues_oid();
+	return sbq_queues_relid;
+}
+
+/* Tell every backend, at commit, that the queues changed. */
+static void
+sbq_queue_cache_changed(void)
+{
+	Oid			relid = sbq_queues_oid();
+
+	if (OidIsValid(relid))
+		CacheInvalidateRelcacheByRelid(relid);
+}
+
+static char *
+sbq_strdup_in(MemoryContext cxt, const char *s)
+{
+	return s == NULL ? NULL : MemoryContextStrdup(cxt, s);
+}
+
+/* Copy a queue's properties, its strings into cxt. */
+static void
+sbq_queue_copy(SbqQueue *dst, const SbqQueue *src, MemoryContext cxt)
+{
+	*dst = *src;
+	dst->name = sbq_strdup_in(cxt, src->name);
+	dst->forward_to = sbq_strdup_in(cxt, src->forward_to);
+	dst->forward_dlq_to = sbq_strdup_in(cxt, src->forward_dlq_to);
+}
+
+/*
  * sbq_storage_find_queue
  *		Look a queue up by its address; false when there is none. The strings
  *		in *queue are in the caller's memory context.
@@ -877,11 +1000,53 @@ bool
 sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 {
 	Datum		values[1];
+	SbqCachedQueue *entry;
+	bool		found;
+
+	AcceptInvalidationMessages();
+	if (sbq_queue_cache != NULL && strlen(addr->key) <= SBQ_MAX_NAME_LEN)
+	{
+		entry = hash_search(sbq_queue_cache, addr->key, HASH_FIND, NULL);
+		if (entry != NULL)
+		{
+			sbq_queue_copy(queue, &entry->queue, sbq_caller_cxt);
+			return true;
+		}
+	}
 
 	values[0] = CStringGetTextDatum(addr->key);
 	if (sbq_exec(PLAN_FIND_QUEUE, values, NULL) == 0)
 		return false;
 	sbq_queue_from_row(0, queue);
+
+	/* remember it, unless an invalidation came in meanwhile */
+	if (strlen(addr->key) > SBQ_MAX_NAME_LEN)
+		return true;
+	if (sbq_queue_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (sbq_queue_cache_cxt == NULL)
+			sbq_queue_cache_cxt = AllocSetContextCreate(TopMemoryContext,
+														"sbqueue queue cache",
+														ALLOCSET_SMALL_SIZES);
+		if (!sbq_queue_cache_callback)
+		{
+			CacheRegisterRelcacheCallback(sbq_queue_cache_inval, (Datum) 0);
+			sbq_queue_cache_callback = true;
+		}
+		sbq_queues_relid = sbq_queues_oid();
+		if (!OidIsValid(sbq_queues_relid))
+			return true;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = SBQ_MAX_NAME_LEN + 1;
+		ctl.entrysize = sizeof(SbqCachedQueue);
+		ctl.hcxt = sbq_queue_cache_cxt;
+		sbq_queue_cache = hash_create("sbqueue queue cache", 16, &ctl,
+									  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	entry = hash_search(sbq_queue_cache, addr->key, HASH_ENTER, &found);
+	sbq_queue_copy(&entry->queue, queue, sbq_queue_cache_cxt);
 	return true;
 }
 
@@ -1003,6 +1168,7 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 	nulls[11] = false;
 	if (sbq_exec(PLAN_CREATE_QUEUE, values, nulls) != 1)
 		elog(ERROR, "could not create queue \"%s\"", name);
+	sbq_queue_cache_changed();
 	{
 		bool		isnull;
 
@@ -1026,6 +1192,7 @@ sbq_storage_update_queue(const SbqQueue *props)
 	values[10] = TimestampTzGetDatum(GetCurrentTimestamp());
 	nulls[10] = false;
 	(void) sbq_exec(PLAN_UPDATE_QUEUE, values, nulls);
+	sbq_queue_cache_changed();
 }
 
 /*
@@ -1039,6 +1206,8 @@ sbq_storage_delete_queue(int32 queue_id)
 
 	values[0] = Int32GetDatum(queue_id);
 	(void) sbq_exec(PLAN_DELETE_QUEUE, values, NULL);
+	sbq_qstate_forget(sbq_epoch(), queue_id);
+	sbq_queue_cache_changed();
 }
 
 /*
@@ -1235,6 +1404,8 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 		sbq_add_counts(queue->queue_id, &counts);
 		if (!scheduled)
 			sbq_wait_wake_at_commit(queue->queue_id);
+		else
+			sbq_qstate_scheduled(sbq_epoch(), queue->queue_id, props->scheduled);
 	}
 	return nbodies;
 }
@@ -1244,30 +1415,6 @@ sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
 {
 	snprintf(buf, len, "Message could not be consumed after %d delivery attempts.",
 			 queue->max_delivery_count);
-}
-
-/*
- * sbq_exec_latest
- *		sbq_exec with the latest snapshot, whatever the isolation level: what
- *		is committed now, including what committed after this transaction's
- *		snapshot.
- */
-static uint64
-sbq_exec_latest(SbqPlanId id, Datum *values, const bool *isnull)
-{
-	const SbqPlanDef *def = &sbq_plan_defs[id];
-	char		nulls[20];
-	int			rc;
-	int			i;
-
-	for (i = 0; i < def->nargs; i++)
-		nulls[i] = (isnull != NULL && isnull[i]) ? 'n' : ' ';
-	rc = SPI_execute_snapshot(sbq_plan(id), values, nulls, GetLatestSnapshot(),
-							  InvalidSnapshot, false, false, 0);
-	if (rc < 0)
-		elog(ERROR, "sbqueue statement %d failed: %s", (int) id,
-			 SPI_result_code_string(rc));
-	return SPI_processed;
 }
 
 static Datum
@@ -1442,6 +1589,72 @@ typedef struct SbqClaimed
 	SbqFate		fate;
 } SbqClaimed;
 
+/* A message a receive hands out, with its sequence number to sort by. */
+typedef struct SbqOutRow
+{
+	int64		seq;
+	HeapTuple	tuple;
+} SbqOutRow;
+
+static int
+sbq_cmp_out_row(const void *a, const void *b)
+{
+	int64		x = ((const SbqOutRow *) a)->seq;
+	int64		y = ((const SbqOutRow *) b)->seq;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * sbq_check_claims
+ *		Check with a snapshot taken now that each claimed row version is still
+ *		the message's latest and that no other transaction has started to
+ *		change it; a claim that fails is given back (c->row = -1). Under
+ *		REPEATABLE READ or SERIALIZABLE a changed row is a serialization
+ *		failure instead, as a row lock on it would be.
+ */
+static void
+sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue)
+{
+	Relation	rel = table_open(sbq_messages_oid(), AccessShareLock);
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	int			k;
+
+	for (k = 0; k < nclaims; k++)
+	{
+		SbqClaimed *c = &claims[k];
+		HeapTupleData tup;
+		Buffer		buf;
+		bool		ok;
+
+		tup.t_self = c->ctid;
+		ok = heap_fetch(rel, snap, &tup, &buf, false);
+		if (ok)
+		{
+			uint16		mask = tup.t_data->t_infomask;
+
+			/* someone else started to change or lock it after our scan */
+			if (!(mask & HEAP_XMAX_INVALID) && !(mask & HEAP_XMAX_IS_MULTI) &&
+				sbq_row_busy(HeapTupleHeaderGetRawXmax(tup.t_data)))
+				ok = false;
+			ReleaseBuffer(buf);
+		}
+		else if (IsolationUsesXactSnapshot())
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update"),
+					 errdetail("Message " INT64_FORMAT " of queue \"%s\" changed after this transaction's snapshot was taken.",
+							   c->seq, queue->name)));
+		if (!ok)
+		{
+			sbq_lease_unclaim(c->seq);
+			c->row = -1;
+		}
+	}
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+}
+
 /*
  * sbq_receive_leased
  *		A peek-lock receive that locks in shared memory (lease.c): find the
@@ -1466,6 +1679,8 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 	TimestampTz until = sbq_add_interval(now, &queue->lock_duration);
 	int			busy_rounds = 0;
 	char		description[128];
+	SbqOutRow  *outs = palloc(sizeof(SbqOutRow) * max_messages);
+	int			o;
 
 	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
 		elog(ERROR, "sbq_message has %d columns, expected %d",
@@ -1475,10 +1690,10 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 	while (result.delivered < max_messages)
 	{
 		int			want = max_messages - result.delivered;
+		int			delivered_before = result.delivered;
 		Datum		values[4];
 		SPITupleTable *fetched;
 		uint64		n;
-		uint64		nrows;
 		uint64		i;
 		SbqClaimed *claims;
 		int			nclaims = 0;
@@ -1497,6 +1712,7 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 		n = sbq_exec(PLAN_LEASE_CANDIDATES, values, NULL);
 		if (n == 0)
 			break;
+		fetched = SPI_tuptable;
 
 		claims = palloc(sizeof(SbqClaimed) * n);
 		for (i = 0; i < n; i++)
@@ -1515,8 +1731,9 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 			if (r == SBQ_CLAIM_BUSY)
 				continue;
 			c->seq = seq;
-			ItemPointerCopy(((ItemPointer) DatumGetPointer(sbq_col(i, 2, &isnull))), &c->ctid);
-			c->row = -1;
+			ItemPointerCopy((ItemPointer) DatumGetPointer(sbq_col(i, SBQ_MESSAGE_NATTS + 1,
+																  &isnull)), &c->ctid);
+			c->row = (int) i;
 			c->fate = SBQ_FATE_GONE;
 			nclaims++;
 		}
@@ -1535,33 +1752,16 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 			continue;
 		}
 
-		/* read the claimed messages again, as they are now */
+		/*
+		 * Is the row version the scan read still the latest? A settlement
+		 * that committed after the scan's snapshot released its lease before
+		 * our claim, so a check with a snapshot taken now sees it.
+		 */
+		sbq_check_claims(claims, nclaims, queue);
+
 		seqs = palloc(sizeof(int64) * nclaims);
 		cnts = palloc(sizeof(int32) * nclaims);
 		done = palloc(sizeof(bool) * nclaims);
-		for (k = 0; k < nclaims; k++)
-			seqs[k] = claims[k].seq;
-		{
-			Datum		fv[4];
-
-			fv[0] = sbq_int8_array(seqs, nclaims);
-			fv[1] = Int32GetDatum(queue->queue_id);
-			fv[2] = Int16GetDatum(subqueue);
-			fv[3] = TimestampTzGetDatum(now);
-			nrows = sbq_exec_latest(PLAN_LEASE_FETCH, fv, NULL);
-			fetched = SPI_tuptable;
-		}
-		for (i = 0; i < nrows; i++)
-		{
-			bool		isnull;
-			int64		seq = DatumGetInt64(SPI_getbinval(fetched->vals[i], fetched->tupdesc,
-														  1, &isnull));
-
-			for (k = 0; k < nclaims; k++)
-				if (claims[k].seq == seq)
-					claims[k].row = (int) i;
-		}
-
 		for (k = 0; k < nclaims; k++)
 		{
 			SbqClaimed *c = &claims[k];
@@ -1574,33 +1774,9 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 			int32		prev;
 			bool		had;
 
-			if (c->row < 0 ||
-				!ItemPointerEquals(&c->ctid,
-								   (ItemPointer) DatumGetPointer(SPI_getbinval(fetched->vals[c->row], td,
-																			   SBQ_MESSAGE_NATTS + 1,
-																			   &isnull))))
-			{
-				if (IsolationUsesXactSnapshot())
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("could not serialize access due to concurrent update"),
-							 errdetail("Message " INT64_FORMAT " of queue \"%s\" changed after this transaction's snapshot was taken.",
-									   c->seq, queue->name)));
-				if (c->row < 0)
-				{
-					sbq_lease_unclaim(c->seq);
-					continue;
-				}
-			}
-			tup = fetched->vals[c->row];
-			if (sbq_row_busy(DatumGetTransactionId(SPI_getbinval(tup, td, SBQ_MESSAGE_NATTS + 4,
-																   &isnull))))
-			{
-				/* another transaction started to change it: not ours */
-				sbq_lease_unclaim(c->seq);
-				c->row = -1;
+			if (c->row < 0)
 				continue;
-			}
+			tup = fetched->vals[c->row];
 			row_count = DatumGetInt32(SPI_getbinval(tup, td, 5, &isnull));
 			row_locked = DatumGetBool(SPI_getbinval(tup, td, SBQ_MESSAGE_NATTS + 2, &isnull));
 			exp = SPI_getbinval(tup, td, SBQ_MESSAGE_NATTS + 3, &isnull);
@@ -1699,14 +1875,25 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 			nulls[3] = false;
 			out[4] = Int32GetDatum(c->count);
 			nulls[4] = false;
-			tuplestore_putvalues(tupstore, tupdesc, out, nulls);
-			result.delivered++;
+			outs[result.delivered].seq = c->seq;
+			outs[result.delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
 		}
 
 		/* the scan came back short: the head has nothing more */
 		if (n < (uint64) want)
 			break;
+		/* others keep taking or changing what we find: give up after a while */
+		if (result.delivered == delivered_before && ++busy_rounds > 64)
+			break;
 	}
+
+	/*
+	 * A later pass can find a message before those of an earlier one (one
+	 * abandoned meanwhile): hand them out in sequence order.
+	 */
+	qsort(outs, result.delivered, sizeof(SbqOutRow), sbq_cmp_out_row);
+	for (o = 0; o < result.delivered; o++)
+		tuplestore_puttuple(tupstore, outs[o].tuple);
 
 	counts.dead_lettered = result.dead_lettered + result.expired_dead_lettered;
 	counts.expired = result.expired_dead_lettered + result.expired_dropped;
@@ -1777,10 +1964,16 @@ sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc)
  *		receivable on time without the background worker.
  */
 static int
-sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit)
+sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 {
 	Datum		values[3];
 	uint64		n;
+	uint64		gen;
+	Oid			epoch = sbq_epoch();
+
+	/* nothing is due yet, as far as shared memory knows (qstate.c) */
+	if (!sbq_qstate_due(epoch, queue->queue_id, now, &gen) && !always)
+		return 0;
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(now);
@@ -1788,6 +1981,21 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit)
 	n = sbq_exec(PLAN_ACTIVATE, values, NULL);
 	if (n > 0)
 		sbq_wait_wake_at_commit(queue->queue_id);
+
+	/*
+	 * When is the next one due? A transaction snapshot may miss a scheduled
+	 * send that committed before gen was read: then learn nothing.
+	 */
+	if (!IsolationUsesXactSnapshot() && !RecoveryInProgress())
+	{
+		bool		isnull;
+		Datum		next;
+
+		(void) sbq_exec(PLAN_NEXT_DUE, values, NULL);
+		next = sbq_col(0, 1, &isnull);
+		sbq_qstate_set_due(epoch, queue->queue_id, gen, !isnull,
+						   isnull ? 0 : DatumGetTimestampTz(next));
+	}
 	return (int) n;
 }
 
@@ -1825,7 +2033,7 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 	values[8] = CStringGetTextDatum(description);
 
 	if (subqueue == SBQ_SUBQUEUE_MAIN)
-		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH);
+		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
 
 	if (mode == SBQ_PEEK_LOCK && sbq_lease_enabled())
 		return sbq_receive_leased(queue, subqueue, max_messages, now, tupstore, tupdesc);
@@ -2445,6 +2653,9 @@ sbq_storage_maintain(void)
 		for (q = 0; q < (uint64) nqueues; q++)
 			sbq_queue_from_row(q, &queues[q]);
 
+		/* counts gathered in shared memory go to sbq.queue_counters */
+		sbq_store_all_counts();
+
 		/* expired leases: delivery counts stored, or dead letters */
 		more |= sbq_lease_sweep(queues, (int) nqueues, 0, now, &released,
 								&dead_lettered) >= SBQ_MAINTAIN_BATCH;
@@ -2462,7 +2673,7 @@ sbq_storage_maintain(void)
 
 			CHECK_FOR_INTERRUPTS();
 
-			n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH);
+			n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
 			activated += n;
 			more |= n >= SBQ_MAINTAIN_BATCH;
 

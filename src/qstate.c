@@ -1,0 +1,526 @@
+/*-------------------------------------------------------------------------
+ *
+ * qstate.c
+ *	  Per-queue state in shared memory: counters not yet stored, and when
+ *	  the queue's next scheduled message is due.
+ *
+ * Counters. Every send, settlement and receive used to add to its queue's
+ * counters in sbq.queue_counters, one upsert per call: a WAL record and a
+ * good part of the call's cost, for numbers that are only shown. With sbqueue
+ * preloaded, a call's counts are kept in the transaction until it commits
+ * (dropped if it, or its subtransaction, aborts) and then added to the
+ * queue's entry here. They are moved into sbq.queue_counters by maintenance,
+ * and by any call that counts while its queue's entry has not been emptied
+ * for a second, in that call's transaction: moved counts come back if that
+ * transaction aborts. sbq_queue_stats adds what is here (and the current
+ * transaction's own counts) to what is stored, so while nothing crashes the
+ * counters read the same as before; a crash, or a restart, loses what was
+ * not stored yet (about a second of counting). While a move is in flight
+ * the view may count its part once too little, never twice.
+ *
+ * Scheduled messages. A receive activated due scheduled messages with a
+ * statement on every call, nearly always finding none. Each entry has the
+ * time its queue's next scheduled message is due (or "none", or "unknown"
+ * after a restart); a receive runs the activation only when that time has
+ * come, and then looks up the next one. A scheduled send lowers the time when
+ * it commits, bumping a generation number, so a receive whose look-up raced
+ * with such a commit does not store a time that is too late. Maintenance
+ * activates regardless, so the hint can only make a receive late, by design
+ * never: a send committed before the look-up's snapshot is seen by it.
+ *
+ * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
+ * the callers fall back to what they did before: an upsert per call, an
+ * activation per receive.
+ *
+ * Locking: one LWLock guards the table's shape (entries are added, never
+ * removed); each entry's fields are guarded by its own spinlock, held for a
+ * few loads and stores only. The commit and abort callbacks only find entries
+ * and take spinlocks: they cannot fail.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/qstate.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/array.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "qstate.h"
+
+PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
+
+#define SBQ_QSTATE_MAX		4096
+#define SBQ_QSTATE_TRANCHE	"sbqueue queues"
+
+/* how long counts may gather here before a counting call stores them */
+#define SBQ_QSTATE_STORE_USECS	USECS_PER_SEC
+
+typedef struct SbqQueueKey
+{
+	Oid			dbid;
+	Oid			epoch;
+	int32		queue_id;
+} SbqQueueKey;
+
+typedef struct SbqQueueState
+{
+	SbqQueueKey key;
+	slock_t		mutex;
+	int64		pending[SBQ_NUM_COUNTERS];
+	TimestampTz last_take;		/* when the counts were last moved out */
+	bool		due_known;		/* next_due is known */
+	TimestampTz next_due;		/* DT_NOEND: no scheduled message */
+	uint64		due_gen;		/* bumped by every scheduled send that commits */
+} SbqQueueState;
+
+/* What this transaction did to an entry, applied at commit or undone at abort. */
+typedef enum SbqQstateKind
+{
+	SBQ_QS_ADD,					/* counts to add at commit */
+	SBQ_QS_TAKE,				/* counts moved out: back at abort */
+	SBQ_QS_SCHEDULED,			/* a scheduled message: lower next_due at commit */
+	SBQ_QS_FORGET				/* the queue was deleted: empty it at commit */
+} SbqQstateKind;
+
+typedef struct SbqQstateRecord
+{
+	SbqQstateKind kind;
+	SbqQueueKey key;
+	int			level;
+	SbqCounts	counts;
+	TimestampTz when;
+} SbqQstateRecord;
+
+static HTAB *sbq_qstate_hash = NULL;
+static LWLock *sbq_qstate_lock = NULL;
+
+static SbqQstateRecord *sbq_qrec = NULL;
+static int	sbq_nqrec = 0;
+static int	sbq_maxqrec = 0;
+static bool sbq_qstate_callbacks = false;
+
+static void sbq_qstate_xact_callback(XactEvent event, void *arg);
+static void sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+										SubTransactionId parentSubid, void *arg);
+
+Size
+sbq_qstate_shmem_size(void)
+{
+	return hash_estimate_size(SBQ_QSTATE_MAX, sizeof(SbqQueueState));
+}
+
+void
+sbq_qstate_shmem_request(void)
+{
+	RequestNamedLWLockTranche(SBQ_QSTATE_TRANCHE, 1);
+}
+
+/* Attach to (or create) the table; the caller holds AddinShmemInitLock. */
+void
+sbq_qstate_shmem_startup(void)
+{
+	HASHCTL		info;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(SbqQueueKey);
+	info.entrysize = sizeof(SbqQueueState);
+	sbq_qstate_hash = ShmemInitHash("sbqueue queues", SBQ_QSTATE_MAX, SBQ_QSTATE_MAX, &info,
+									HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	sbq_qstate_lock = &(GetNamedLWLockTranche(SBQ_QSTATE_TRANCHE))->lock;
+}
+
+static void
+sbq_qstate_key(SbqQueueKey *key, Oid epoch, int32 queue_id)
+{
+	memset(key, 0, sizeof(*key));
+	key->dbid = MyDatabaseId;
+	key->epoch = epoch;
+	key->queue_id = queue_id;
+}
+
+/* The entry of a queue, made if need be; NULL without shared memory or room. */
+static SbqQueueState *
+sbq_qstate_entry(const SbqQueueKey *key, bool create)
+{
+	SbqQueueState *entry;
+	bool		found;
+
+	if (sbq_qstate_hash == NULL || !OidIsValid(key->epoch))
+		return NULL;
+	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+	entry = hash_search(sbq_qstate_hash, key, HASH_FIND, NULL);
+	LWLockRelease(sbq_qstate_lock);
+	if (entry != NULL || !create)
+		return entry;
+
+	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
+	entry = hash_search(sbq_qstate_hash, key, HASH_ENTER_NULL, &found);
+	if (entry != NULL && !found)
+	{
+		SpinLockInit(&entry->mutex);
+		memset(entry->pending, 0, sizeof(entry->pending));
+		entry->last_take = GetCurrentTimestamp();
+		entry->due_known = false;
+		entry->next_due = 0;
+		entry->due_gen = 0;
+	}
+	LWLockRelease(sbq_qstate_lock);
+	return entry;
+}
+
+/* Room for one more record of this transaction (the step that can fail). */
+static SbqQstateRecord *
+sbq_qstate_record(SbqQstateKind kind, const SbqQueueKey *key)
+{
+	SbqQstateRecord *r;
+
+	if (!sbq_qstate_callbacks)
+	{
+		RegisterXactCallback(sbq_qstate_xact_callback, NULL);
+		RegisterSubXactCallback(sbq_qstate_subxact_callback, NULL);
+		sbq_qstate_callbacks = true;
+	}
+	if (sbq_nqrec >= sbq_maxqrec)
+	{
+		int			newmax = Max(16, sbq_maxqrec * 2);
+
+		if (sbq_qrec == NULL)
+			sbq_qrec = MemoryContextAlloc(TopMemoryContext, sizeof(SbqQstateRecord) * newmax);
+		else
+			sbq_qrec = repalloc(sbq_qrec, sizeof(SbqQstateRecord) * newmax);
+		sbq_maxqrec = newmax;
+	}
+	r = &sbq_qrec[sbq_nqrec++];
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->key = *key;
+	r->level = GetCurrentTransactionNestLevel();
+	return r;
+}
+
+static void
+sbq_counts_add(int64 *pending, const SbqCounts *c, int sign)
+{
+	const int64 *v = (const int64 *) c;
+	int			i;
+
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		pending[i] += sign * v[i];
+}
+
+/* Apply (commit) or undo (abort) one record. Never fails. */
+static void
+sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
+{
+	SbqQueueState *entry = sbq_qstate_entry(&r->key, false);
+
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	switch (r->kind)
+	{
+		case SBQ_QS_ADD:
+			if (commit)
+				sbq_counts_add(entry->pending, &r->counts, 1);
+			break;
+		case SBQ_QS_TAKE:
+			if (!commit)
+				sbq_counts_add(entry->pending, &r->counts, 1);
+			break;
+		case SBQ_QS_SCHEDULED:
+			if (commit)
+			{
+				if (entry->due_known && r->when < entry->next_due)
+					entry->next_due = r->when;
+				entry->due_gen++;
+			}
+			break;
+		case SBQ_QS_FORGET:
+			if (commit)
+			{
+				memset(entry->pending, 0, sizeof(entry->pending));
+				entry->due_known = false;
+				entry->due_gen++;
+			}
+			break;
+	}
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_xact_callback
+ *		Commit applies the transaction's records, abort undoes them. A
+ *		prepared transaction's counts are taken as committed (it almost always
+ *		will be), and counts it moved to the table stay there.
+ */
+static void
+sbq_qstate_xact_callback(XactEvent event, void *arg)
+{
+	int			i;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			for (i = 0; i < sbq_nqrec; i++)
+				sbq_qstate_finish(&sbq_qrec[i], true);
+			sbq_nqrec = 0;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			for (i = sbq_nqrec - 1; i >= 0; i--)
+				sbq_qstate_finish(&sbq_qrec[i], false);
+			sbq_nqrec = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	int			i;
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		while (sbq_nqrec > 0 && sbq_qrec[sbq_nqrec - 1].level >= level)
+		{
+			sbq_qstate_finish(&sbq_qrec[sbq_nqrec - 1], false);
+			sbq_nqrec--;
+		}
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (i = sbq_nqrec - 1; i >= 0 && sbq_qrec[i].level >= level; i--)
+			sbq_qrec[i].level = level - 1;
+	}
+}
+
+/* ---------------------------------------------------------------- counters */
+
+/*
+ * sbq_qstate_count
+ *		Keep what a call counted for the queue, to be added at commit. False:
+ *		not kept (no shared memory, no room, or a standby), the caller stores
+ *		the counts itself.
+ */
+bool
+sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c)
+{
+	SbqQueueKey key;
+	SbqQstateRecord *r;
+
+	if (sbq_qstate_hash == NULL || RecoveryInProgress())
+		return false;
+	sbq_qstate_key(&key, epoch, queue_id);
+	if (sbq_qstate_entry(&key, true) == NULL)
+		return false;
+	r = sbq_qstate_record(SBQ_QS_ADD, &key);
+	r->counts = *c;
+	return true;
+}
+
+/*
+ * sbq_qstate_take
+ *		Move the queue's gathered counts out of shared memory, for the caller
+ *		to store in this transaction (they come back if it aborts). With
+ *		only_if_old, only when they were last moved more than a second ago.
+ *		False when there was nothing to move.
+ */
+bool
+sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+	SbqQstateRecord *r;
+	TimestampTz now = GetCurrentTimestamp();
+	int64	   *v = (int64 *) c;
+	bool		any = false;
+	int			i;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, false);
+	if (entry == NULL)
+		return false;
+	r = sbq_qstate_record(SBQ_QS_TAKE, &key);
+	SpinLockAcquire(&entry->mutex);
+	if (!only_if_old || now - entry->last_take >= SBQ_QSTATE_STORE_USECS)
+	{
+		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		{
+			v[i] = entry->pending[i];
+			any |= v[i] != 0;
+			entry->pending[i] = 0;
+		}
+		entry->last_take = now;
+	}
+	SpinLockRelease(&entry->mutex);
+	if (any)
+		r->counts = *c;
+	else
+		sbq_nqrec--;			/* nothing moved: no record */
+	return any;
+}
+
+/* The queue ids of this database (and epoch) that have an entry. */
+int
+sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
+{
+	HASH_SEQ_STATUS status;
+	SbqQueueState *entry;
+	int			n = 0;
+
+	if (sbq_qstate_hash == NULL)
+		return 0;
+	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+	hash_seq_init(&status, sbq_qstate_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != epoch)
+			continue;
+		if (n >= max)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+		queue_ids[n++] = entry->key.queue_id;
+	}
+	LWLockRelease(sbq_qstate_lock);
+	return n;
+}
+
+/* A deleted queue: at commit its gathered counts and its hint go. */
+void
+sbq_qstate_forget(Oid epoch, int32 queue_id)
+{
+	SbqQueueKey key;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	if (sbq_qstate_entry(&key, false) != NULL)
+		(void) sbq_qstate_record(SBQ_QS_FORGET, &key);
+}
+
+/*
+ * sbq.pending_counts(epoch, queue_id): the counts gathered for the queue and
+ * not stored yet, with those of the current transaction, as an array in the
+ * column order of sbq.queue_counters.
+ */
+Datum
+sbq_pending_counts_sql(PG_FUNCTION_ARGS)
+{
+	Oid			epoch = PG_GETARG_OID(0);
+	int32		queue_id = PG_GETARG_INT32(1);
+	int64		sum[SBQ_NUM_COUNTERS];
+	Datum		d[SBQ_NUM_COUNTERS];
+	SbqQueueKey key;
+	SbqQueueState *entry;
+	int			i;
+
+	memset(sum, 0, sizeof(sum));
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, false);
+	if (entry != NULL)
+	{
+		SpinLockAcquire(&entry->mutex);
+		memcpy(sum, entry->pending, sizeof(sum));
+		SpinLockRelease(&entry->mutex);
+	}
+	for (i = 0; i < sbq_nqrec; i++)
+		if (sbq_qrec[i].kind == SBQ_QS_ADD && memcmp(&sbq_qrec[i].key, &key, sizeof(key)) == 0)
+			sbq_counts_add(sum, &sbq_qrec[i].counts, 1);
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		d[i] = Int64GetDatum(sum[i]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(d, SBQ_NUM_COUNTERS, INT8OID, sizeof(int64),
+										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* ------------------------------------------------------ scheduled messages */
+
+/*
+ * sbq_qstate_due
+ *		Whether a receive should look for due scheduled messages of the queue
+ *		now; *gen is what to hand to sbq_qstate_set_due after looking. True
+ *		when nothing is known (no entry, after a restart) or this transaction
+ *		scheduled one itself.
+ */
+bool
+sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+	bool		due;
+	int			i;
+
+	*gen = 0;
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, true);
+	if (entry == NULL)
+		return true;
+	SpinLockAcquire(&entry->mutex);
+	*gen = entry->due_gen;
+	due = !entry->due_known || entry->next_due <= now;
+	SpinLockRelease(&entry->mutex);
+	for (i = 0; i < sbq_nqrec && !due; i++)
+		if (sbq_qrec[i].kind == SBQ_QS_SCHEDULED &&
+			memcmp(&sbq_qrec[i].key, &key, sizeof(key)) == 0)
+			due = true;
+	return due;
+}
+
+/*
+ * sbq_qstate_set_due
+ *		After a look-up with a fresh snapshot: the queue's next scheduled
+ *		message is due at next (any), or there is none. Ignored when a
+ *		scheduled send committed since *gen was read.
+ */
+void
+sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any, TimestampTz next)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, false);
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	if (entry->due_gen == gen)
+	{
+		entry->due_known = true;
+		entry->next_due = any ? next : DT_NOEND;
+	}
+	SpinLockRelease(&entry->mutex);
+}
+
+/* A scheduled message for the queue, due at when: the hint learns it at commit. */
+void
+sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when)
+{
+	SbqQueueKey key;
+	SbqQstateRecord *r;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	if (sbq_qstate_entry(&key, true) == NULL)
+		return;
+	r = sbq_qstate_record(SBQ_QS_SCHEDULED, &key);
+	r->when = when;
+}

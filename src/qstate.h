@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * qstate.h
+ *	  Per-queue state in shared memory: counters not yet stored in
+ *	  sbq.queue_counters, and when the queue's next scheduled message is due.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/qstate.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBQ_QSTATE_H
+#define SBQ_QSTATE_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+/* The counters of a queue, in the column order of sbq.queue_counters. */
+#define SBQ_NUM_COUNTERS 7
+typedef struct SbqCounts
+{
+	int64		sent;
+	int64		received;
+	int64		completed;
+	int64		abandoned;
+	int64		deferred;
+	int64		dead_lettered;
+	int64		expired;
+} SbqCounts;
+
+/* shared memory (shmem.c calls these) */
+extern Size sbq_qstate_shmem_size(void);
+extern void sbq_qstate_shmem_request(void);
+extern void sbq_qstate_shmem_startup(void);
+
+/*
+ * A queue is known here by (database, epoch, queue id), the epoch being the
+ * OID of sbq.queues: a queue id of an extension dropped and created again is
+ * another queue.
+ */
+
+/* counters */
+extern bool sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c);
+extern bool sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old);
+extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max);
+extern void sbq_qstate_forget(Oid epoch, int32 queue_id);
+
+/* scheduled messages */
+extern bool sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen);
+extern void sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any,
+							   TimestampTz next);
+extern void sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when);
+
+#endif							/* SBQ_QSTATE_H */
