@@ -532,7 +532,7 @@ def main():
             if cell[1] == kind and cell[2] == cl and not cell[6]:
                 return i
         return None
-    L.append('\n### Targets (for later work)\n')
+    L.append('\n### Targets\n')
     L.append('| target | measured | met |')
     L.append('|---|---|---|')
     i = find('cycle', 4)
@@ -570,8 +570,12 @@ def main():
             text = f.read()
         k = text.find('\n## Throughput against the baselines')
         if k >= 0:
-            text = text[:k + 1]   # ours is the last section: replace it
-        text = text.rstrip('\n') + '\n\n' + report
+            # replace our section, up to the next top-level one
+            e = text.find('\n## ', k + 1)
+            rest = text[e:] if e >= 0 else ''
+            text = text[:k + 1].rstrip('\n') + '\n\n' + report + rest
+        else:
+            text = text.rstrip('\n') + '\n\n' + report
         with open(path, 'w') as f:
             f.write(text)
         log(f'written to {path}')

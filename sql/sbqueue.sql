@@ -117,9 +117,9 @@ REVOKE ALL ON FUNCTION sbq.new_lock_token(bigint) FROM PUBLIC;
  * the views see them; without the preload there are no leases and they say
  * so (free, a slot always taken, no lock, nothing pending).
  */
-CREATE FUNCTION sbq.lease_free(bigint, timestamptz, xid) RETURNS boolean
+CREATE FUNCTION sbq.lease_free(bigint, timestamptz, xid, timestamptz) RETURNS boolean
     AS 'MODULE_PATHNAME', 'sbq_lease_free_sql'
-    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE COST 100;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE COST 100;
 CREATE FUNCTION sbq.lease_slot(bigint) RETURNS boolean
     AS 'MODULE_PATHNAME', 'sbq_lease_slot_sql'
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE COST 1000;

@@ -773,22 +773,47 @@ sbq_row_busy(TransactionId xmax)
 		TransactionIdIsInProgress(xmax);
 }
 
+/* The lowest sequence number the current scan passed to sbq.lease_free, or -1. */
+static int64 sbq_scan_first = -1;
+
+void
+sbq_lease_scan_start(void)
+{
+	sbq_scan_first = -1;
+}
+
+int64
+sbq_lease_scan_first(void)
+{
+	return sbq_scan_first;
+}
+
 /*
- * sbq.lease_free(seq, now, xmax): whether a leasing receive may try to claim
- * the message: no other transaction is changing its row (xmax), and it has
- * no entry or a held lease that has expired.
+ * sbq.lease_free(seq, now, xmax, locked_until): whether a leasing receive
+ * may try to claim the message: no lock stored in the row is valid, no other
+ * transaction is changing the row (xmax), and it has no entry or an expired
+ * lease. It is the only filter of its scan, so it sees every row the scan
+ * passes, locked or not: the first one is where the queue's head is.
  */
 Datum
 sbq_lease_free_sql(PG_FUNCTION_ARGS)
 {
-	int64		seq = PG_GETARG_INT64(0);
-	TimestampTz now = PG_GETARG_TIMESTAMPTZ(1);
+	int64		seq;
+	TimestampTz now;
 	SbqLeaseKey key;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
 	bool		free;
 
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		PG_RETURN_BOOL(false);
+	seq = PG_GETARG_INT64(0);
+	now = PG_GETARG_TIMESTAMPTZ(1);
+	if (sbq_scan_first < 0 || seq < sbq_scan_first)
+		sbq_scan_first = seq;
+	if (!PG_ARGISNULL(3) && PG_GETARG_TIMESTAMPTZ(3) > now)
+		PG_RETURN_BOOL(false);
 	if (sbq_row_busy(PG_GETARG_TRANSACTIONID(2)))
 		PG_RETURN_BOOL(false);
 	if (sbq_lease_hash == NULL)

@@ -69,6 +69,10 @@ extern bool sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id,
 /* whether another running transaction is changing a row (its xmax) */
 extern bool sbq_row_busy(TransactionId xmax);
 
+/* the first row of a leasing receive's scan */
+extern void sbq_lease_scan_start(void);
+extern int64 sbq_lease_scan_first(void);
+
 /* peek */
 extern bool sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count);
 

@@ -28,6 +28,25 @@
  * activates regardless, so the hint can only make a receive late, by design
  * never: a send committed before the look-up's snapshot is seen by it.
  *
+ * The head of the queue. When a transaction held open elsewhere keeps the
+ * rows of completed messages from being pruned, a receive that walks the
+ * queue's index from its start pays for every one of them. So each queue
+ * entry has a head hint: no message of the main queue that is or may become
+ * receivable has a lower sequence number, and a leasing receive starts its
+ * scan there. A receive advances it to the lowest row its scan saw (locked
+ * or not: a lock can end; a row, once seen, stays visible until it is gone),
+ * but never past a message that may still appear below: the transactions
+ * that take sequence numbers for the main queue (sends, activations of
+ * scheduled messages, resubmits) announce themselves in a per-backend slot
+ * before they take one, with a floor their numbers cannot be below (one more
+ * than the highest number announced as taken, which they raise after taking
+ * theirs), and a receive reads those slots and that highest number before its
+ * scan's snapshot is taken. A slot is cleared when its transaction ends; a
+ * prepared transaction leaves its floor behind in the database's entry until
+ * maintenance sees no prepared transaction there. Maintenance also drops
+ * every hint once a minute, which covers rows no announced path wrote (a
+ * restore into a queue in use).
+ *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
  * activation per receive.
@@ -86,7 +105,22 @@ typedef struct SbqQueueState
 	bool		due_known;		/* next_due is known */
 	TimestampTz next_due;		/* DT_NOEND: no scheduled message */
 	uint64		due_gen;		/* bumped by every scheduled send that commits */
+	int64		head_hint;		/* queue entries: see the file header; 0 none */
+	TimestampTz hint_set_at;	/* when maintenance last dropped it */
+	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
+	int64		prepared_floor; /* the database's entry: floor of prepared senders */
 } SbqQueueState;
+
+/* A backend's announcement that its transaction takes sequence numbers. */
+typedef struct SbqSendSlot
+{
+	slock_t		mutex;
+	bool		active;
+	Oid			dbid;
+	Oid			epoch;
+	int32		queue_id;		/* 0: more than one queue */
+	int64		floor;
+} SbqSendSlot;
 
 /* What this transaction did to an entry, applied at commit or undone at abort. */
 typedef enum SbqQstateKind
@@ -108,6 +142,8 @@ typedef struct SbqQstateRecord
 
 static HTAB *sbq_qstate_hash = NULL;
 static LWLock *sbq_qstate_lock = NULL;
+static SbqSendSlot *sbq_send_slots = NULL;
+static bool sbq_my_slot_active = false;
 
 static SbqQstateRecord *sbq_qrec = NULL;
 static int	sbq_nqrec = 0;
@@ -115,13 +151,16 @@ static int	sbq_maxqrec = 0;
 static bool sbq_qstate_callbacks = false;
 
 static void sbq_qstate_xact_callback(XactEvent event, void *arg);
+static void sbq_qstate_slot_prepared(void);
+static void sbq_qstate_slot_clear(void);
 static void sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 										SubTransactionId parentSubid, void *arg);
 
 Size
 sbq_qstate_shmem_size(void)
 {
-	return hash_estimate_size(SBQ_QSTATE_MAX, sizeof(SbqQueueState));
+	return add_size(hash_estimate_size(SBQ_QSTATE_MAX, sizeof(SbqQueueState)),
+					mul_size(MaxBackends, sizeof(SbqSendSlot)));
 }
 
 void
@@ -142,6 +181,19 @@ sbq_qstate_shmem_startup(void)
 	sbq_qstate_hash = ShmemInitHash("sbqueue queues", SBQ_QSTATE_MAX, SBQ_QSTATE_MAX, &info,
 									HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	sbq_qstate_lock = &(GetNamedLWLockTranche(SBQ_QSTATE_TRANCHE))->lock;
+	{
+		bool		found;
+		int			i;
+
+		sbq_send_slots = ShmemInitStruct("sbqueue send slots",
+										 mul_size(MaxBackends, sizeof(SbqSendSlot)), &found);
+		if (!found)
+			for (i = 0; i < MaxBackends; i++)
+			{
+				SpinLockInit(&sbq_send_slots[i].mutex);
+				sbq_send_slots[i].active = false;
+			}
+	}
 }
 
 static void
@@ -178,6 +230,10 @@ sbq_qstate_entry(const SbqQueueKey *key, bool create)
 		entry->due_known = false;
 		entry->next_due = 0;
 		entry->due_gen = 0;
+		entry->head_hint = 0;
+		entry->hint_set_at = entry->last_take;
+		entry->max_seq = 0;
+		entry->prepared_floor = PG_INT64_MAX;
 	}
 	LWLockRelease(sbq_qstate_lock);
 	return entry;
@@ -256,6 +312,7 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 				memset(entry->pending, 0, sizeof(entry->pending));
 				entry->due_known = false;
 				entry->due_gen++;
+				entry->head_hint = 0;
 			}
 			break;
 	}
@@ -272,6 +329,14 @@ static void
 sbq_qstate_xact_callback(XactEvent event, void *arg)
 {
 	int			i;
+
+	if (sbq_my_slot_active && event == XACT_EVENT_PRE_PREPARE)
+		sbq_qstate_slot_prepared();
+	if (sbq_my_slot_active &&
+		(event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		 event == XACT_EVENT_PREPARE || event == XACT_EVENT_ABORT ||
+		 event == XACT_EVENT_PARALLEL_ABORT))
+		sbq_qstate_slot_clear();
 
 	switch (event)
 	{
@@ -523,4 +588,229 @@ sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when)
 		return;
 	r = sbq_qstate_record(SBQ_QS_SCHEDULED, &key);
 	r->when = when;
+}
+
+/* ------------------------------------------------------- the head of a queue */
+
+static SbqSendSlot *
+sbq_my_slot(void)
+{
+	int			procno = SBQ_MY_PROC_NUMBER();
+
+	if (sbq_send_slots == NULL || procno < 0 || procno >= MaxBackends)
+		return NULL;
+	return &sbq_send_slots[procno];
+}
+
+/* Register the callbacks (once), the step of announcing that can fail. */
+static void
+sbq_qstate_callbacks_on(void)
+{
+	if (!sbq_qstate_callbacks)
+	{
+		RegisterXactCallback(sbq_qstate_xact_callback, NULL);
+		RegisterSubXactCallback(sbq_qstate_subxact_callback, NULL);
+		sbq_qstate_callbacks = true;
+	}
+}
+
+/*
+ * sbq_qstate_send_begin
+ *		Before a statement that takes sequence numbers for active messages of
+ *		the queue: announce it (see the file header), until the end of the
+ *		transaction.
+ */
+void
+sbq_qstate_send_begin(Oid epoch, int32 queue_id)
+{
+	SbqSendSlot *slot = sbq_my_slot();
+	SbqQueueKey key;
+	SbqQueueState *db;
+	int64		floor = 1;
+
+	if (slot == NULL || !OidIsValid(epoch))
+		return;
+	sbq_qstate_callbacks_on();
+	sbq_qstate_key(&key, epoch, 0);
+	db = sbq_qstate_entry(&key, true);
+	if (db != NULL)
+	{
+		SpinLockAcquire(&db->mutex);
+		floor = db->max_seq + 1;
+		SpinLockRelease(&db->mutex);
+	}
+	SpinLockAcquire(&slot->mutex);
+	if (sbq_my_slot_active && slot->active)
+	{
+		if (slot->queue_id != queue_id || slot->epoch != epoch)
+			slot->queue_id = 0;
+		/* the floor it has is lower, and still holds */
+	}
+	else
+	{
+		slot->dbid = MyDatabaseId;
+		slot->epoch = epoch;
+		slot->queue_id = queue_id;
+		slot->floor = floor;
+		slot->active = true;
+	}
+	SpinLockRelease(&slot->mutex);
+	sbq_my_slot_active = true;
+}
+
+/* After such a statement: the highest sequence number it took. */
+void
+sbq_qstate_send_done(Oid epoch, int64 max_seq)
+{
+	SbqQueueKey key;
+	SbqQueueState *db;
+
+	sbq_qstate_key(&key, epoch, 0);
+	db = sbq_qstate_entry(&key, false);
+	if (db == NULL)
+		return;
+	SpinLockAcquire(&db->mutex);
+	if (max_seq > db->max_seq)
+		db->max_seq = max_seq;
+	SpinLockRelease(&db->mutex);
+}
+
+static void
+sbq_qstate_slot_clear(void)
+{
+	SbqSendSlot *slot = sbq_my_slot();
+
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->active = false;
+		SpinLockRelease(&slot->mutex);
+	}
+	sbq_my_slot_active = false;
+}
+
+/* A transaction that announced itself is being prepared: leave its floor behind. */
+static void
+sbq_qstate_slot_prepared(void)
+{
+	SbqSendSlot *slot = sbq_my_slot();
+	SbqQueueKey key;
+	SbqQueueState *db;
+	int64		floor;
+
+	if (slot == NULL)
+		return;
+	SpinLockAcquire(&slot->mutex);
+	floor = slot->active ? slot->floor : PG_INT64_MAX;
+	key.epoch = slot->epoch;
+	SpinLockRelease(&slot->mutex);
+	sbq_qstate_key(&key, key.epoch, 0);
+	db = sbq_qstate_entry(&key, true);
+	if (db == NULL)
+		return;
+	SpinLockAcquire(&db->mutex);
+	if (floor < db->prepared_floor)
+		db->prepared_floor = floor;
+	SpinLockRelease(&db->mutex);
+}
+
+/*
+ * sbq_qstate_head
+ *		Where a leasing receive of the queue may start its scan (*hint), and
+ *		the most it may then advance the hint to (*bound): no message that
+ *		appears later can be below the bound. To be called before the scan's
+ *		snapshot is taken. False: no hint here (scan from the start).
+ */
+bool
+sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+	SbqQueueState *db;
+	int64		b;
+	int			i;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, true);
+	sbq_qstate_key(&key, epoch, 0);
+	db = sbq_qstate_entry(&key, true);
+	if (entry == NULL || db == NULL || sbq_send_slots == NULL)
+		return false;
+
+	SpinLockAcquire(&entry->mutex);
+	*hint = entry->head_hint;
+	SpinLockRelease(&entry->mutex);
+
+	SpinLockAcquire(&db->mutex);
+	b = db->max_seq + 1;
+	if (db->prepared_floor < b)
+		b = db->prepared_floor;
+	SpinLockRelease(&db->mutex);
+
+	for (i = 0; i < MaxBackends; i++)
+	{
+		SbqSendSlot *slot = &sbq_send_slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->active && slot->dbid == MyDatabaseId &&
+			(slot->queue_id == queue_id || slot->queue_id == 0) && slot->floor < b)
+			b = slot->floor;
+		SpinLockRelease(&slot->mutex);
+	}
+	*bound = b;
+	return true;
+}
+
+/* Move the queue's head hint up to candidate (never down). */
+void
+sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, false);
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	if (candidate > entry->head_hint)
+		entry->head_hint = candidate;
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_refresh
+ *		For maintenance: drop the queue's head hint when it is a minute old,
+ *		and the database's prepared floor when no_prepared says there is no
+ *		prepared transaction in it.
+ */
+void
+sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, false);
+	if (entry != NULL)
+	{
+		SpinLockAcquire(&entry->mutex);
+		if (now - entry->hint_set_at >= 60 * USECS_PER_SEC)
+		{
+			entry->head_hint = 0;
+			entry->hint_set_at = now;
+		}
+		SpinLockRelease(&entry->mutex);
+	}
+	if (no_prepared)
+	{
+		sbq_qstate_key(&key, epoch, 0);
+		entry = sbq_qstate_entry(&key, false);
+		if (entry != NULL)
+		{
+			SpinLockAcquire(&entry->mutex);
+			entry->prepared_floor = PG_INT64_MAX;
+			SpinLockRelease(&entry->mutex);
+		}
+	}
 }

@@ -54,4 +54,11 @@ extern void sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any,
 							   TimestampTz next);
 extern void sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when);
 
+/* the head of a queue */
+extern void sbq_qstate_send_begin(Oid epoch, int32 queue_id);
+extern void sbq_qstate_send_done(Oid epoch, int64 max_seq);
+extern bool sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound);
+extern void sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate);
+extern void sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared);
+
 #endif							/* SBQ_QSTATE_H */

@@ -108,6 +108,7 @@ typedef enum SbqPlanId
 	PLAN_ROW_FOR_SETTLE,
 	PLAN_ROW_EXISTS,
 	PLAN_NEXT_DUE,
+	PLAN_NO_PREPARED,
 	SBQ_NUM_PLANS
 } SbqPlanId;
 
@@ -433,7 +434,8 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"           ORDER BY c.scheduled_enqueue_time, c.sequence_number) o)"
 		" UPDATE sbq.messages m SET sequence_number = n.new_seq, state = 0, enqueued_time = $2"
 		"   FROM n WHERE m.sequence_number = n.old_seq"
-		"    AND m.sequence_number = ANY(ARRAY(SELECT old_seq FROM n))",
+		"    AND m.sequence_number = ANY(ARRAY(SELECT old_seq FROM n))"
+		" RETURNING n.new_seq",
 		3, {INT4OID, TIMESTAMPTZOID, INT4OID}
 	},
 	[PLAN_CANCEL_SCHEDULED] = {
@@ -480,7 +482,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"        dead_letter_reason = NULL,"
 		"        dead_letter_error_description = NULL, dead_letter_source = NULL"
 		"   FROM n WHERE m.sequence_number = n.old_seq"
-		" RETURNING n.old_seq",
+		" RETURNING n.old_seq, n.new_seq",
 		3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID}
 	},
 	[PLAN_ALL_QUEUES] = {
@@ -566,17 +568,17 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		 * transaction is changing or holds locked (as SKIP LOCKED would).
 		 * Nothing is locked here; the caller claims each in shared memory and
 		 * then checks that the row version it read is still the latest.
-		 * $1 queue, $2 subqueue, $3 now, $4 limit
+		 * $1 queue, $2 subqueue, $3 now, $4 limit, $5 where the head is (qstate.c)
 		 */
 		"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
 		"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
 		"  FROM sbq.messages m"
 		" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
-		"   AND (m.locked_until IS NULL OR m.locked_until <= $3)"
-		"   AND sbq.lease_free(m.sequence_number, $3, m.xmax)"
+		"   AND m.sequence_number >= $5"
+		"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
 		" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
 		" LIMIT $4",
-		4, {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID}
+		5, {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID, INT8OID}
 	},
 	[PLAN_LEASE_STORE] = {
 		/* store the delivery counts of expired leases (or row locks) and free the rows */
@@ -623,6 +625,11 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3"
 		" FOR UPDATE",
 		3, {INT8OID, INT4OID, INT2OID}
+	},
+	[PLAN_NO_PREPARED] = {
+		"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
+		"                    WHERE p.database = pg_catalog.current_database())",
+		0, {InvalidOid}
 	},
 	[PLAN_NEXT_DUE] = {
 		"SELECT min(m.scheduled_enqueue_time) FROM sbq.messages m"
@@ -1363,6 +1370,10 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 	nulls[14] = props->application_properties == NULL;
 	nulls[16] = true;
 
+	/* active messages join the queue: announce it (qstate.c) */
+	if (!scheduled)
+		sbq_qstate_send_begin(sbq_epoch(), queue->queue_id);
+
 	if (queue->has_dup_window && props->message_id != NULL)
 	{
 		/* a message without an id gets a fresh UUID: never a duplicate */
@@ -1401,6 +1412,13 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 
 	if (counts.sent > 0)
 	{
+		int64		max_seq = 0;
+		int			i;
+
+		for (i = 0; i < nbodies; i++)
+			max_seq = Max(max_seq, seqs[i]);
+		if (!scheduled)
+			sbq_qstate_send_done(sbq_epoch(), max_seq);
 		sbq_add_counts(queue->queue_id, &counts);
 		if (!scheduled)
 			sbq_wait_wake_at_commit(queue->queue_id);
@@ -1415,6 +1433,24 @@ sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
 {
 	snprintf(buf, len, "Message could not be consumed after %d delivery attempts.",
 			 queue->max_delivery_count);
+}
+
+/* The highest value of an int8 column of the current SPI result (0 if none). */
+static int64
+sbq_max_col(int col)
+{
+	int64		max = 0;
+	uint64		row;
+
+	for (row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		int64		v = DatumGetInt64(sbq_col(row, col, &isnull));
+
+		if (!isnull && v > max)
+			max = v;
+	}
+	return max;
 }
 
 static Datum
@@ -1681,6 +1717,7 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 	char		description[128];
 	SbqOutRow  *outs = palloc(sizeof(SbqOutRow) * max_messages);
 	int			o;
+	Oid			epoch = sbq_epoch();
 
 	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
 		elog(ERROR, "sbq_message has %d columns, expected %d",
@@ -1691,7 +1728,10 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 	{
 		int			want = max_messages - result.delivered;
 		int			delivered_before = result.delivered;
-		Datum		values[4];
+		Datum		values[5];
+		int64		hint = 0;
+		int64		bound = 0;
+		bool		use_hint;
 		SPITupleTable *fetched;
 		uint64		n;
 		uint64		i;
@@ -1709,7 +1749,25 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 		values[1] = Int16GetDatum(subqueue);
 		values[2] = TimestampTzGetDatum(now);
 		values[3] = Int32GetDatum(want);
+
+		/*
+		 * Start at the head of the queue (qstate.c): read the hint and its
+		 * bound before the scan's snapshot is taken, and move the hint to the
+		 * first row the scan saw. A transaction snapshot may miss messages
+		 * that committed since it was taken: then only use the hint.
+		 */
+		use_hint = subqueue == SBQ_SUBQUEUE_MAIN &&
+			sbq_qstate_head(epoch, queue->queue_id, &hint, &bound);
+		values[4] = Int64GetDatum(use_hint ? hint : 0);
+		sbq_lease_scan_start();
 		n = sbq_exec(PLAN_LEASE_CANDIDATES, values, NULL);
+		if (use_hint && !IsolationUsesXactSnapshot())
+		{
+			int64		first = sbq_lease_scan_first();
+
+			sbq_qstate_advance(epoch, queue->queue_id,
+							   first >= 0 && first < bound ? first : bound);
+		}
 		if (n == 0)
 			break;
 		fetched = SPI_tuptable;
@@ -1978,9 +2036,14 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = Int32GetDatum(limit);
+	/* they join the queue with new numbers: announce it (qstate.c) */
+	sbq_qstate_send_begin(epoch, queue->queue_id);
 	n = sbq_exec(PLAN_ACTIVATE, values, NULL);
 	if (n > 0)
+	{
+		sbq_qstate_send_done(epoch, sbq_max_col(1));
 		sbq_wait_wake_at_commit(queue->queue_id);
+	}
 
 	/*
 	 * When is the next one due? A transaction snapshot may miss a scheduled
@@ -2531,7 +2594,10 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 													FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	else
 		nulls[2] = true;
+	sbq_qstate_send_begin(sbq_epoch(), queue->queue_id);
 	n = sbq_exec(PLAN_RESUBMIT, values, nulls);
+	if (n > 0)
+		sbq_qstate_send_done(sbq_epoch(), sbq_max_col(2));
 	if (seqs != NULL && n != (uint64) nseqs)
 	{
 		int			i;
@@ -2648,6 +2714,13 @@ sbq_storage_maintain(void)
 		SbqQueue   *queues;
 		uint64		q;
 
+		bool		no_prepared;
+		bool		isnull;
+
+		/* a prepared transaction's floor holds until none is left (qstate.c) */
+		(void) sbq_exec(PLAN_NO_PREPARED, NULL, NULL);
+		no_prepared = DatumGetBool(sbq_col(0, 1, &isnull));
+
 		nqueues = (int64) sbq_exec(PLAN_ALL_QUEUES, NULL, NULL);
 		queues = palloc(sizeof(SbqQueue) * Max(nqueues, 1));
 		for (q = 0; q < (uint64) nqueues; q++)
@@ -2673,6 +2746,7 @@ sbq_storage_maintain(void)
 
 			CHECK_FOR_INTERRUPTS();
 
+			sbq_qstate_refresh(sbq_epoch(), queue->queue_id, now, no_prepared);
 			n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
 			activated += n;
 			more |= n >= SBQ_MAINTAIN_BATCH;
