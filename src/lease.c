@@ -731,6 +731,9 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 
 	if (sbq_lease_hash == NULL || max <= 0)
 		return 0;
+	/* an unlocked look first: no lease at all is the common case of these callers */
+	if (hash_get_num_entries(sbq_lease_hash) == 0)
+		return 0;
 	sbq_lease_reserve(max);
 	sbq_lease_lock_all(LW_EXCLUSIVE);
 	hash_seq_init(&status, sbq_lease_hash);
