@@ -75,6 +75,17 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("sbqueue.vacuum_threshold",
+							gettext_noop("Dead message rows that make a maintenance worker vacuum the message table."),
+							gettext_noop("The worker runs VACUUM (SKIP_LOCKED) on sbq.messages when pgstat counts "
+										 "this many dead rows there and the oldest transaction has moved since "
+										 "its last vacuum. 0 leaves the table to autovacuum."),
+							&sbq_vacuum_threshold,
+							20000, 0, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("sbqueue.memory_locks",
 							 gettext_noop("Keeps the locks of peek-lock receives in shared memory."),
 							 gettext_noop("A receive then writes nothing and commits without a WAL flush; a crash "

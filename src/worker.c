@@ -66,20 +66,25 @@
 #include "access/xlog.h"
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/vacuum.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_node.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/backend_status.h"
@@ -115,6 +120,16 @@
 #define SBQ_MAX_PASSES_PER_TICK		100
 /* the longest a worker backs off after failed passes */
 #define SBQ_BACKOFF_MAX_MS			60000
+
+/* sbqueue.vacuum_threshold: dead message rows that make a worker vacuum them */
+int			sbq_vacuum_threshold = 20000;
+
+/*
+ * The removable-xid horizon of the worker's last vacuum of sbq.messages: no
+ * new vacuum until it moves (while a transaction holds it back, a vacuum
+ * would remove nothing and only rescan what the last one could not clean).
+ */
+static TransactionId sbq_worker_vacuum_horizon = InvalidTransactionId;
 
 /* ---------------------------------------------------------------- state */
 
@@ -705,6 +720,45 @@ sbq_worker_call_maintain(uint64 gen, bool *more)
 }
 
 /*
+ * sbq_worker_xact_begin, sbq_worker_xact_end, sbq_worker_recover
+ *		The frame of a worker's own transaction: started with the database
+ *		named in the context of its errors; ended with statistics reported
+ *		and the worker shown idle; an error caught in between is logged and
+ *		the transaction rolled back.
+ */
+static void
+sbq_worker_xact_begin(ErrorContextCallback *errcallback)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	errcallback->callback = sbq_worker_error_context;
+	errcallback->arg = NULL;
+	errcallback->previous = error_context_stack;
+	error_context_stack = errcallback;
+}
+
+static void
+sbq_worker_xact_end(ErrorContextCallback *errcallback)
+{
+	error_context_stack = errcallback->previous;
+	debug_query_string = NULL;
+	MemoryContextSwitchTo(sbq_worker_cxt);
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+sbq_worker_recover(void)
+{
+	MemoryContextSwitchTo(sbq_worker_cxt);
+	HOLD_INTERRUPTS();
+	EmitErrorReport();
+	AbortCurrentTransaction();
+	FlushErrorState();
+	RESUME_INTERRUPTS();
+}
+
+/*
  * sbq_worker_pass
  *		One call of sbq_maintain() in a transaction of its own (STYLE.md G.40).
  *		An error is logged (with the database named in its context) and the
@@ -722,12 +776,7 @@ sbq_worker_pass(bool *more)
 	/* before the look: a CREATE EXTENSION committing after it bumps this again */
 	gen = sbq_shmem_recheck_generation();
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	errcallback.callback = sbq_worker_error_context;
-	errcallback.arg = NULL;
-	errcallback.previous = error_context_stack;
-	error_context_stack = &errcallback;
+	sbq_worker_xact_begin(&errcallback);
 
 	PG_TRY();
 	{
@@ -742,22 +791,13 @@ sbq_worker_pass(bool *more)
 	PG_CATCH();
 	{
 		/* log it, roll back, and let the caller back off */
-		MemoryContextSwitchTo(sbq_worker_cxt);
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		sbq_worker_recover();
 		status = SBQ_PASS_ERROR;
 		more_v = false;
 	}
 	PG_END_TRY();
 
-	error_context_stack = errcallback.previous;
-	debug_query_string = NULL;
-	MemoryContextSwitchTo(sbq_worker_cxt);
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	sbq_worker_xact_end(&errcallback);
 	*more = more_v;
 	return status;
 }
@@ -786,6 +826,99 @@ sbq_worker_tick(void)
 			break;
 	}
 	return status;
+}
+
+/*
+ * The dead rows pgstat counts for a table (the field was renamed in 16).
+ */
+#if PG_VERSION_NUM >= 160000
+#define SBQ_TABENTRY_DEAD(e) ((e)->dead_tuples)
+#else
+#define SBQ_TABENTRY_DEAD(e) ((e)->n_dead_tuples)
+#endif
+
+/*
+ * sbq_worker_vacuum_due
+ *		Whether sbq.messages has at least sbqueue.vacuum_threshold dead rows
+ *		(as pgstat counts them) and the horizon moved since the last vacuum.
+ *		Called in a transaction; sets *relid and *horizon for the vacuum.
+ */
+static bool
+sbq_worker_vacuum_due(Oid *relid, TransactionId *horizon)
+{
+	Oid			nspoid;
+	Relation	rel;
+	PgStat_StatTabEntry *tab;
+
+	nspoid = get_namespace_oid("sbq", true);
+	if (!OidIsValid(nspoid))
+		return false;
+	*relid = get_relname_relid("messages", nspoid);
+	if (!OidIsValid(*relid))
+		return false;
+	tab = pgstat_fetch_stat_tabentry(*relid);
+	if (tab == NULL || SBQ_TABENTRY_DEAD(tab) < sbq_vacuum_threshold)
+		return false;
+
+	rel = try_relation_open(*relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	*horizon = GetOldestNonRemovableTransactionId(rel);
+	relation_close(rel, AccessShareLock);
+	return !TransactionIdIsValid(sbq_worker_vacuum_horizon) ||
+		TransactionIdFollows(*horizon, sbq_worker_vacuum_horizon);
+}
+
+/*
+ * sbq_worker_vacuum
+ *		VACUUM (SKIP_LOCKED) sbq.messages when it is due: autovacuum waits for
+ *		a fifth of the table to be dead and looks at a database once a
+ *		minute, while a queue cycling thousands of messages a second leaves
+ *		that many dead rows every second and meanwhile extends the table for
+ *		its sends. Vacuuming after a fixed number of dead rows keeps a busy
+ *		queue table at its size. Runs as a command of its own, as autovacuum
+ *		does (vacuum() commits and starts transactions itself); an error is
+ *		logged and the worker carries on.
+ */
+static void
+sbq_worker_vacuum(void)
+{
+	Oid			relid = InvalidOid;
+	TransactionId horizon = InvalidTransactionId;
+	ErrorContextCallback errcallback;
+
+	if (sbq_vacuum_threshold <= 0 || RecoveryInProgress())
+		return;
+
+	sbq_worker_xact_begin(&errcallback);
+
+	PG_TRY();
+	{
+		if (sbq_worker_vacuum_due(&relid, &horizon))
+		{
+			VacuumStmt *stmt = makeNode(VacuumStmt);
+			ParseState *pstate = make_parsestate(NULL);
+			const char *sql = "VACUUM (SKIP_LOCKED) sbq.messages";
+
+			stmt->options = list_make1(makeDefElem("skip_locked", NULL, -1));
+			stmt->rels = list_make1(makeVacuumRelation(makeRangeVar("sbq", "messages", -1),
+													   relid, NIL));
+			stmt->is_vacuumcmd = true;
+			pstate->p_sourcetext = sql;
+			debug_query_string = sql;
+			pgstat_report_activity(STATE_RUNNING, sql);
+			ExecVacuum(pstate, stmt, true);
+			sbq_worker_vacuum_horizon = horizon;
+		}
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		sbq_worker_recover();
+	}
+	PG_END_TRY();
+
+	sbq_worker_xact_end(&errcallback);
 }
 
 /*
@@ -877,6 +1010,7 @@ sbq_worker_main(Datum main_arg)
 				{
 					case SBQ_PASS_OK:
 						failures = 0;
+						sbq_worker_vacuum();
 						break;
 					case SBQ_PASS_NO_EXTENSION:
 						sbq_worker_no_extension = true;

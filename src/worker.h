@@ -19,6 +19,7 @@
 /* settings (sbqueue.c) */
 extern bool sbq_enable_maintenance_worker;
 extern int	sbq_maintenance_interval;
+extern int	sbq_vacuum_threshold;
 
 /* _PG_init, while shared_preload_libraries is processed: launcher and hook */
 extern void sbq_worker_init(void);

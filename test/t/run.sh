@@ -52,15 +52,24 @@ cd "$work" || exit 1
 "${run_as[@]}" env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGDATA \
     PATH="$bindir:$PATH" PERL5LIB="$perllib${PERL5LIB:+:$PERL5LIB}" \
     PG_REGRESS="$pg_regress" TESTDIR="$work" PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
-    prove --timer "$@"
-rc=$?
+    prove --timer "$@" 2>&1 | tee "$work/prove.out"
+rc=${PIPESTATUS[0]}
 
+# on failure: the logs of the failed tests only, then what failed, last, so
+# that it is the end of the output that says it
 if [ $rc -ne 0 ]; then
-    for f in "$work"/tmp_check/log/*; do
-        [ -f "$f" ] || continue
-        echo "=== $f"
-        tail -n 60 "$f"
+    failed=$(sed -n 's|^.*/\([0-9][0-9]*_[a-z_0-9]*\)\.pl .*Failed: [1-9].*|\1|p; s|^.*/\([0-9][0-9]*_[a-z_0-9]*\)\.pl .*Wstat: [1-9].*|\1|p' \
+        "$work/prove.out" | sort -u)
+    for t in $failed; do
+        for f in "$work"/tmp_check/log/regress_log_"$t" "$work"/tmp_check/log/"$t"_*.log; do
+            [ -f "$f" ] || continue
+            echo "=== $f"
+            tail -n 150 "$f"
+        done
     done
+    echo "=== failed TAP tests: ${failed:-(see above)}"
+    grep -h -A6 '^\[[^]]*\]([^)]*) not ok' "$work"/tmp_check/log/regress_log_* 2>/dev/null | tail -n 80
+    sed -n '/^Test Summary Report/,$p' "$work/prove.out"
 fi
 cd / && rm -rf "$work"
 exit $rc
