@@ -88,3 +88,20 @@ SELECT sequence_number - :f2 AS n, convert_from(body, 'UTF8') AS body
 SELECT sequence_number - :f2 AS n, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
 
 SELECT sbq_delete_queue('ls');
+
+-- the head of a queue (qstate.c): a leasing receive starts its scan where the
+-- queue's head was last seen; maintenance checks that head and lowers it to a
+-- message that appeared below it by a path that announces nothing (here an
+-- UPDATE by hand, as a restore would write)
+SELECT queue FROM sbq_create_queue('lh');
+SELECT sbq_send('lh', 'hidden') AS hidden \gset
+UPDATE sbq.messages SET state = 1 WHERE sequence_number = :hidden;
+SELECT sbq_send('lh', 'seen') AS seen \gset
+SELECT convert_from(r.body, 'UTF8') AS completed
+  FROM sbq_receive('lh') r, LATERAL sbq_complete('lh', r.lock_token) c;
+SELECT count(*) AS nothing_left FROM sbq_receive('lh');
+UPDATE sbq.messages SET state = 0 WHERE sequence_number = :hidden;
+SELECT count(*) AS skipped_below_the_head FROM sbq_receive('lh');
+SELECT (sbq_maintain()) IS NOT NULL AS maintained;
+SELECT convert_from(body, 'UTF8') AS found_after_the_check, delivery_count FROM sbq_receive('lh');
+SELECT sbq_delete_queue('lh');

@@ -43,9 +43,12 @@
  * theirs), and a receive reads those slots and that highest number before its
  * scan's snapshot is taken. A slot is cleared when its transaction ends; a
  * prepared transaction leaves its floor behind in the database's entry until
- * maintenance sees no prepared transaction there. Maintenance also drops
- * every hint once a minute, which covers rows no announced path wrote (a
- * restore into a queue in use).
+ * maintenance sees no prepared transaction there. Maintenance also checks
+ * every hint once a minute, looking for an active message below it, and
+ * lowers the hint to the first it finds, which covers rows no announced path
+ * wrote (a restore into a queue in use). It does not drop the hint: with a
+ * transaction held open elsewhere, the receives after a drop would each walk
+ * every row that transaction keeps, until one of them moved the hint again.
  *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
@@ -106,7 +109,7 @@ typedef struct SbqQueueState
 	TimestampTz next_due;		/* DT_NOEND: no scheduled message */
 	uint64		due_gen;		/* bumped by every scheduled send that commits */
 	int64		head_hint;		/* queue entries: see the file header; 0 none */
-	TimestampTz hint_set_at;	/* when maintenance last dropped it */
+	TimestampTz hint_set_at;	/* when maintenance last checked it */
 	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
 	int64		prepared_floor; /* the database's entry: floor of prepared senders */
 } SbqQueueState;
@@ -231,7 +234,7 @@ sbq_qstate_entry(const SbqQueueKey *key, bool create)
 		entry->next_due = 0;
 		entry->due_gen = 0;
 		entry->head_hint = 0;
-		entry->hint_set_at = entry->last_take;
+		entry->hint_set_at = 0;	/* checked at the first maintenance */
 		entry->max_seq = 0;
 		entry->prepared_floor = PG_INT64_MAX;
 	}
@@ -780,15 +783,18 @@ sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate)
 
 /*
  * sbq_qstate_refresh
- *		For maintenance: drop the queue's head hint when it is a minute old,
- *		and the database's prepared floor when no_prepared says there is no
- *		prepared transaction in it.
+ *		For maintenance: whether the queue's head hint is due for its check
+ *		(a minute since the last), and then the hint to check below (*hint);
+ *		and drop the database's prepared floor when no_prepared says there
+ *		is no prepared transaction in it.
  */
-void
-sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared)
+bool
+sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
+				   int64 *hint)
 {
 	SbqQueueKey key;
 	SbqQueueState *entry;
+	bool		due = false;
 
 	sbq_qstate_key(&key, epoch, queue_id);
 	entry = sbq_qstate_entry(&key, false);
@@ -797,7 +803,8 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared)
 		SpinLockAcquire(&entry->mutex);
 		if (now - entry->hint_set_at >= 60 * USECS_PER_SEC)
 		{
-			entry->head_hint = 0;
+			*hint = entry->head_hint;
+			due = *hint > 0;
 			entry->hint_set_at = now;
 		}
 		SpinLockRelease(&entry->mutex);
@@ -813,4 +820,22 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared)
 			SpinLockRelease(&entry->mutex);
 		}
 	}
+	return due;
+}
+
+/* Move the queue's head hint down to seq, where maintenance found a message. */
+void
+sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+
+	sbq_qstate_key(&key, epoch, queue_id);
+	entry = sbq_qstate_entry(&key, false);
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	if (seq < entry->head_hint)
+		entry->head_hint = seq;
+	SpinLockRelease(&entry->mutex);
 }

@@ -59,6 +59,8 @@ extern void sbq_qstate_send_begin(Oid epoch, int32 queue_id);
 extern void sbq_qstate_send_done(Oid epoch, int64 max_seq);
 extern bool sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound);
 extern void sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate);
-extern void sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared);
+extern bool sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
+							   int64 *hint);
+extern void sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq);
 
 #endif							/* SBQ_QSTATE_H */

@@ -109,6 +109,7 @@ typedef enum SbqPlanId
 	PLAN_ROW_EXISTS,
 	PLAN_NEXT_DUE,
 	PLAN_NO_PREPARED,
+	PLAN_BELOW_HEAD,
 	SBQ_NUM_PLANS
 } SbqPlanId;
 
@@ -630,6 +631,15 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
 		"                    WHERE p.database = pg_catalog.current_database())",
 		0, {InvalidOid}
+	},
+	[PLAN_BELOW_HEAD] = {
+		/* maintenance's check of a head hint: an active message below it ($2) */
+		"SELECT m.sequence_number FROM sbq.messages m"
+		" WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.state = 0"
+		"   AND m.sequence_number < $2"
+		" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+		" LIMIT 1",
+		2, {INT4OID, INT8OID}
 	},
 	[PLAN_NEXT_DUE] = {
 		"SELECT min(m.scheduled_enqueue_time) FROM sbq.messages m"
@@ -2743,10 +2753,18 @@ sbq_storage_maintain(void)
 			int			n;
 			int			d;
 			int			r;
+			int64		hint;
 
 			CHECK_FOR_INTERRUPTS();
 
-			sbq_qstate_refresh(sbq_epoch(), queue->queue_id, now, no_prepared);
+			if (sbq_qstate_refresh(sbq_epoch(), queue->queue_id, now, no_prepared, &hint))
+			{
+				values[0] = Int32GetDatum(queue->queue_id);
+				values[1] = Int64GetDatum(hint);
+				if (sbq_exec(PLAN_BELOW_HEAD, values, NULL) > 0)
+					sbq_qstate_lower(sbq_epoch(), queue->queue_id,
+									 DatumGetInt64(sbq_col(0, 1, &isnull)));
+			}
 			n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
 			activated += n;
 			more |= n >= SBQ_MAINTAIN_BATCH;

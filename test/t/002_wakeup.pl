@@ -45,11 +45,15 @@ sub receiver
 }
 
 # Start a receive in session $s without waiting for it; the SELECT prints the
-# number of messages and the epoch time at which the receive returned.
+# number of messages and the epoch time at which the receive returned. When
+# the receive returns at once, its whole output may come in the same read as
+# "receiving" (query_until hands back and clears all it read): keep it for
+# finish_receive.
+my %early;
 sub start_receive
 {
 	my ($s, $queue, $max_wait) = @_;
-	$s->query_until(qr/receiving/, qq{\\echo receiving
+	$early{$s} = $s->query_until(qr/receiving/, qq{\\echo receiving
 SELECT count(*) || ' ' || extract(epoch FROM clock_timestamp())
   FROM sbq_receive('$queue', 1, '$max_wait');
 \\echo received
@@ -66,11 +70,22 @@ sub wait_until_sleeping
 		'the receive is waiting');
 }
 
+# Collect the end of a receive that ends with an error; the error may reach
+# stderr after "received" reached stdout: wait for it too.
+sub finish_failed_receive
+{
+	my ($s, $error) = @_;
+	finish_receive($s);
+	pump_until($s->{run}, $s->{timeout}, \$s->{stderr}, $error);
+	return $s->{stderr};
+}
+
 # Collect what start_receive printed: (count, epoch).
 sub finish_receive
 {
 	my ($s) = @_;
-	my $out = $s->query_until(qr/received/, '');
+	my $out = delete $early{$s} // '';
+	$out = $s->query_until(qr/received/, '') unless $out =~ /received/;
 	$out =~ /(\d+) ([\d.]+)/ or return (undef, undef);
 	return ($1, $2);
 }
@@ -145,9 +160,9 @@ start_receive($r, 'q', '60 s');
 wait_until_sleeping($node, $rpid);
 my $t0 = time;
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($rpid)");
-$out = $r->query_until(qr/received/, '');
+my $err = finish_failed_receive($r, qr/canceling statement due to user request/);
 my $elapsed = time - $t0;
-like($r->{stderr}, qr/canceling statement due to user request/, 'pg_cancel_backend cancels the waiting receive');
+like($err, qr/canceling statement due to user request/, 'pg_cancel_backend cancels the waiting receive');
 cmp_ok($elapsed, '<', 2.0, 'at once');
 $r->{stderr} = '';
 
@@ -155,9 +170,9 @@ $r->{stderr} = '';
 $r->query_safe("SET statement_timeout = '500ms'");
 $t0 = time;
 start_receive($r, 'q', '60 s');
-$out = $r->query_until(qr/received/, '');
+$err = finish_failed_receive($r, qr/canceling statement due to statement timeout/);
 $elapsed = time - $t0;
-like($r->{stderr}, qr/canceling statement due to statement timeout/, 'statement_timeout ends the waiting receive');
+like($err, qr/canceling statement due to statement timeout/, 'statement_timeout ends the waiting receive');
 cmp_ok($elapsed, '<', 3.0, 'at once');
 $r->{stderr} = '';
 $r->query_safe('RESET statement_timeout');
@@ -191,8 +206,8 @@ start_receive($r, 'q', '60 s');
 wait_until_sleeping($plain, $rpid);
 $t0 = time;
 $plain->safe_psql('postgres', "SELECT pg_cancel_backend($rpid)");
-$r->query_until(qr/received/, '');
-like($r->{stderr}, qr/canceling statement due to user request/, 'without the preload, a wait is cancellable');
+$err = finish_failed_receive($r, qr/canceling statement due to user request/);
+like($err, qr/canceling statement due to user request/, 'without the preload, a wait is cancellable');
 cmp_ok(time - $t0, '<', 2.0, 'at once');
 $r->quit;
 $plain->stop;
