@@ -120,6 +120,9 @@
 #define SBQ_MAX_PASSES_PER_TICK		100
 /* the longest a worker backs off after failed passes */
 #define SBQ_BACKOFF_MAX_MS			60000
+/* looks for sbq_maintain() right after an ALTER EXTENSION, and their spacing */
+#define SBQ_QUICK_RETRIES			5
+#define SBQ_QUICK_RETRY_MS			200
 
 /* sbqueue.vacuum_threshold: dead message rows that make a worker vacuum them */
 int			sbq_vacuum_threshold = 20000;
@@ -929,6 +932,7 @@ void
 sbq_worker_main(Datum main_arg)
 {
 	int			failures = 0;
+	int			quick_retries = 0;
 	TimestampTz last_run = 0;
 	TimestampTz next_run;
 	uint64		gen;
@@ -993,6 +997,7 @@ sbq_worker_main(Datum main_arg)
 			{
 				failures = 0;
 				next_run = GetCurrentTimestamp();
+				quick_retries = SBQ_QUICK_RETRIES;
 			}
 		}
 
@@ -1010,6 +1015,7 @@ sbq_worker_main(Datum main_arg)
 				{
 					case SBQ_PASS_OK:
 						failures = 0;
+						quick_retries = 0;
 						sbq_worker_vacuum();
 						break;
 					case SBQ_PASS_NO_EXTENSION:
@@ -1017,6 +1023,19 @@ sbq_worker_main(Datum main_arg)
 						proc_exit(0);
 						break;
 					case SBQ_PASS_NO_FUNCTION:
+
+						/*
+						 * Woken by the commit of an ALTER EXTENSION UPDATE:
+						 * its commit callback runs before its catalog
+						 * invalidations are sent, so this look may have
+						 * missed the new function. Look again soon, a few
+						 * times, before backing off.
+						 */
+						if (quick_retries > 0)
+						{
+							quick_retries--;
+							break;
+						}
 						if (sbq_dbslot_warn_once(sbq_worker_dbid))
 							ereport(WARNING,
 									(errcode(ERRCODE_UNDEFINED_FUNCTION),
@@ -1030,6 +1049,8 @@ sbq_worker_main(Datum main_arg)
 						break;
 				}
 			}
+			if (quick_retries > 0 && failures == 0)
+				delay_ms = Min(delay_ms, SBQ_QUICK_RETRY_MS);
 			if (failures > 0)
 			{
 				/* back off: interval * 2^failures, at most SBQ_BACKOFF_MAX_MS */
