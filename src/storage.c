@@ -1771,6 +1771,16 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 		values[4] = Int64GetDatum(use_hint ? hint : 0);
 		sbq_lease_scan_start();
 		n = sbq_exec(PLAN_LEASE_CANDIDATES, values, NULL);
+
+		/*
+		 * The locks granted below start now, not when the statement began:
+		 * the scan saw changes that committed up to its snapshot, and a lock
+		 * on a message another session abandoned meanwhile must not claim a
+		 * start before that abandon (locked_until orders the deliveries of a
+		 * message for whoever reads them).
+		 */
+		now = GetCurrentTimestamp();
+		until = sbq_add_interval(now, &queue->lock_duration);
 		if (use_hint && !IsolationUsesXactSnapshot())
 		{
 			int64		first = sbq_lease_scan_first();
