@@ -764,9 +764,9 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
 	return true;
 }
 
-/* Move the queue's head hint up to candidate (never down). */
-void
-sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate)
+/* Move the queue's head hint to seq: up only, or down only. */
+static void
+sbq_qstate_move_hint(Oid epoch, int32 queue_id, int64 seq, bool up)
 {
 	SbqQueueKey key;
 	SbqQueueState *entry;
@@ -776,9 +776,16 @@ sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate)
 	if (entry == NULL)
 		return;
 	SpinLockAcquire(&entry->mutex);
-	if (candidate > entry->head_hint)
-		entry->head_hint = candidate;
+	if (up ? seq > entry->head_hint : seq < entry->head_hint)
+		entry->head_hint = seq;
 	SpinLockRelease(&entry->mutex);
+}
+
+/* Move the queue's head hint up to candidate (never down). */
+void
+sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate)
+{
+	sbq_qstate_move_hint(epoch, queue_id, candidate, true);
 }
 
 /*
@@ -827,15 +834,5 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
 void
 sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
 {
-	SbqQueueKey key;
-	SbqQueueState *entry;
-
-	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, false);
-	if (entry == NULL)
-		return;
-	SpinLockAcquire(&entry->mutex);
-	if (seq < entry->head_hint)
-		entry->head_hint = seq;
-	SpinLockRelease(&entry->mutex);
+	sbq_qstate_move_hint(epoch, queue_id, seq, false);
 }
