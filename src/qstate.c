@@ -208,12 +208,19 @@ sbq_qstate_key(SbqQueueKey *key, Oid epoch, int32 queue_id)
 	key->queue_id = queue_id;
 }
 
-/* The entry of a queue, made if need be; NULL without shared memory or room. */
+/*
+ * The entry of a queue (queue_id 0: of the database) in this database, made
+ * if need be; NULL without shared memory or room.
+ */
 static SbqQueueState *
-sbq_qstate_entry(const SbqQueueKey *key, bool create)
+sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 {
+	SbqQueueKey keydata;
+	SbqQueueKey *key = &keydata;
 	SbqQueueState *entry;
 	bool		found;
+
+	sbq_qstate_key(key, epoch, queue_id);
 
 	if (sbq_qstate_hash == NULL || !OidIsValid(key->epoch))
 		return NULL;
@@ -286,7 +293,7 @@ sbq_counts_add(int64 *pending, const SbqCounts *c, int sign)
 static void
 sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 {
-	SbqQueueState *entry = sbq_qstate_entry(&r->key, false);
+	SbqQueueState *entry = sbq_qstate_entry(r->key.epoch, r->key.queue_id, false);
 
 	if (entry == NULL)
 		return;
@@ -400,7 +407,7 @@ sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c)
 	if (sbq_qstate_hash == NULL || RecoveryInProgress())
 		return false;
 	sbq_qstate_key(&key, epoch, queue_id);
-	if (sbq_qstate_entry(&key, true) == NULL)
+	if (sbq_qstate_entry(epoch, queue_id, true) == NULL)
 		return false;
 	r = sbq_qstate_record(SBQ_QS_ADD, &key);
 	r->counts = *c;
@@ -426,7 +433,7 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	int			i;
 
 	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, false);
+	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry == NULL)
 		return false;
 	r = sbq_qstate_record(SBQ_QS_TAKE, &key);
@@ -483,7 +490,7 @@ sbq_qstate_forget(Oid epoch, int32 queue_id)
 	SbqQueueKey key;
 
 	sbq_qstate_key(&key, epoch, queue_id);
-	if (sbq_qstate_entry(&key, false) != NULL)
+	if (sbq_qstate_entry(epoch, queue_id, false) != NULL)
 		(void) sbq_qstate_record(SBQ_QS_FORGET, &key);
 }
 
@@ -505,7 +512,7 @@ sbq_pending_counts_sql(PG_FUNCTION_ARGS)
 
 	memset(sum, 0, sizeof(sum));
 	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, false);
+	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry != NULL)
 	{
 		SpinLockAcquire(&entry->mutex);
@@ -540,7 +547,7 @@ sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
 
 	*gen = 0;
 	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, true);
+	entry = sbq_qstate_entry(epoch, queue_id, true);
 	if (entry == NULL)
 		return true;
 	SpinLockAcquire(&entry->mutex);
@@ -563,11 +570,9 @@ sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
 void
 sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any, TimestampTz next)
 {
-	SbqQueueKey key;
 	SbqQueueState *entry;
 
-	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, false);
+	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry == NULL)
 		return;
 	SpinLockAcquire(&entry->mutex);
@@ -587,7 +592,7 @@ sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when)
 	SbqQstateRecord *r;
 
 	sbq_qstate_key(&key, epoch, queue_id);
-	if (sbq_qstate_entry(&key, true) == NULL)
+	if (sbq_qstate_entry(epoch, queue_id, true) == NULL)
 		return;
 	r = sbq_qstate_record(SBQ_QS_SCHEDULED, &key);
 	r->when = when;
@@ -627,15 +632,13 @@ void
 sbq_qstate_send_begin(Oid epoch, int32 queue_id)
 {
 	SbqSendSlot *slot = sbq_my_slot();
-	SbqQueueKey key;
 	SbqQueueState *db;
 	int64		floor = 1;
 
 	if (slot == NULL || !OidIsValid(epoch))
 		return;
 	sbq_qstate_callbacks_on();
-	sbq_qstate_key(&key, epoch, 0);
-	db = sbq_qstate_entry(&key, true);
+	db = sbq_qstate_entry(epoch, 0, true);
 	if (db != NULL)
 	{
 		SpinLockAcquire(&db->mutex);
@@ -665,11 +668,9 @@ sbq_qstate_send_begin(Oid epoch, int32 queue_id)
 void
 sbq_qstate_send_done(Oid epoch, int64 max_seq)
 {
-	SbqQueueKey key;
 	SbqQueueState *db;
 
-	sbq_qstate_key(&key, epoch, 0);
-	db = sbq_qstate_entry(&key, false);
+	db = sbq_qstate_entry(epoch, 0, false);
 	if (db == NULL)
 		return;
 	SpinLockAcquire(&db->mutex);
@@ -707,8 +708,7 @@ sbq_qstate_slot_prepared(void)
 	floor = slot->active ? slot->floor : PG_INT64_MAX;
 	key.epoch = slot->epoch;
 	SpinLockRelease(&slot->mutex);
-	sbq_qstate_key(&key, key.epoch, 0);
-	db = sbq_qstate_entry(&key, true);
+	db = sbq_qstate_entry(key.epoch, 0, true);
 	if (db == NULL)
 		return;
 	SpinLockAcquire(&db->mutex);
@@ -727,16 +727,13 @@ sbq_qstate_slot_prepared(void)
 bool
 sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
 {
-	SbqQueueKey key;
 	SbqQueueState *entry;
 	SbqQueueState *db;
 	int64		b;
 	int			i;
 
-	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, true);
-	sbq_qstate_key(&key, epoch, 0);
-	db = sbq_qstate_entry(&key, true);
+	entry = sbq_qstate_entry(epoch, queue_id, true);
+	db = sbq_qstate_entry(epoch, 0, true);
 	if (entry == NULL || db == NULL || sbq_send_slots == NULL)
 		return false;
 
@@ -768,11 +765,9 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
 static void
 sbq_qstate_move_hint(Oid epoch, int32 queue_id, int64 seq, bool up)
 {
-	SbqQueueKey key;
 	SbqQueueState *entry;
 
-	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, false);
+	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry == NULL)
 		return;
 	SpinLockAcquire(&entry->mutex);
@@ -799,12 +794,10 @@ bool
 sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
 				   int64 *hint)
 {
-	SbqQueueKey key;
 	SbqQueueState *entry;
 	bool		due = false;
 
-	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(&key, false);
+	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry != NULL)
 	{
 		SpinLockAcquire(&entry->mutex);
@@ -818,8 +811,7 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
 	}
 	if (no_prepared)
 	{
-		sbq_qstate_key(&key, epoch, 0);
-		entry = sbq_qstate_entry(&key, false);
+		entry = sbq_qstate_entry(epoch, 0, false);
 		if (entry != NULL)
 		{
 			SpinLockAcquire(&entry->mutex);
