@@ -17,7 +17,7 @@ REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected
 ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
-            lock_expiry delete_in_flight renew_vs_expiry repeatable_read head_hint
+            lock_expiry delete_in_flight renew_vs_expiry repeatable_read head_hint lease_store_recheck
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration

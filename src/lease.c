@@ -6,16 +6,23 @@
  * A peek-lock receive needs to lock a message, not to store anything: a lock
  * that is lost behaves as if it had expired, and API.md allows a crash to lose
  * locks (and the count of the deliveries whose locks it lost). So with
- * sbqueue preloaded a receive keeps its locks here, in a shared hash table
- * keyed by (database, sequence number), and writes nothing to the message
- * table: the receive's transaction gets no transaction id, writes no WAL and
- * commits without a WAL flush, and the message row gets no new version. What
- * must survive a crash is still written with the settling transaction: a
- * complete deletes the row, an abandon or defer stores the delivery count,
- * and a lease that expires has its delivery count stored by whoever takes
- * the message next (a receive, or maintenance) before the message is handed
- * out again. That keeps "at most one lost delivery count per message per
- * crash".
+ * sbqueue preloaded a receive keeps its locks here, in a shared hash table,
+ * and writes nothing to the message table: the receive's transaction gets no
+ * transaction id, writes no WAL and commits without a WAL flush, and the
+ * message row gets no new version. What must survive a crash is still written
+ * with the settling transaction: a complete deletes the row, an abandon or
+ * defer stores the delivery count, and a lease that expires has its delivery
+ * count stored by whoever takes the message next (a receive, or maintenance)
+ * before the message is handed out again. That keeps "at most one lost
+ * delivery count per message per crash".
+ *
+ * A lease belongs to one incarnation of the extension in one database: the
+ * key is (database, epoch, sequence number), the epoch being the OID of
+ * sbq.queues, which DROP and CREATE EXTENSION change. A message of a new
+ * incarnation never meets a lease of an old one. DROP EXTENSION and DROP
+ * DATABASE free the leases of what they dropped at commit (an object access
+ * hook notes the drop); leases of an older epoch that are left anyway (a
+ * prepared DROP EXTENSION) are removed by the next sweep once expired.
  *
  * A lease is in one of three states:
  *	- CLAIMED: taken by a receive whose transaction is still open (owner);
@@ -24,16 +31,27 @@
  *	- HELD: a committed lock, valid until locked_until, settled by anyone
  *	  who has the token.
  *	- SETTLING: the owner's open transaction settles or moves the message
- *	  (complete, abandon, a durable receive, maintenance); at its commit the
- *	  lease is gone, at its abort it is back as it was. A SETTLING entry
- *	  without a token is a bare "marker": a path that moves messages through
- *	  the table (receive-and-delete, maintenance, resubmit) holds one for each
- *	  message it moves, so a leasing receive never hands out a message that
- *	  such a transaction is about to change.
+ *	  (complete, abandon, a receive that dead-letters it, maintenance, a
+ *	  purge); at its commit the lease is gone, at its abort it is back as it
+ *	  was. A SETTLING entry without a token is a bare "marker".
  * Whoever changes an entry holds it exclusively until its transaction ends,
  * so these states are the whole protocol between receivers and settlers; the
  * row lock of the message (taken by the DELETE or UPDATE of a settlement)
  * orders two settlers of the same token.
+ *
+ * Only a leasing receive adds entries. The statements that move messages
+ * through the table with row locks (row-lock receives, receive-and-delete,
+ * maintenance, resubmit) add none: they lock the row first and then ask
+ * whether an entry is there (sbq.lease_slot), while a leasing receive adds
+ * its claim first and then looks whether another transaction has the row
+ * locked (storage.c, sbq_check_claims). Each writes its own mark before it
+ * reads the other's, so at least one of the two sees the other and steps
+ * back. So those paths work when the table is full, and a prepared
+ * transaction can use them.
+ *
+ * Each database may hold at most sbqueue.max_locks_per_database entries (a
+ * quarter of the table by default), so one database cannot starve the
+ * others; a receive that finds no room locks in the message rows instead.
  *
  * An entry that the current transaction is settling is invisible to that
  * transaction itself: its own changes to the message row are visible to it,
@@ -48,8 +66,11 @@
  *
  * Locking: SBQ_LEASE_PARTITIONS LWLocks of the tranche "sbqueue leases"
  * partition the table by hash code, as the lock manager does. One is held at
- * a time, except by the scans (expired leases, counts), which take all of
- * them in order. Nothing that can fail or sleep runs while one is held, and
+ * a time, except by the scans (expired leases, a queue's leases, a dropped
+ * database's), which take all of them in order. Each database's share entry
+ * has a spinlock, taken under a partition lock; one more LWLock of the
+ * tranche guards the table of shares, and is never taken while a partition
+ * lock is held. Nothing that can fail or sleep runs while one is held, and
  * no entry is ever added by the commit and abort callbacks (they only update
  * and remove), so they cannot fail.
  *
@@ -62,20 +83,30 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/multixact.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "lease.h"
+#include "qstate.h"
+#include "sbqueue.h"
 
 PG_FUNCTION_INFO_V1(sbq_lease_free_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_slot_sql);
@@ -86,17 +117,24 @@ PG_FUNCTION_INFO_V1(sbq_lease_pending_sql);
 #define SBQ_LEASE_PARTITIONS	16
 #define SBQ_LEASE_TRANCHE		"sbqueue leases"
 
+/* how many databases the table of shares has room for */
+#define SBQ_LEASE_MAX_DBS		1024
+
 #define SBQ_LEASE_CLAIMED		1
 #define SBQ_LEASE_HELD			2
 #define SBQ_LEASE_SETTLING		3
 
+/* no lease of a database expires before this (none at all) */
+#define SBQ_NO_EXPIRY			PG_INT64_MAX
+
 bool		sbq_memory_locks = true;
 int			sbq_max_locks = 65536;
+int			sbq_max_locks_per_database = -1;
 
 typedef struct SbqLeaseKey
 {
 	Oid			dbid;
-	int32		pad;			/* always 0: the key is hashed as bytes */
+	Oid			epoch;			/* the OID of sbq.queues of the incarnation */
 	int64		seq;
 } SbqLeaseKey;
 
@@ -113,10 +151,19 @@ typedef struct SbqLease
 	pg_uuid_t	token;
 } SbqLease;
 
+/* A database's share of the table. */
+typedef struct SbqLeaseShare
+{
+	Oid			dbid;			/* the hash key */
+	slock_t		mutex;			/* protects the rest */
+	int32		count;			/* entries of this database */
+	TimestampTz min_until;		/* no lease of it expires before this */
+} SbqLeaseShare;
+
 /* One change of this transaction, with what the entry was before it. */
 typedef struct SbqLeaseUndo
 {
-	int64		seq;
+	SbqLeaseKey key;
 	int			level;			/* transaction nest level of the change */
 	bool		existed;		/* false: the change created the entry */
 	bool		renew;			/* a renew of a lease nobody owns */
@@ -124,13 +171,33 @@ typedef struct SbqLeaseUndo
 	SbqLease	prev;
 } SbqLeaseUndo;
 
+/* Something this transaction dropped whose leases go at its commit. */
+typedef struct SbqLeaseDrop
+{
+	Oid			dbid;
+	Oid			epoch;			/* InvalidOid: the whole database */
+	int			level;
+} SbqLeaseDrop;
+
 static HTAB *sbq_lease_hash = NULL;
+static HTAB *sbq_lease_shares = NULL;
 static LWLockPadded *sbq_lease_locks = NULL;
+
+/* this backend's database's share, once known */
+static SbqLeaseShare *sbq_my_share = NULL;
+
+/* the incarnation the current storage section works on (sbq_lease_enter) */
+static Oid	sbq_lease_epoch = InvalidOid;
 
 static SbqLeaseUndo *sbq_undo = NULL;
 static int	sbq_nundo = 0;
 static int	sbq_maxundo = 0;
-static bool sbq_lease_callbacks_registered = false;
+
+static SbqLeaseDrop sbq_drops[8];
+static int	sbq_ndrops = 0;
+static bool sbq_drops_overflow = false;
+
+static object_access_hook_type sbq_prev_object_access = NULL;
 
 static void sbq_lease_xact_callback(XactEvent event, void *arg);
 static void sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -141,13 +208,15 @@ static void sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySu
 Size
 sbq_lease_shmem_size(void)
 {
-	return hash_estimate_size(sbq_max_locks, sizeof(SbqLease));
+	return add_size(hash_estimate_size(sbq_max_locks, sizeof(SbqLease)),
+					hash_estimate_size(SBQ_LEASE_MAX_DBS, sizeof(SbqLeaseShare)));
 }
 
 void
 sbq_lease_shmem_request(void)
 {
-	RequestNamedLWLockTranche(SBQ_LEASE_TRANCHE, SBQ_LEASE_PARTITIONS);
+	/* the partitions, and one for the table of shares */
+	RequestNamedLWLockTranche(SBQ_LEASE_TRANCHE, SBQ_LEASE_PARTITIONS + 1);
 }
 
 /*
@@ -166,6 +235,12 @@ sbq_lease_shmem_startup(void)
 	info.num_partitions = SBQ_LEASE_PARTITIONS;
 	sbq_lease_hash = ShmemInitHash("sbqueue leases", sbq_max_locks, sbq_max_locks, &info,
 								   HASH_ELEM | HASH_BLOBS | HASH_PARTITION | HASH_FIXED_SIZE);
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(Oid);
+	info.entrysize = sizeof(SbqLeaseShare);
+	sbq_lease_shares = ShmemInitHash("sbqueue lease shares", SBQ_LEASE_MAX_DBS,
+									 SBQ_LEASE_MAX_DBS, &info,
+									 HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	sbq_lease_locks = GetNamedLWLockTranche(SBQ_LEASE_TRANCHE);
 }
 
@@ -189,15 +264,120 @@ sbq_my_proc(void)
 	return (int32) SBQ_MY_PROC_NUMBER();
 }
 
-/* The key, hash code and partition lock of a message of this database. */
+static inline LWLock *
+sbq_shares_lock(void)
+{
+	return &sbq_lease_locks[SBQ_LEASE_PARTITIONS].lock;
+}
+
+/* ------------------------------------------------------ storage sections */
+
+/*
+ * sbq_lease_enter
+ *		A storage section starts: the leases it works on are those of the
+ *		incarnation epoch. The internal SQL functions only answer inside one.
+ */
+void
+sbq_lease_enter(Oid epoch)
+{
+	sbq_lease_epoch = epoch;
+}
+
+/* The storage section is over (also at any abort). */
+void
+sbq_lease_leave(void)
+{
+	sbq_lease_epoch = InvalidOid;
+}
+
+/* Refuse a call of an internal function outside sbqueue's own statements. */
+static void
+sbq_lease_internal(const char *name)
+{
+	if (!OidIsValid(sbq_lease_epoch))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s is internal to sbqueue", name),
+				 errdetail("Only sbqueue's own statements call it.")));
+}
+
+/* ------------------------------------------------------------ the shares */
+
+/* The most entries one database may have. */
+static int
+sbq_lease_db_limit(void)
+{
+	if (sbq_max_locks_per_database < 0)
+		return Max(sbq_max_locks / 4, 1);
+	return Min(sbq_max_locks_per_database, sbq_max_locks);
+}
+
+/*
+ * sbq_lease_share
+ *		This database's share entry, made if need be; NULL when the table of
+ *		shares is full. Never called with a partition lock held.
+ */
+static SbqLeaseShare *
+sbq_lease_share(void)
+{
+	SbqLeaseShare *share;
+	bool		found;
+
+	if (sbq_my_share != NULL)
+		return sbq_my_share;
+	LWLockAcquire(sbq_shares_lock(), LW_EXCLUSIVE);
+	share = (SbqLeaseShare *) hash_search(sbq_lease_shares, &MyDatabaseId,
+										  HASH_ENTER_NULL, &found);
+	if (share != NULL && !found)
+	{
+		SpinLockInit(&share->mutex);
+		share->count = 0;
+		share->min_until = SBQ_NO_EXPIRY;
+	}
+	LWLockRelease(sbq_shares_lock());
+	sbq_my_share = share;
+	return share;
+}
+
+/* Lower this database's earliest expiry to until. */
+static void
+sbq_lease_note_until(TimestampTz until)
+{
+	SbqLeaseShare *share = sbq_my_share;
+
+	if (share == NULL)
+		return;
+	SpinLockAcquire(&share->mutex);
+	if (until < share->min_until)
+		share->min_until = until;
+	SpinLockRelease(&share->mutex);
+}
+
+/* ---------------------------------------------------------------- entries */
+
+/* The key, hash code and partition lock of a message of this incarnation. */
 static LWLock *
-sbq_lease_locate(int64 seq, SbqLeaseKey *key, uint32 *hash)
+sbq_lease_locate_key(const SbqLeaseKey *key, uint32 *hash)
+{
+	*hash = get_hash_value(sbq_lease_hash, key);
+	return &sbq_lease_locks[*hash % SBQ_LEASE_PARTITIONS].lock;
+}
+
+static LWLock *
+sbq_lease_locate_in(Oid epoch, int64 seq, SbqLeaseKey *key, uint32 *hash)
 {
 	memset(key, 0, sizeof(*key));
 	key->dbid = MyDatabaseId;
+	key->epoch = epoch;
 	key->seq = seq;
-	*hash = get_hash_value(sbq_lease_hash, key);
-	return &sbq_lease_locks[*hash % SBQ_LEASE_PARTITIONS].lock;
+	return sbq_lease_locate_key(key, hash);
+}
+
+static LWLock *
+sbq_lease_locate(int64 seq, SbqLeaseKey *key, uint32 *hash)
+{
+	Assert(OidIsValid(sbq_lease_epoch));
+	return sbq_lease_locate_in(sbq_lease_epoch, seq, key, hash);
 }
 
 static SbqLease *
@@ -205,6 +385,55 @@ sbq_lease_find(const SbqLeaseKey *key, uint32 hash)
 {
 	return (SbqLease *) hash_search_with_hash_value(sbq_lease_hash, key, hash,
 													HASH_FIND, NULL);
+}
+
+/*
+ * sbq_lease_insert
+ *		Add an entry for key, within this database's share; NULL when the
+ *		share or the table is full. The caller holds the partition lock and
+ *		has looked up the share (sbq_lease_share).
+ */
+static SbqLease *
+sbq_lease_insert(const SbqLeaseKey *key, uint32 hash)
+{
+	SbqLeaseShare *share = sbq_my_share;
+	SbqLease   *entry;
+	bool		found;
+	bool		room;
+
+	if (share == NULL)
+		return NULL;
+	SpinLockAcquire(&share->mutex);
+	room = share->count < sbq_lease_db_limit();
+	if (room)
+		share->count++;
+	SpinLockRelease(&share->mutex);
+	if (!room)
+		return NULL;
+	entry = (SbqLease *) hash_search_with_hash_value(sbq_lease_hash, key, hash,
+													 HASH_ENTER_NULL, &found);
+	if (entry == NULL)
+	{
+		SpinLockAcquire(&share->mutex);
+		share->count--;
+		SpinLockRelease(&share->mutex);
+	}
+	return entry;
+}
+
+/* Remove an entry of this database; the caller holds its partition lock. */
+static void
+sbq_lease_remove(const SbqLeaseKey *key, uint32 hash)
+{
+	SbqLeaseShare *share = sbq_my_share;
+
+	if (hash_search_with_hash_value(sbq_lease_hash, key, hash, HASH_REMOVE, NULL) != NULL &&
+		share != NULL)
+	{
+		SpinLockAcquire(&share->mutex);
+		share->count--;
+		SpinLockRelease(&share->mutex);
+	}
 }
 
 /*
@@ -230,18 +459,13 @@ sbq_lease_settled_by_me(const SbqLease *entry)
 
 /*
  * sbq_lease_reserve
- *		Make room for n more undo records, before a partition lock is taken:
- *		this is the only step that can fail.
+ *		Make room for n more undo records, and know this database's share,
+ *		before a partition lock is taken: this is the only step that can fail.
  */
 static void
 sbq_lease_reserve(int n)
 {
-	if (!sbq_lease_callbacks_registered)
-	{
-		RegisterXactCallback(sbq_lease_xact_callback, NULL);
-		RegisterSubXactCallback(sbq_lease_subxact_callback, NULL);
-		sbq_lease_callbacks_registered = true;
-	}
+	(void) sbq_lease_share();
 	if (sbq_nundo + n > sbq_maxundo)
 	{
 		int			newmax = Max(64, Max(sbq_maxundo * 2, sbq_nundo + n));
@@ -254,14 +478,14 @@ sbq_lease_reserve(int n)
 	}
 }
 
-/* Record a change about to be made to entry (NULL: it is being created). */
-static void
-sbq_lease_record(int64 seq, const SbqLease *entry)
+/* Record a change about to be made to the entry of key (NULL: it is being created). */
+static SbqLeaseUndo *
+sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 {
 	SbqLeaseUndo *u = &sbq_undo[sbq_nundo++];
 
 	Assert(sbq_nundo <= sbq_maxundo);
-	u->seq = seq;
+	u->key = *key;
 	u->level = GetCurrentTransactionNestLevel();
 	u->existed = entry != NULL;
 	u->renew = false;
@@ -270,19 +494,19 @@ sbq_lease_record(int64 seq, const SbqLease *entry)
 		u->prev = *entry;
 	else
 		memset(&u->prev, 0, sizeof(SbqLease));
+	return u;
 }
 
 /* Undo one change. Never fails: it only updates or removes an entry. */
 static void
 sbq_lease_restore(const SbqLeaseUndo *u)
 {
-	SbqLeaseKey key;
 	uint32		hash;
-	LWLock	   *lock = sbq_lease_locate(u->seq, &key, &hash);
+	LWLock	   *lock = sbq_lease_locate_key(&u->key, &hash);
 	SbqLease   *entry;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	entry = sbq_lease_find(&key, hash);
+	entry = sbq_lease_find(&u->key, hash);
 	if (entry != NULL)
 	{
 		if (u->renew)
@@ -291,15 +515,21 @@ sbq_lease_restore(const SbqLeaseUndo *u)
 			if (entry->state == SBQ_LEASE_HELD && entry->has_token &&
 				memcmp(entry->token.data, u->prev.token.data, UUID_LEN) == 0 &&
 				entry->locked_until == u->renewed_until)
+			{
 				entry->locked_until = u->prev.locked_until;
+				sbq_lease_note_until(entry->locked_until);
+			}
 		}
 		else if (entry->owner == sbq_my_proc() && entry->state != SBQ_LEASE_HELD)
 		{
 			if (u->existed)
+			{
 				*entry = u->prev;
+				if (entry->has_token)
+					sbq_lease_note_until(entry->locked_until);
+			}
 			else
-				(void) hash_search_with_hash_value(sbq_lease_hash, &key, hash,
-												   HASH_REMOVE, NULL);
+				sbq_lease_remove(&u->key, hash);
 		}
 	}
 	LWLockRelease(lock);
@@ -309,21 +539,19 @@ sbq_lease_restore(const SbqLeaseUndo *u)
 static void
 sbq_lease_apply(const SbqLeaseUndo *u)
 {
-	SbqLeaseKey key;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
 
 	if (u->renew)
 		return;
-	lock = sbq_lease_locate(u->seq, &key, &hash);
+	lock = sbq_lease_locate_key(&u->key, &hash);
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	entry = sbq_lease_find(&key, hash);
+	entry = sbq_lease_find(&u->key, hash);
 	if (entry != NULL && entry->owner == sbq_my_proc() && entry->state != SBQ_LEASE_HELD)
 	{
 		if (entry->state == SBQ_LEASE_SETTLING)
-			(void) hash_search_with_hash_value(sbq_lease_hash, &key, hash,
-											   HASH_REMOVE, NULL);
+			sbq_lease_remove(&u->key, hash);
 		else
 		{
 			entry->state = SBQ_LEASE_HELD;
@@ -333,11 +561,31 @@ sbq_lease_apply(const SbqLeaseUndo *u)
 	LWLockRelease(lock);
 }
 
+static void sbq_lease_free_dropped(void);
+
+/*
+ * sbq_lease_at_commit
+ *		Apply this transaction's changes: claims are held, settled leases are
+ *		gone. Called by the commit callback, and first by the wake-up
+ *		callback (wait.c), so that a woken receiver never finds a lease that
+ *		the waking transaction ended. Never fails.
+ */
+void
+sbq_lease_at_commit(void)
+{
+	int			i;
+
+	for (i = 0; i < sbq_nundo; i++)
+		sbq_lease_apply(&sbq_undo[i]);
+	sbq_nundo = 0;
+}
+
 /*
  * sbq_lease_xact_callback
- *		At commit, claims become held locks and settled leases go; at abort
- *		every change is undone, newest first. Neither can fail (see the file
- *		header). A transaction with changes cannot be prepared.
+ *		At commit, claims become held locks, settled leases go, and so do the
+ *		leases of what the transaction dropped; at abort every change is
+ *		undone, newest first. Neither can fail (see the file header). A
+ *		transaction with changes cannot be prepared.
  */
 static void
 sbq_lease_xact_callback(XactEvent event, void *arg)
@@ -350,20 +598,29 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 			if (sbq_nundo > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has received or settled sbqueue messages"),
-						 errhint("Receive and settle messages outside of prepared transactions, or set \"sbqueue.memory_locks\" to off.")));
+						 errmsg("cannot PREPARE a transaction that has received or settled sbqueue messages under locks in shared memory"),
+						 errhint("Receive and settle outside prepared transactions, or set \"sbqueue.memory_locks\" to off before the transaction receives: its receives then lock in the message rows, which a prepared transaction can keep.")));
+			/* the leases of what it dropped expire and are swept instead */
+			sbq_ndrops = 0;
+			sbq_drops_overflow = false;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			for (i = 0; i < sbq_nundo; i++)
-				sbq_lease_apply(&sbq_undo[i]);
-			sbq_nundo = 0;
+			sbq_lease_at_commit();
+			sbq_lease_free_dropped();
+			sbq_lease_epoch = InvalidOid;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			for (i = sbq_nundo - 1; i >= 0; i--)
 				sbq_lease_restore(&sbq_undo[i]);
 			sbq_nundo = 0;
+			sbq_ndrops = 0;
+			sbq_drops_overflow = false;
+			sbq_lease_epoch = InvalidOid;
+			break;
+		case XACT_EVENT_PREPARE:
+			sbq_lease_epoch = InvalidOid;
 			break;
 		default:
 			break;
@@ -372,8 +629,8 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 
 /*
  * sbq_lease_subxact_callback
- *		A subtransaction that aborts undoes its changes; one that commits
- *		hands them to its parent.
+ *		A subtransaction that aborts undoes its changes and forgets its
+ *		drops; one that commits hands them to its parent.
  */
 static void
 sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -389,11 +646,154 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			sbq_lease_restore(&sbq_undo[sbq_nundo - 1]);
 			sbq_nundo--;
 		}
+		while (sbq_ndrops > 0 && sbq_drops[sbq_ndrops - 1].level >= level)
+			sbq_ndrops--;
+		/* the storage section it was in, if any, is over */
+		sbq_lease_epoch = InvalidOid;
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
 		for (i = sbq_nundo - 1; i >= 0 && sbq_undo[i].level >= level; i--)
 			sbq_undo[i].level = level - 1;
+		for (i = sbq_ndrops - 1; i >= 0 && sbq_drops[i].level >= level; i--)
+			sbq_drops[i].level = level - 1;
+	}
+}
+
+/* ----------------------------------------------------------- dropped things */
+
+static void
+sbq_lease_note_drop(Oid dbid, Oid epoch)
+{
+	if (sbq_ndrops >= (int) lengthof(sbq_drops))
+	{
+		sbq_drops_overflow = true;
+		return;
+	}
+	/* its count must come down as its entries go (at commit) */
+	if (dbid == MyDatabaseId)
+		(void) sbq_lease_share();
+	sbq_drops[sbq_ndrops].dbid = dbid;
+	sbq_drops[sbq_ndrops].epoch = epoch;
+	sbq_drops[sbq_ndrops].level = GetCurrentTransactionNestLevel();
+	sbq_ndrops++;
+}
+
+/*
+ * sbq_lease_object_access
+ *		object_access_hook: note a DROP of a database, or of sbq.queues (so of
+ *		the extension, or an incarnation of it), whose leases go at commit.
+ */
+static void
+sbq_lease_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+						int subId, void *arg)
+{
+	if (sbq_prev_object_access)
+		sbq_prev_object_access(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || sbq_lease_hash == NULL)
+		return;
+	if (classId == DatabaseRelationId)
+		sbq_lease_note_drop(objectId, InvalidOid);
+	else if (classId == RelationRelationId && subId == 0)
+	{
+		Oid			nsp = get_rel_namespace(objectId);
+		char	   *relname;
+
+		if (!OidIsValid(nsp) || nsp != get_namespace_oid("sbq", true))
+			return;
+		relname = get_rel_name(objectId);
+		if (relname != NULL && strcmp(relname, "queues") == 0)
+			sbq_lease_note_drop(MyDatabaseId, objectId);
+	}
+}
+
+static void
+sbq_lease_lock_all(LWLockMode mode)
+{
+	int			i;
+
+	for (i = 0; i < SBQ_LEASE_PARTITIONS; i++)
+		LWLockAcquire(&sbq_lease_locks[i].lock, mode);
+}
+
+static void
+sbq_lease_unlock_all(void)
+{
+	int			i;
+
+	for (i = SBQ_LEASE_PARTITIONS - 1; i >= 0; i--)
+		LWLockRelease(&sbq_lease_locks[i].lock);
+}
+
+/*
+ * sbq_lease_free_dropped
+ *		At commit: remove every entry of the dropped databases and
+ *		incarnations, and the dropped databases' shares. Never fails.
+ */
+static void
+sbq_lease_free_dropped(void)
+{
+	HASH_SEQ_STATUS status;
+	SbqLease   *entry;
+	int			i;
+
+	if (sbq_ndrops == 0 || sbq_lease_hash == NULL)
+	{
+		sbq_ndrops = 0;
+		sbq_drops_overflow = false;
+		return;
+	}
+	sbq_lease_lock_all(LW_EXCLUSIVE);
+	hash_seq_init(&status, sbq_lease_hash);
+	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
+	{
+		for (i = 0; i < sbq_ndrops; i++)
+		{
+			if (entry->key.dbid == sbq_drops[i].dbid &&
+				(!OidIsValid(sbq_drops[i].epoch) || entry->key.epoch == sbq_drops[i].epoch))
+			{
+				SbqLeaseKey key = entry->key;
+
+				(void) hash_search(sbq_lease_hash, &key, HASH_REMOVE, NULL);
+				if (key.dbid == MyDatabaseId && sbq_my_share != NULL)
+				{
+					SpinLockAcquire(&sbq_my_share->mutex);
+					sbq_my_share->count--;
+					SpinLockRelease(&sbq_my_share->mutex);
+				}
+				break;
+			}
+		}
+	}
+	sbq_lease_unlock_all();
+
+	/* and what shared memory knows of their queues */
+	for (i = 0; i < sbq_ndrops; i++)
+		sbq_qstate_forget_all(sbq_drops[i].dbid, sbq_drops[i].epoch);
+
+	LWLockAcquire(sbq_shares_lock(), LW_EXCLUSIVE);
+	for (i = 0; i < sbq_ndrops; i++)
+		if (!OidIsValid(sbq_drops[i].epoch) && sbq_drops[i].dbid != MyDatabaseId)
+			(void) hash_search(sbq_lease_shares, &sbq_drops[i].dbid, HASH_REMOVE, NULL);
+	LWLockRelease(sbq_shares_lock());
+	sbq_ndrops = 0;
+	sbq_drops_overflow = false;
+}
+
+/*
+ * sbq_lease_init
+ *		Per backend, at load: the transaction callbacks; with the preload,
+ *		also the object access hook.
+ */
+void
+sbq_lease_init(bool preload)
+{
+	RegisterXactCallback(sbq_lease_xact_callback, NULL);
+	RegisterSubXactCallback(sbq_lease_subxact_callback, NULL);
+	if (preload)
+	{
+		sbq_prev_object_access = object_access_hook;
+		object_access_hook = sbq_lease_object_access;
 	}
 }
 
@@ -406,7 +806,8 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  *		delivery count, which the caller must store before handing the
  *		message out again; else 0). The caller then grants the lease
  *		(sbq_lease_grant), turns it into a marker, or gives it back
- *		(sbq_lease_unclaim).
+ *		(sbq_lease_unclaim). FULL: this database's share, or the table, has
+ *		no room.
  */
 SbqClaimResult
 sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
@@ -416,7 +817,6 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
-	bool		found;
 
 	sbq_lease_reserve(1);
 	lock = sbq_lease_locate(seq, &key, &hash);
@@ -425,7 +825,7 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 	if (entry != NULL && sbq_lease_settled_by_me(entry))
 	{
 		/* settled in this transaction: the row has what is to be kept */
-		sbq_lease_record(seq, entry);
+		sbq_lease_record(&key, entry);
 		*prev_count = 0;
 	}
 	else if (entry != NULL)
@@ -435,19 +835,18 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 			LWLockRelease(lock);
 			return SBQ_CLAIM_BUSY;
 		}
-		sbq_lease_record(seq, entry);
+		sbq_lease_record(&key, entry);
 		*prev_count = entry->delivery_count;
 	}
 	else
 	{
-		entry = (SbqLease *) hash_search_with_hash_value(sbq_lease_hash, &key, hash,
-														 HASH_ENTER_NULL, &found);
+		entry = sbq_lease_insert(&key, hash);
 		if (entry == NULL)
 		{
 			LWLockRelease(lock);
 			return SBQ_CLAIM_FULL;
 		}
-		sbq_lease_record(seq, NULL);
+		sbq_lease_record(&key, NULL);
 		*prev_count = 0;
 	}
 	entry->queue_id = queue_id;
@@ -462,7 +861,10 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 	return SBQ_CLAIM_OK;
 }
 
-/* This transaction's entry for seq, with its partition lock held exclusively. */
+/*
+ * This transaction's entry for seq, with its partition lock held
+ * exclusively; the caller releases it. Errors only after releasing it.
+ */
 static SbqLease *
 sbq_lease_mine(int64 seq, SbqLeaseKey *key, uint32 *hash, LWLock **lock)
 {
@@ -472,7 +874,10 @@ sbq_lease_mine(int64 seq, SbqLeaseKey *key, uint32 *hash, LWLock **lock)
 	LWLockAcquire(*lock, LW_EXCLUSIVE);
 	entry = sbq_lease_find(key, *hash);
 	if (entry == NULL || entry->owner != sbq_my_proc() || entry->state == SBQ_LEASE_HELD)
+	{
+		LWLockRelease(*lock);
 		elog(ERROR, "sbqueue lease of message " INT64_FORMAT " is not this transaction's", seq);
+	}
 	return entry;
 }
 
@@ -489,6 +894,7 @@ sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until, int32 deli
 	entry->has_token = true;
 	entry->locked_until = until;
 	entry->delivery_count = delivery_count;
+	sbq_lease_note_until(until);
 	LWLockRelease(lock);
 }
 
@@ -514,7 +920,8 @@ sbq_lease_unclaim(int64 seq)
 
 	for (i = sbq_nundo - 1; i >= 0; i--)
 	{
-		if (sbq_undo[i].seq == seq)
+		if (sbq_undo[i].key.seq == seq && sbq_undo[i].key.epoch == sbq_lease_epoch &&
+			sbq_undo[i].key.dbid == MyDatabaseId)
 		{
 			sbq_lease_restore(&sbq_undo[i]);
 			memmove(&sbq_undo[i], &sbq_undo[i + 1],
@@ -597,7 +1004,7 @@ sbq_lease_settle(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subque
 		(entry->state == SBQ_LEASE_HELD ||
 		 (entry->state == SBQ_LEASE_CLAIMED && entry->owner == sbq_my_proc())))
 	{
-		sbq_lease_record(seq, entry);
+		sbq_lease_record(&key, entry);
 		entry->state = SBQ_LEASE_SETTLING;
 		entry->owner = sbq_my_proc();
 		*delivery_count = entry->delivery_count;
@@ -631,15 +1038,16 @@ sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
 	{
 		if (entry->state == SBQ_LEASE_HELD)
 		{
-			sbq_lease_record(seq, entry);
-			sbq_undo[sbq_nundo - 1].renew = true;
-			sbq_undo[sbq_nundo - 1].renewed_until = until;
+			SbqLeaseUndo *u = sbq_lease_record(&key, entry);
+
+			u->renew = true;
+			u->renewed_until = until;
 			entry->locked_until = until;
 			ok = true;
 		}
 		else if (entry->state == SBQ_LEASE_CLAIMED && entry->owner == sbq_my_proc())
 		{
-			sbq_lease_record(seq, entry);
+			sbq_lease_record(&key, entry);
 			entry->locked_until = until;
 			ok = true;
 		}
@@ -651,104 +1059,165 @@ sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
 /* ------------------------------------------------ durable paths, maintenance */
 
 /*
- * sbq_lease_take_slot
- *		For a statement that moves a message through the table: hold a marker
- *		for it until the end of the transaction. False when a lease (valid or
- *		expired) or another transaction's entry is there: the message is not
- *		the statement's to move. True without a lease table.
+ * sbq_lease_absent
+ *		For a statement that moves a message through the table, after it has
+ *		locked the message's row: whether no entry is there (or only this
+ *		transaction's own settlement). A lease, valid or expired, or another
+ *		transaction's claim, means the message is not the statement's to move.
+ *		Adds nothing, so it never fails for want of room. True without a
+ *		lease table.
  */
 bool
-sbq_lease_take_slot(int64 seq)
+sbq_lease_absent(int64 seq)
 {
 	SbqLeaseKey key;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
-	bool		found;
+	bool		absent;
 
 	if (sbq_lease_hash == NULL)
 		return true;
-	sbq_lease_reserve(1);
 	lock = sbq_lease_locate(seq, &key, &hash);
-	LWLockAcquire(lock, LW_EXCLUSIVE);
+	LWLockAcquire(lock, LW_SHARED);
 	entry = sbq_lease_find(&key, hash);
-	if (entry != NULL)
-	{
-		bool		mine = entry->owner == sbq_my_proc() && entry->state == SBQ_LEASE_SETTLING;
-
-		LWLockRelease(lock);
-		return mine;
-	}
-	entry = (SbqLease *) hash_search_with_hash_value(sbq_lease_hash, &key, hash,
-													 HASH_ENTER_NULL, &found);
-	if (entry == NULL)
-	{
-		LWLockRelease(lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many messages are locked at once"),
-				 errhint("Increase \"sbqueue.max_locks\", or settle messages sooner.")));
-	}
-	sbq_lease_record(seq, NULL);
-	memset(((char *) entry) + sizeof(SbqLeaseKey), 0, sizeof(SbqLease) - sizeof(SbqLeaseKey));
-	entry->state = SBQ_LEASE_SETTLING;
-	entry->owner = sbq_my_proc();
+	absent = entry == NULL || sbq_lease_settled_by_me(entry);
 	LWLockRelease(lock);
-	return true;
+	return absent;
 }
 
-static void
-sbq_lease_lock_all(LWLockMode mode)
+/* Whether an entry of another incarnation of this database can go now. */
+static inline bool
+sbq_lease_orphan(const SbqLease *entry, TimestampTz now)
 {
-	int			i;
-
-	for (i = 0; i < SBQ_LEASE_PARTITIONS; i++)
-		LWLockAcquire(&sbq_lease_locks[i].lock, mode);
-}
-
-static void
-sbq_lease_unlock_all(void)
-{
-	int			i;
-
-	for (i = SBQ_LEASE_PARTITIONS - 1; i >= 0; i--)
-		LWLockRelease(&sbq_lease_locks[i].lock);
+	return entry->key.dbid == MyDatabaseId && entry->key.epoch != sbq_lease_epoch &&
+		entry->state == SBQ_LEASE_HELD &&
+		(!entry->has_token || entry->locked_until <= now);
 }
 
 /*
  * sbq_lease_take_expired
- *		Take up to max expired leases of this database (of one queue, or
+ *		Take up to max expired leases of this incarnation (of one queue, or
  *		of all when queue_id is 0) as markers of this transaction, into out.
  *		The caller stores their delivery counts (or dead-letters the messages)
- *		in the same transaction; at its commit the leases are gone.
+ *		in the same transaction; at its commit the leases are gone. Expired
+ *		leases of older incarnations go at once.
+ *
+ *		The scan is skipped while nothing of this database can have expired
+ *		(its share keeps the earliest expiry), so it costs a look at one
+ *		spinlock until a lease runs out.
  */
 int
 sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, int max)
 {
 	HASH_SEQ_STATUS status;
 	SbqLease   *entry;
+	SbqLeaseShare *share;
+	TimestampTz next = SBQ_NO_EXPIRY;
+	bool		complete = true;
 	int			n = 0;
 
 	if (sbq_lease_hash == NULL || max <= 0)
 		return 0;
-	/* an unlocked look first: no lease at all is the common case of these callers */
-	if (hash_get_num_entries(sbq_lease_hash) == 0)
-		return 0;
 	sbq_lease_reserve(max);
+	share = sbq_my_share;
+	if (share == NULL)
+		return 0;
+	SpinLockAcquire(&share->mutex);
+	if (share->min_until > now || share->count == 0)
+	{
+		SpinLockRelease(&share->mutex);
+		return 0;
+	}
+	SpinLockRelease(&share->mutex);
+
 	sbq_lease_lock_all(LW_EXCLUSIVE);
 	hash_seq_init(&status, sbq_lease_hash);
 	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
 	{
-		if (entry->key.dbid != MyDatabaseId || !sbq_lease_expired(entry, now) ||
-			(queue_id != 0 && entry->queue_id != queue_id))
+		if (entry->key.dbid != MyDatabaseId)
 			continue;
-		sbq_lease_record(entry->key.seq, entry);
+		if (sbq_lease_orphan(entry, now))
+		{
+			SbqLeaseKey key = entry->key;
+
+			(void) hash_search(sbq_lease_hash, &key, HASH_REMOVE, NULL);
+			SpinLockAcquire(&share->mutex);
+			share->count--;
+			SpinLockRelease(&share->mutex);
+			continue;
+		}
+		if (n >= max || !sbq_lease_expired(entry, now) || entry->key.epoch != sbq_lease_epoch ||
+			(queue_id != 0 && entry->queue_id != queue_id))
+		{
+			/* it stays: keep the earliest expiry of what stays */
+			if (entry->has_token && entry->locked_until < next)
+				next = entry->locked_until;
+			if (n >= max && sbq_lease_expired(entry, now))
+				complete = false;
+			continue;
+		}
+		sbq_lease_record(&entry->key, entry);
 		out[n].seq = entry->key.seq;
 		out[n].queue_id = entry->queue_id;
 		out[n].subqueue = entry->subqueue;
 		out[n].delivery_count = entry->delivery_count;
 		entry->state = SBQ_LEASE_SETTLING;
 		entry->has_token = false;
+		entry->owner = sbq_my_proc();
+		n++;
+	}
+	/*
+	 * What this transaction took comes back if it aborts: its earliest
+	 * expiry is noted again then (sbq_lease_restore).
+	 */
+	SpinLockAcquire(&share->mutex);
+	share->min_until = complete ? next : 0;
+	SpinLockRelease(&share->mutex);
+	sbq_lease_unlock_all();
+	return n;
+}
+
+/*
+ * sbq_lease_take_queue
+ *		For a purge or a delete of a queue: take the leases of its messages
+ *		(of one sub-queue, or all when subqueue < 0), valid or expired, as
+ *		this transaction's settlements, so that they go at its commit.
+ *		Returns how many.
+ */
+int
+sbq_lease_take_queue(int32 queue_id, int subqueue)
+{
+	HASH_SEQ_STATUS status;
+	SbqLease   *entry;
+	SbqLeaseShare *share;
+	int			max;
+	int			n = 0;
+
+	if (sbq_lease_hash == NULL)
+		return 0;
+	sbq_lease_reserve(0);
+	share = sbq_my_share;
+	if (share == NULL)
+		return 0;
+	SpinLockAcquire(&share->mutex);
+	max = share->count;
+	SpinLockRelease(&share->mutex);
+	if (max <= 0)
+		return 0;
+	/* more can come meanwhile: those expire, and a sweep takes them */
+	sbq_lease_reserve(max);
+
+	sbq_lease_lock_all(LW_EXCLUSIVE);
+	hash_seq_init(&status, sbq_lease_hash);
+	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != sbq_lease_epoch ||
+			entry->queue_id != queue_id || entry->state != SBQ_LEASE_HELD ||
+			(subqueue >= 0 && entry->subqueue != subqueue))
+			continue;
+		sbq_lease_record(&entry->key, entry);
+		entry->state = SBQ_LEASE_SETTLING;
 		entry->owner = sbq_my_proc();
 		if (++n >= max)
 		{
@@ -765,15 +1234,43 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 /*
  * sbq_row_busy
  *		Whether a row whose xmax is xmax is being changed or held locked by
- *		another transaction that is still running. (A row locked by several
- *		transactions has a multixact id there, which this does not resolve:
- *		such a row is not seen as busy.)
+ *		another transaction that is still running (for a multixact, by any
+ *		of its members).
  */
 bool
 sbq_row_busy(TransactionId xmax)
 {
 	return TransactionIdIsNormal(xmax) && !TransactionIdIsCurrentTransactionId(xmax) &&
 		TransactionIdIsInProgress(xmax);
+}
+
+bool
+sbq_row_busy_infomask(TransactionId xmax, uint16 infomask)
+{
+	if (infomask & HEAP_XMAX_INVALID)
+		return false;
+	if (infomask & HEAP_XMAX_IS_MULTI)
+	{
+		MultiXactMember *members;
+		int			n;
+		int			i;
+		bool		busy = false;
+
+		/*
+		 * A member that updates the row or holds it for update, and that is
+		 * another transaction still running (not this one, nor one of its
+		 * subtransactions). Share lockers alone cannot change the row.
+		 */
+		n = GetMultiXactIdMembers((MultiXactId) xmax, &members, false,
+								  HEAP_XMAX_IS_LOCKED_ONLY(infomask));
+		for (i = 0; i < n && !busy; i++)
+			busy = members[i].status >= MultiXactStatusForNoKeyUpdate &&
+				sbq_row_busy(members[i].xid);
+		if (n > 0)
+			pfree(members);
+		return busy;
+	}
+	return sbq_row_busy(xmax);
 }
 
 /* The lowest sequence number the current scan passed to sbq.lease_free, or -1. */
@@ -797,6 +1294,7 @@ sbq_lease_scan_first(void)
  * transaction is changing the row (xmax), and it has no entry or an expired
  * lease. It is the only filter of its scan, so it sees every row the scan
  * passes, locked or not: the first one is where the queue's head is.
+ * Internal: only sbqueue's own statements may call it.
  */
 Datum
 sbq_lease_free_sql(PG_FUNCTION_ARGS)
@@ -809,6 +1307,7 @@ sbq_lease_free_sql(PG_FUNCTION_ARGS)
 	SbqLease   *entry;
 	bool		free;
 
+	sbq_lease_internal("sbq.lease_free");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_BOOL(false);
 	seq = PG_GETARG_INT64(0);
@@ -829,16 +1328,24 @@ sbq_lease_free_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(free);
 }
 
-/* sbq.lease_slot(seq): sbq_lease_take_slot, for the statements of durable paths */
+/*
+ * sbq.lease_slot(seq): sbq_lease_absent, for the statements of the durable
+ * paths. Internal: only sbqueue's own statements may call it.
+ */
 Datum
 sbq_lease_slot_sql(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(sbq_lease_take_slot(PG_GETARG_INT64(0)));
+	sbq_lease_internal("sbq.lease_slot");
+	PG_RETURN_BOOL(sbq_lease_absent(PG_GETARG_INT64(0)));
 }
 
-/* Copy the lease of seq, if it has a token. */
+/*
+ * Copy the lease of seq, if it has a token and is a committed lock (or this
+ * transaction's own claim): another session's claim that has not committed
+ * is no lock yet, for peek and the counts.
+ */
 static bool
-sbq_lease_show(int64 seq, SbqLease *copy)
+sbq_lease_show(Oid epoch, int64 seq, SbqLease *copy)
 {
 	SbqLeaseKey key;
 	uint32		hash;
@@ -846,18 +1353,28 @@ sbq_lease_show(int64 seq, SbqLease *copy)
 	SbqLease   *entry;
 	bool		found = false;
 
-	if (sbq_lease_hash == NULL)
+	if (sbq_lease_hash == NULL || !OidIsValid(epoch))
 		return false;
-	lock = sbq_lease_locate(seq, &key, &hash);
+	lock = sbq_lease_locate_in(epoch, seq, &key, &hash);
 	LWLockAcquire(lock, LW_SHARED);
 	entry = sbq_lease_find(&key, hash);
-	if (entry != NULL && entry->has_token && !sbq_lease_settled_by_me(entry))
+	if (entry != NULL && entry->has_token && !sbq_lease_settled_by_me(entry) &&
+		(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
 	{
 		*copy = *entry;
 		found = true;
 	}
 	LWLockRelease(lock);
 	return found;
+}
+
+/* The incarnation to show leases of: the section's, or the catalog's. */
+static Oid
+sbq_lease_show_epoch(void)
+{
+	if (OidIsValid(sbq_lease_epoch))
+		return sbq_lease_epoch;
+	return sbq_storage_epoch();
 }
 
 /*
@@ -870,7 +1387,7 @@ sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count)
 {
 	SbqLease	lease;
 
-	if (!sbq_lease_show(seq, &lease))
+	if (!sbq_lease_show(sbq_lease_show_epoch(), seq, &lease))
 		return false;
 	*until = lease.locked_until;
 	*delivery_count = lease.delivery_count;
@@ -883,7 +1400,7 @@ sbq_lease_until_sql(PG_FUNCTION_ARGS)
 {
 	SbqLease	lease;
 
-	if (!sbq_lease_show(PG_GETARG_INT64(0), &lease))
+	if (!sbq_lease_show(sbq_lease_show_epoch(), PG_GETARG_INT64(0), &lease))
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(lease.locked_until);
 }
@@ -894,7 +1411,7 @@ sbq_lease_count_sql(PG_FUNCTION_ARGS)
 {
 	SbqLease	lease;
 
-	if (!sbq_lease_show(PG_GETARG_INT64(0), &lease))
+	if (!sbq_lease_show(sbq_lease_show_epoch(), PG_GETARG_INT64(0), &lease))
 		PG_RETURN_NULL();
 	PG_RETURN_INT32(lease.delivery_count);
 }
@@ -908,18 +1425,22 @@ Datum
 sbq_lease_pending_sql(PG_FUNCTION_ARGS)
 {
 	int32		queue_id = PG_GETARG_INT32(0);
+	Oid			epoch;
 	HASH_SEQ_STATUS status;
 	SbqLease   *entry;
 	int64		n = 0;
 
 	if (sbq_lease_hash == NULL)
 		PG_RETURN_INT64(0);
+	epoch = sbq_lease_show_epoch();
 	sbq_lease_lock_all(LW_SHARED);
 	hash_seq_init(&status, sbq_lease_hash);
 	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
 	{
-		if (entry->key.dbid == MyDatabaseId && entry->queue_id == queue_id &&
-			entry->has_token && !sbq_lease_settled_by_me(entry))
+		if (entry->key.dbid == MyDatabaseId && entry->key.epoch == epoch &&
+			entry->queue_id == queue_id && entry->has_token &&
+			!sbq_lease_settled_by_me(entry) &&
+			(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
 			n++;
 	}
 	sbq_lease_unlock_all();

@@ -25,6 +25,9 @@ extern bool sbq_memory_locks;
 /* sbqueue.max_locks: how many leases shared memory holds */
 extern int	sbq_max_locks;
 
+/* sbqueue.max_locks_per_database: one database's share (-1: a quarter) */
+extern int	sbq_max_locks_per_database;
+
 /* What sbq_lease_claim found. */
 typedef enum SbqClaimResult
 {
@@ -50,6 +53,16 @@ extern void sbq_lease_shmem_startup(void);
 extern bool sbq_lease_available(void);
 extern bool sbq_lease_enabled(void);
 
+/* per backend, at load: callbacks, and the drop hook with the preload */
+extern void sbq_lease_init(bool preload);
+
+/* a storage section works on the leases of one incarnation (epoch) */
+extern void sbq_lease_enter(Oid epoch);
+extern void sbq_lease_leave(void);
+
+/* at commit: apply this transaction's changes (wait.c calls it before waking) */
+extern void sbq_lease_at_commit(void);
+
 /* receive */
 extern SbqClaimResult sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue,
 									  TimestampTz now, int32 *prev_count);
@@ -68,6 +81,7 @@ extern bool sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id,
 
 /* whether another running transaction is changing a row (its xmax) */
 extern bool sbq_row_busy(TransactionId xmax);
+extern bool sbq_row_busy_infomask(TransactionId xmax, uint16 infomask);
 
 /* the first row of a leasing receive's scan */
 extern void sbq_lease_scan_start(void);
@@ -77,8 +91,9 @@ extern int64 sbq_lease_scan_first(void);
 extern bool sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count);
 
 /* durable paths and maintenance */
-extern bool sbq_lease_take_slot(int64 seq);
+extern bool sbq_lease_absent(int64 seq);
 extern int	sbq_lease_take_expired(int32 queue_id, TimestampTz now,
 								   SbqExpiredLease *out, int max);
+extern int	sbq_lease_take_queue(int32 queue_id, int subqueue);
 
 #endif							/* SBQ_LEASE_H */

@@ -483,6 +483,35 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
 	return n;
 }
 
+/*
+ * sbq_qstate_forget_all
+ *		A database (epoch InvalidOid) or an incarnation of the extension in
+ *		one was dropped, and that committed: its entries go, so a database
+ *		made later with the same OID (from the same template) starts afresh.
+ *		Never fails.
+ */
+void
+sbq_qstate_forget_all(Oid dbid, Oid epoch)
+{
+	HASH_SEQ_STATUS status;
+	SbqQueueState *entry;
+
+	if (sbq_qstate_hash == NULL)
+		return;
+	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, sbq_qstate_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid == dbid && (!OidIsValid(epoch) || entry->key.epoch == epoch))
+		{
+			SbqQueueKey key = entry->key;
+
+			(void) hash_search(sbq_qstate_hash, &key, HASH_REMOVE, NULL);
+		}
+	}
+	LWLockRelease(sbq_qstate_lock);
+}
+
 /* A deleted queue: at commit its gathered counts and its hint go. */
 void
 sbq_qstate_forget(Oid epoch, int32 queue_id)

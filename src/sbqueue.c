@@ -101,14 +101,26 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
 		DefineCustomIntVariable("sbqueue.max_locks",
 								gettext_noop("How many messages can be locked in shared memory at once."),
-								gettext_noop("A receive that finds no room fails with SQLSTATE 53400."),
+								gettext_noop("A receive that finds no room locks in the message rows instead."),
 								&sbq_max_locks,
-								65536, 1024, 16777216,
+								65536, 64, 16777216,
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
 
+	DefineCustomIntVariable("sbqueue.max_locks_per_database",
+							gettext_noop("How many messages one database can lock in shared memory at once."),
+							gettext_noop("-1 means a quarter of sbqueue.max_locks. A receive in a database "
+										 "that has used its share locks in the message rows instead."),
+							&sbq_max_locks_per_database,
+							-1, -1, 16777216,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("sbqueue");
+
+	sbq_lease_init(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
 
 	/* shared memory, the launcher and the hook need the preload */
 	if (!process_shared_preload_libraries_in_progress)

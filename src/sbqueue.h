@@ -128,6 +128,7 @@ extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
 extern MemoryContext sbq_storage_caller_context(void);
+extern Oid	sbq_storage_epoch(void);
 extern bool sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue);
 extern void sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue);
 extern void sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue);

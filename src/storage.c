@@ -41,6 +41,9 @@
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/syscache.h"
 #include "common/int.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -166,11 +169,14 @@ typedef struct SbqPlanDef
  *	$9 max delivery description
  */
 /*
- * A statement that moves messages through the table holds the lease slot of
- * each (a marker, lease.c), so that a leasing receive never hands one out;
- * messages under a lease, valid or expired, are not the statement's to move.
- * Always true without shared memory. Last in its WHERE clause (it is costly),
- * so it is asked only about rows that qualify otherwise.
+ * A statement that moves messages through the table skips messages that have
+ * an entry in the lease table (lease.c): a lease, valid or expired, or a
+ * leasing receive's claim. It asks twice: in the WHERE clause of the scan
+ * that locks the rows (last, since it is costly, so only about rows that
+ * qualify otherwise), which keeps leased messages out of its LIMIT, and again
+ * in the statement that writes each row, after the row lock is held: a
+ * leasing receive claims first and then looks for row locks, so one of the
+ * two always sees the other. Always true without shared memory.
  */
 #define LEASE_SLOT "sbq.lease_slot(m.sequence_number)"
 
@@ -200,13 +206,13 @@ typedef struct SbqPlanDef
 	"    FROM c" \
 	"   WHERE m.sequence_number = c.sequence_number" \
 	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
-	"     AND (c.over OR (c.expired AND $7))" \
+	"     AND (c.over OR (c.expired AND $7)) AND " LEASE_SLOT \
 	"  RETURNING c.over), " \
 	"x AS (" \
 	"  DELETE FROM sbq.messages m USING c" \
 	"   WHERE m.sequence_number = c.sequence_number" \
 	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
-	"     AND c.expired AND NOT c.over AND NOT $7" \
+	"     AND c.expired AND NOT c.over AND NOT $7 AND " LEASE_SLOT \
 	"  RETURNING 1) " \
 	"SELECT l.*, s.n_over, s.n_expired_dead, s.n_dropped" \
 	"  FROM (SELECT (SELECT count(*) FROM d WHERE d.over)::int4 AS n_over," \
@@ -228,10 +234,18 @@ typedef struct SbqPlanDef
 	"CASE WHEN " param "::jsonb IS NULL THEN m.application_properties" \
 	" ELSE coalesce(m.application_properties, '{}'::jsonb) || " param "::jsonb END"
 
-/* the (sequence number, count) pairs $1, $2 of the lease statements */
-#define LEASE_PAIRS \
+/*
+ * The (sequence number, count, row version) triples $1, $2, $3 of the lease
+ * statements. A leasing receive passes the row versions its scan read: a
+ * row that changed since (a settlement of an expired row lock that waited
+ * for the row, say) is not written. Maintenance passes none: it holds the
+ * leases it ends, so nothing else can change those rows.
+ */
+#define LEASE_TRIPLES \
 	"WITH c AS MATERIALIZED (" \
-	"  SELECT u.seq, u.cnt FROM unnest($1::int8[], $2::int4[]) AS u(seq, cnt)) "
+	"  SELECT u.seq, u.cnt, u.tid" \
+	"    FROM unnest($1::int8[], $2::int4[], $3::tid[]) AS u(seq, cnt, tid)) "
+#define LEASE_ROW_AS_SEEN "(c.tid IS NULL OR m.ctid = c.tid)"
 
 static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 	[PLAN_FIND_QUEUE] = {
@@ -307,6 +321,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"    FROM c"
 		"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
 		"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+		"     AND " LEASE_SLOT
 		"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
 		RECEIVE_TAIL,
 		9, RECEIVE_ARGS
@@ -317,6 +332,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"  DELETE FROM sbq.messages m USING c"
 		"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
 		"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+		"     AND " LEASE_SLOT
 		"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
 		RECEIVE_TAIL,
 		9, RECEIVE_ARGS
@@ -340,19 +356,25 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" ORDER BY m.sequence_number LIMIT $5",
 		5, {INT4OID, INT2OID, INT8OID, TIMESTAMPTZOID, INT4OID}
 	},
+	/*
+	 * The settlements of locks stored in the rows return the lock's expiry:
+	 * the caller judges it again with a clock read after the statement, when
+	 * the row lock is held (the statement may have waited for it).
+	 */
 	[PLAN_COMPLETE] = {
-		"DELETE FROM sbq.messages m WHERE " VALID_LOCK,
+		"DELETE FROM sbq.messages m WHERE " VALID_LOCK
+		" RETURNING m.locked_until",
 		5, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID}
 	},
 	[PLAN_COMPLETE_MANY] = {
 		"DELETE FROM sbq.messages m"
 		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 		"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
-		" RETURNING m.lock_token",
+		" RETURNING m.lock_token, m.locked_until",
 		5, {INT8ARRAYOID, INT4OID, INT2OID, UUIDARRAYOID, TIMESTAMPTZOID}
 	},
 	[PLAN_LOCK_FOR_SETTLE] = {
-		"SELECT m.delivery_count, m.state, m.expires_at FROM sbq.messages m"
+		"SELECT m.delivery_count, m.state, m.expires_at, m.locked_until FROM sbq.messages m"
 		" WHERE " VALID_LOCK " FOR UPDATE",
 		5, {INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID}
 	},
@@ -482,7 +504,7 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"                          THEN $2 + m.time_to_live END,"
 		"        dead_letter_reason = NULL,"
 		"        dead_letter_error_description = NULL, dead_letter_source = NULL"
-		"   FROM n WHERE m.sequence_number = n.old_seq"
+		"   FROM n WHERE m.sequence_number = n.old_seq AND " LEASE_SLOT
 		" RETURNING n.old_seq, n.new_seq",
 		3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID}
 	},
@@ -518,10 +540,12 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"         dead_letter_reason = 'MaxDeliveryCountExceeded',"
 		"         dead_letter_error_description = $7, dead_letter_source = $6"
 		"    FROM c WHERE m.sequence_number = c.sequence_number AND c.over"
+		"     AND " LEASE_SLOT
 		"  RETURNING 1),"
 		" r AS ("
 		"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL"
 		"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over"
+		"     AND " LEASE_SLOT
 		"  RETURNING 1)"
 		" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4",
 		7, {INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID}
@@ -545,10 +569,12 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		"         dead_letter_error_description = 'The message expired and was dead-lettered.',"
 		"         dead_letter_source = $5"
 		"    FROM c WHERE m.sequence_number = c.sequence_number AND $4"
+		"     AND " LEASE_SLOT
 		"  RETURNING 1),"
 		" x AS ("
 		"  DELETE FROM sbq.messages m USING c"
 		"   WHERE m.sequence_number = c.sequence_number AND NOT $4"
+		"     AND " LEASE_SLOT
 		"  RETURNING 1)"
 		" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4",
 		5, {INT4OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID}
@@ -583,32 +609,35 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 	},
 	[PLAN_LEASE_STORE] = {
 		/* store the delivery counts of expired leases (or row locks) and free the rows */
-		LEASE_PAIRS
+		LEASE_TRIPLES
 		"UPDATE sbq.messages m"
 		"   SET delivery_count = GREATEST(m.delivery_count, c.cnt),"
 		"       lock_token = NULL, locked_until = NULL"
 		"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
-		"   AND m.queue_id = $3"
+		"   AND m.queue_id = $4 AND " LEASE_ROW_AS_SEEN
 		" RETURNING m.sequence_number",
-		3, {INT8ARRAYOID, INT4ARRAYOID, INT4OID}
+		4, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID}
 	},
 	[PLAN_LEASE_DEADLETTER] = {
-		/* $3 queue, $4 reason, $5 description, $6 source (the queue's name) */
-		LEASE_PAIRS
+		/* $4 queue, $5 reason, $6 description, $7 source (the queue's name) */
+		LEASE_TRIPLES
 		"UPDATE sbq.messages m"
 		"   SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
 		"       delivery_count = GREATEST(m.delivery_count, c.cnt),"
-		"       dead_letter_reason = $4, dead_letter_error_description = $5,"
-		"       dead_letter_source = $6"
+		"       dead_letter_reason = $5, dead_letter_error_description = $6,"
+		"       dead_letter_source = $7"
 		"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
-		"   AND m.queue_id = $3 AND m.subqueue = 0"
+		"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
 		" RETURNING m.sequence_number",
-		6, {INT8ARRAYOID, INT4ARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID}
+		7, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID}
 	},
 	[PLAN_LEASE_DROP] = {
-		"DELETE FROM sbq.messages m"
-		" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = 0",
-		2, {INT8ARRAYOID, INT4OID}
+		LEASE_TRIPLES
+		"DELETE FROM sbq.messages m USING c"
+		" WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+		"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
+		" RETURNING m.sequence_number",
+		4, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID}
 	},
 	[PLAN_LEASE_COMPLETE] = {
 		"DELETE FROM sbq.messages m"
@@ -655,6 +684,18 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 
 static SPIPlanPtr sbq_plans[SBQ_NUM_PLANS];
 
+/*
+ * Whether the installed SQL has the lease functions (0.3 and later): 1, 0,
+ * or -1 when not known. A database still on older SQL (the library was
+ * upgraded and ALTER EXTENSION UPDATE has not run yet) gets what that
+ * version did: locks in the message rows, no lease in its statements. Any
+ * change to pg_proc makes it unknown again; the kept plans are those of
+ * sbq_plans_leases.
+ */
+static int	sbq_sql_leases = -1;
+static int	sbq_plans_leases = -1;
+static bool sbq_sql_callback = false;
+
 /* How many rows one maintenance step (or a receive's activation) handles. */
 #define SBQ_MAINTAIN_BATCH		1000
 
@@ -667,6 +708,53 @@ static int	sbq_guc_nest_level = 0;
 /* the memory context current when the storage section was opened */
 static MemoryContext sbq_caller_cxt = NULL;
 
+
+static void
+sbq_sql_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	sbq_sql_leases = -1;
+}
+
+/*
+ * sbq_sql_has_leases
+ *		Whether the installed SQL has the lease functions; when that changed,
+ *		the kept plans go (they were prepared for the other SQL).
+ */
+static bool
+sbq_sql_has_leases(void)
+{
+	if (sbq_sql_leases < 0)
+	{
+		Oid			argtypes[1] = {INT8OID};
+		List	   *name = list_make2(makeString("sbq"), makeString("lease_slot"));
+		int			i;
+
+		if (!sbq_sql_callback)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, sbq_sql_inval, (Datum) 0);
+			sbq_sql_callback = true;
+		}
+		sbq_sql_leases = OidIsValid(LookupFuncName(name, 1, argtypes, true)) ? 1 : 0;
+		if (sbq_plans_leases >= 0 && sbq_plans_leases != sbq_sql_leases)
+		{
+			for (i = 0; i < SBQ_NUM_PLANS; i++)
+			{
+				if (sbq_plans[i] != NULL)
+					SPI_freeplan(sbq_plans[i]);
+				sbq_plans[i] = NULL;
+			}
+		}
+		sbq_plans_leases = sbq_sql_leases;
+	}
+	return sbq_sql_leases == 1;
+}
+
+/* Whether receives in this session take leases (lease.c), as the SQL allows. */
+static bool
+sbq_leasing(void)
+{
+	return sbq_lease_enabled() && sbq_sql_has_leases();
+}
 
 /*
  * sbq_storage_begin
@@ -681,6 +769,8 @@ sbq_storage_begin(void)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
+	sbq_lease_enter(sbq_storage_epoch());
+	(void) sbq_sql_has_leases();
 	sbq_guc_nest_level = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
@@ -716,6 +806,7 @@ sbq_storage_end(void)
 {
 	AtEOXact_GUC(true, sbq_guc_nest_level);
 	sbq_guc_nest_level = 0;
+	sbq_lease_leave();
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 }
@@ -730,9 +821,27 @@ sbq_plan(SbqPlanId id)
 	if (sbq_plans[id] == NULL)
 	{
 		const SbqPlanDef *def = &sbq_plan_defs[id];
+		const char *sql = def->sql;
 		SPIPlanPtr	plan;
 
-		plan = SPI_prepare_cursor(def->sql, def->nargs, (Oid *) def->argtypes,
+		/* older SQL has no lease functions, and no leases to skip */
+		if (!sbq_sql_has_leases() && strstr(sql, LEASE_SLOT) != NULL)
+		{
+			StringInfoData buf;
+			const char *p = sql;
+			const char *hit;
+
+			initStringInfo(&buf);
+			while ((hit = strstr(p, LEASE_SLOT)) != NULL)
+			{
+				appendBinaryStringInfo(&buf, p, hit - p);
+				appendStringInfoString(&buf, "true");
+				p = hit + strlen(LEASE_SLOT);
+			}
+			appendStringInfoString(&buf, p);
+			sql = buf.data;
+		}
+		plan = SPI_prepare_cursor(sql, def->nargs, (Oid *) def->argtypes,
 								  CURSOR_OPT_GENERIC_PLAN);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare sbqueue statement %d: %s",
@@ -970,16 +1079,42 @@ sbq_messages_oid(void)
 	return relid;
 }
 
+/* the OID of sbq.queues as sbq_storage_epoch knows it, until it changes */
+static Oid	sbq_epoch_relid = InvalidOid;
+static bool sbq_epoch_callback = false;
+
+static void
+sbq_epoch_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == sbq_epoch_relid)
+		sbq_epoch_relid = InvalidOid;
+}
+
 /*
- * The "epoch" of the queues for shared memory (qstate.c): the OID of
- * sbq.queues, which a DROP and CREATE EXTENSION changes.
+ * sbq_storage_epoch
+ *		The "epoch" of the queues for shared memory (qstate.c, lease.c): the
+ *		OID of sbq.queues, which a DROP and CREATE EXTENSION changes. Kept
+ *		until a relcache invalidation of that table (its drop sends one).
  */
+Oid
+sbq_storage_epoch(void)
+{
+	if (!OidIsValid(sbq_epoch_relid))
+	{
+		if (!sbq_epoch_callback)
+		{
+			CacheRegisterRelcacheCallback(sbq_epoch_inval, (Datum) 0);
+			sbq_epoch_callback = true;
+		}
+		sbq_epoch_relid = sbq_queues_oid();
+	}
+	return sbq_epoch_relid;
+}
+
 static Oid
 sbq_epoch(void)
 {
-	if (sbq_queue_cache == NULL || !OidIsValid(sbq_queues_relid))
-		sbq_queues_relid = sbq_queues_oid();
-	return sbq_queues_relid;
+	return sbq_storage_epoch();
 }
 
 /* Tell every backend, at commit, that the queues changed. */
@@ -1223,6 +1358,8 @@ sbq_storage_delete_queue(int32 queue_id)
 
 	values[0] = Int32GetDatum(queue_id);
 	(void) sbq_exec(PLAN_DELETE_QUEUE, values, NULL);
+	/* the leases of its messages go at commit (a claim made since sees the delete) */
+	(void) sbq_lease_take_queue(queue_id, -1);
 	sbq_qstate_forget(sbq_epoch(), queue_id);
 	sbq_queue_cache_changed();
 }
@@ -1235,10 +1372,21 @@ int64
 sbq_storage_purge(const SbqQueue *queue, int16 subqueue)
 {
 	Datum		values[2];
+	SbqCounts	counts = {0};
+	int64		n;
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(subqueue);
-	return (int64) sbq_exec(PLAN_PURGE, values, NULL);
+	n = (int64) sbq_exec(PLAN_PURGE, values, NULL);
+
+	/*
+	 * The leases of its messages go at commit (a claim made since sees the
+	 * delete), and their deliveries, over now, are counted.
+	 */
+	counts.received = sbq_lease_take_queue(queue->queue_id, subqueue);
+	if (counts.received > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	return n;
 }
 
 static int
@@ -1489,15 +1637,17 @@ sbq_int4_array(const int32 *v, int n)
 
 /*
  * sbq_lease_rows
- *		Run a lease statement over the pairs (seqs[i], counts[i]) with
- *		further arguments extra[] (after $1 and $2); returns how many rows it
- *		changed, and marks done[i] for those it returned (when done != NULL).
+ *		Run a lease statement over the triples (seqs[i], counts[i], tids[i])
+ *		(tids NULL: any row version) with further arguments extra[] (after
+ *		$1, $2 and $3); returns how many rows it changed, and marks done[i]
+ *		for those it returned (when done != NULL).
  */
 static int
-sbq_lease_rows(SbqPlanId id, const int64 *seqs, const int32 *counts, int n,
-			   Datum *extra, int nextra, bool *done)
+sbq_lease_rows(SbqPlanId id, const int64 *seqs, const int32 *counts,
+			   const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
 {
-	Datum		values[8];
+	Datum		values[10];
+	bool		nulls[10] = {false};
 	uint64		rows;
 	uint64		r;
 	int			i;
@@ -1506,9 +1656,23 @@ sbq_lease_rows(SbqPlanId id, const int64 *seqs, const int32 *counts, int n,
 		return 0;
 	values[0] = sbq_int8_array(seqs, n);
 	values[1] = sbq_int4_array(counts, n);
+	if (tids != NULL)
+	{
+		Datum	   *d = palloc(sizeof(Datum) * n);
+
+		for (i = 0; i < n; i++)
+			d[i] = PointerGetDatum(&tids[i]);
+		values[2] = PointerGetDatum(construct_array(d, n, TIDOID, sizeof(ItemPointerData),
+													false, TYPALIGN_SHORT));
+	}
+	else
+	{
+		values[2] = (Datum) 0;
+		nulls[2] = true;
+	}
 	for (i = 0; i < nextra; i++)
-		values[2 + i] = extra[i];
-	rows = sbq_exec(id, values, NULL);
+		values[3 + i] = extra[i];
+	rows = sbq_exec(id, values, nulls);
 	if (done != NULL)
 	{
 		for (i = 0; i < n; i++)
@@ -1529,7 +1693,8 @@ sbq_lease_rows(SbqPlanId id, const int64 *seqs, const int32 *counts, int n,
 /* Move messages to the dead-letter sub-queue with their delivery counts. */
 static int
 sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 *counts,
-						  int n, const char *reason, const char *description)
+						  const ItemPointerData *tids, int n, const char *reason,
+						  const char *description, bool *done)
 {
 	Datum		extra[4];
 
@@ -1539,7 +1704,7 @@ sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 
 	extra[1] = CStringGetTextDatum(reason);
 	extra[2] = CStringGetTextDatum(description);
 	extra[3] = CStringGetTextDatum(queue->name);
-	return sbq_lease_rows(PLAN_LEASE_DEADLETTER, seqs, counts, n, extra, 4, NULL);
+	return sbq_lease_rows(PLAN_LEASE_DEADLETTER, seqs, counts, tids, n, extra, 4, done);
 }
 
 /*
@@ -1547,9 +1712,11 @@ sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 
  *		End up to SBQ_MAINTAIN_BATCH expired leases of this database (of the
  *		queue only_queue when not 0): store each one's delivery count in its
  *		message, or dead-letter the message when that was its last allowed
- *		delivery. queues[] are the queues to know (a lease of a queue not
- *		among them just goes: its queue was deleted). Adds what it did to
- *		*released and *dead_lettered; returns how many leases it ended.
+ *		delivery. queues[] are the queues to know: a lease of a queue not
+ *		among them just goes, its queue having been deleted, unless the
+ *		caller's snapshot is a transaction's (REPEATABLE READ), which may
+ *		not see a queue made since: then it is given back. Adds what it did
+ *		to *released and *dead_lettered; returns how many leases it ended.
  */
 static int
 sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, TimestampTz now,
@@ -1601,15 +1768,30 @@ sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, Timestamp
 			continue;
 
 		sbq_max_delivery_description(queue, description, sizeof(description));
-		c.dead_lettered = sbq_lease_deadletter_rows(queue, seqs, counts, nover,
-													"MaxDeliveryCountExceeded", description);
+		c.dead_lettered = sbq_lease_deadletter_rows(queue, seqs, counts, NULL, nover,
+													"MaxDeliveryCountExceeded", description,
+													NULL);
 		extra[0] = Int32GetDatum(queue->queue_id);
-		*released += sbq_lease_rows(PLAN_LEASE_STORE, seqs + nover, counts + nover, nstore,
-									extra, 1, NULL);
+		*released += sbq_lease_rows(PLAN_LEASE_STORE, seqs + nover, counts + nover, NULL,
+									nstore, extra, 1, NULL);
 		*dead_lettered += c.dead_lettered;
 		c.received = nover + nstore;	/* those deliveries are over now */
 		sbq_add_counts(queue->queue_id, &c);
 		sbq_wait_wake_at_commit(queue->queue_id);
+	}
+	if (IsolationUsesXactSnapshot())
+	{
+		int			i;
+
+		for (i = 0; i < n; i++)
+		{
+			bool		known = false;
+
+			for (q = 0; q < nqueues && !known; q++)
+				known = items[i].queue_id == queues[q].queue_id;
+			if (!known)
+				sbq_lease_unclaim(items[i].seq);
+		}
 	}
 	return n;
 }
@@ -1652,6 +1834,36 @@ sbq_cmp_out_row(const void *a, const void *b)
 }
 
 /*
+ * sbq_give_back
+ *		After a write over the claims of one fate (in claim order, n of them):
+ *		give back those whose row was not written (done[i] false), as it
+ *		changed after the scan read it.
+ */
+static void
+sbq_give_back(SbqClaimed *claims, int nclaims, SbqFate fate, int n, const bool *done)
+{
+	int			k;
+	int			m = 0;
+
+	if (n == 0)
+		return;
+	for (k = 0; k < nclaims && m < n; k++)
+	{
+		if (claims[k].fate != fate)
+			continue;
+		if (!done[m++])
+		{
+			claims[k].fate = SBQ_FATE_GONE;
+			sbq_lease_unclaim(claims[k].seq);
+		}
+	}
+}
+
+static void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
+							 SbqReceiveMode mode, TimestampTz now, SbqReceiveResult *result,
+							 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs);
+
+/*
  * sbq_check_claims
  *		Check with a snapshot taken now that each claimed row version is still
  *		the message's latest and that no other transaction has started to
@@ -1677,11 +1889,13 @@ sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue)
 		ok = heap_fetch(rel, snap, &tup, &buf, false);
 		if (ok)
 		{
-			uint16		mask = tup.t_data->t_infomask;
-
-			/* someone else started to change or lock it after our scan */
-			if (!(mask & HEAP_XMAX_INVALID) && !(mask & HEAP_XMAX_IS_MULTI) &&
-				sbq_row_busy(HeapTupleHeaderGetRawXmax(tup.t_data)))
+			/*
+			 * Someone else started to change or lock it after our scan: a
+			 * row-lock path that locked it before our claim was made, and
+			 * that will not see our claim (see lease.c's header).
+			 */
+			if (sbq_row_busy_infomask(HeapTupleHeaderGetRawXmax(tup.t_data),
+									  tup.t_data->t_infomask))
 				ok = false;
 			ReleaseBuffer(buf);
 		}
@@ -1724,6 +1938,7 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 	SbqCounts	counts = {0};
 	TimestampTz until = sbq_add_interval(now, &queue->lock_duration);
 	int			busy_rounds = 0;
+	bool		rows_instead = false;
 	char		description[128];
 	SbqOutRow  *outs = palloc(sizeof(SbqOutRow) * max_messages);
 	int			o;
@@ -1750,7 +1965,9 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 		bool		full = false;
 		int64	   *seqs;
 		int32	   *cnts;
+		ItemPointerData *tids;
 		bool	   *done;
+		bool		wrote = false;
 		int			k;
 		int			j;
 		int			nlist;
@@ -1815,15 +2032,10 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 			c->fate = SBQ_FATE_GONE;
 			nclaims++;
 		}
+		if (full)
+			rows_instead = true;
 		if (nclaims == 0)
 		{
-			if (full && result.delivered == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-						 errmsg("too many messages are locked at once"),
-						 errdetail("Queue \"%s\" has messages to receive, but shared memory has no room for another lock.",
-								   queue->name),
-						 errhint("Increase \"sbqueue.max_locks\", or settle messages sooner.")));
 			/* other receivers took them between our scan and our claims */
 			if (full || ++busy_rounds > 64)
 				break;
@@ -1870,12 +2082,14 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 			c->count = c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND ? prev + 1 : prev;
 			if (c->fate != SBQ_FATE_STORE && c->fate != SBQ_FATE_HAND)
 				sbq_lease_make_marker(c->seq);
-			/* an expired lease's delivery is over: count it now */
-			if (c->prev_lease > 0)
-				counts.received++;
 		}
 
-		/* what has to be written: dead letters, dropped messages, delivery counts */
+		/*
+		 * What has to be written: dead letters, dropped messages, delivery
+		 * counts, each only to the row version the scan read. A claim whose
+		 * row changed meanwhile is given back (its entry as it was).
+		 */
+		tids = palloc(sizeof(ItemPointerData) * nclaims);
 #define SBQ_COLLECT(cond) \
 		do { \
 			nlist = 0; \
@@ -1883,52 +2097,61 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 				if (cond) \
 				{ \
 					seqs[nlist] = claims[k].seq; \
+					tids[nlist] = claims[k].ctid; \
 					cnts[nlist++] = claims[k].fate == SBQ_FATE_STORE ? \
 						claims[k].count - 1 : claims[k].count; \
 				} \
+			wrote |= nlist > 0; \
 		} while (0)
 
 		SBQ_COLLECT(claims[k].fate == SBQ_FATE_OVER);
-		j = sbq_lease_deadletter_rows(queue, seqs, cnts, nlist,
-									  "MaxDeliveryCountExceeded", description);
+		j = sbq_lease_deadletter_rows(queue, seqs, cnts, tids, nlist,
+									  "MaxDeliveryCountExceeded", description, done);
+		sbq_give_back(claims, nclaims, SBQ_FATE_OVER, nlist, done);
 		result.dead_lettered += j;
 
 		SBQ_COLLECT(claims[k].fate == SBQ_FATE_EXPIRED);
-		j = sbq_lease_deadletter_rows(queue, seqs, cnts, nlist, "TTLExpiredException",
-									  "The message expired and was dead-lettered.");
+		j = sbq_lease_deadletter_rows(queue, seqs, cnts, tids, nlist, "TTLExpiredException",
+									  "The message expired and was dead-lettered.", done);
+		sbq_give_back(claims, nclaims, SBQ_FATE_EXPIRED, nlist, done);
 		result.expired_dead_lettered += j;
 
 		SBQ_COLLECT(claims[k].fate == SBQ_FATE_DROP);
 		if (nlist > 0)
 		{
-			Datum		dv[2];
+			Datum		extra[1];
 
-			dv[0] = sbq_int8_array(seqs, nlist);
-			dv[1] = Int32GetDatum(queue->queue_id);
-			result.expired_dropped += (int) sbq_exec(PLAN_LEASE_DROP, dv, NULL);
+			extra[0] = Int32GetDatum(queue->queue_id);
+			result.expired_dropped += sbq_lease_rows(PLAN_LEASE_DROP, seqs, cnts, tids, nlist,
+													 extra, 1, done);
+			sbq_give_back(claims, nclaims, SBQ_FATE_DROP, nlist, done);
 		}
 
 		SBQ_COLLECT(claims[k].fate == SBQ_FATE_STORE);
 		if (nlist > 0)
 		{
 			Datum		extra[1];
-			int			m = 0;
 
 			extra[0] = Int32GetDatum(queue->queue_id);
-			(void) sbq_lease_rows(PLAN_LEASE_STORE, seqs, cnts, nlist, extra, 1, done);
-			for (k = 0; k < nclaims; k++)
-			{
-				if (claims[k].fate != SBQ_FATE_STORE)
-					continue;
-				if (!done[m++])
-				{
-					/* settled or moved since: give it back */
-					claims[k].fate = SBQ_FATE_GONE;
-					sbq_lease_unclaim(claims[k].seq);
-				}
-			}
+			(void) sbq_lease_rows(PLAN_LEASE_STORE, seqs, cnts, tids, nlist, extra, 1, done);
+			sbq_give_back(claims, nclaims, SBQ_FATE_STORE, nlist, done);
 		}
 #undef SBQ_COLLECT
+
+		/* an expired lease taken over: its delivery is over, count it now */
+		for (k = 0; k < nclaims; k++)
+			if (claims[k].fate != SBQ_FATE_GONE && claims[k].prev_lease > 0)
+				counts.received++;
+
+		/*
+		 * The writes may have waited for row locks: a lock handed out starts
+		 * now, so none is handed out already expired.
+		 */
+		if (wrote)
+		{
+			now = GetCurrentTimestamp();
+			until = sbq_add_interval(now, &queue->lock_duration);
+		}
 
 		/* hand out the rest, in sequence order */
 		for (k = 0; k < nclaims; k++)
@@ -1958,11 +2181,28 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 		}
 
 		/* the scan came back short: the head has nothing more */
-		if (n < (uint64) want)
+		if (n < (uint64) want || rows_instead)
 			break;
 		/* others keep taking or changing what we find: give up after a while */
 		if (result.delivered == delivered_before && ++busy_rounds > 64)
 			break;
+	}
+
+	/*
+	 * This database's share of the lease table, or the table, is full: lock
+	 * the rest in the message rows, as with sbqueue.memory_locks off.
+	 */
+	if (rows_instead && result.delivered < max_messages)
+	{
+		SbqReceiveResult r = {0};
+
+		sbq_receive_rows(queue, subqueue, max_messages - result.delivered, SBQ_PEEK_LOCK,
+						 GetCurrentTimestamp(), &r, NULL, tupdesc, outs + result.delivered);
+		result.delivered += r.delivered;
+		result.dead_lettered += r.dead_lettered;
+		result.expired_dead_lettered += r.expired_dead_lettered;
+		result.expired_dropped += r.expired_dropped;
+		counts.received += r.delivered;
 	}
 
 	/*
@@ -2083,6 +2323,78 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 }
 
 /*
+ * sbq_receive_rows
+ *		The receive that locks in the message rows (peek-lock) or removes them
+ *		(receive-and-delete): up to max_messages, added to *result, into
+ *		tupstore, or formed as tuples of tupdesc into outs[] when outs is
+ *		not NULL (the caller sorts and puts them).
+ */
+static void
+sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
+				 SbqReceiveMode mode, TimestampTz now, SbqReceiveResult *result,
+				 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs)
+{
+	Datum		values[9];
+	char		description[128];
+	SbqPlanId	plan = mode == SBQ_PEEK_LOCK ? PLAN_RECEIVE_LOCK : PLAN_RECEIVE_DELETE;
+	int			delivered = 0;
+
+	sbq_max_delivery_description(queue, description, sizeof(description));
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	values[2] = TimestampTzGetDatum(now);
+	values[4] = Int32GetDatum(queue->max_delivery_count);
+	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	values[6] = BoolGetDatum(queue->dlq_on_expiration);
+	values[7] = CStringGetTextDatum(queue->name);
+	values[8] = CStringGetTextDatum(description);
+
+	while (delivered < max_messages)
+	{
+		int			n_over;
+		int			n_expired_dead;
+		int			n_dropped;
+		bool		isnull;
+
+		values[3] = Int32GetDatum(max_messages - delivered);
+		if (sbq_exec(plan, values, NULL) == 0)
+			elog(ERROR, "receive returned no row");
+
+		n_over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
+		n_expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
+		n_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
+		if (outs == NULL)
+			delivered += sbq_put_message_rows(tupstore, tupdesc);
+		else
+		{
+			uint64		row;
+
+			for (row = 0; row < SPI_processed; row++)
+			{
+				Datum		out[SBQ_MESSAGE_NATTS];
+				bool		nulls[SBQ_MESSAGE_NATTS];
+				int			col;
+
+				for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
+					out[col] = sbq_col(row, col + 1, &nulls[col]);
+				if (nulls[0])
+					continue;
+				outs[delivered].seq = DatumGetInt64(out[0]);
+				outs[delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
+			}
+		}
+		result->dead_lettered += n_over;
+		result->expired_dead_lettered += n_expired_dead;
+		result->expired_dropped += n_dropped;
+
+		/* the head held nothing but what we handed out: nothing more to find */
+		if (n_over + n_expired_dead + n_dropped == 0)
+			break;
+	}
+	result->delivered += delivered;
+}
+
+/*
  * sbq_storage_receive
  *		One receive pass: hand out up to max_messages available messages in
  *		sequence order into tupstore, locking them (peek-lock) or removing them
@@ -2098,34 +2410,21 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 	SbqReceiveResult result = {0};
 	SbqCounts	counts = {0};
 	TimestampTz now = GetCurrentTimestamp();
-	Datum		values[9];
-	char		description[128];
-	SbqPlanId	plan = mode == SBQ_PEEK_LOCK ? PLAN_RECEIVE_LOCK : PLAN_RECEIVE_DELETE;
-
-	snprintf(description, sizeof(description),
-			 "Message could not be consumed after %d delivery attempts.",
-			 queue->max_delivery_count);
-
-	values[0] = Int32GetDatum(queue->queue_id);
-	values[1] = Int16GetDatum(subqueue);
-	values[2] = TimestampTzGetDatum(now);
-	values[4] = Int32GetDatum(queue->max_delivery_count);
-	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
-	values[6] = BoolGetDatum(queue->dlq_on_expiration);
-	values[7] = CStringGetTextDatum(queue->name);
-	values[8] = CStringGetTextDatum(description);
 
 	if (subqueue == SBQ_SUBQUEUE_MAIN)
 		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
 
-	if (mode == SBQ_PEEK_LOCK && sbq_lease_enabled())
+	if (mode == SBQ_PEEK_LOCK && sbq_leasing())
 		return sbq_receive_leased(queue, subqueue, max_messages, now, tupstore, tupdesc);
 
 	/*
 	 * The statements below skip messages under a lease, expired ones too:
 	 * end the expired leases of this queue first, so their messages are
-	 * receivable here.
+	 * receivable here. Not with sbqueue.memory_locks off: that session's
+	 * transactions stay free of lease changes (PREPARE TRANSACTION refuses
+	 * those), and maintenance ends them.
 	 */
+	if (sbq_leasing())
 	{
 		int64		released = 0;
 		int64		dead = 0;
@@ -2133,29 +2432,8 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 		(void) sbq_lease_sweep(queue, 1, queue->queue_id, now, &released, &dead);
 	}
 
-	while (result.delivered < max_messages)
-	{
-		int			n_over;
-		int			n_expired_dead;
-		int			n_dropped;
-		bool		isnull;
-
-		values[3] = Int32GetDatum(max_messages - result.delivered);
-		if (sbq_exec(plan, values, NULL) == 0)
-			elog(ERROR, "receive returned no row");
-
-		n_over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
-		n_expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
-		n_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
-		result.delivered += sbq_put_message_rows(tupstore, tupdesc);
-		result.dead_lettered += n_over;
-		result.expired_dead_lettered += n_expired_dead;
-		result.expired_dropped += n_dropped;
-
-		/* the head held nothing but what we handed out: nothing more to find */
-		if (n_over + n_expired_dead + n_dropped == 0)
-			break;
-	}
+	sbq_receive_rows(queue, subqueue, max_messages, mode, now, &result, tupstore, tupdesc,
+					 NULL);
 
 	counts.received = result.delivered;
 	counts.completed = mode == SBQ_RECEIVE_AND_DELETE ? result.delivered : 0;
@@ -2187,6 +2465,19 @@ sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 	values[4] = Int32GetDatum(max_messages);
 	(void) sbq_exec(PLAN_PEEK, values, NULL);
 	return sbq_put_message_rows_at(tupstore, tupdesc, sbq_lease_available(), now);
+}
+
+/*
+ * sbq_row_lock_valid
+ *		Whether a lock stored in a row, whose expiry a settling statement
+ *		returned, is still valid by a clock read now: after that statement,
+ *		so after it held the row lock, which it may have waited for while
+ *		the lock ran out (and a leasing receive took the message over).
+ */
+static bool
+sbq_row_lock_valid(Datum locked_until)
+{
+	return DatumGetTimestampTz(locked_until) > GetCurrentTimestamp();
 }
 
 static void
@@ -2227,9 +2518,14 @@ sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *tok
 	}
 	else
 	{
+		bool		isnull;
+
 		sbq_lock_args(values, queue, subqueue, token, now);
 		if (sbq_exec(PLAN_COMPLETE, values, NULL) != 1)
 			return false;
+		/* judged again now that the row is ours (the delete may have waited) */
+		if (!sbq_row_lock_valid(sbq_col(0, 1, &isnull)))
+			return false;		/* the caller's error undoes the delete */
 	}
 	counts.completed = 1;
 	sbq_add_counts(queue->queue_id, &counts);
@@ -2325,6 +2621,9 @@ sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 			bool		isnull;
 			pg_uuid_t  *done = DatumGetUUIDP(sbq_col(row, 1, &isnull));
 
+			/* judged again now that the row is ours: else not settled */
+			if (!sbq_row_lock_valid(sbq_col(row, 2, &isnull)))
+				continue;
 			for (i = 0; i < ntokens; i++)
 				if (!leased[i] &&
 					memcmp(done->data, DatumGetUUIDP(tokens[i])->data, UUID_LEN) == 0)
@@ -2371,7 +2670,8 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	else
 	{
 		sbq_lock_args(values, queue, subqueue, token, now);
-		if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1)
+		if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1 ||
+			!sbq_row_lock_valid(sbq_col(0, 4, &isnull)))
 			return false;
 	}
 	*delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
@@ -2688,6 +2988,12 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 		*locked_until = until;
 		return true;
 	}
+	/* lock the row, then judge the lock with a clock read after that */
+	sbq_lock_args(values, queue, subqueue, token, now);
+	if (sbq_exec(PLAN_LOCK_FOR_SETTLE, values, NULL) != 1 ||
+		!sbq_row_lock_valid(sbq_col(0, 4, &isnull)))
+		return false;
+	now = GetCurrentTimestamp();
 	sbq_lock_args(values, queue, subqueue, token, now);
 	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
 	if (sbq_exec(PLAN_RENEW, values, NULL) != 1)
