@@ -52,6 +52,7 @@
 #include "utils/wait_event.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "shmem.h"
 #include "wait.h"
 
@@ -93,6 +94,13 @@ sbq_wait_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 			if (!sbq_pending_any)
 				return;
+
+			/*
+			 * What the waiters will look at first: the locks this transaction
+			 * ended must be gone before they look (the lease callback may run
+			 * after this one; it then has nothing left to do).
+			 */
+			sbq_lease_at_commit();
 			for (w = 0; w < SBQ_PENDING_WORDS; w++)
 			{
 				uint64		bits = sbq_pending[w];
