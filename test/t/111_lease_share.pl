@@ -28,9 +28,10 @@ use lib "$FindBin::RealBin/../harness";
 use SbqLease;
 use Time::HiRes qw(usleep);
 
-my $max_locks = 300;
-my $share = 100;
-my @dbs = ('d1', 'd2', 'd3');
+# the smallest table 0.3 accepted, and the default share: a quarter of it
+my $max_locks = 1024;
+my $share = 256;
+my @dbs = ('d1', 'd2', 'd3', 'd4');
 
 my $node = PostgreSQL::Test::Cluster->new('lease_share');
 $node->init;
@@ -39,7 +40,6 @@ $node->append_conf(
 shared_preload_libraries = 'sbqueue'
 sbqueue.enable_maintenance_worker = off
 sbqueue.max_locks = $max_locks
-sbqueue.max_locks_per_database = $share
 max_prepared_transactions = 2
 ));
 $node->start;
@@ -48,7 +48,7 @@ is($node->safe_psql('postgres', 'SHOW sbqueue.max_locks'), $max_locks,
 	"the lease table holds $max_locks locks");
 is($node->safe_psql('postgres',
 		"SELECT current_setting('sbqueue.max_locks_per_database', true)"),
-	$share, "a database's share is $share");
+	'-1', "a database's share is the default: a quarter of the table");
 
 for my $db (@dbs)
 {
@@ -94,14 +94,14 @@ sub fill_share
 ### 1. a full share degrades to locks stored in the rows
 {
 	$node->restart;
-	new_queue('d1', 'big', 250);
-	my $r = receive_many('d1', 'big', 250);
-	is($r->{sqlstate}, '', 'd1: one receive of 250 does not fail') or diag($r->{err});
-	is($r->{received}, 250, 'd1: it returns 250 messages');
+	new_queue('d1', 'big', 700);
+	my $r = receive_many('d1', 'big', 700);
+	is($r->{sqlstate}, '', 'd1: one receive of 700 does not fail') or diag($r->{err});
+	is($r->{received}, 700, 'd1: it returns 700 messages');
 	cmp_ok($r->{leased}, '<=', $share, "d1: at most $share of them are leases");
-	is($r->{leased} + $r->{rowlocked}, 250, 'd1: the others are locks stored in the rows');
-	is(locked_count('d1', 'big'), 250, 'd1: peek shows all 250 locked');
-	for my $db ('d2', 'd3')
+	is($r->{leased} + $r->{rowlocked}, 700, 'd1: the others are locks stored in the rows');
+	is(locked_count('d1', 'big'), 700, 'd1: peek shows all 700 locked');
+	for my $db ('d2', 'd3', 'd4')
 	{
 		new_queue($db, 'small', 50);
 		$r = receive_many($db, 'small', 50);
@@ -167,8 +167,8 @@ sub fill_share
 {
 	$node->restart;
 	my $leases = 0;
-	$leases += fill_share($_, 'full', 150)->{leased} for @dbs;
-	is($leases, $max_locks, "the whole table is full: $max_locks leases in d1, d2 and d3");
+	$leases += fill_share($_, 'full', 300)->{leased} for @dbs;
+	is($leases, $max_locks, "the whole table is full: $max_locks leases in d1 to d4");
 	new_queue('d2', 'off', 20);
 	new_queue('d2', 'ttl', 5);
 	$node->safe_psql('d2', q{
@@ -192,12 +192,19 @@ sub fill_share
 ### 4. maintenance ends expired leases while the whole table is full
 {
 	$node->restart;
-	fill_share('d1', 'short', 150, "lock_duration => '5 s'");
-	fill_share($_, 'long', 150) for ('d2', 'd3');
+	fill_share('d1', 'short', 300, "lock_duration => '5 s'");
+	fill_share($_, 'long', 300) for ('d2', 'd3', 'd4');
+	# messages whose time to live runs out: maintenance has rows to move too
+	new_queue('d1', 'ttl', 0);
+	$node->safe_psql('d1', q{
+		SELECT count(sbq_send('ttl', 'short-lived', time_to_live => '1 second'))
+		  FROM generate_series(1, 5)});
 	usleep(5_500_000);
 	my ($rc, $out, $err, $state) = run_sql('d1', 'SELECT sbq_maintain()');
 	is($state, '', 'd1: sbq_maintain() with the table full and its leases expired succeeds')
 	  or diag($err);
+	is($node->safe_psql('d1', q{SELECT count(*) FROM sbq_peek('ttl', 10)}), '0',
+		'd1: and it dropped the messages whose time to live ran out');
 	new_queue('d1', 'after', 50);
 	my $r = receive_many('d1', 'after', 50);
 	is("$r->{sqlstate} $r->{received} $r->{leased}", ' 50 50',
