@@ -193,9 +193,9 @@ static SbqLeaseUndo *sbq_undo = NULL;
 static int	sbq_nundo = 0;
 static int	sbq_maxundo = 0;
 
+/* (a transaction that drops more leaves the rest to expire and be swept) */
 static SbqLeaseDrop sbq_drops[8];
 static int	sbq_ndrops = 0;
-static bool sbq_drops_overflow = false;
 
 static object_access_hook_type sbq_prev_object_access = NULL;
 
@@ -599,10 +599,10 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that has received or settled sbqueue messages under locks in shared memory"),
+						 errdetail("Its receives, settlements, maintenance, or a purge or delete of a queue whose messages are locked in shared memory, changed locks that no process would own once it is prepared."),
 						 errhint("Receive and settle outside prepared transactions, or set \"sbqueue.memory_locks\" to off before the transaction receives: its receives then lock in the message rows, which a prepared transaction can keep.")));
 			/* the leases of what it dropped expire and are swept instead */
 			sbq_ndrops = 0;
-			sbq_drops_overflow = false;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -616,7 +616,6 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 				sbq_lease_restore(&sbq_undo[i]);
 			sbq_nundo = 0;
 			sbq_ndrops = 0;
-			sbq_drops_overflow = false;
 			sbq_lease_epoch = InvalidOid;
 			break;
 		case XACT_EVENT_PREPARE:
@@ -666,10 +665,7 @@ static void
 sbq_lease_note_drop(Oid dbid, Oid epoch)
 {
 	if (sbq_ndrops >= (int) lengthof(sbq_drops))
-	{
-		sbq_drops_overflow = true;
 		return;
-	}
 	/* its count must come down as its entries go (at commit) */
 	if (dbid == MyDatabaseId)
 		(void) sbq_lease_share();
@@ -740,7 +736,6 @@ sbq_lease_free_dropped(void)
 	if (sbq_ndrops == 0 || sbq_lease_hash == NULL)
 	{
 		sbq_ndrops = 0;
-		sbq_drops_overflow = false;
 		return;
 	}
 	sbq_lease_lock_all(LW_EXCLUSIVE);
@@ -777,7 +772,6 @@ sbq_lease_free_dropped(void)
 			(void) hash_search(sbq_lease_shares, &sbq_drops[i].dbid, HASH_REMOVE, NULL);
 	LWLockRelease(sbq_shares_lock());
 	sbq_ndrops = 0;
-	sbq_drops_overflow = false;
 }
 
 /*
@@ -1101,7 +1095,8 @@ sbq_lease_orphan(const SbqLease *entry, TimestampTz now)
  *		of all when queue_id is 0) as markers of this transaction, into out.
  *		The caller stores their delivery counts (or dead-letters the messages)
  *		in the same transaction; at its commit the leases are gone. Expired
- *		leases of older incarnations go at once.
+ *		leases of older incarnations are taken too (not into out), and go at
+ *		commit as well.
  *
  *		The scan is skipped while nothing of this database can have expired
  *		(its share keeps the earliest expiry), so it costs a look at one
@@ -1116,6 +1111,7 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 	TimestampTz next = SBQ_NO_EXPIRY;
 	bool		complete = true;
 	int			n = 0;
+	int			orphans = 0;
 
 	if (sbq_lease_hash == NULL || max <= 0)
 		return 0;
@@ -1137,23 +1133,29 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 	{
 		if (entry->key.dbid != MyDatabaseId)
 			continue;
-		if (sbq_lease_orphan(entry, now))
+		if (sbq_lease_orphan(entry, now) && n + orphans < max)
 		{
-			SbqLeaseKey key = entry->key;
-
-			(void) hash_search(sbq_lease_hash, &key, HASH_REMOVE, NULL);
-			SpinLockAcquire(&share->mutex);
-			share->count--;
-			SpinLockRelease(&share->mutex);
+			/*
+			 * Of a dropped incarnation (the caller holds the lock of the
+			 * current one's sbq.queues, so no other is alive): it goes at
+			 * this transaction's commit, with nothing to store.
+			 */
+			sbq_lease_record(&entry->key, entry);
+			entry->state = SBQ_LEASE_SETTLING;
+			entry->has_token = false;
+			entry->owner = sbq_my_proc();
+			orphans++;
 			continue;
 		}
-		if (n >= max || !sbq_lease_expired(entry, now) || entry->key.epoch != sbq_lease_epoch ||
+		if (n + orphans >= max || !sbq_lease_expired(entry, now) ||
+			entry->key.epoch != sbq_lease_epoch ||
 			(queue_id != 0 && entry->queue_id != queue_id))
 		{
 			/* it stays: keep the earliest expiry of what stays */
 			if (entry->has_token && entry->locked_until < next)
 				next = entry->locked_until;
-			if (n >= max && sbq_lease_expired(entry, now))
+			if (n + orphans >= max &&
+				(sbq_lease_expired(entry, now) || sbq_lease_orphan(entry, now)))
 				complete = false;
 			continue;
 		}

@@ -50,6 +50,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -113,6 +114,7 @@ typedef enum SbqPlanId
 	PLAN_NEXT_DUE,
 	PLAN_NO_PREPARED,
 	PLAN_BELOW_HEAD,
+	PLAN_QUEUES_EXIST,
 	SBQ_NUM_PLANS
 } SbqPlanId;
 
@@ -675,6 +677,10 @@ static const SbqPlanDef sbq_plan_defs[SBQ_NUM_PLANS] = {
 		" WHERE m.queue_id = $1 AND m.state = 2",
 		1, {INT4OID}
 	},
+	[PLAN_QUEUES_EXIST] = {
+		"SELECT queue_id FROM sbq.queues WHERE queue_id = ANY($1)",
+		1, {INT4ARRAYOID}
+	},
 	[PLAN_ROW_EXISTS] = {
 		"SELECT 1 FROM sbq.messages m"
 		" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3",
@@ -708,6 +714,8 @@ static int	sbq_guc_nest_level = 0;
 /* the memory context current when the storage section was opened */
 static MemoryContext sbq_caller_cxt = NULL;
 
+
+static Oid	sbq_storage_epoch_locked(void);
 
 static void
 sbq_sql_inval(Datum arg, int cacheid, uint32 hashvalue)
@@ -769,7 +777,7 @@ sbq_storage_begin(void)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	sbq_lease_enter(sbq_storage_epoch());
+	sbq_lease_enter(sbq_storage_epoch_locked());
 	(void) sbq_sql_has_leases();
 	sbq_guc_nest_level = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
@@ -1109,6 +1117,31 @@ sbq_storage_epoch(void)
 		sbq_epoch_relid = sbq_queues_oid();
 	}
 	return sbq_epoch_relid;
+}
+
+/*
+ * sbq_storage_epoch_locked
+ *		The epoch, with sbq.queues locked (AccessShareLock, until the end of
+ *		the transaction): the lock takes in the invalidations that arrived,
+ *		so a DROP EXTENSION that committed before is seen, and one that comes
+ *		later waits for this transaction. The leases a storage section works
+ *		on are then always those of the tables its statements see.
+ */
+static Oid
+sbq_storage_epoch_locked(void)
+{
+	for (;;)
+	{
+		Oid			epoch = sbq_storage_epoch();
+
+		if (!OidIsValid(epoch))
+			return InvalidOid;
+		LockRelationOid(epoch, AccessShareLock);
+		if (sbq_storage_epoch() == epoch)
+			return epoch;
+		/* dropped meanwhile: its successor, if any */
+		UnlockRelationOid(epoch, AccessShareLock);
+	}
 }
 
 static Oid
@@ -1713,10 +1746,9 @@ sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 
  *		queue only_queue when not 0): store each one's delivery count in its
  *		message, or dead-letter the message when that was its last allowed
  *		delivery. queues[] are the queues to know: a lease of a queue not
- *		among them just goes, its queue having been deleted, unless the
- *		caller's snapshot is a transaction's (REPEATABLE READ), which may
- *		not see a queue made since: then it is given back. Adds what it did
- *		to *released and *dead_lettered; returns how many leases it ended.
+ *		among them just goes if its queue is gone, and is given back if the
+ *		queue exists (made since the caller read its list). Adds what it did
+ *		to *released and *dead_lettered; returns how many leases it took.
  */
 static int
 sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, TimestampTz now,
@@ -1779,8 +1811,16 @@ sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, Timestamp
 		sbq_add_counts(queue->queue_id, &c);
 		sbq_wait_wake_at_commit(queue->queue_id);
 	}
-	if (IsolationUsesXactSnapshot())
+
+	/*
+	 * Leases of queues not among queues[]: of a deleted queue, or of one
+	 * made after the caller's list was read (or that its transaction
+	 * snapshot cannot see). Asked with a snapshot taken now: a queue that
+	 * exists gets its leases back, for a later pass that knows it.
+	 */
 	{
+		int32	   *ids = palloc(sizeof(int32) * n);
+		int			nids = 0;
 		int			i;
 
 		for (i = 0; i < n; i++)
@@ -1790,7 +1830,33 @@ sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, Timestamp
 			for (q = 0; q < nqueues && !known; q++)
 				known = items[i].queue_id == queues[q].queue_id;
 			if (!known)
-				sbq_lease_unclaim(items[i].seq);
+				ids[nids++] = items[i].queue_id;
+		}
+		if (nids > 0)
+		{
+			Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+			Datum		values[1];
+			uint64		rows;
+			uint64		r;
+			int			rc;
+
+			values[0] = sbq_int4_array(ids, nids);
+			rc = SPI_execute_snapshot(sbq_plan(PLAN_QUEUES_EXIST), values, NULL, snap,
+									  InvalidSnapshot, true, false, 0);
+			UnregisterSnapshot(snap);
+			if (rc < 0)
+				elog(ERROR, "sbqueue statement %d failed: %s", (int) PLAN_QUEUES_EXIST,
+					 SPI_result_code_string(rc));
+			rows = SPI_processed;
+			for (r = 0; r < rows; r++)
+			{
+				bool		isnull;
+				int32		id = DatumGetInt32(sbq_col(r, 1, &isnull));
+
+				for (i = 0; i < n; i++)
+					if (items[i].queue_id == id)
+						sbq_lease_unclaim(items[i].seq);
+			}
 		}
 	}
 	return n;
@@ -1889,13 +1955,20 @@ sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue)
 		ok = heap_fetch(rel, snap, &tup, &buf, false);
 		if (ok)
 		{
+			TransactionId xmax;
+			uint16		infomask;
+
 			/*
 			 * Someone else started to change or lock it after our scan: a
 			 * row-lock path that locked it before our claim was made, and
-			 * that will not see our claim (see lease.c's header).
+			 * that will not see our claim (see lease.c's header). xmax and
+			 * its flags are read together, under the buffer's lock.
 			 */
-			if (sbq_row_busy_infomask(HeapTupleHeaderGetRawXmax(tup.t_data),
-									  tup.t_data->t_infomask))
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			xmax = HeapTupleHeaderGetRawXmax(tup.t_data);
+			infomask = tup.t_data->t_infomask;
+			LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+			if (sbq_row_busy_infomask(xmax, infomask))
 				ok = false;
 			ReleaseBuffer(buf);
 		}
@@ -2512,7 +2585,8 @@ sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *tok
 		values[1] = Int32GetDatum(queue->queue_id);
 		values[2] = Int16GetDatum(subqueue);
 		if (sbq_exec(PLAN_LEASE_COMPLETE, values, NULL) != 1 ||
-			!sbq_lease_settle(seq, token, queue->queue_id, subqueue, now, &delivery_count))
+			!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
+							  &delivery_count))
 			return false;		/* the caller's error undoes the delete */
 		counts.received = 1;
 	}
@@ -2596,7 +2670,7 @@ sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 				i = lease_index[k];
 				if (lease_seqs[k] == seq &&
 					sbq_lease_settle(seq, DatumGetUUIDP(tokens[i]), queue->queue_id,
-									 subqueue, now, &delivery_count))
+									 subqueue, GetCurrentTimestamp(), &delivery_count))
 				{
 					settled[i] = true;
 					n++;
@@ -2677,8 +2751,10 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	*delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
 	expires_at = sbq_col(0, 3, &isnull);
 	*expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
+	/* judged by a clock read now that the row is ours (the lock may have waited) */
 	if (*leased &&
-		!sbq_lease_settle(seq, token, queue->queue_id, subqueue, now, delivery_count))
+		!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
+						  delivery_count))
 		return false;
 	return true;
 }
@@ -2899,11 +2975,16 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 	uint64		n;
 	SbqCounts	counts = {0};
 
+	/*
+	 * Dead letters under an expired lease can be resubmitted once it ended;
+	 * with sbqueue.memory_locks off, maintenance ends it (the transaction
+	 * stays free of lease changes, so it can be prepared).
+	 */
+	if (sbq_leasing())
 	{
 		int64		released = 0;
 		int64		dead = 0;
 
-		/* dead letters under an expired lease can be resubmitted */
 		(void) sbq_lease_sweep(queue, 1, queue->queue_id, GetCurrentTimestamp(),
 							   &released, &dead);
 	}
@@ -2981,8 +3062,11 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 			 * lock) and look again; the lease is back if it rolled back.
 			 */
 			if (!sbq_lease_holds(seq, token, queue->queue_id, subqueue, now) ||
-				sbq_exec(PLAN_ROW_FOR_SETTLE, values, NULL) != 1 ||
-				!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
+				sbq_exec(PLAN_ROW_FOR_SETTLE, values, NULL) != 1)
+				return false;
+			now = GetCurrentTimestamp();
+			until = sbq_add_interval(now, &queue->lock_duration);
+			if (!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
 				return false;
 		}
 		*locked_until = until;

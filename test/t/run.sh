@@ -10,7 +10,8 @@
 # is skipped without it. initdb refuses to run as root, so as root the tests
 # run as the postgres user. Each test starts its own servers on free ports in
 # a scratch directory, removed afterwards unless a test failed (then its logs
-# are printed). Exits non-zero when a test fails.
+# are printed). Exits non-zero when a test fails. SBQ_KEEP_TAP=1 keeps the
+# scratch directory (its path is in the output) for a look at the logs.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -71,5 +72,5 @@ if [ $rc -ne 0 ]; then
     grep -h -A6 '^\[[^]]*\]([^)]*) not ok' "$work"/tmp_check/log/regress_log_* 2>/dev/null | tail -n 80
     sed -n '/^Test Summary Report/,$p' "$work/prove.out"
 fi
-cd / && rm -rf "$work"
+cd / && { [ -n "${SBQ_KEEP_TAP:-}" ] || rm -rf "$work"; }
 exit $rc
