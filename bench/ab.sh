@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# bench/ab.sh: this tree's sbqueue against an earlier commit's, side by side.
+#
+#   bench/ab.sh REV [SECONDS] [ROUNDS]     defaults: 10 s cells, 3 rounds
+#
+# Builds REV (a git revision of this repository) into a private copy of
+# PostgreSQL's installation, and this tree into the system's (scripts/setup.sh).
+# Each contender gets a throwaway server of its own (scripts/pgserver.sh
+# --preload: fsync on, synchronous_commit on, shared_buffers 1GB, the
+# maintenance worker off so it does not run between cells); only one runs at a
+# time, and the contenders take turns cell by cell, in the order A B B A, so a
+# drift of the machine does not favour one. The cells are bench/run.sh's
+# sbqueue workloads at 4 clients: send 1 and a batch, receive + complete of 1
+# and a batch from a filled queue, and the full cycle of 1 and a batch; and
+# the cycle of 1 with sbqueue.memory_locks off (locks in the rows).
+# Prints the median messages/second of each and new/old, as a Markdown table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+rev=${1:?usage: bench/ab.sh REV [SECONDS] [ROUNDS]}
+secs=${2:-10}
+rounds=${3:-3}
+batch=${BENCH_BATCH:-100}
+
+scripts/setup.sh >/dev/null
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config}
+new_bin=$("$PG_CONFIG" --bindir)
+work=$(mktemp -d /tmp/sbqueue-ab.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+    for c in old new; do scripts/pgserver.sh stop "$work/$c" >/dev/null 2>&1 || true; done
+    git -C "$root" worktree remove --force "$work/src" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# the old build, in a copy of PostgreSQL's installation (its paths are
+# relative to its binaries, so the copy finds its own library and share dirs)
+git -C "$root" worktree add --detach "$work/src" "$rev" >/dev/null 2>&1
+pkglib=$("$PG_CONFIG" --pkglibdir)
+share=$("$PG_CONFIG" --sharedir)
+prefix=$(cd "$new_bin/.." && pwd)
+mkdir -p "$work/old-pg$(dirname "$prefix")" "$work/old-pg$(dirname "$share")"
+cp -a "$prefix" "$work/old-pg$prefix"
+cp -a "$share" "$work/old-pg$share"
+[ "$pkglib" = "$prefix/lib" ] || { mkdir -p "$work/old-pg$pkglib"; cp -a "$pkglib/." "$work/old-pg$pkglib"; }
+make -s -C "$work/src" PG_CONFIG="$PG_CONFIG" >/dev/null
+make -s -C "$work/src" PG_CONFIG="$PG_CONFIG" install DESTDIR="$work/old-pg" >/dev/null
+chmod -R a+rX "$work/old-pg"
+old_bin=$work/old-pg$new_bin
+describe_old=$(git -C "$root" log -1 --format='%h %s' "$rev")
+describe_new=$(git -C "$root" log -1 --format='%h %s' HEAD)
+[ -z "$(git -C "$root" status --porcelain -- src sql Makefile)" ] || describe_new="$describe_new (+ uncommitted changes)"
+
+start() {   # $1: old or new
+    local bin=$new_bin
+    [ "$1" = old ] && bin=$old_bin
+    PGBIN=$bin scripts/pgserver.sh start "$work/$1" --preload
+}
+for c in old new; do
+    port=$(start $c)
+    PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
+        -c "ALTER SYSTEM SET shared_buffers = '1GB'" -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
+        -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" >/dev/null
+    scripts/pgserver.sh stop "$work/$c" >/dev/null
+    port=$(start $c)
+    PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
+        -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_create_queue('bench')" >/dev/null
+    scripts/pgserver.sh stop "$work/$c" >/dev/null
+done
+
+# one cell against contender $1: workload $2 (script, prefill), prints messages/second
+cell() {
+    local c=$1 script=$2 prefill=$3 per=$4 opts=$5 port tps
+    port=$(start "$c")
+    export PGHOST="$work/$c" PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+    psql -X -q -c "SELECT sbq_purge_queue('bench')" -c "VACUUM ANALYZE sbq.messages" >/dev/null
+    if [ "$prefill" -gt 0 ]; then
+        psql -X -q -c "SELECT count(*) FROM sbq_send_batch('bench', array_fill('bench message body'::text, ARRAY[$prefill]))" \
+            -c "VACUUM ANALYZE sbq.messages" >/dev/null
+    fi
+    tps=$(PGOPTIONS="$opts" "$new_bin/pgbench" -n -M prepared -c 4 -j 2 -T "$secs" -D n="$batch" \
+        -D tok=00000000-0000-0000-0000-000000000000 -f "bench/$script.sql" 2>&1 |
+        sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+    scripts/pgserver.sh stop "$work/$c" >/dev/null
+    unset PGHOST PGPORT
+    awk -v t="${tps:-0}" -v p="$per" 'BEGIN { printf "%.0f", t * p }'
+}
+
+# name|script|prefill|messages per transaction|PGOPTIONS
+workloads=(
+    "send 1|sbq_send|0|1|"
+    "send batch of $batch|sbq_send_batch|0|$batch|"
+    "receive + complete 1|sbq_consume|200000|1|"
+    "receive + complete batch of $batch|sbq_consume_batch|600000|$batch|"
+    "cycle 1 (3 transactions)|sbq_cycle|0|1|"
+    "cycle batch of $batch|sbq_cycle_batch|0|$batch|"
+    "cycle 1, locks in the rows|sbq_cycle|0|1|-c sbqueue.memory_locks=off"
+)
+declare -A got
+for r in $(seq "$rounds"); do
+    for w in "${workloads[@]}"; do
+        IFS='|' read -r name script prefill per opts <<<"$w"
+        order=(old new new old)
+        [ $((r % 2)) -eq 0 ] && order=(new old old new)
+        for c in "${order[@]}"; do
+            got["$name|$c"]+="$(cell "$c" "$script" "$prefill" "$per" "$opts") "
+            echo "ab: round $r, $name, $c: ${got["$name|$c"]}" >&2
+        done
+    done
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+echo "bench/ab.sh $rev $secs $rounds: messages/second, the median of $((rounds * 2)) cells of ${secs} s each,"
+echo "4 clients, fsync and synchronous_commit on, $(nproc) CPUs"
+echo
+echo "old: $describe_old"
+echo "new: $describe_new"
+echo
+echo "| workload | old | new | new/old |"
+echo "|---|---:|---:|---:|"
+for w in "${workloads[@]}"; do
+    IFS='|' read -r name script prefill per opts <<<"$w"
+    o=$(median <<<"${got["$name|old"]}")
+    n=$(median <<<"${got["$name|new"]}")
+    awk -v name="$name" -v o="$o" -v n="$n" 'BEGIN { printf "| %s | %.0f | %.0f | %.2fx |\n", name, o, n, (o > 0 ? n / o : 0) }'
+done
