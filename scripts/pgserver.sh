@@ -9,7 +9,7 @@
 # it is for tests and demos, never for data that matters.
 set -euo pipefail
 
-PGBIN=${PGBIN:-$(pg_config --bindir)}
+PGBIN=${PGBIN:-$("${PG_CONFIG:-pg_config}" --bindir)}
 RUN_AS=()
 if [ "$(id -u)" = 0 ]; then RUN_AS=(runuser -u postgres --); fi
 
