@@ -4,7 +4,9 @@ EXTENSION = sbqueue
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 
 MODULE_big = sbqueue
-OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o src/shmem.o src/worker.o src/lease.o src/qstate.o
+OBJS = src/sbqueue.o src/api.o src/util.o src/wait.o src/shmem.o src/worker.o src/lease.o src/qstate.o \
+       src/storage_core.o src/queues.o src/send.o src/receive.o src/lease_receive.o \
+       src/settle.o src/maintain.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

@@ -4,7 +4,7 @@
 
 /*
  * Internal state: the schema sbq and its tables. Users never touch them; every
- * SQL-callable function goes through the storage module in src/storage.c.
+ * SQL-callable function goes through the storage files of src/ (src/storage.h).
  * All tables are WAL-logged and registered with pg_extension_config_dump so
  * that pg_dump keeps the messages.
  */
@@ -113,7 +113,7 @@ REVOKE ALL ON FUNCTION sbq.new_lock_token(bigint) FROM PUBLIC;
 /*
  * Message locks kept in shared memory ("leases", src/lease.c): with sbqueue
  * preloaded, a peek-lock receive locks its messages there and writes nothing
- * to sbq.messages. These functions let the statements of src/storage.c and
+ * to sbq.messages. These functions let the statements of the storage files and
  * the views see them; without the preload there are no leases and they say
  * so (free, a slot always taken, no lock, nothing pending).
  */

@@ -33,7 +33,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "sbqueue.h"
+#include "storage.h"
 #include "wait.h"
 
 PG_FUNCTION_INFO_V1(sbq_create_queue);

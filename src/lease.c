@@ -107,6 +107,7 @@
 #include "lease.h"
 #include "qstate.h"
 #include "sbqueue.h"
+#include "storage.h"
 
 PG_FUNCTION_INFO_V1(sbq_lease_free_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_slot_sql);

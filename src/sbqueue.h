@@ -2,11 +2,11 @@
  *
  * sbqueue.h
  *	  Declarations shared by the parts of sbqueue: error codes, the queue
- *	  and address types, the storage module's interface and the helpers.
+ *	  and address types, and the helpers.
  *
  * The SQL-callable functions (api.c) validate their arguments and never touch
- * a table: every read and write of queue state goes through the storage module
- * (storage.c), so that its design can change without touching the SQL surface.
+ * a table: every read and write of queue state goes through the storage interface
+ * (storage.h), so that its design can change without touching the SQL surface.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -22,6 +22,7 @@
 
 #include "datatype/timestamp.h"
 #include "funcapi.h"
+#include "storage/lockdefs.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
@@ -123,47 +124,6 @@ extern void sbq_check_text_length(const char *argname, text *value, int max);
 extern Tuplestorestate *sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc);
 extern void sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
-
-/* storage.c */
-extern void sbq_storage_begin(void);
-extern void sbq_storage_end(void);
-extern MemoryContext sbq_storage_caller_context(void);
-extern Oid	sbq_storage_epoch(void);
-extern bool sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue);
-extern void sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue);
-extern void sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue);
-extern HeapTuple sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc,
-										 MemoryContext mcxt);
-extern int32 sbq_storage_create_queue(const char *name, const char *key,
-									  const SbqQueue *props);
-extern void sbq_storage_update_queue(const SbqQueue *props);
-extern void sbq_storage_delete_queue(int32 queue_id);
-extern int64 sbq_storage_purge(const SbqQueue *queue, int16 subqueue);
-extern int	sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
-							 Datum *bodies, int nbodies, const char *default_content_type,
-							 int64 *seqs);
-extern SbqReceiveResult sbq_storage_receive(const SbqQueue *queue, int16 subqueue,
-											int max_messages, SbqReceiveMode mode,
-											Tuplestorestate *tupstore, TupleDesc tupdesc);
-extern int	sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
-							 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc);
-extern bool sbq_storage_complete(const SbqQueue *queue, int16 subqueue,
-								 const pg_uuid_t *token);
-extern int	sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
-									  Datum *tokens, int ntokens, bool *settled);
-extern bool sbq_storage_release(const SbqQueue *queue, int16 subqueue,
-								const pg_uuid_t *token, int16 state, Jsonb *props_to_modify);
-extern bool sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
-								   text *reason, text *description, Jsonb *props_to_modify);
-extern bool sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq);
-extern bool sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue,
-										 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
-										 TupleDesc tupdesc, int64 *missing);
-extern int	sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs,
-								 int64 *missing);
-extern Jsonb *sbq_storage_maintain(void);
-extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,
-							  const pg_uuid_t *token, TimestampTz *locked_until);
 
 /* sbqueue.c: settings */
 extern int	sbq_receive_poll_interval;

@@ -1,0 +1,870 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_receive.c
+ *	  The peek-lock receive that locks in shared memory (lease.c), and the
+ *	  sweep that ends expired leases.
+ *
+ * A leasing receive writes nothing for a plain delivery. In named phases:
+ *	1. scan the head: read the first available messages of the queue from
+ *	   its head hint on (qstate.c), locking nothing;
+ *	2. claim rows: claim each message in the lease table, then check with a
+ *	   snapshot taken now that the row version the scan read is still the
+ *	   latest and that no other transaction has started to change it (the
+ *	   claim-then-look half of the protocol in lease.c's header);
+ *	3. decide each row's fate: hand it out, or first store the delivery
+ *	   count of an expired lease or row lock, or dead-letter it (its last
+ *	   allowed delivery expired, or its time to live passed), or drop it;
+ *	4. write the fates, each only to the row version the scan read (a claim
+ *	   whose row changed meanwhile is given back);
+ *	5. hand out the rest with new leases, in sequence order.
+ * When this database's share of the lease table (or the table) is full, the
+ * rest of the receive locks in the message rows (receive.c).
+ *
+ * The sweep ends expired leases: it stores each one's delivery count in its
+ * message, or dead-letters the message when that was its last allowed
+ * delivery. Maintenance sweeps the whole database; a row-lock receive and a
+ * resubmit sweep their queue first, since their statements skip messages
+ * that have a lease entry.
+ *
+ * Owns: nothing shared (the lease table is lease.c's). Locks: row locks of
+ * its statements; lease.c's partition locks through its calls.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/lease_receive.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "storage/bufmgr.h"
+#include "storage/itemptr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+#include "storage_core.h"
+#include "wait.h"
+
+/* How many times a receive rescans when others keep taking what it finds */
+#define SBQ_MAX_BUSY_ROUNDS		64
+
+/*
+ * The (sequence number, count, row version) triples $1, $2, $3 of the lease
+ * statements. A leasing receive passes the row versions its scan read: a
+ * row that changed since (a settlement of an expired row lock that waited
+ * for the row, say) is not written. The sweep passes none: it holds the
+ * leases it ends, so nothing else can change those rows.
+ */
+#define LEASE_TRIPLES \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT u.seq, u.cnt, u.tid" \
+	"    FROM unnest($1::int8[], $2::int4[], $3::tid[]) AS u(seq, cnt, tid)) "
+#define LEASE_ROW_AS_SEEN "(c.tid IS NULL OR m.ctid = c.tid)"
+
+/*
+ * The head of the queue for a leasing receive: active messages that no lock
+ * holds, in sequence order, skipping rows that another transaction is
+ * changing or holds locked (as SKIP LOCKED would). Nothing is locked here;
+ * the caller claims each in shared memory and then checks that the row
+ * version it read is still the latest.
+ * $1 queue, $2 subqueue, $3 now, $4 limit, $5 where the head is (qstate.c)
+ */
+static SbqStatement stmt_lease_candidates = {
+	"lease candidates",
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
+	"  FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
+	"   AND m.sequence_number >= $5"
+	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
+	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+	" LIMIT $4",
+	5, {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID, INT8OID}
+};
+
+/* the columns of a candidate after sbq_message's */
+#define CANDIDATE_CTID		(SBQ_MESSAGE_NATTS + 1)
+#define CANDIDATE_LOCKED	(SBQ_MESSAGE_NATTS + 2)
+#define CANDIDATE_EXPIRES	(SBQ_MESSAGE_NATTS + 3)
+
+/* store the delivery counts of expired leases (or row locks) and free the rows */
+static SbqStatement stmt_lease_store = {
+	"lease store",
+	LEASE_TRIPLES
+	"UPDATE sbq.messages m"
+	"   SET delivery_count = GREATEST(m.delivery_count, c.cnt),"
+	"       lock_token = NULL, locked_until = NULL"
+	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+	"   AND m.queue_id = $4 AND " LEASE_ROW_AS_SEEN
+	" RETURNING m.sequence_number",
+	4, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID}
+};
+
+/* $4 queue, $5 reason, $6 description, $7 source (the queue's name) */
+static SbqStatement stmt_lease_deadletter = {
+	"lease dead-letter",
+	LEASE_TRIPLES
+	"UPDATE sbq.messages m"
+	"   SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
+	"       delivery_count = GREATEST(m.delivery_count, c.cnt),"
+	"       dead_letter_reason = $5, dead_letter_error_description = $6,"
+	"       dead_letter_source = $7"
+	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
+	" RETURNING m.sequence_number",
+	7, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID}
+};
+
+static SbqStatement stmt_lease_drop = {
+	"lease drop",
+	LEASE_TRIPLES
+	"DELETE FROM sbq.messages m USING c"
+	" WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
+	" RETURNING m.sequence_number",
+	4, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID}
+};
+
+static SbqStatement stmt_queues_exist = {
+	"queues exist",
+	"SELECT queue_id FROM sbq.queues WHERE queue_id = ANY($1)",
+	1, {INT4ARRAYOID}
+};
+
+/*
+ * sbq_lease_rows
+ *		Run a lease statement over the triples (seqs[i], counts[i], tids[i])
+ *		(tids NULL: any row version) with further arguments extra[] (after
+ *		$1, $2 and $3); returns how many rows it changed, and marks done[i]
+ *		for those it returned (when done != NULL).
+ */
+static int
+sbq_lease_rows(SbqStatement *st, const int64 *seqs, const int32 *counts,
+			   const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
+{
+	Datum		values[10];
+	bool		nulls[10] = {false};
+	uint64		rows;
+	uint64		r;
+	int			i;
+
+	if (n == 0)
+		return 0;
+	values[0] = sbq_int8_array(seqs, n);
+	values[1] = sbq_int4_array(counts, n);
+	if (tids != NULL)
+	{
+		Datum	   *d = palloc(sizeof(Datum) * n);
+
+		for (i = 0; i < n; i++)
+			d[i] = PointerGetDatum(&tids[i]);
+		values[2] = PointerGetDatum(construct_array(d, n, TIDOID, sizeof(ItemPointerData),
+													false, TYPALIGN_SHORT));
+	}
+	else
+	{
+		values[2] = (Datum) 0;
+		nulls[2] = true;
+	}
+	for (i = 0; i < nextra; i++)
+		values[3 + i] = extra[i];
+	rows = sbq_exec(st, values, nulls);
+	if (done != NULL)
+	{
+		for (i = 0; i < n; i++)
+			done[i] = false;
+		for (r = 0; r < rows; r++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(sbq_col(r, 1, &isnull));
+
+			for (i = 0; i < n; i++)
+				if (seqs[i] == seq)
+					done[i] = true;
+		}
+	}
+	return (int) rows;
+}
+
+/* Move messages to the dead-letter sub-queue with their delivery counts. */
+static int
+sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 *counts,
+						  const ItemPointerData *tids, int n, const char *reason,
+						  const char *description, bool *done)
+{
+	Datum		extra[4];
+
+	if (n == 0)
+		return 0;
+	extra[0] = Int32GetDatum(queue->queue_id);
+	extra[1] = CStringGetTextDatum(reason);
+	extra[2] = CStringGetTextDatum(description);
+	extra[3] = CStringGetTextDatum(queue->name);
+	return sbq_lease_rows(&stmt_lease_deadletter, seqs, counts, tids, n, extra, 4, done);
+}
+
+/*
+ * sbq_sweep_queue_leases
+ *		End the expired leases among items[] that belong to queue: dead-letter
+ *		the messages whose lease was their last allowed delivery, store the
+ *		delivery counts of the others. seqs and counts have room for n.
+ */
+static void
+sbq_sweep_queue_leases(const SbqQueue *queue, const SbqExpiredLease *items, int n,
+					   int64 *seqs, int32 *counts, int64 *released, int64 *dead_lettered)
+{
+	SbqCounts	c = {0};
+	char		description[128];
+	int			nover = 0;
+	int			nstore = 0;
+	int			i;
+	Datum		extra[1];
+
+	/* over the limit first, at the front of the arrays */
+	for (i = 0; i < n; i++)
+		if (items[i].queue_id == queue->queue_id &&
+			items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
+			items[i].delivery_count >= queue->max_delivery_count)
+		{
+			seqs[nover] = items[i].seq;
+			counts[nover++] = items[i].delivery_count;
+		}
+	for (i = 0; i < n; i++)
+		if (items[i].queue_id == queue->queue_id &&
+			!(items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
+			  items[i].delivery_count >= queue->max_delivery_count))
+		{
+			seqs[nover + nstore] = items[i].seq;
+			counts[nover + nstore++] = items[i].delivery_count;
+		}
+	if (nover + nstore == 0)
+		return;
+
+	sbq_max_delivery_description(queue, description, sizeof(description));
+	c.dead_lettered = sbq_lease_deadletter_rows(queue, seqs, counts, NULL, nover,
+												SBQ_DLQ_REASON_MAX_DELIVERY, description,
+												NULL);
+	extra[0] = Int32GetDatum(queue->queue_id);
+	*released += sbq_lease_rows(&stmt_lease_store, seqs + nover, counts + nover, NULL,
+								nstore, extra, 1, NULL);
+	*dead_lettered += c.dead_lettered;
+	c.received = nover + nstore;	/* those deliveries are over now */
+	sbq_add_counts(queue->queue_id, &c);
+	sbq_wait_wake_at_commit(queue->queue_id);
+}
+
+/*
+ * sbq_sweep_unknown_queues
+ *		Leases among items[] of queues not among queues[]: of a deleted queue,
+ *		or of one made after the caller's list was read (or that its
+ *		transaction snapshot cannot see). Asked with a snapshot taken now: a
+ *		queue that exists gets its leases back, for a later pass that knows
+ *		it; the leases of a queue that is gone just go.
+ */
+static void
+sbq_sweep_unknown_queues(const SbqQueue *queues, int nqueues,
+						 const SbqExpiredLease *items, int n)
+{
+	int32	   *ids = palloc(sizeof(int32) * n);
+	int			nids = 0;
+	int			i;
+	int			q;
+	uint64		rows;
+	uint64		r;
+	Datum		values[1];
+
+	for (i = 0; i < n; i++)
+	{
+		bool		known = false;
+
+		for (q = 0; q < nqueues && !known; q++)
+			known = items[i].queue_id == queues[q].queue_id;
+		if (!known)
+			ids[nids++] = items[i].queue_id;
+	}
+	if (nids == 0)
+		return;
+
+	values[0] = sbq_int4_array(ids, nids);
+	rows = sbq_exec_fresh(&stmt_queues_exist, values);
+	for (r = 0; r < rows; r++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(sbq_col(r, 1, &isnull));
+
+		for (i = 0; i < n; i++)
+			if (items[i].queue_id == id)
+				sbq_lease_unclaim(items[i].seq);
+	}
+}
+
+/*
+ * sbq_lease_sweep
+ *		End up to SBQ_MAINTAIN_BATCH expired leases of this database (of the
+ *		queue only_queue when not 0): store each one's delivery count in its
+ *		message, or dead-letter the message when that was its last allowed
+ *		delivery. queues[] are the queues to know: a lease of a queue not
+ *		among them just goes if its queue is gone, and is given back if the
+ *		queue exists (made since the caller read its list). Adds what it did
+ *		to *released and *dead_lettered; returns how many leases it took.
+ */
+int
+sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, TimestampTz now,
+				int64 *released, int64 *dead_lettered)
+{
+	SbqExpiredLease *items;
+	int64	   *seqs;
+	int32	   *counts;
+	int			n;
+	int			q;
+
+	if (!sbq_lease_available() || RecoveryInProgress())
+		return 0;
+	items = palloc(sizeof(SbqExpiredLease) * SBQ_MAINTAIN_BATCH);
+	n = sbq_lease_take_expired(only_queue, now, items, SBQ_MAINTAIN_BATCH);
+	if (n == 0)
+		return 0;
+	seqs = palloc(sizeof(int64) * n);
+	counts = palloc(sizeof(int32) * n);
+
+	for (q = 0; q < nqueues; q++)
+		sbq_sweep_queue_leases(&queues[q], items, n, seqs, counts, released, dead_lettered);
+	sbq_sweep_unknown_queues(queues, nqueues, items, n);
+	return n;
+}
+
+/*
+ * sbq_lease_sweep_queue
+ *		Before a statement that skips messages under a lease (a row-lock
+ *		receive, a resubmit): end the expired leases of the queue, so their
+ *		messages are there for it. Not with sbqueue.memory_locks off: that
+ *		session's transactions stay free of lease changes (PREPARE
+ *		TRANSACTION refuses those), and maintenance ends them.
+ */
+void
+sbq_lease_sweep_queue(const SbqQueue *queue, TimestampTz now)
+{
+	int64		released = 0;
+	int64		dead = 0;
+
+	if (sbq_leasing())
+		(void) sbq_lease_sweep(queue, 1, queue->queue_id, now, &released, &dead);
+}
+
+/* What a leasing receive does with a message it claimed. */
+typedef enum SbqFate
+{
+	SBQ_FATE_HAND,				/* hand it out */
+	SBQ_FATE_STORE,				/* store its last delivery count, then hand it out */
+	SBQ_FATE_OVER,				/* its last allowed delivery expired: dead-letter */
+	SBQ_FATE_EXPIRED,			/* its time to live passed: dead-letter */
+	SBQ_FATE_DROP,				/* its time to live passed: drop */
+	SBQ_FATE_GONE				/* settled or moved meanwhile: not ours */
+} SbqFate;
+
+typedef struct SbqClaimed
+{
+	int64		seq;
+	ItemPointerData ctid;		/* the row version the scan saw */
+	int32		prev_lease;		/* delivery count of an expired lease taken over, or 0 */
+	int32		count;			/* the delivery count to store or hand out */
+	int			row;			/* its row in the fetch result */
+	SbqFate		fate;
+} SbqClaimed;
+
+
+/* One receive's state across its passes. */
+typedef struct SbqLeaseReceive
+{
+	const SbqQueue *queue;
+	int16		subqueue;
+	Oid			epoch;
+	TimestampTz now;			/* when the current pass's locks start */
+	TimestampTz until;			/* and end */
+	char		description[128];	/* of a dead letter over the delivery limit */
+	SbqReceiveResult result;
+	SbqCounts	counts;
+	SbqOutRow  *outs;			/* what it hands out, result.delivered of them */
+	bool		rows_instead;	/* no room for leases: lock the rest in rows */
+	int			busy_rounds;
+} SbqLeaseReceive;
+
+/* One pass: what its scan read and what it claimed of that. */
+typedef struct SbqLeasePass
+{
+	SPITupleTable *fetched;
+	uint64		nfetched;
+	SbqClaimed *claims;
+	int			nclaims;
+} SbqLeasePass;
+
+/*
+ * sbq_give_back
+ *		After a write over the claims of one fate (in claim order, n of them):
+ *		give back those whose row was not written (done[i] false), as it
+ *		changed after the scan read it.
+ */
+static void
+sbq_give_back(SbqClaimed *claims, int nclaims, SbqFate fate, int n, const bool *done)
+{
+	int			k;
+	int			m = 0;
+
+	if (n == 0)
+		return;
+	for (k = 0; k < nclaims && m < n; k++)
+	{
+		if (claims[k].fate != fate)
+			continue;
+		if (!done[m++])
+		{
+			claims[k].fate = SBQ_FATE_GONE;
+			sbq_lease_unclaim(claims[k].seq);
+		}
+	}
+}
+
+/*
+ * sbq_check_claims
+ *		Check with a snapshot taken now that each claimed row version is still
+ *		the message's latest and that no other transaction has started to
+ *		change it; a claim that fails is given back (c->row = -1). Under
+ *		REPEATABLE READ or SERIALIZABLE a changed row is a serialization
+ *		failure instead, as a row lock on it would be.
+ */
+static void
+sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue)
+{
+	Relation	rel = table_open(sbq_messages_oid(), AccessShareLock);
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	int			k;
+
+	for (k = 0; k < nclaims; k++)
+	{
+		SbqClaimed *c = &claims[k];
+		HeapTupleData tup;
+		Buffer		buf;
+		bool		ok;
+
+		tup.t_self = c->ctid;
+		ok = heap_fetch(rel, snap, &tup, &buf, false);
+		if (ok)
+		{
+			TransactionId xmax;
+			uint16		infomask;
+
+			/*
+			 * Someone else started to change or lock it after our scan: a
+			 * row-lock path that locked it before our claim was made, and
+			 * that will not see our claim (see lease.c's header). xmax and
+			 * its flags are read together, under the buffer's lock.
+			 */
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			xmax = HeapTupleHeaderGetRawXmax(tup.t_data);
+			infomask = tup.t_data->t_infomask;
+			LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+			if (sbq_row_busy_infomask(xmax, infomask))
+				ok = false;
+			ReleaseBuffer(buf);
+		}
+		else if (IsolationUsesXactSnapshot())
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update"),
+					 errdetail("Message " INT64_FORMAT " of queue \"%s\" changed after this transaction's snapshot was taken.",
+							   c->seq, queue->name)));
+		if (!ok)
+		{
+			sbq_lease_unclaim(c->seq);
+			c->row = -1;
+		}
+	}
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * sbq_lease_scan_head
+ *		Phase 1: read up to want messages from the head of the queue into
+ *		pass->fetched, locking nothing. Returns how many it read.
+ *
+ * The scan starts at the head hint (qstate.c): the hint and its bound are
+ * read before the scan's snapshot is taken, and the hint moves to the first
+ * row the scan saw. A transaction snapshot may miss messages that committed
+ * since it was taken: then the hint is only used, not moved.
+ */
+static uint64
+sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
+{
+	Datum		values[5];
+	int64		hint = 0;
+	int64		bound = 0;
+	bool		use_hint;
+
+	values[0] = Int32GetDatum(r->queue->queue_id);
+	values[1] = Int16GetDatum(r->subqueue);
+	values[2] = TimestampTzGetDatum(r->now);
+	values[3] = Int32GetDatum(want);
+	use_hint = r->subqueue == SBQ_SUBQUEUE_MAIN &&
+		sbq_qstate_head(r->epoch, r->queue->queue_id, &hint, &bound);
+	values[4] = Int64GetDatum(use_hint ? hint : 0);
+	sbq_lease_scan_start();
+	pass->nfetched = sbq_exec(&stmt_lease_candidates, values, NULL);
+	pass->fetched = SPI_tuptable;
+
+	/*
+	 * The locks granted below start now, not when the statement began: the
+	 * scan saw changes that committed up to its snapshot, and a lock on a
+	 * message another session abandoned meanwhile must not claim a start
+	 * before that abandon (locked_until orders the deliveries of a message
+	 * for whoever reads them).
+	 */
+	r->now = GetCurrentTimestamp();
+	r->until = sbq_add_interval(r->now, &r->queue->lock_duration);
+	if (use_hint && !IsolationUsesXactSnapshot())
+	{
+		int64		first = sbq_lease_scan_first();
+
+		sbq_qstate_advance(r->epoch, r->queue->queue_id,
+						   first >= 0 && first < bound ? first : bound);
+	}
+	return pass->nfetched;
+}
+
+/*
+ * sbq_lease_claim_rows
+ *		Phase 2: claim each message the scan read, then check each claim
+ *		against the latest row version (sbq_check_claims). A message that
+ *		another receiver holds is skipped; when the lease table has no room,
+ *		r->rows_instead is set and claiming stops. Returns how many it
+ *		claimed (some of which the check may have given back).
+ */
+static int
+sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
+{
+	uint64		i;
+
+	pass->claims = palloc(sizeof(SbqClaimed) * pass->nfetched);
+	pass->nclaims = 0;
+	for (i = 0; i < pass->nfetched; i++)
+	{
+		HeapTuple	tup = pass->fetched->vals[i];
+		TupleDesc	td = pass->fetched->tupdesc;
+		bool		isnull;
+		int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
+		SbqClaimed *c = &pass->claims[pass->nclaims];
+		SbqClaimResult cr;
+
+		cr = sbq_lease_claim(seq, r->queue->queue_id, r->subqueue, r->now, &c->prev_lease);
+		if (cr == SBQ_CLAIM_FULL)
+		{
+			r->rows_instead = true;
+			break;
+		}
+		if (cr == SBQ_CLAIM_BUSY)
+			continue;
+		c->seq = seq;
+		ItemPointerCopy((ItemPointer) DatumGetPointer(SPI_getbinval(tup, td, CANDIDATE_CTID,
+																	&isnull)), &c->ctid);
+		c->row = (int) i;
+		c->fate = SBQ_FATE_GONE;
+		pass->nclaims++;
+	}
+	if (pass->nclaims == 0)
+		return 0;
+
+	/*
+	 * Is the row version the scan read still the latest? A settlement that
+	 * committed after the scan's snapshot released its lease before our
+	 * claim, so a check with a snapshot taken now sees it.
+	 */
+	sbq_check_claims(pass->claims, pass->nclaims, r->queue);
+	return pass->nclaims;
+}
+
+/*
+ * sbq_lease_decide_fates
+ *		Phase 3: what becomes of each claimed message, from the row the scan
+ *		read and the expired lease the claim took over (if any). A message
+ *		that is not handed out gets a marker in place of its lease.
+ */
+static void
+sbq_lease_decide_fates(SbqLeaseReceive *r, SbqLeasePass *pass)
+{
+	TupleDesc	td = pass->fetched->tupdesc;
+	bool		main = r->subqueue == SBQ_SUBQUEUE_MAIN;
+	int			k;
+
+	for (k = 0; k < pass->nclaims; k++)
+	{
+		SbqClaimed *c = &pass->claims[k];
+		HeapTuple	tup;
+		bool		isnull;
+		int32		row_count;
+		bool		row_locked;
+		Datum		exp;
+		int32		prev;
+		bool		had;
+
+		if (c->row < 0)
+			continue;
+		tup = pass->fetched->vals[c->row];
+		row_count = DatumGetInt32(SPI_getbinval(tup, td, 5, &isnull));
+		row_locked = DatumGetBool(SPI_getbinval(tup, td, CANDIDATE_LOCKED, &isnull));
+		exp = SPI_getbinval(tup, td, CANDIDATE_EXPIRES, &isnull);
+		prev = Max(row_count, c->prev_lease);
+		had = row_locked || c->prev_lease > 0;
+
+		if (main && had && prev >= r->queue->max_delivery_count)
+			c->fate = SBQ_FATE_OVER;
+		else if (main && !isnull && DatumGetTimestampTz(exp) <= r->now)
+			c->fate = r->queue->dlq_on_expiration ? SBQ_FATE_EXPIRED : SBQ_FATE_DROP;
+		else
+			c->fate = had ? SBQ_FATE_STORE : SBQ_FATE_HAND;
+		c->count = c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND ? prev + 1 : prev;
+		if (c->fate != SBQ_FATE_STORE && c->fate != SBQ_FATE_HAND)
+			sbq_lease_make_marker(c->seq);
+	}
+}
+
+/* Arrays of the claims of one fate, as the lease statements take them. */
+typedef struct SbqFateRows
+{
+	int64	   *seqs;
+	int32	   *counts;
+	ItemPointerData *tids;
+	bool	   *done;
+	int			n;
+} SbqFateRows;
+
+/*
+ * sbq_write_fate
+ *		Write what one fate needs to the rows of its claims (only to the row
+ *		versions the scan read); a claim whose row was not written is given
+ *		back. Returns how many rows were written; sets *wrote if any was to
+ *		be.
+ */
+static int
+sbq_write_fate(SbqLeaseReceive *r, SbqLeasePass *pass, SbqFate fate, SbqFateRows *f,
+			   bool *wrote)
+{
+	const SbqQueue *queue = r->queue;
+	Datum		extra[1];
+	int			written = 0;
+	int			k;
+
+	f->n = 0;
+	for (k = 0; k < pass->nclaims; k++)
+	{
+		SbqClaimed *c = &pass->claims[k];
+
+		if (c->fate != fate)
+			continue;
+		f->seqs[f->n] = c->seq;
+		f->tids[f->n] = c->ctid;
+		/* a message handed out after the store: the count before this delivery */
+		f->counts[f->n++] = fate == SBQ_FATE_STORE ? c->count - 1 : c->count;
+	}
+	if (f->n == 0)
+		return 0;
+	*wrote = true;
+
+	extra[0] = Int32GetDatum(queue->queue_id);
+	if (fate == SBQ_FATE_OVER)
+		written = sbq_lease_deadletter_rows(queue, f->seqs, f->counts, f->tids, f->n,
+											SBQ_DLQ_REASON_MAX_DELIVERY, r->description,
+											f->done);
+	else if (fate == SBQ_FATE_EXPIRED)
+		written = sbq_lease_deadletter_rows(queue, f->seqs, f->counts, f->tids, f->n,
+											SBQ_DLQ_REASON_EXPIRED,
+											SBQ_DLQ_DESCRIPTION_EXPIRED, f->done);
+	else if (fate == SBQ_FATE_DROP)
+		written = sbq_lease_rows(&stmt_lease_drop, f->seqs, f->counts, f->tids, f->n,
+								 extra, 1, f->done);
+	else if (fate == SBQ_FATE_STORE)
+		written = sbq_lease_rows(&stmt_lease_store, f->seqs, f->counts, f->tids, f->n,
+								 extra, 1, f->done);
+	else
+		elog(ERROR, "leasing receive: nothing to write for fate %d", (int) fate);
+	sbq_give_back(pass->claims, pass->nclaims, fate, f->n, f->done);
+	return written;
+}
+
+/*
+ * sbq_lease_write_fates
+ *		Phase 4: dead letters, dropped messages, delivery counts. Returns
+ *		whether it wrote anything (it may have waited for row locks then).
+ */
+static bool
+sbq_lease_write_fates(SbqLeaseReceive *r, SbqLeasePass *pass)
+{
+	SbqFateRows f;
+	bool		wrote = false;
+	int			k;
+
+	f.seqs = palloc(sizeof(int64) * pass->nclaims);
+	f.counts = palloc(sizeof(int32) * pass->nclaims);
+	f.tids = palloc(sizeof(ItemPointerData) * pass->nclaims);
+	f.done = palloc(sizeof(bool) * pass->nclaims);
+
+	r->result.dead_lettered += sbq_write_fate(r, pass, SBQ_FATE_OVER, &f, &wrote);
+	r->result.expired_dead_lettered += sbq_write_fate(r, pass, SBQ_FATE_EXPIRED, &f, &wrote);
+	r->result.expired_dropped += sbq_write_fate(r, pass, SBQ_FATE_DROP, &f, &wrote);
+	(void) sbq_write_fate(r, pass, SBQ_FATE_STORE, &f, &wrote);
+
+	/* an expired lease taken over: its delivery is over, count it now */
+	for (k = 0; k < pass->nclaims; k++)
+		if (pass->claims[k].fate != SBQ_FATE_GONE && pass->claims[k].prev_lease > 0)
+			r->counts.received++;
+	return wrote;
+}
+
+/*
+ * sbq_lease_hand_out
+ *		Phase 5: grant a lease on each message to hand out and form its row
+ *		(with the lease's token, expiry and delivery count) into r->outs.
+ */
+static void
+sbq_lease_hand_out(SbqLeaseReceive *r, SbqLeasePass *pass, TupleDesc tupdesc)
+{
+	int			k;
+
+	for (k = 0; k < pass->nclaims; k++)
+	{
+		SbqClaimed *c = &pass->claims[k];
+		Datum		out[SBQ_MESSAGE_NATTS];
+		bool		nulls[SBQ_MESSAGE_NATTS];
+		pg_uuid_t  *token;
+		int			col;
+
+		if (c->fate != SBQ_FATE_HAND && c->fate != SBQ_FATE_STORE)
+			continue;
+		for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
+			out[col] = SPI_getbinval(pass->fetched->vals[c->row], pass->fetched->tupdesc,
+									 col + 1, &nulls[col]);
+		token = palloc(sizeof(pg_uuid_t));
+		sbq_make_lock_token(c->seq, token);
+		sbq_lease_grant(c->seq, token, r->until, c->count);
+		out[2] = UUIDPGetDatum(token);
+		nulls[2] = false;
+		out[3] = TimestampTzGetDatum(r->until);
+		nulls[3] = false;
+		out[4] = Int32GetDatum(c->count);
+		nulls[4] = false;
+		r->outs[r->result.delivered].seq = c->seq;
+		r->outs[r->result.delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
+	}
+}
+
+/*
+ * sbq_lease_rows_instead
+ *		This database's share of the lease table, or the table, is full: lock
+ *		the rest in the message rows, as with sbqueue.memory_locks off.
+ */
+static void
+sbq_lease_rows_instead(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
+{
+	SbqReceiveResult rr = {0};
+
+	sbq_receive_rows(r->queue, r->subqueue, max_messages - r->result.delivered,
+					 SBQ_PEEK_LOCK, GetCurrentTimestamp(), &rr, NULL, tupdesc,
+					 r->outs + r->result.delivered);
+	r->result.delivered += rr.delivered;
+	r->result.dead_lettered += rr.dead_lettered;
+	r->result.expired_dead_lettered += rr.expired_dead_lettered;
+	r->result.expired_dropped += rr.expired_dropped;
+	r->counts.received += rr.delivered;
+}
+
+/*
+ * sbq_receive_leased
+ *		A peek-lock receive that locks in shared memory (see this file's
+ *		header for its phases). Only messages whose earlier delivery has to
+ *		be recorded (an expired lease or row lock), or that expire or reach
+ *		their delivery limit, cause a write; a plain receive writes nothing.
+ *
+ * Under REPEATABLE READ or SERIALIZABLE a claimed message that changed after
+ * the transaction's snapshot is a serialization failure, as a row lock on it
+ * would be.
+ */
+SbqReceiveResult
+sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
+				   TimestampTz now, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	SbqLeaseReceive r = {0};
+	int			o;
+
+	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
+		elog(ERROR, "sbq_message has %d columns, expected %d",
+			 tupdesc->natts, SBQ_MESSAGE_NATTS);
+	r.queue = queue;
+	r.subqueue = subqueue;
+	r.epoch = sbq_storage_epoch();
+	r.now = now;
+	r.until = sbq_add_interval(now, &queue->lock_duration);
+	r.outs = palloc(sizeof(SbqOutRow) * max_messages);
+	sbq_max_delivery_description(queue, r.description, sizeof(r.description));
+
+	while (r.result.delivered < max_messages)
+	{
+		int			want = max_messages - r.result.delivered;
+		int			delivered_before = r.result.delivered;
+		SbqLeasePass pass;
+		uint64		n = sbq_lease_scan_head(&r, want, &pass);
+
+		if (n == 0)
+			break;
+		if (sbq_lease_claim_rows(&r, &pass) == 0)
+		{
+			/* other receivers took them between our scan and our claims */
+			if (r.rows_instead || ++r.busy_rounds > SBQ_MAX_BUSY_ROUNDS)
+				break;
+			continue;
+		}
+		sbq_lease_decide_fates(&r, &pass);
+
+		/* the writes may have waited for row locks: no lock is handed out expired */
+		if (sbq_lease_write_fates(&r, &pass))
+		{
+			r.now = GetCurrentTimestamp();
+			r.until = sbq_add_interval(r.now, &queue->lock_duration);
+		}
+		sbq_lease_hand_out(&r, &pass, tupdesc);
+
+		/* the scan came back short: the head has nothing more */
+		if (n < (uint64) want || r.rows_instead)
+			break;
+		/* others keep taking or changing what we find: give up after a while */
+		if (r.result.delivered == delivered_before &&
+			++r.busy_rounds > SBQ_MAX_BUSY_ROUNDS)
+			break;
+	}
+	if (r.rows_instead && r.result.delivered < max_messages)
+		sbq_lease_rows_instead(&r, max_messages, tupdesc);
+
+	/*
+	 * A later pass can find a message before those of an earlier one (one
+	 * abandoned meanwhile): hand them out in sequence order.
+	 */
+	qsort(r.outs, r.result.delivered, sizeof(SbqOutRow), sbq_cmp_out_row);
+	for (o = 0; o < r.result.delivered; o++)
+		tuplestore_puttuple(tupstore, r.outs[o].tuple);
+
+	r.counts.dead_lettered = r.result.dead_lettered + r.result.expired_dead_lettered;
+	r.counts.expired = r.result.expired_dead_lettered + r.result.expired_dropped;
+	if (r.counts.received + r.counts.dead_lettered + r.counts.expired > 0)
+		sbq_add_counts(queue->queue_id, &r.counts);
+	if (r.counts.dead_lettered > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);
+	return r.result;
+}

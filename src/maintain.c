@@ -1,0 +1,327 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintain.c
+ *	  One maintenance pass over a database (sbq_maintain(), which the
+ *	  maintenance worker runs every sbqueue.maintenance_interval).
+ *
+ * A pass stores the counts gathered in shared memory, ends expired leases
+ * (lease_receive.c), and then for each queue: checks its head hint
+ * (qstate.c), activates scheduled messages that came due (send.c),
+ * dead-letters messages whose expired lock was their last allowed delivery
+ * and releases the other expired locks stored in rows, expires messages
+ * whose time to live has passed, and forgets duplicate-detection history
+ * older than the window. Each step is bounded by SBQ_MAINTAIN_BATCH rows a
+ * queue; "more" in the result says a step hit its bound.
+ *
+ * Every step takes its rows with SKIP LOCKED, so a pass never waits for
+ * receivers, settlers or another pass: passes running at the same time share
+ * the work. (A pass-wide lock would let one caller holding a transaction open
+ * stop maintenance for the whole database.) On a standby nothing happens and
+ * "skipped" is true.
+ *
+ * Owns: nothing shared. Locks: row locks of its statements only.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/maintain.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "storage_core.h"
+#include "wait.h"
+
+/* How far into a queue's head maintenance looks for expired locks. */
+#define SBQ_MAINTAIN_HEAD		5000
+
+/*
+ * Expired locks among the first $4 active and the first $4 deferred messages
+ * of a queue (receives take from the head, so that is where locks are):
+ * dead-letter those on their last allowed delivery, release the others.
+ * $1 queue, $2 now, $3 max_delivery_count, $4 head, $5 limit,
+ * $6 queue name, $7 max delivery description
+ */
+static SbqStatement stmt_maintain_locks = {
+	"expire locks",
+	"WITH head AS MATERIALIZED ("
+	"  (SELECT sequence_number FROM sbq.messages"
+	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0"
+	"    ORDER BY sequence_number LIMIT $4)"
+	"  UNION ALL"
+	"  (SELECT sequence_number FROM sbq.messages"
+	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 1"
+	"    ORDER BY sequence_number LIMIT $4)),"
+	" c AS MATERIALIZED ("
+	"  SELECT m.sequence_number, m.delivery_count >= $3 AS over"
+	"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number"
+	"   WHERE m.locked_until <= $2 AND " LEASE_SLOT
+	"   LIMIT $5 FOR UPDATE OF m SKIP LOCKED),"
+	" d AS ("
+	"  UPDATE sbq.messages m"
+	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
+	"         dead_letter_reason = " SBQ_SQL_LITERAL(SBQ_DLQ_REASON_MAX_DELIVERY) ","
+	"         dead_letter_error_description = $7, dead_letter_source = $6"
+	"    FROM c WHERE m.sequence_number = c.sequence_number AND c.over"
+	"     AND " LEASE_SLOT
+	"  RETURNING 1),"
+	" r AS ("
+	"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL"
+	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over"
+	"     AND " LEASE_SLOT
+	"  RETURNING 1)"
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4",
+	7, {INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID}
+};
+
+/*
+ * Messages whose time to live has passed and that no valid lock holds:
+ * dead-lettered or dropped, as the queue says.
+ * $1 queue, $2 now, $3 limit, $4 dead-letter on expiration, $5 name
+ */
+static SbqStatement stmt_maintain_ttl = {
+	"expire messages",
+	"WITH c AS MATERIALIZED ("
+	"  SELECT m.sequence_number FROM sbq.messages m"
+	"   WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.expires_at IS NOT NULL"
+	"     AND m.expires_at <= $2 AND m.state <> 2"
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
+	"   ORDER BY m.expires_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED),"
+	" d AS ("
+	"  UPDATE sbq.messages m"
+	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
+	"         dead_letter_reason = " SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED) ","
+	"         dead_letter_error_description = "
+	SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED) ","
+	"         dead_letter_source = $5"
+	"    FROM c WHERE m.sequence_number = c.sequence_number AND $4"
+	"     AND " LEASE_SLOT
+	"  RETURNING 1),"
+	" x AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.sequence_number AND NOT $4"
+	"     AND " LEASE_SLOT
+	"  RETURNING 1)"
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4",
+	5, {INT4OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID}
+};
+
+static SbqStatement stmt_forget_duplicates = {
+	"forget duplicates",
+	"WITH c AS ("
+	"  SELECT d.message_id FROM sbq.duplicate_ids d"
+	"   WHERE d.queue_id = $1 AND d.sent_at <= $2"
+	"   ORDER BY d.sent_at LIMIT $3 FOR UPDATE SKIP LOCKED)"
+	" DELETE FROM sbq.duplicate_ids d USING c"
+	"  WHERE d.queue_id = $1 AND d.message_id = c.message_id",
+	3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+};
+
+static SbqStatement stmt_no_prepared = {
+	"no prepared transactions",
+	"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
+	"                    WHERE p.database = pg_catalog.current_database())",
+	0, {InvalidOid}
+};
+
+/* maintenance's check of a head hint: an active message below it ($2) */
+static SbqStatement stmt_below_head = {
+	"below the head hint",
+	"SELECT m.sequence_number FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.state = 0"
+	"   AND m.sequence_number < $2"
+	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+	" LIMIT 1",
+	2, {INT4OID, INT8OID}
+};
+
+/* What a pass did, as sbq_maintain() reports it. */
+typedef struct SbqMaintainResult
+{
+	int64		queues;
+	int64		activated;
+	int64		released;
+	int64		dead_lettered;
+	int64		expired_dead;
+	int64		expired_dropped;
+	int64		forgotten;
+	bool		more;
+	bool		skipped;
+} SbqMaintainResult;
+
+/* Lower a queue's head hint to an active message below it, if any (qstate.c). */
+static void
+sbq_check_head_hint(const SbqQueue *queue, TimestampTz now, bool no_prepared)
+{
+	Datum		values[2];
+	bool		isnull;
+	int64		hint;
+
+	if (!sbq_qstate_refresh(sbq_storage_epoch(), queue->queue_id, now, no_prepared, &hint))
+		return;
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int64GetDatum(hint);
+	if (sbq_exec(&stmt_below_head, values, NULL) > 0)
+		sbq_qstate_lower(sbq_storage_epoch(), queue->queue_id,
+						 DatumGetInt64(sbq_col(0, 1, &isnull)));
+}
+
+/* End the expired locks stored in a queue's rows; returns how many it released. */
+static int
+sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *res,
+					 SbqCounts *counts)
+{
+	Datum		values[7];
+	char		description[128];
+	bool		isnull;
+	int			d;
+	int			r;
+
+	sbq_max_delivery_description(queue, description, sizeof(description));
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(queue->max_delivery_count);
+	values[3] = Int32GetDatum(SBQ_MAINTAIN_HEAD);
+	values[4] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+	values[5] = CStringGetTextDatum(queue->name);
+	values[6] = CStringGetTextDatum(description);
+	(void) sbq_exec(&stmt_maintain_locks, values, NULL);
+	d = DatumGetInt32(sbq_col(0, 1, &isnull));
+	r = DatumGetInt32(sbq_col(0, 2, &isnull));
+	res->dead_lettered += d;
+	res->released += r;
+	counts->dead_lettered += d;
+	res->more |= d + r >= SBQ_MAINTAIN_BATCH;
+	return r;
+}
+
+/* Dead-letter or drop a queue's messages whose time to live has passed. */
+static void
+sbq_expire_messages(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *res,
+					SbqCounts *counts)
+{
+	Datum		values[5];
+	bool		isnull;
+	int			d;
+	int			n;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+	values[3] = BoolGetDatum(queue->dlq_on_expiration);
+	values[4] = CStringGetTextDatum(queue->name);
+	(void) sbq_exec(&stmt_maintain_ttl, values, NULL);
+	d = DatumGetInt32(sbq_col(0, 1, &isnull));
+	n = DatumGetInt32(sbq_col(0, 2, &isnull));
+	res->expired_dead += d;
+	res->expired_dropped += n;
+	counts->dead_lettered += d;
+	counts->expired += d + n;
+	res->more |= d + n >= SBQ_MAINTAIN_BATCH;
+}
+
+/* Forget a queue's duplicate-detection history older than its window. */
+static void
+sbq_forget_duplicates(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *res)
+{
+	Datum		values[3];
+	int			n;
+
+	if (!queue->has_dup_window)
+		return;
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(now - sbq_interval_usecs(&queue->dup_window));
+	values[2] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+	n = (int) sbq_exec(&stmt_forget_duplicates, values, NULL);
+	res->forgotten += n;
+	res->more |= n >= SBQ_MAINTAIN_BATCH;
+}
+
+/* The steps of a pass for one queue. */
+static void
+sbq_maintain_queue(const SbqQueue *queue, TimestampTz now, bool no_prepared,
+				   SbqMaintainResult *res)
+{
+	SbqCounts	counts = {0};
+	int			n;
+	int			released;
+
+	sbq_check_head_hint(queue, now, no_prepared);
+	n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
+	res->activated += n;
+	res->more |= n >= SBQ_MAINTAIN_BATCH;
+	released = sbq_expire_row_locks(queue, now, res, &counts);
+	sbq_expire_messages(queue, now, res, &counts);
+	sbq_forget_duplicates(queue, now, res);
+
+	if (counts.dead_lettered + counts.expired > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	if (released + counts.dead_lettered > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);
+}
+
+/*
+ * sbq_storage_maintain
+ *		One maintenance pass over this database (see this file's header).
+ *		Returns the counts as a JSON object.
+ */
+Jsonb *
+sbq_storage_maintain(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	SbqMaintainResult res = {0};
+	StringInfoData buf;
+
+	if (RecoveryInProgress())
+		res.skipped = true;
+	else
+	{
+		SbqQueue   *queues;
+		int			nqueues;
+		int			q;
+		bool		no_prepared;
+		bool		isnull;
+
+		/* a prepared transaction's floor holds until none is left (qstate.c) */
+		(void) sbq_exec(&stmt_no_prepared, NULL, NULL);
+		no_prepared = DatumGetBool(sbq_col(0, 1, &isnull));
+
+		nqueues = sbq_all_queues(&queues);
+		res.queues = nqueues;
+
+		/* counts gathered in shared memory go to sbq.queue_counters */
+		sbq_store_all_counts();
+
+		/* expired leases: delivery counts stored, or dead letters */
+		res.more |= sbq_lease_sweep(queues, nqueues, 0, now, &res.released,
+									&res.dead_lettered) >= SBQ_MAINTAIN_BATCH;
+
+		for (q = 0; q < nqueues; q++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			sbq_maintain_queue(&queues[q], now, no_prepared, &res);
+		}
+	}
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf,
+					 "{\"queues\": " INT64_FORMAT ", \"scheduled_activated\": " INT64_FORMAT
+					 ", \"locks_released\": " INT64_FORMAT ", \"dead_lettered\": " INT64_FORMAT
+					 ", \"expired_dead_lettered\": " INT64_FORMAT
+					 ", \"expired_dropped\": " INT64_FORMAT
+					 ", \"duplicates_forgotten\": " INT64_FORMAT
+					 ", \"more\": %s, \"skipped\": %s}",
+					 res.queues, res.activated, res.released, res.dead_lettered,
+					 res.expired_dead, res.expired_dropped, res.forgotten,
+					 res.more ? "true" : "false", res.skipped ? "true" : "false");
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}

@@ -1,0 +1,468 @@
+/*-------------------------------------------------------------------------
+ *
+ * queues.c
+ *	  Queues: look-up by name (with a per-backend cache), properties,
+ *	  create, update, delete, purge.
+ *
+ * The callers (api.c) hold the queue name's advisory lock (util.c,
+ * sbq_lock_queue_name) before they look a queue up to change it; a send
+ * holds it in share mode. Deleting a queue deletes its messages, counters
+ * and duplicate-detection history in the same statement; its leases and
+ * per-queue shared state go at commit (lease.c, qstate.c).
+ *
+ * Owns: the queue cache, backend-local. Locks: none of its own beyond the
+ * row locks of its statements.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/queues.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+#include "storage_core.h"
+
+#define QUEUE_COLS \
+	"queue_id, name, lock_duration, max_delivery_count, default_message_ttl, " \
+	"dead_lettering_on_message_expiration, duplicate_detection_window, " \
+	"requires_session, forward_to, forward_dead_lettered_messages_to, max_message_size"
+
+static SbqStatement stmt_find_queue = {
+	"find queue",
+	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1",
+	1, {TEXTOID}
+};
+
+/* a sender under a transaction snapshot: see sbq_storage_get_queue_to_send */
+static SbqStatement stmt_find_queue_share = {
+	"find queue to send",
+	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE",
+	1, {TEXTOID}
+};
+
+static SbqStatement stmt_all_queues = {
+	"all queues",
+	"SELECT " QUEUE_COLS " FROM sbq.queues ORDER BY queue_id",
+	0, {InvalidOid}
+};
+
+static SbqStatement stmt_queue_row = {
+	"queue properties",
+	"SELECT name, lock_duration, max_delivery_count, default_message_ttl,"
+	" dead_lettering_on_message_expiration, duplicate_detection_window,"
+	" requires_session, forward_to, forward_dead_lettered_messages_to,"
+	" max_message_size, created_at, updated_at"
+	" FROM sbq.queues WHERE queue_id = $1",
+	1, {INT4OID}
+};
+
+static SbqStatement stmt_create_queue = {
+	"create queue",
+	"INSERT INTO sbq.queues (name, name_key, lock_duration, max_delivery_count,"
+	" default_message_ttl, dead_lettering_on_message_expiration,"
+	" duplicate_detection_window, requires_session, forward_to,"
+	" forward_dead_lettered_messages_to, max_message_size, created_at, updated_at)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)"
+	" RETURNING queue_id",
+	12, {TEXTOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID,
+	INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+};
+
+/* $2 .. $10 in the order of sbq_queue_args */
+static SbqStatement stmt_update_queue = {
+	"update queue",
+	"UPDATE sbq.queues SET lock_duration = $2, max_delivery_count = $3,"
+	" default_message_ttl = $4, dead_lettering_on_message_expiration = $5,"
+	" duplicate_detection_window = $6, requires_session = $7, forward_to = $8,"
+	" forward_dead_lettered_messages_to = $9, max_message_size = $10,"
+	" updated_at = $11 WHERE queue_id = $1",
+	11, {INT4OID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID, INTERVALOID,
+	BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+};
+
+static SbqStatement stmt_delete_queue = {
+	"delete queue",
+	"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1),"
+	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1),"
+	" d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)"
+	" DELETE FROM sbq.queues WHERE queue_id = $1",
+	1, {INT4OID}
+};
+
+static SbqStatement stmt_purge = {
+	"purge",
+	"DELETE FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2",
+	2, {INT4OID, INT2OID}
+};
+
+/*
+ * sbq_queue_from_row
+ *		Decode a QUEUE_COLS row of the current SPI result.
+ */
+static void
+sbq_queue_from_row(uint64 row, SbqQueue *queue)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(queue, 0, sizeof(SbqQueue));
+	queue->queue_id = DatumGetInt32(sbq_col(row, 1, &isnull));
+	queue->name = sbq_spi_strdup(sbq_col(row, 2, &isnull), false);
+	queue->lock_duration = *DatumGetIntervalP(sbq_col(row, 3, &isnull));
+	queue->max_delivery_count = DatumGetInt32(sbq_col(row, 4, &isnull));
+	d = sbq_col(row, 5, &isnull);
+	queue->has_default_ttl = !isnull;
+	if (!isnull)
+		queue->default_ttl = *DatumGetIntervalP(d);
+	queue->dlq_on_expiration = DatumGetBool(sbq_col(row, 6, &isnull));
+	d = sbq_col(row, 7, &isnull);
+	queue->has_dup_window = !isnull;
+	if (!isnull)
+		queue->dup_window = *DatumGetIntervalP(d);
+	queue->requires_session = DatumGetBool(sbq_col(row, 8, &isnull));
+	d = sbq_col(row, 9, &isnull);
+	queue->forward_to = sbq_spi_strdup(d, isnull);
+	d = sbq_col(row, 10, &isnull);
+	queue->forward_dlq_to = sbq_spi_strdup(d, isnull);
+	queue->max_message_size = DatumGetInt32(sbq_col(row, 11, &isnull));
+}
+
+/*
+ * The queue cache: the properties of the queues this backend used, by name
+ * key, so a send, receive or settlement does not look its queue up in
+ * sbq.queues every time. Creating, changing and deleting a queue send a
+ * relcache invalidation for sbq.queues at commit, and every backend drops its
+ * cache when it gets one (a backend's own uncommitted change is invalidated
+ * at once, and again at abort). Every lookup first takes in the invalidations
+ * that arrived, and the queue management calls (and sends) hold the queue
+ * name's lock before they look, which its changers held until after they had
+ * sent their invalidations: a lookup never misses a change that committed
+ * before it.
+ */
+typedef struct SbqCachedQueue
+{
+	char		key[SBQ_MAX_NAME_LEN + 1];
+	SbqQueue	queue;
+} SbqCachedQueue;
+
+static HTAB *sbq_queue_cache = NULL;
+static MemoryContext sbq_queue_cache_cxt = NULL;
+static Oid	sbq_queues_relid = InvalidOid;
+static bool sbq_queue_cache_callback = false;
+
+/* relcache invalidation callback: a change to sbq.queues drops the cache */
+static void
+sbq_queue_cache_inval(Datum arg, Oid relid)
+{
+	if (sbq_queue_cache != NULL && (relid == InvalidOid || relid == sbq_queues_relid))
+	{
+		sbq_queue_cache = NULL;
+		MemoryContextReset(sbq_queue_cache_cxt);
+	}
+}
+
+/* Tell every backend, at commit, that the queues changed. */
+static void
+sbq_queue_cache_changed(void)
+{
+	Oid			relid = sbq_queues_oid();
+
+	if (OidIsValid(relid))
+		CacheInvalidateRelcacheByRelid(relid);
+}
+
+static char *
+sbq_strdup_in(MemoryContext cxt, const char *s)
+{
+	return s == NULL ? NULL : MemoryContextStrdup(cxt, s);
+}
+
+/* Copy a queue's properties, its strings into cxt. */
+static void
+sbq_queue_copy(SbqQueue *dst, const SbqQueue *src, MemoryContext cxt)
+{
+	*dst = *src;
+	dst->name = sbq_strdup_in(cxt, src->name);
+	dst->forward_to = sbq_strdup_in(cxt, src->forward_to);
+	dst->forward_dlq_to = sbq_strdup_in(cxt, src->forward_dlq_to);
+}
+
+/*
+ * sbq_storage_find_queue
+ *		Look a queue up by its address; false when there is none. The strings
+ *		in *queue are in the caller's memory context.
+ */
+bool
+sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
+{
+	Datum		values[1];
+	SbqCachedQueue *entry;
+	bool		found;
+
+	AcceptInvalidationMessages();
+	if (sbq_queue_cache != NULL && strlen(addr->key) <= SBQ_MAX_NAME_LEN)
+	{
+		entry = hash_search(sbq_queue_cache, addr->key, HASH_FIND, NULL);
+		if (entry != NULL)
+		{
+			sbq_queue_copy(queue, &entry->queue, sbq_storage_caller_context());
+			return true;
+		}
+	}
+
+	values[0] = CStringGetTextDatum(addr->key);
+	if (sbq_exec(&stmt_find_queue, values, NULL) == 0)
+		return false;
+	sbq_queue_from_row(0, queue);
+
+	/* remember it, unless an invalidation came in meanwhile */
+	if (strlen(addr->key) > SBQ_MAX_NAME_LEN)
+		return true;
+	if (sbq_queue_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (sbq_queue_cache_cxt == NULL)
+			sbq_queue_cache_cxt = AllocSetContextCreate(TopMemoryContext,
+														"sbqueue queue cache",
+														ALLOCSET_SMALL_SIZES);
+		if (!sbq_queue_cache_callback)
+		{
+			CacheRegisterRelcacheCallback(sbq_queue_cache_inval, (Datum) 0);
+			sbq_queue_cache_callback = true;
+		}
+		sbq_queues_relid = sbq_queues_oid();
+		if (!OidIsValid(sbq_queues_relid))
+			return true;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = SBQ_MAX_NAME_LEN + 1;
+		ctl.entrysize = sizeof(SbqCachedQueue);
+		ctl.hcxt = sbq_queue_cache_cxt;
+		sbq_queue_cache = hash_create("sbqueue queue cache", 16, &ctl,
+									  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	entry = hash_search(sbq_queue_cache, addr->key, HASH_ENTER, &found);
+	sbq_queue_copy(&entry->queue, queue, sbq_queue_cache_cxt);
+	return true;
+}
+
+static void
+sbq_queue_not_found(const SbqAddress *addr)
+{
+	ereport(ERROR,
+			(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
+			 errmsg("queue \"%s\" does not exist", addr->name)));
+}
+
+/*
+ * sbq_storage_get_queue_to_send
+ *		sbq_storage_get_queue for a call that will store messages in the queue.
+ *
+ * The caller holds the queue name's lock in share mode, so no delete of the
+ * queue can commit from now on; under READ COMMITTED the lookup's fresh
+ * snapshot also sees every delete that committed before. A transaction
+ * snapshot (REPEATABLE READ, SERIALIZABLE) may predate such a delete, so there
+ * the queue row is locked too: a row deleted after the snapshot then fails
+ * with a serialization error instead of taking a message for a queue that is
+ * gone. Only those isolation levels pay for the row lock.
+ */
+void
+sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
+{
+	Datum		values[1];
+
+	if (!IsolationUsesXactSnapshot())
+	{
+		sbq_storage_get_queue(addr, queue);
+		return;
+	}
+	values[0] = CStringGetTextDatum(addr->key);
+	if (sbq_exec(&stmt_find_queue_share, values, NULL) == 0)
+		sbq_queue_not_found(addr);
+	sbq_queue_from_row(0, queue);
+}
+
+/*
+ * sbq_storage_get_queue
+ *		sbq_storage_find_queue, or SB001 when the queue does not exist.
+ */
+void
+sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue)
+{
+	if (!sbq_storage_find_queue(addr, queue))
+		sbq_queue_not_found(addr);
+}
+
+/*
+ * sbq_storage_queue_tuple
+ *		The sbq_queue_properties row of a queue, formed in mcxt (which must
+ *		outlive the storage section).
+ */
+HeapTuple
+sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
+{
+	Datum		args[1];
+	Datum		values[12];
+	bool		nulls[12];
+	MemoryContext oldcxt;
+	HeapTuple	tuple;
+	int			i;
+
+	args[0] = Int32GetDatum(queue_id);
+	if (sbq_exec(&stmt_queue_row, args, NULL) != 1)
+		elog(ERROR, "queue %d vanished", queue_id);
+	if (tupdesc->natts != 12)
+		elog(ERROR, "sbq_queue_properties has %d columns, expected 12", tupdesc->natts);
+	for (i = 0; i < 12; i++)
+		values[i] = sbq_col(0, i + 1, &nulls[i]);
+	oldcxt = MemoryContextSwitchTo(mcxt);
+	tuple = heap_form_tuple(tupdesc, values, nulls);
+	MemoryContextSwitchTo(oldcxt);
+	return tuple;
+}
+
+/*
+ * Queue properties as statement arguments, in the order of &stmt_update_queue
+ * ($2 .. $10), which &stmt_create_queue shares from its $3 on.
+ */
+static void
+sbq_queue_args(const SbqQueue *p, Datum *values, bool *nulls)
+{
+	values[0] = IntervalPGetDatum(&p->lock_duration);
+	nulls[0] = false;
+	values[1] = Int32GetDatum(p->max_delivery_count);
+	nulls[1] = false;
+	values[2] = IntervalPGetDatum(&p->default_ttl);
+	nulls[2] = !p->has_default_ttl;
+	values[3] = BoolGetDatum(p->dlq_on_expiration);
+	nulls[3] = false;
+	values[4] = IntervalPGetDatum(&p->dup_window);
+	nulls[4] = !p->has_dup_window;
+	values[5] = BoolGetDatum(p->requires_session);
+	nulls[5] = false;
+	values[6] = p->forward_to ? CStringGetTextDatum(p->forward_to) : (Datum) 0;
+	nulls[6] = p->forward_to == NULL;
+	values[7] = p->forward_dlq_to ? CStringGetTextDatum(p->forward_dlq_to) : (Datum) 0;
+	nulls[7] = p->forward_dlq_to == NULL;
+	values[8] = Int32GetDatum(p->max_message_size);
+	nulls[8] = false;
+}
+
+/*
+ * sbq_storage_create_queue
+ *		Store a new queue; the caller holds the name lock and has checked
+ *		that the name is free. Returns its id.
+ */
+int32
+sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *props)
+{
+	Datum		values[12];
+	bool		nulls[12];
+
+	values[0] = CStringGetTextDatum(name);
+	nulls[0] = false;
+	values[1] = CStringGetTextDatum(key);
+	nulls[1] = false;
+	sbq_queue_args(props, values + 2, nulls + 2);
+	values[11] = TimestampTzGetDatum(GetCurrentTimestamp());
+	nulls[11] = false;
+	if (sbq_exec(&stmt_create_queue, values, nulls) != 1)
+		elog(ERROR, "could not create queue \"%s\"", name);
+	sbq_queue_cache_changed();
+	{
+		bool		isnull;
+
+		return DatumGetInt32(sbq_col(0, 1, &isnull));
+	}
+}
+
+/*
+ * sbq_storage_update_queue
+ *		Store new properties for an existing queue.
+ */
+void
+sbq_storage_update_queue(const SbqQueue *props)
+{
+	Datum		values[11];
+	bool		nulls[11];
+
+	values[0] = Int32GetDatum(props->queue_id);
+	nulls[0] = false;
+	sbq_queue_args(props, values + 1, nulls + 1);
+	values[10] = TimestampTzGetDatum(GetCurrentTimestamp());
+	nulls[10] = false;
+	(void) sbq_exec(&stmt_update_queue, values, nulls);
+	sbq_queue_cache_changed();
+}
+
+/*
+ * sbq_storage_delete_queue
+ *		Drop a queue with its messages, dead letters and counters.
+ */
+void
+sbq_storage_delete_queue(int32 queue_id)
+{
+	Datum		values[1];
+
+	values[0] = Int32GetDatum(queue_id);
+	(void) sbq_exec(&stmt_delete_queue, values, NULL);
+	/* the leases of its messages go at commit (a claim made since sees the delete) */
+	(void) sbq_lease_take_queue(queue_id, -1);
+	sbq_qstate_forget(sbq_storage_epoch(), queue_id);
+	sbq_queue_cache_changed();
+}
+
+/*
+ * sbq_storage_purge
+ *		Delete every message of a queue (or of its dead-letter sub-queue).
+ */
+int64
+sbq_storage_purge(const SbqQueue *queue, int16 subqueue)
+{
+	Datum		values[2];
+	SbqCounts	counts = {0};
+	int64		n;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	n = (int64) sbq_exec(&stmt_purge, values, NULL);
+
+	/*
+	 * The leases of its messages go at commit (a claim made since sees the
+	 * delete), and their deliveries, over now, are counted.
+	 */
+	counts.received = sbq_lease_take_queue(queue->queue_id, subqueue);
+	if (counts.received > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	return n;
+}
+
+/*
+ * sbq_all_queues
+ *		Every queue of the database, in queue id order, into *queues (in the
+ *		caller's memory context); returns how many.
+ */
+int
+sbq_all_queues(SbqQueue **queues)
+{
+	uint64		n = sbq_exec(&stmt_all_queues, NULL, NULL);
+	uint64		q;
+
+	*queues = palloc(sizeof(SbqQueue) * Max(n, 1));
+	for (q = 0; q < n; q++)
+		sbq_queue_from_row(q, &(*queues)[q]);
+	return (int) n;
+}

@@ -1,0 +1,430 @@
+/*-------------------------------------------------------------------------
+ *
+ * receive.c
+ *	  Receives that lock in the message rows: peek-lock without shared
+ *	  memory (or when this database's share of it is full, or with
+ *	  sbqueue.memory_locks off), receive-and-delete, the receive of deferred
+ *	  messages by sequence number; and peek.
+ *
+ * sbq_storage_receive is the entry point of every receive: it activates
+ * scheduled messages that came due, then takes the leasing path
+ * (lease_receive.c) for a peek-lock receive when it can, else the row-lock
+ * statements here. Those take the head of the queue with FOR UPDATE SKIP
+ * LOCKED; messages met there whose expired lock was their last allowed
+ * delivery are dead-lettered and messages whose time to live has passed are
+ * dead-lettered or dropped, by the same statement, and never handed out.
+ *
+ * Owns: nothing shared. Locks: row locks of its statements only.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/receive.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+#include "storage_core.h"
+#include "wait.h"
+
+/*
+ * The head of the receive queue: up to $4 messages in sequence order that are
+ * active and not under a valid lock, skipping rows another transaction holds.
+ * Rows whose expired lock was their last allowed delivery (over) or whose time
+ * to live has passed (expired) are taken too, and settled by the statement
+ * instead of being handed out.
+ *	$1 queue_id, $2 subqueue, $3 now, $4 limit, $5 max_delivery_count,
+ *	$6 new locked_until, $7 dead-letter on expiration, $8 queue name,
+ *	$9 max delivery description
+ */
+#define RECEIVE_HEAD \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT m.sequence_number," \
+	"         (m.subqueue = 0 AND m.locked_until IS NOT NULL" \
+	"          AND m.delivery_count >= $5) AS over," \
+	"         (m.subqueue = 0 AND m.expires_at IS NOT NULL" \
+	"          AND m.expires_at <= $3) AS expired" \
+	"    FROM sbq.messages m" \
+	"   WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $3)" \
+	"     AND " LEASE_SLOT \
+	"   ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number" \
+	"   LIMIT $4" \
+	"   FOR UPDATE OF m SKIP LOCKED), "
+#define RECEIVE_TAIL \
+	", d AS (" \
+	"  UPDATE sbq.messages m" \
+	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL," \
+	"         dead_letter_reason = CASE WHEN c.over THEN " SBQ_SQL_LITERAL(SBQ_DLQ_REASON_MAX_DELIVERY) \
+	"                                   ELSE " SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED) " END," \
+	"         dead_letter_error_description = CASE WHEN c.over THEN $9" \
+	"                 ELSE " SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED) " END," \
+	"         dead_letter_source = $8" \
+	"    FROM c" \
+	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
+	"     AND (c.over OR (c.expired AND $7)) AND " LEASE_SLOT \
+	"  RETURNING c.over), " \
+	"x AS (" \
+	"  DELETE FROM sbq.messages m USING c" \
+	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
+	"     AND c.expired AND NOT c.over AND NOT $7 AND " LEASE_SLOT \
+	"  RETURNING 1) " \
+	"SELECT l.*, s.n_over, s.n_expired_dead, s.n_dropped" \
+	"  FROM (SELECT (SELECT count(*) FROM d WHERE d.over)::int4 AS n_over," \
+	"               (SELECT count(*) FROM d WHERE NOT d.over)::int4 AS n_expired_dead," \
+	"               (SELECT count(*) FROM x)::int4 AS n_dropped) s" \
+	"  LEFT JOIN l ON true" \
+	" ORDER BY l.sequence_number"
+
+#define RECEIVE_ARGS {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID, INT4OID, \
+		TIMESTAMPTZOID, BOOLOID, TEXTOID, TEXTOID}
+
+
+static SbqStatement stmt_receive_lock = {
+	"receive, lock in rows",
+	RECEIVE_HEAD
+	"l AS ("
+	"  UPDATE sbq.messages m"
+	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
+	"         locked_until = $6, delivery_count = m.delivery_count + 1"
+	"    FROM c"
+	"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"     AND " LEASE_SLOT
+	"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
+	RECEIVE_TAIL,
+	9, RECEIVE_ARGS
+};
+
+static SbqStatement stmt_receive_delete = {
+	"receive and delete",
+	RECEIVE_HEAD
+	"l AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"     AND " LEASE_SLOT
+	"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
+	RECEIVE_TAIL,
+	9, RECEIVE_ARGS
+};
+
+/* one ordered index scan per state, merged: peek shows every state */
+static SbqStatement stmt_peek = {
+	"peek",
+	"SELECT " MSG_COLS("NULL::uuid",
+					   "CASE WHEN m.locked_until > $4 THEN m.locked_until END",
+					   "m.delivery_count")
+	" FROM ((SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	"         AND state = 0 AND sequence_number >= $3"
+	"         ORDER BY sequence_number LIMIT $5)"
+	"       UNION ALL"
+	"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	"         AND state = 1 AND sequence_number >= $3"
+	"         ORDER BY sequence_number LIMIT $5)"
+	"       UNION ALL"
+	"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	"         AND state = 2 AND sequence_number >= $3"
+	"         ORDER BY sequence_number LIMIT $5)) m"
+	" ORDER BY m.sequence_number LIMIT $5",
+	5, {INT4OID, INT2OID, INT8OID, TIMESTAMPTZOID, INT4OID}
+};
+
+static SbqStatement stmt_deferred_candidates = {
+	"deferred candidates",
+	"SELECT m.sequence_number, m.state, m.locked_until, m.delivery_count, m.expires_at"
+	"  FROM sbq.messages m"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+	" FOR UPDATE SKIP LOCKED",
+	3, {INT8ARRAYOID, INT4OID, INT2OID}
+};
+
+static SbqStatement stmt_lock_deferred = {
+	"lock deferred",
+	"WITH l AS ("
+	"  UPDATE sbq.messages m"
+	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
+	"         locked_until = $2, delivery_count = m.delivery_count + 1"
+	"   WHERE m.sequence_number = ANY($1)"
+	"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
+	" SELECT * FROM l ORDER BY l.sequence_number",
+	2, {INT8ARRAYOID, TIMESTAMPTZOID}
+};
+
+/* Check that tupdesc is sbq_message's. */
+static void
+sbq_check_message_desc(TupleDesc tupdesc)
+{
+	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
+		elog(ERROR, "sbq_message has %d columns, expected %d",
+			 tupdesc->natts, SBQ_MESSAGE_NATTS);
+}
+
+/*
+ * sbq_message_row
+ *		The sbq_message columns of row row of the current SPI result; false
+ *		for a row whose sequence number is NULL (the row a receive returns
+ *		when it handed out nothing).
+ */
+static bool
+sbq_message_row(uint64 row, Datum *values, bool *nulls)
+{
+	int			col;
+
+	for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
+		values[col] = sbq_col(row, col + 1, &nulls[col]);
+	return !nulls[0];
+}
+
+/*
+ * sbq_put_message_rows
+ *		Copy the messages of the current SPI result into a tuplestore; with
+ *		leases, a message's lease (valid at now, or not) shows as its lock.
+ *		Returns how many it put.
+ */
+int
+sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc, bool leases,
+					 TimestampTz now)
+{
+	Datum		values[SBQ_MESSAGE_NATTS];
+	bool		nulls[SBQ_MESSAGE_NATTS];
+	uint64		row;
+	int			put = 0;
+
+	sbq_check_message_desc(tupdesc);
+	for (row = 0; row < SPI_processed; row++)
+	{
+		TimestampTz until;
+		int32		count;
+
+		if (!sbq_message_row(row, values, nulls))
+			continue;
+		/* a lease is the message's lock (it is not in the row) */
+		if (leases && sbq_lease_lookup(DatumGetInt64(values[0]), &until, &count))
+		{
+			values[3] = TimestampTzGetDatum(until);
+			nulls[3] = until <= now;
+			values[4] = Int32GetDatum(count);
+			nulls[4] = false;
+		}
+		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
+		put++;
+	}
+	return put;
+}
+
+/*
+ * sbq_receive_rows
+ *		The receive that locks in the message rows (peek-lock) or removes them
+ *		(receive-and-delete): up to max_messages, added to *result, into
+ *		tupstore, or formed as tuples of tupdesc into outs[] when outs is
+ *		not NULL (the caller sorts and puts them).
+ */
+void
+sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
+				 SbqReceiveMode mode, TimestampTz now, SbqReceiveResult *result,
+				 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs)
+{
+	Datum		values[9];
+	char		description[128];
+	SbqStatement *st = mode == SBQ_PEEK_LOCK ? &stmt_receive_lock : &stmt_receive_delete;
+	int			delivered = 0;
+
+	sbq_max_delivery_description(queue, description, sizeof(description));
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	values[2] = TimestampTzGetDatum(now);
+	values[4] = Int32GetDatum(queue->max_delivery_count);
+	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	values[6] = BoolGetDatum(queue->dlq_on_expiration);
+	values[7] = CStringGetTextDatum(queue->name);
+	values[8] = CStringGetTextDatum(description);
+
+	while (delivered < max_messages)
+	{
+		int			n_over;
+		int			n_expired_dead;
+		int			n_dropped;
+		bool		isnull;
+
+		values[3] = Int32GetDatum(max_messages - delivered);
+		if (sbq_exec(st, values, NULL) == 0)
+			elog(ERROR, "receive returned no row");
+
+		n_over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
+		n_expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
+		n_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
+		if (outs == NULL)
+			delivered += sbq_put_message_rows(tupstore, tupdesc, false, 0);
+		else
+		{
+			uint64		row;
+			Datum		out[SBQ_MESSAGE_NATTS];
+			bool		nulls[SBQ_MESSAGE_NATTS];
+
+			for (row = 0; row < SPI_processed; row++)
+			{
+				if (!sbq_message_row(row, out, nulls))
+					continue;
+				outs[delivered].seq = DatumGetInt64(out[0]);
+				outs[delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
+			}
+		}
+		result->dead_lettered += n_over;
+		result->expired_dead_lettered += n_expired_dead;
+		result->expired_dropped += n_dropped;
+
+		/* the head held nothing but what we handed out: nothing more to find */
+		if (n_over + n_expired_dead + n_dropped == 0)
+			break;
+	}
+	result->delivered += delivered;
+}
+
+/*
+ * sbq_storage_receive
+ *		One receive pass: hand out up to max_messages available messages in
+ *		sequence order into tupstore, locking them (peek-lock) or removing them
+ *		(receive-and-delete). Messages met on the way whose expired lock was
+ *		their last allowed delivery are dead-lettered, and messages whose time
+ *		to live has passed are dead-lettered or dropped as the queue says: they
+ *		are never handed out, and the pass goes on past them.
+ */
+SbqReceiveResult
+sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
+					SbqReceiveMode mode, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	SbqReceiveResult result = {0};
+	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (subqueue == SBQ_SUBQUEUE_MAIN)
+		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
+
+	if (mode == SBQ_PEEK_LOCK && sbq_leasing())
+		return sbq_receive_leased(queue, subqueue, max_messages, now, tupstore, tupdesc);
+
+	/*
+	 * The statements below skip messages under a lease, expired ones too:
+	 * end the expired leases of this queue first, so their messages are
+	 * receivable here. Not with sbqueue.memory_locks off: that session's
+	 * transactions stay free of lease changes (PREPARE TRANSACTION refuses
+	 * those), and maintenance ends them.
+	 */
+	sbq_lease_sweep_queue(queue, now);
+
+	sbq_receive_rows(queue, subqueue, max_messages, mode, now, &result, tupstore, tupdesc,
+					 NULL);
+
+	counts.received = result.delivered;
+	counts.completed = mode == SBQ_RECEIVE_AND_DELETE ? result.delivered : 0;
+	counts.dead_lettered = result.dead_lettered + result.expired_dead_lettered;
+	counts.expired = result.expired_dead_lettered + result.expired_dropped;
+	if (counts.received + counts.dead_lettered + counts.expired > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	if (counts.dead_lettered > 0)
+		sbq_wait_wake_at_commit(queue->queue_id);	/* the dead-letter sub-queue got some */
+	return result;
+}
+
+/*
+ * sbq_storage_peek
+ *		Up to max_messages messages from from_seq on, in sequence order and in
+ *		any state, without locking or counting them.
+ */
+int
+sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
+				 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	Datum		values[5];
+	TimestampTz now = GetCurrentTimestamp();
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(subqueue);
+	values[2] = Int64GetDatum(from_seq);
+	values[3] = TimestampTzGetDatum(now);
+	values[4] = Int32GetDatum(max_messages);
+	(void) sbq_exec(&stmt_peek, values, NULL);
+	return sbq_put_message_rows(tupstore, tupdesc, sbq_lease_available(), now);
+}
+
+/*
+ * sbq_storage_receive_deferred
+ *		Lock and return the deferred messages with the given (distinct)
+ *		sequence numbers, all or none: the first number that is not a deferred
+ *		message of this queue free to lock is returned in *missing (and false),
+ *		with nothing locked. A message is not free when another transaction
+ *		holds its row, when a valid lock holds it, when its time to live has
+ *		passed, or when its expired lock was its last allowed delivery: those
+ *		are not receivable, and maintenance moves the last two on.
+ */
+bool
+sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs, int nseqs,
+							 Tuplestorestate *tupstore, TupleDesc tupdesc, int64 *missing)
+{
+	Datum		values[3];
+	TimestampTz now = GetCurrentTimestamp();
+	bool	   *ok = palloc0(sizeof(bool) * nseqs);
+	ArrayType  *arr = construct_array(seqs, nseqs, INT8OID, sizeof(int64),
+									  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	uint64		n;
+	uint64		row;
+	int			i;
+	SbqCounts	counts = {0};
+
+	values[0] = PointerGetDatum(arr);
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	n = sbq_exec(&stmt_deferred_candidates, values, NULL);
+	for (row = 0; row < n; row++)
+	{
+		bool		isnull;
+		int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
+		int16		state = DatumGetInt16(sbq_col(row, 2, &isnull));
+		Datum		locked_until = sbq_col(row, 3, &isnull);
+		bool		has_lock = !isnull;
+		int32		delivery_count = DatumGetInt32(sbq_col(row, 4, &isnull));
+		Datum		expires_at = sbq_col(row, 5, &isnull);
+		bool		free = state == SBQ_STATE_DEFERRED;
+
+		if (has_lock && DatumGetTimestampTz(locked_until) > now)
+			free = false;
+		if (subqueue == SBQ_SUBQUEUE_MAIN)
+		{
+			if (!isnull && DatumGetTimestampTz(expires_at) <= now)
+				free = false;
+			if (has_lock && delivery_count >= queue->max_delivery_count)
+				free = false;
+		}
+		for (i = 0; i < nseqs; i++)
+			if (DatumGetInt64(seqs[i]) == seq)
+				ok[i] = free;
+	}
+	for (i = 0; i < nseqs; i++)
+	{
+		if (!ok[i])
+		{
+			*missing = DatumGetInt64(seqs[i]);
+			return false;
+		}
+	}
+
+	values[1] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	(void) sbq_exec(&stmt_lock_deferred, values, NULL);
+	counts.received = sbq_put_message_rows(tupstore, tupdesc, false, 0);
+	if (counts.received != nseqs)
+		elog(ERROR, "locked %d of %d deferred messages", (int) counts.received, nseqs);
+	sbq_add_counts(queue->queue_id, &counts);
+	return true;
+}
+

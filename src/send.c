@@ -1,0 +1,505 @@
+/*-------------------------------------------------------------------------
+ *
+ * send.c
+ *	  Messages into a queue: send (one or a batch), duplicate detection,
+ *	  activation of scheduled messages that came due, cancel of a scheduled
+ *	  message, and resubmit of dead letters.
+ *
+ * Every path that gives a message of the main queue a sequence number
+ * announces itself to the queue's head hint first (qstate.c,
+ * sbq_qstate_send_begin), and wakes blocked receivers at commit (wait.c).
+ * A scheduled message is stored with state "scheduled" and joins the queue
+ * with a new sequence number when it comes due: a receive activates what is
+ * due before it looks (when shared memory says something is), and so does
+ * every maintenance pass.
+ *
+ * Duplicate detection claims the message id in sbq.duplicate_ids with an
+ * upsert: a concurrent send of the same id waits for the first to end, and
+ * an id sent within the window stores nothing and returns the first
+ * message's sequence number.
+ *
+ * Owns: nothing shared. Locks: row locks of its statements only.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/send.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "storage_core.h"
+#include "wait.h"
+
+#define INSERT_MESSAGE_COLS \
+	"INSERT INTO sbq.messages (sequence_number, queue_id, subqueue, state, " \
+	"delivery_count, enqueued_time, scheduled_enqueue_time, expires_at, time_to_live, " \
+	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
+	"reply_to_session_id, to_address, application_properties, body) "
+
+#define INSERT_MESSAGE_VALUES(seq, body) \
+	seq ", $1, 0, $2, 0, $3, $4, $5, $6, " \
+	"coalesce($7, gen_random_uuid()::text), $8, $9, $10, $11, $12, $13, $14, $15, " body
+
+/*
+ * The arguments of the sends: $1 queue, $2 state, $3 now, $4 scheduled
+ * time, $5 expires_at, $6 time to live, $7 .. $14 the text properties
+ * (message_id, session_id, correlation_id, subject, content_type, reply_to,
+ * reply_to_session_id, to), $15 application properties, $16 the body (or
+ * bodies)
+ */
+#define SEND_ARGS INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, \
+	INTERVALOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, \
+	TEXTOID, TEXTOID, JSONBOID
+
+static SbqStatement stmt_send_one = {
+	/* $17: the sequence number duplicate detection drew, or NULL */
+	"send one",
+	INSERT_MESSAGE_COLS "VALUES ("
+	INSERT_MESSAGE_VALUES("coalesce($17, " NEXT_SEQUENCE ")", "$16") ")"
+	" RETURNING sequence_number",
+	17, {SEND_ARGS, BYTEAOID, INT8OID}
+};
+
+static SbqStatement stmt_send_many = {
+	"send many",
+	INSERT_MESSAGE_COLS "SELECT " INSERT_MESSAGE_VALUES(NEXT_SEQUENCE, "u.body")
+	" FROM unnest($16::bytea[]) WITH ORDINALITY AS u(body, ord)"
+	" ORDER BY u.ord RETURNING sequence_number",
+	16, {SEND_ARGS, BYTEAARRAYOID}
+};
+
+static SbqStatement stmt_next_sequence = {
+	"next sequence number",
+	"SELECT " NEXT_SEQUENCE,
+	0, {InvalidOid}
+};
+
+/*
+ * Claim a message id for a new message: a row comes back when the id is new
+ * or its last use is older than the window ($5, the cutoff). A concurrent
+ * send of the same id waits here for the first to end.
+ */
+static SbqStatement stmt_dedup_claim = {
+	"claim message id",
+	"INSERT INTO sbq.duplicate_ids AS d (queue_id, message_id, sequence_number, sent_at)"
+	" VALUES ($1, $2, $3, $4)"
+	" ON CONFLICT (queue_id, message_id) DO UPDATE"
+	" SET sequence_number = excluded.sequence_number, sent_at = excluded.sent_at"
+	" WHERE d.sent_at <= $5"
+	" RETURNING d.sequence_number",
+	5, {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static SbqStatement stmt_dedup_first = {
+	"first message of an id",
+	"SELECT sequence_number FROM sbq.duplicate_ids"
+	" WHERE queue_id = $1 AND message_id = $2",
+	2, {INT4OID, TEXTOID}
+};
+
+/*
+ * Scheduled messages that are due join the back of the queue: a new sequence
+ * number each, in the order of their scheduled times.
+ * $1 queue, $2 now, $3 limit
+ */
+static SbqStatement stmt_activate = {
+	"activate scheduled",
+	"WITH c AS MATERIALIZED ("
+	"  SELECT m.sequence_number, m.scheduled_enqueue_time FROM sbq.messages m"
+	"   WHERE m.queue_id = $1 AND m.state = 2 AND m.scheduled_enqueue_time <= $2"
+	"   ORDER BY m.scheduled_enqueue_time, m.sequence_number LIMIT $3"
+	"   FOR UPDATE OF m SKIP LOCKED),"
+	" n AS MATERIALIZED ("
+	"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq"
+	"    FROM (SELECT c.sequence_number FROM c"
+	"           ORDER BY c.scheduled_enqueue_time, c.sequence_number) o)"
+	" UPDATE sbq.messages m SET sequence_number = n.new_seq, state = 0, enqueued_time = $2"
+	"   FROM n WHERE m.sequence_number = n.old_seq"
+	"    AND m.sequence_number = ANY(ARRAY(SELECT old_seq FROM n))"
+	" RETURNING n.new_seq",
+	3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+};
+
+static SbqStatement stmt_next_due = {
+	"next scheduled time",
+	"SELECT min(m.scheduled_enqueue_time) FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.state = 2",
+	1, {INT4OID}
+};
+
+static SbqStatement stmt_cancel_scheduled = {
+	"cancel scheduled",
+	"DELETE FROM sbq.messages"
+	" WHERE sequence_number = $1 AND queue_id = $2 AND subqueue = 0 AND state = 2",
+	2, {INT8OID, INT4OID}
+};
+
+/*
+ * Dead letters back to the queue as new messages, in their old order.
+ * $1 queue, $2 now, $3 the sequence numbers or NULL for all
+ */
+static SbqStatement stmt_resubmit = {
+	"resubmit",
+	"WITH c AS MATERIALIZED ("
+	"  SELECT m.sequence_number FROM sbq.messages m"
+	"   WHERE m.queue_id = $1 AND m.subqueue = 1"
+	"     AND ($3::int8[] IS NULL OR m.sequence_number = ANY($3))"
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
+	"   ORDER BY m.sequence_number FOR UPDATE OF m SKIP LOCKED),"
+	" n AS MATERIALIZED ("
+	"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq"
+	"    FROM (SELECT c.sequence_number FROM c ORDER BY c.sequence_number) o)"
+	" UPDATE sbq.messages m"
+	"    SET sequence_number = n.new_seq, subqueue = 0, state = 0, delivery_count = 0,"
+	"        lock_token = NULL, locked_until = NULL, enqueued_time = $2,"
+	"        expires_at = CASE WHEN m.time_to_live < interval '" SBQ_NEVER_EXPIRES "'"
+	"                          THEN $2 + m.time_to_live END,"
+	"        dead_letter_reason = NULL,"
+	"        dead_letter_error_description = NULL, dead_letter_source = NULL"
+	"   FROM n WHERE m.sequence_number = n.old_seq AND " LEASE_SLOT
+	" RETURNING n.old_seq, n.new_seq",
+	3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID}
+};
+
+static int
+sbq_cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * sbq_send_with_dedup
+ *		Store messages one by one under duplicate detection: each draws a
+ *		sequence number and claims its message id; an id sent within the
+ *		window stores nothing and gives back the first message's number.
+ *		values/nulls are &stmt_send_one's arguments but for $16 and $17.
+ */
+static int64
+sbq_send_with_dedup(const SbqQueue *queue, Datum *values, bool *nulls,
+					Datum *bodies, int nbodies, TimestampTz now, int64 *seqs)
+{
+	Datum		claim[5];
+	Datum		first[2];
+	int64		stored = 0;
+	int			i;
+
+	claim[0] = Int32GetDatum(queue->queue_id);
+	claim[1] = values[6];		/* message_id */
+	claim[3] = TimestampTzGetDatum(now);
+	claim[4] = TimestampTzGetDatum(now - sbq_interval_usecs(&queue->dup_window));
+	first[0] = claim[0];
+	first[1] = claim[1];
+
+	for (i = 0; i < nbodies; i++)
+	{
+		bool		isnull;
+		int64		seq;
+
+		(void) sbq_exec(&stmt_next_sequence, NULL, NULL);
+		seq = DatumGetInt64(sbq_col(0, 1, &isnull));
+		claim[2] = Int64GetDatum(seq);
+		if (sbq_exec(&stmt_dedup_claim, claim, NULL) == 1)
+		{
+			values[15] = bodies[i];
+			values[16] = Int64GetDatum(seq);
+			nulls[16] = false;
+			(void) sbq_exec(&stmt_send_one, values, nulls);
+			seqs[i] = seq;
+			stored++;
+		}
+		else
+		{
+			if (sbq_exec(&stmt_dedup_first, first, NULL) != 1)
+				elog(ERROR, "duplicate detection lost the first message of an id");
+			seqs[i] = DatumGetInt64(sbq_col(0, 1, &isnull));
+		}
+	}
+	return stored;
+}
+
+/*
+ * sbq_send_args
+ *		The arguments $1 .. $15 of the sends, and $17 NULL, for messages with
+ *		props; scheduled says they are stored as scheduled.
+ */
+static void
+sbq_send_args(const SbqQueue *queue, const SbqSendProps *props, TimestampTz now,
+			  bool scheduled, const char *default_content_type, Datum *values, bool *nulls)
+{
+	TimestampTz start = scheduled ? props->scheduled : now;
+	const Interval *ttl = NULL;
+	text	   *texts[8];
+	int			i;
+
+	/* a message's time to live is capped to the queue's default */
+	if (props->has_ttl)
+	{
+		ttl = &props->ttl;
+		if (queue->has_default_ttl &&
+			sbq_interval_usecs(&queue->default_ttl) < sbq_interval_usecs(ttl))
+			ttl = &queue->default_ttl;
+	}
+	else if (queue->has_default_ttl)
+		ttl = &queue->default_ttl;
+
+	memset(nulls, 0, sizeof(bool) * 17);
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int16GetDatum(scheduled ? SBQ_STATE_SCHEDULED : SBQ_STATE_ACTIVE);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = TimestampTzGetDatum(props->scheduled);
+	nulls[3] = !props->has_scheduled;
+	values[4] = (Datum) 0;
+	nulls[4] = true;
+	if (ttl != NULL)
+	{
+		TimestampTz expires_at = 0;
+
+		/* a scheduled message lives from the time it is due */
+		nulls[4] = !sbq_expiry(start, ttl, &expires_at);
+		values[4] = TimestampTzGetDatum(expires_at);
+	}
+	values[5] = ttl != NULL ? IntervalPGetDatum(ttl) : (Datum) 0;
+	nulls[5] = ttl == NULL;
+
+	texts[0] = props->message_id;
+	texts[1] = props->session_id;
+	texts[2] = props->correlation_id;
+	texts[3] = props->subject;
+	texts[4] = props->content_type;
+	texts[5] = props->reply_to;
+	texts[6] = props->reply_to_session_id;
+	texts[7] = props->to_address;
+	if (texts[4] == NULL && default_content_type != NULL)
+		texts[4] = cstring_to_text(default_content_type);
+	for (i = 0; i < 8; i++)
+	{
+		values[6 + i] = PointerGetDatum(texts[i]);
+		nulls[6 + i] = texts[i] == NULL;
+	}
+	values[14] = PointerGetDatum(props->application_properties);
+	nulls[14] = props->application_properties == NULL;
+	nulls[16] = true;
+}
+
+/*
+ * sbq_send_plain
+ *		Store the messages without duplicate detection, in one statement;
+ *		their sequence numbers go into seqs in the order of the bodies.
+ */
+static int64
+sbq_send_plain(Datum *values, bool *nulls, Datum *bodies, int nbodies, int64 *seqs)
+{
+	uint64		n;
+	uint64		i;
+
+	if (nbodies == 1)
+	{
+		values[15] = bodies[0];
+		n = sbq_exec(&stmt_send_one, values, nulls);
+	}
+	else
+	{
+		values[15] = PointerGetDatum(construct_array(bodies, nbodies, BYTEAOID,
+													 -1, false, TYPALIGN_INT));
+		n = sbq_exec(&stmt_send_many, values, nulls);
+	}
+	if (n != (uint64) nbodies)
+		elog(ERROR, "stored " UINT64_FORMAT " of %d messages", n, nbodies);
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+	}
+	/* sequence numbers follow the order of the bodies */
+	qsort(seqs, n, sizeof(int64), sbq_cmp_int64);
+	return (int64) n;
+}
+
+/*
+ * sbq_storage_send
+ *		Store nbodies messages (bytea datums, checked for size by the caller)
+ *		with the same properties; their sequence numbers go into seqs in the
+ *		order of the bodies (a duplicate gets its first message's number).
+ *		Returns the number of bodies.
+ */
+int
+sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
+				 Datum *bodies, int nbodies, const char *default_content_type,
+				 int64 *seqs)
+{
+	Datum		values[17];
+	bool		nulls[17];
+	TimestampTz now = GetCurrentTimestamp();
+	bool		scheduled = props->has_scheduled && props->scheduled > now;
+	SbqCounts	counts = {0};
+	int64		max_seq = 0;
+	int			i;
+
+	if (nbodies == 0)
+		return 0;
+	sbq_send_args(queue, props, now, scheduled, default_content_type, values, nulls);
+
+	/* active messages join the queue: announce it (qstate.c) */
+	if (!scheduled)
+		sbq_qstate_send_begin(sbq_storage_epoch(), queue->queue_id);
+
+	/* a message without an id gets a fresh UUID: never a duplicate */
+	if (queue->has_dup_window && props->message_id != NULL)
+		counts.sent = sbq_send_with_dedup(queue, values, nulls, bodies, nbodies,
+										  now, seqs);
+	else
+		counts.sent = sbq_send_plain(values, nulls, bodies, nbodies, seqs);
+	if (counts.sent == 0)
+		return nbodies;
+
+	for (i = 0; i < nbodies; i++)
+		max_seq = Max(max_seq, seqs[i]);
+	if (!scheduled)
+		sbq_qstate_send_done(sbq_storage_epoch(), max_seq);
+	sbq_add_counts(queue->queue_id, &counts);
+	if (!scheduled)
+		sbq_wait_wake_at_commit(queue->queue_id);
+	else
+		sbq_qstate_scheduled(sbq_storage_epoch(), queue->queue_id, props->scheduled);
+	return nbodies;
+}
+
+/*
+ * sbq_activate_due
+ *		Let up to limit due scheduled messages of a queue join it; returns how
+ *		many did. Receive calls this first, so scheduled messages become
+ *		receivable on time without the background worker.
+ */
+int
+sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
+{
+	Datum		values[3];
+	uint64		n;
+	uint64		gen;
+	Oid			epoch = sbq_storage_epoch();
+
+	/* nothing is due yet, as far as shared memory knows (qstate.c) */
+	if (!sbq_qstate_due(epoch, queue->queue_id, now, &gen) && !always)
+		return 0;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(limit);
+	/* they join the queue with new numbers: announce it (qstate.c) */
+	sbq_qstate_send_begin(epoch, queue->queue_id);
+	n = sbq_exec(&stmt_activate, values, NULL);
+	if (n > 0)
+	{
+		sbq_qstate_send_done(epoch, sbq_max_col(1));
+		sbq_wait_wake_at_commit(queue->queue_id);
+	}
+
+	/*
+	 * When is the next one due? A transaction snapshot may miss a scheduled
+	 * send that committed before gen was read: then learn nothing.
+	 */
+	if (!IsolationUsesXactSnapshot() && !RecoveryInProgress())
+	{
+		bool		isnull;
+		Datum		next;
+
+		(void) sbq_exec(&stmt_next_due, values, NULL);
+		next = sbq_col(0, 1, &isnull);
+		sbq_qstate_set_due(epoch, queue->queue_id, gen, !isnull,
+						   isnull ? 0 : DatumGetTimestampTz(next));
+	}
+	return (int) n;
+}
+
+/*
+ * sbq_storage_cancel_scheduled
+ *		Delete a scheduled message; false when seq is not one of this queue.
+ */
+bool
+sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
+{
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(seq);
+	values[1] = Int32GetDatum(queue->queue_id);
+	return sbq_exec(&stmt_cancel_scheduled, values, NULL) == 1;
+}
+
+/*
+ * sbq_storage_resubmit
+ *		Move dead letters back to the queue as new messages: those with the
+ *		given (distinct) sequence numbers, or all when seqs is NULL; none under
+ *		a valid lock. Returns how many moved; with seqs, the caller checks that
+ *		all did (an error then undoes the move), and *missing names one that
+ *		did not.
+ */
+int
+sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missing)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	uint64		n;
+	SbqCounts	counts = {0};
+
+	/*
+	 * Dead letters under an expired lease can be resubmitted once it ended;
+	 * with sbqueue.memory_locks off, maintenance ends it (the transaction
+	 * stays free of lease changes, so it can be prepared).
+	 */
+	sbq_lease_sweep_queue(queue, GetCurrentTimestamp());
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	if (seqs != NULL)
+		values[2] = PointerGetDatum(construct_array(seqs, nseqs, INT8OID, sizeof(int64),
+													FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	else
+		nulls[2] = true;
+	sbq_qstate_send_begin(sbq_storage_epoch(), queue->queue_id);
+	n = sbq_exec(&stmt_resubmit, values, nulls);
+	if (n > 0)
+		sbq_qstate_send_done(sbq_storage_epoch(), sbq_max_col(2));
+	if (seqs != NULL && n != (uint64) nseqs)
+	{
+		int			i;
+
+		for (i = 0; i < nseqs; i++)
+		{
+			uint64		row;
+			bool		moved = false;
+
+			for (row = 0; row < n && !moved; row++)
+			{
+				bool		isnull;
+
+				moved = DatumGetInt64(sbq_col(row, 1, &isnull)) == DatumGetInt64(seqs[i]);
+			}
+			if (!moved)
+			{
+				*missing = DatumGetInt64(seqs[i]);
+				break;
+			}
+		}
+	}
+	if (n > 0)
+	{
+		counts.sent = n;
+		sbq_add_counts(queue->queue_id, &counts);
+		sbq_wait_wake_at_commit(queue->queue_id);
+	}
+	return (int) n;
+}
+

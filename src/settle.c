@@ -1,0 +1,597 @@
+/*-------------------------------------------------------------------------
+ *
+ * settle.c
+ *	  Settlements of a lock: complete (one or many), abandon, defer,
+ *	  dead-letter, and renew.
+ *
+ * A lock is either a lease (lease.c: in shared memory, the message row
+ * untouched) or stored in the message row (lock_token, locked_until). Every
+ * settlement first asks lease.c whether the token holds a lease; if not, it
+ * looks for the lock in the row. Either way it locks the message row (the
+ * DELETE or UPDATE of the settlement, or SELECT ... FOR UPDATE) before it
+ * judges the lock with a clock read after that, because the statement may
+ * have waited for the row while the lock ran out and a receive took the
+ * message over; and the row lock orders two settlers of the same token.
+ *
+ * Abandon and defer count as a failed delivery: on the last allowed one the
+ * message is dead-lettered instead, and one whose time to live has passed
+ * meanwhile expires then (dead-lettered or dropped as the queue says).
+ *
+ * Owns: nothing shared. Locks: the message's row lock; lease.c's partition
+ * locks through its calls.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/settle.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+#include "storage_core.h"
+#include "wait.h"
+
+/* The valid-lock condition: $1 sequence, $2 queue, $3 subqueue, $4 token, $5 now */
+#define VALID_LOCK \
+	"m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3" \
+	" AND m.lock_token = $4 AND m.locked_until > $5"
+#define VALID_LOCK_ARGS INT8OID, INT4OID, INT2OID, UUIDOID, TIMESTAMPTZOID
+
+/* application_properties with the object param merged in at the top level */
+#define MERGE_PROPS(param) \
+	"CASE WHEN " param "::jsonb IS NULL THEN m.application_properties" \
+	" ELSE coalesce(m.application_properties, '{}'::jsonb) || " param "::jsonb END"
+
+/* the message of a lease: $1 sequence, $2 queue, $3 subqueue */
+#define LEASED_ROW \
+	"m.sequence_number = $1 AND m.queue_id = $2 AND m.subqueue = $3"
+#define LEASED_ROW_ARGS INT8OID, INT4OID, INT2OID
+
+/*
+ * The settlements of locks stored in the rows return the lock's expiry: the
+ * caller judges it again with a clock read after the statement, when the row
+ * lock is held (the statement may have waited for it).
+ */
+static SbqStatement stmt_complete = {
+	"complete",
+	"DELETE FROM sbq.messages m WHERE " VALID_LOCK
+	" RETURNING m.locked_until",
+	5, {VALID_LOCK_ARGS}
+};
+
+static SbqStatement stmt_complete_many = {
+	"complete many",
+	"DELETE FROM sbq.messages m"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+	"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
+	" RETURNING m.lock_token, m.locked_until",
+	5, {INT8ARRAYOID, INT4OID, INT2OID, UUIDARRAYOID, TIMESTAMPTZOID}
+};
+
+static SbqStatement stmt_lock_for_settle = {
+	"lock for settle",
+	"SELECT m.delivery_count, m.state, m.expires_at, m.locked_until FROM sbq.messages m"
+	" WHERE " VALID_LOCK " FOR UPDATE",
+	5, {VALID_LOCK_ARGS}
+};
+
+static SbqStatement stmt_renew = {
+	"renew",
+	"UPDATE sbq.messages m SET locked_until = $6 WHERE " VALID_LOCK
+	" RETURNING m.locked_until",
+	6, {VALID_LOCK_ARGS, TIMESTAMPTZOID}
+};
+
+static SbqStatement stmt_lease_complete = {
+	"complete a lease",
+	"DELETE FROM sbq.messages m"
+	" WHERE " LEASED_ROW,
+	3, {LEASED_ROW_ARGS}
+};
+
+static SbqStatement stmt_lease_complete_many = {
+	"complete many leases",
+	"DELETE FROM sbq.messages m"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+	" RETURNING m.sequence_number",
+	3, {INT8ARRAYOID, INT4OID, INT2OID}
+};
+
+static SbqStatement stmt_row_for_settle = {
+	"lock a leased row",
+	"SELECT m.delivery_count, m.state, m.expires_at FROM sbq.messages m"
+	" WHERE " LEASED_ROW
+	" FOR UPDATE",
+	3, {LEASED_ROW_ARGS}
+};
+
+static SbqStatement stmt_row_exists = {
+	"leased row exists",
+	"SELECT 1 FROM sbq.messages m"
+	" WHERE " LEASED_ROW,
+	3, {LEASED_ROW_ARGS}
+};
+
+/* $3: the new state (deferred), or NULL to keep it; $4 the delivery count */
+static SbqStatement stmt_unlock = {
+	"unlock",
+	"UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
+	" state = coalesce($3, m.state), delivery_count = GREATEST(m.delivery_count, $4),"
+	" application_properties = " MERGE_PROPS("$2")
+	" WHERE m.sequence_number = $1",
+	4, {INT8OID, JSONBOID, INT2OID, INT4OID}
+};
+
+/* $2 reason, $3 description, $4 source, $5 properties to merge, $6 delivery count */
+static SbqStatement stmt_deadletter = {
+	"dead-letter",
+	"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
+	" locked_until = NULL, dead_letter_reason = $2,"
+	" dead_letter_error_description = $3, dead_letter_source = $4,"
+	" application_properties = " MERGE_PROPS("$5") ","
+	" delivery_count = GREATEST(m.delivery_count, $6)"
+	" WHERE m.sequence_number = $1",
+	6, {INT8OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID}
+};
+
+static SbqStatement stmt_delete_one = {
+	"delete one",
+	"DELETE FROM sbq.messages WHERE sequence_number = $1",
+	1, {INT8OID}
+};
+
+/*
+ * sbq_row_lock_valid
+ *		Whether a lock stored in a row, whose expiry a settling statement
+ *		returned, is still valid by a clock read now: after that statement,
+ *		so after it held the row lock, which it may have waited for while
+ *		the lock ran out (and a leasing receive took the message over).
+ */
+static bool
+sbq_row_lock_valid(Datum locked_until)
+{
+	return DatumGetTimestampTz(locked_until) > GetCurrentTimestamp();
+}
+
+static void
+sbq_lock_args(Datum *values, const SbqQueue *queue, int16 subqueue,
+			  const pg_uuid_t *token, TimestampTz now)
+{
+	values[0] = Int64GetDatum(sbq_token_sequence(token));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	values[3] = UUIDPGetDatum(token);
+	values[4] = TimestampTzGetDatum(now);
+}
+
+/*
+ * sbq_storage_complete
+ *		Remove the message locked by token; false when the lock is not valid.
+ */
+bool
+sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token)
+{
+	Datum		values[5];
+	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+	int64		seq = sbq_token_sequence(token);
+
+	if (sbq_lease_holds(seq, token, queue->queue_id, subqueue, now))
+	{
+		int32		delivery_count;
+
+		/* the row lock orders us after another settler of the same token */
+		values[0] = Int64GetDatum(seq);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		if (sbq_exec(&stmt_lease_complete, values, NULL) != 1 ||
+			!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
+							  &delivery_count))
+			return false;		/* the caller's error undoes the delete */
+		counts.received = 1;
+	}
+	else
+	{
+		bool		isnull;
+
+		sbq_lock_args(values, queue, subqueue, token, now);
+		if (sbq_exec(&stmt_complete, values, NULL) != 1)
+			return false;
+		/* judged again now that the row is ours (the delete may have waited) */
+		if (!sbq_row_lock_valid(sbq_col(0, 1, &isnull)))
+			return false;		/* the caller's error undoes the delete */
+	}
+	counts.completed = 1;
+	sbq_add_counts(queue->queue_id, &counts);
+	return true;
+}
+
+/* The tokens of one sbq_storage_complete_many call, split by kind of lock. */
+typedef struct SbqTokenSplit
+{
+	Datum	   *tokens;
+	int			ntokens;
+	bool	   *leased;			/* leased[i]: token i holds a lease */
+	int64	   *lease_seqs;		/* the messages of the leases ... */
+	int		   *lease_index;	/* ... and their tokens' places */
+	int			nlease;
+	Datum	   *row_seqs;		/* the messages of the locks in rows ... */
+	Datum	   *row_tokens;		/* ... and their tokens */
+	int			nrow;
+} SbqTokenSplit;
+
+static void
+sbq_split_tokens(const SbqQueue *queue, int16 subqueue, Datum *tokens, int ntokens,
+				 TimestampTz now, SbqTokenSplit *t)
+{
+	int			i;
+
+	t->tokens = tokens;
+	t->ntokens = ntokens;
+	t->leased = palloc(sizeof(bool) * ntokens);
+	t->lease_seqs = palloc(sizeof(int64) * ntokens);
+	t->lease_index = palloc(sizeof(int) * ntokens);
+	t->row_seqs = palloc(sizeof(Datum) * ntokens);
+	t->row_tokens = palloc(sizeof(Datum) * ntokens);
+	t->nlease = 0;
+	t->nrow = 0;
+	for (i = 0; i < ntokens; i++)
+	{
+		pg_uuid_t  *token = DatumGetUUIDP(tokens[i]);
+		int64		seq = sbq_token_sequence(token);
+
+		t->leased[i] = sbq_lease_holds(seq, token, queue->queue_id, subqueue, now);
+		if (t->leased[i])
+		{
+			t->lease_index[t->nlease] = i;
+			t->lease_seqs[t->nlease++] = seq;
+		}
+		else
+		{
+			t->row_seqs[t->nrow] = Int64GetDatum(seq);
+			t->row_tokens[t->nrow++] = tokens[i];
+		}
+	}
+}
+
+/* Complete the leased messages of t; marks settled[]; returns how many. */
+static int
+sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *t,
+					bool *settled)
+{
+	Datum		values[3];
+	uint64		rows;
+	uint64		row;
+	int			n = 0;
+
+	if (t->nlease == 0)
+		return 0;
+	values[0] = sbq_int8_array(t->lease_seqs, t->nlease);
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	rows = sbq_exec(&stmt_lease_complete_many, values, NULL);
+	for (row = 0; row < rows; row++)
+	{
+		bool		isnull;
+		int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
+		int			k;
+
+		for (k = 0; k < t->nlease; k++)
+		{
+			int			i = t->lease_index[k];
+			int32		delivery_count;
+
+			if (t->lease_seqs[k] == seq &&
+				sbq_lease_settle(seq, DatumGetUUIDP(t->tokens[i]), queue->queue_id,
+								 subqueue, GetCurrentTimestamp(), &delivery_count))
+			{
+				settled[i] = true;
+				n++;
+			}
+		}
+	}
+	return n;
+}
+
+/* Complete the messages of t locked in their rows; marks settled[]; returns how many. */
+static int
+sbq_complete_row_locks(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *t,
+					   TimestampTz now, bool *settled)
+{
+	Datum		values[5];
+	uint64		rows;
+	uint64		row;
+	int			n = 0;
+
+	if (t->nrow == 0)
+		return 0;
+	values[0] = PointerGetDatum(construct_array(t->row_seqs, t->nrow, INT8OID,
+												sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+	values[3] = PointerGetDatum(construct_array(t->row_tokens, t->nrow, UUIDOID,
+												UUID_LEN, false, TYPALIGN_CHAR));
+	values[4] = TimestampTzGetDatum(now);
+	rows = sbq_exec(&stmt_complete_many, values, NULL);
+	for (row = 0; row < rows; row++)
+	{
+		bool		isnull;
+		pg_uuid_t  *done = DatumGetUUIDP(sbq_col(row, 1, &isnull));
+		int			i;
+
+		/* judged again now that the row is ours: else not settled */
+		if (!sbq_row_lock_valid(sbq_col(row, 2, &isnull)))
+			continue;
+		for (i = 0; i < t->ntokens; i++)
+			if (!t->leased[i] &&
+				memcmp(done->data, DatumGetUUIDP(t->tokens[i])->data, UUID_LEN) == 0)
+			{
+				settled[i] = true;
+				n++;
+			}
+	}
+	return n;
+}
+
+/*
+ * sbq_storage_complete_many
+ *		Remove the messages locked by tokens (distinct, checked by the caller).
+ *		settled[i] tells whether token i was valid; returns how many were.
+ *		The caller raises an error unless all were, which undoes the rest.
+ */
+int
+sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
+						  Datum *tokens, int ntokens, bool *settled)
+{
+	SbqTokenSplit t;
+	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+	int			nleases;
+	int			n;
+	int			i;
+
+	for (i = 0; i < ntokens; i++)
+		settled[i] = false;
+	sbq_split_tokens(queue, subqueue, tokens, ntokens, now, &t);
+	nleases = sbq_complete_leases(queue, subqueue, &t, settled);
+	n = nleases + sbq_complete_row_locks(queue, subqueue, &t, now, settled);
+	if (n == ntokens)
+	{
+		counts.received = nleases;
+		counts.completed = n;
+		sbq_add_counts(queue->queue_id, &counts);
+	}
+	return n;
+}
+
+/*
+ * sbq_settle_lock
+ *		Lock the message of token for a settlement that keeps it (abandon,
+ *		defer, dead-letter): its row locked, its lease (if the lock is one)
+ *		being settled. Fills in its delivery count, and whether its time to
+ *		live has passed; *leased says the lock was a lease (the delivery ends
+ *		now, for the "received" counter). False when the lock is not valid.
+ */
+static bool
+sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+				TimestampTz now, int32 *delivery_count, bool *expired, bool *leased)
+{
+	Datum		values[5];
+	int64		seq = sbq_token_sequence(token);
+	bool		isnull;
+	Datum		expires_at;
+
+	*leased = sbq_lease_holds(seq, token, queue->queue_id, subqueue, now);
+	if (*leased)
+	{
+		values[0] = Int64GetDatum(seq);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		if (sbq_exec(&stmt_row_for_settle, values, NULL) != 1)
+			return false;
+	}
+	else
+	{
+		sbq_lock_args(values, queue, subqueue, token, now);
+		if (sbq_exec(&stmt_lock_for_settle, values, NULL) != 1 ||
+			!sbq_row_lock_valid(sbq_col(0, 4, &isnull)))
+			return false;
+	}
+	*delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
+	expires_at = sbq_col(0, 3, &isnull);
+	*expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
+	/* judged by a clock read now that the row is ours (the lock may have waited) */
+	if (*leased &&
+		!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
+						  delivery_count))
+		return false;
+	return true;
+}
+
+/*
+ * sbq_move_to_dlq
+ *		Move the (locked) message seq to the dead-letter sub-queue with a
+ *		reason and description (either may be NULL), merging props_to_modify
+ *		into its application properties and keeping the higher of its stored
+ *		and given delivery count.
+ */
+static void
+sbq_move_to_dlq(const SbqQueue *queue, int64 seq, text *reason, text *description,
+				Jsonb *props_to_modify, int32 delivery_count)
+{
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	values[0] = Int64GetDatum(seq);
+	values[1] = PointerGetDatum(reason);
+	nulls[1] = reason == NULL;
+	values[2] = PointerGetDatum(description);
+	nulls[2] = description == NULL;
+	values[3] = CStringGetTextDatum(queue->name);
+	values[4] = PointerGetDatum(props_to_modify);
+	nulls[4] = props_to_modify == NULL;
+	values[5] = Int32GetDatum(delivery_count);
+	(void) sbq_exec(&stmt_deadletter, values, nulls);
+}
+
+/*
+ * sbq_storage_release
+ *		Abandon (state -1: keep the state) or defer (state SBQ_STATE_DEFERRED)
+ *		the message locked by token: release the lock at once, merging
+ *		props_to_modify into its application properties. Both count as a
+ *		failed delivery: on the last allowed one the message is dead-lettered
+ *		instead (MaxDeliveryCountExceeded), and one whose time to live has
+ *		passed meanwhile expires now (dead-lettered or dropped as the queue
+ *		says). In the dead-letter sub-queue there is no delivery limit and no
+ *		expiry. False when the lock is not valid.
+ */
+bool
+sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+					int16 state, Jsonb *props_to_modify)
+{
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	TimestampTz now = GetCurrentTimestamp();
+	int64		seq = sbq_token_sequence(token);
+	bool		main = subqueue == SBQ_SUBQUEUE_MAIN;
+	int32		delivery_count;
+	bool		expired;
+	bool		leased;
+	SbqCounts	counts = {0};
+
+	if (!sbq_settle_lock(queue, subqueue, token, now, &delivery_count, &expired, &leased))
+		return false;
+	counts.received = leased ? 1 : 0;
+
+	if (state == SBQ_STATE_DEFERRED)
+		counts.deferred = 1;
+	else
+		counts.abandoned = 1;
+	values[0] = Int64GetDatum(seq);
+	if (main && delivery_count >= queue->max_delivery_count)
+	{
+		char		description[128];
+
+		sbq_max_delivery_description(queue, description, sizeof(description));
+		sbq_move_to_dlq(queue, seq, cstring_to_text(SBQ_DLQ_REASON_MAX_DELIVERY),
+						cstring_to_text(description), props_to_modify, delivery_count);
+		counts.dead_lettered = 1;
+	}
+	else if (main && expired && queue->dlq_on_expiration)
+	{
+		sbq_move_to_dlq(queue, seq, cstring_to_text(SBQ_DLQ_REASON_EXPIRED),
+						cstring_to_text(SBQ_DLQ_DESCRIPTION_EXPIRED), props_to_modify,
+						delivery_count);
+		counts.dead_lettered = 1;
+		counts.expired = 1;
+	}
+	else if (main && expired)
+	{
+		(void) sbq_exec(&stmt_delete_one, values, NULL);
+		counts.expired = 1;
+	}
+	else
+	{
+		values[1] = PointerGetDatum(props_to_modify);
+		nulls[1] = props_to_modify == NULL;
+		values[2] = Int16GetDatum(state);
+		nulls[2] = state < 0;
+		values[3] = Int32GetDatum(delivery_count);
+		(void) sbq_exec(&stmt_unlock, values, nulls);
+	}
+	sbq_add_counts(queue->queue_id, &counts);
+	/* an abandoned message, or a new dead letter, can be received now */
+	if (counts.dead_lettered > 0 || (counts.expired == 0 && state != SBQ_STATE_DEFERRED))
+		sbq_wait_wake_at_commit(queue->queue_id);
+	return true;
+}
+
+/*
+ * sbq_storage_deadletter
+ *		Move the message locked by token to the dead-letter sub-queue with a
+ *		reason and description; false when the lock is not valid.
+ */
+bool
+sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
+					   text *reason, text *description, Jsonb *props_to_modify)
+{
+	SbqCounts	counts = {0};
+	int32		delivery_count;
+	bool		expired;
+	bool		leased;
+
+	if (!sbq_settle_lock(queue, SBQ_SUBQUEUE_MAIN, token, GetCurrentTimestamp(),
+						 &delivery_count, &expired, &leased))
+		return false;
+	counts.received = leased ? 1 : 0;
+	sbq_move_to_dlq(queue, sbq_token_sequence(token), reason, description,
+					props_to_modify, delivery_count);
+	counts.dead_lettered = 1;
+	sbq_add_counts(queue->queue_id, &counts);
+	sbq_wait_wake_at_commit(queue->queue_id);
+	return true;
+}
+
+/*
+ * sbq_storage_renew
+ *		Extend the lock of token by the queue's lock duration from now; false
+ *		when the lock is not valid.
+ */
+bool
+sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
+				  TimestampTz *locked_until)
+{
+	Datum		values[6];
+	TimestampTz now = GetCurrentTimestamp();
+	bool		isnull;
+
+	int64		seq = sbq_token_sequence(token);
+
+	if (sbq_lease_holds(seq, token, queue->queue_id, subqueue, now))
+	{
+		TimestampTz until = sbq_add_interval(now, &queue->lock_duration);
+
+		/* a lease outlives a purge of its message: the message must be there */
+		values[0] = Int64GetDatum(seq);
+		values[1] = Int32GetDatum(queue->queue_id);
+		values[2] = Int16GetDatum(subqueue);
+		if (sbq_exec(&stmt_row_exists, values, NULL) != 1)
+			return false;
+		if (!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
+		{
+			/*
+			 * Another transaction is settling it: wait for that one (its row
+			 * lock) and look again; the lease is back if it rolled back.
+			 */
+			if (!sbq_lease_holds(seq, token, queue->queue_id, subqueue, now) ||
+				sbq_exec(&stmt_row_for_settle, values, NULL) != 1)
+				return false;
+			now = GetCurrentTimestamp();
+			until = sbq_add_interval(now, &queue->lock_duration);
+			if (!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
+				return false;
+		}
+		*locked_until = until;
+		return true;
+	}
+	/* lock the row, then judge the lock with a clock read after that */
+	sbq_lock_args(values, queue, subqueue, token, now);
+	if (sbq_exec(&stmt_lock_for_settle, values, NULL) != 1 ||
+		!sbq_row_lock_valid(sbq_col(0, 4, &isnull)))
+		return false;
+	now = GetCurrentTimestamp();
+	sbq_lock_args(values, queue, subqueue, token, now);
+	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+	if (sbq_exec(&stmt_renew, values, NULL) != 1)
+		return false;
+	*locked_until = DatumGetTimestampTz(sbq_col(0, 1, &isnull));
+	return true;
+}
+

@@ -1,0 +1,84 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage.h
+ *	  The storage interface: what the SQL-callable functions (api.c) and
+ *	  lease.c call to read and change queue state.
+ *
+ * Every call runs between sbq_storage_begin() and sbq_storage_end() (a
+ * "storage section", storage_core.c). The calls live by operation:
+ *	queues.c		queue lookup and management, purge
+ *	send.c			send, duplicate detection, scheduled activation, cancel,
+ *					resubmit
+ *	receive.c		receive with locks in the rows, receive-and-delete, peek,
+ *					receive of deferred messages
+ *	lease_receive.c	peek-lock receive with locks in shared memory, and the
+ *					sweep of expired ones
+ *	settle.c		complete, abandon, defer, dead-letter, renew
+ *	maintain.c		one maintenance pass over a database
+ * Their shared machinery (statements, the section, counters) is in
+ * storage_core.h, for those files only.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/storage.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBQ_STORAGE_H
+#define SBQ_STORAGE_H
+
+#include "sbqueue.h"
+
+/* storage_core.c: the storage section */
+extern void sbq_storage_begin(void);
+extern void sbq_storage_end(void);
+extern MemoryContext sbq_storage_caller_context(void);
+extern Oid	sbq_storage_epoch(void);
+
+/* queues.c */
+extern bool sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue);
+extern void sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue);
+extern void sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue);
+extern HeapTuple sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc,
+										 MemoryContext mcxt);
+extern int32 sbq_storage_create_queue(const char *name, const char *key,
+									  const SbqQueue *props);
+extern void sbq_storage_update_queue(const SbqQueue *props);
+extern void sbq_storage_delete_queue(int32 queue_id);
+extern int64 sbq_storage_purge(const SbqQueue *queue, int16 subqueue);
+
+/* send.c */
+extern int	sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
+							 Datum *bodies, int nbodies, const char *default_content_type,
+							 int64 *seqs);
+extern bool sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq);
+extern int	sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs,
+								 int64 *missing);
+
+/* receive.c */
+extern SbqReceiveResult sbq_storage_receive(const SbqQueue *queue, int16 subqueue,
+											int max_messages, SbqReceiveMode mode,
+											Tuplestorestate *tupstore, TupleDesc tupdesc);
+extern int	sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
+							 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc);
+extern bool sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue,
+										 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
+										 TupleDesc tupdesc, int64 *missing);
+
+/* settle.c */
+extern bool sbq_storage_complete(const SbqQueue *queue, int16 subqueue,
+								 const pg_uuid_t *token);
+extern int	sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
+									  Datum *tokens, int ntokens, bool *settled);
+extern bool sbq_storage_release(const SbqQueue *queue, int16 subqueue,
+								const pg_uuid_t *token, int16 state, Jsonb *props_to_modify);
+extern bool sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
+								   text *reason, text *description, Jsonb *props_to_modify);
+extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,
+							  const pg_uuid_t *token, TimestampTz *locked_until);
+
+/* maintain.c */
+extern Jsonb *sbq_storage_maintain(void);
+
+#endif							/* SBQ_STORAGE_H */

@@ -1,0 +1,544 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage_core.c
+ *	  The core under the storage files: the storage section, the statement
+ *	  cache, the incarnation ("epoch") of the tables, the queue counters, and
+ *	  small value helpers.
+ *
+ * The SQL-callable functions in api.c check their arguments and then call
+ * the storage files (storage.h) between sbq_storage_begin() and
+ * sbq_storage_end(). A section connects to SPI, locks sbq.queues in
+ * AccessShareLock until the end of the transaction (so a DROP EXTENSION
+ * that committed before is seen and one that comes later waits: see
+ * sbq_storage_epoch_locked), tells lease.c which incarnation its leases
+ * belong to, and pins the settings every statement runs under.
+ *
+ * Statements go through SPI with plans prepared once per backend and kept
+ * (SPI_keepplan), always generic (CURSOR_OPT_GENERIC_PLAN), so a call never
+ * pays for planning. Every statement runs under a GUC nest level that pins
+ * search_path to pg_catalog and turns off sequential, bitmap, hash and merge
+ * plans: a plan made or remade while a queue table is empty and freshly
+ * analyzed still walks the indexes, so a receive costs the same with a
+ * thousand or a million messages queued. Joins back to sbq.messages also
+ * carry "sequence_number = ANY(ARRAY(...))" and the receive orders by the
+ * whole receive index key, which the primary key cannot provide: a generic
+ * plan made on an empty table can then still not walk a whole index,
+ * whichever side of a join it puts the table on.
+ *
+ * A database whose SQL is older than 0.3 (the library was upgraded and
+ * ALTER EXTENSION UPDATE has not run yet) has no lease functions: its
+ * statements are prepared with LEASE_SLOT replaced by "true", and receives
+ * lock in the message rows (sbq_leasing). A change to pg_proc makes that
+ * question open again; a kept plan of the other flavour is remade.
+ *
+ * Time: "now" is the wall clock read once per call (GetCurrentTimestamp), not
+ * the transaction start, so a lock taken late in a long transaction still
+ * lasts its full duration and a lock that has run out is seen to have run out.
+ *
+ * Owns: backend-local state only (kept plans, the cached epoch). Locks: the
+ * AccessShareLock on sbq.queues named above.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/storage_core.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "lib/stringinfo.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "storage/lmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "lease.h"
+#include "storage_core.h"
+
+/*
+ * Whether the installed SQL has the lease functions (0.3 and later): 1, 0,
+ * or -1 when not known (any change to pg_proc makes it unknown again).
+ */
+static int	sbq_sql_leases = -1;
+static bool sbq_sql_callback = false;
+
+/* GUC nest level of the current storage section, 0 when outside one */
+static int	sbq_guc_nest_level = 0;
+
+/* the memory context current when the storage section was opened */
+static MemoryContext sbq_caller_cxt = NULL;
+
+/* the OID of sbq.queues as sbq_storage_epoch knows it, until it changes */
+static Oid	sbq_epoch_relid = InvalidOid;
+static bool sbq_epoch_callback = false;
+
+/* add to a queue's stored counters, in one row per backend (shard) */
+static SbqStatement stmt_count = {
+	"count",
+	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, received,"
+	" completed, abandoned, deferred, dead_lettered, expired)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+	" ON CONFLICT (queue_id, shard) DO UPDATE SET"
+	" sent = qc.sent + excluded.sent, received = qc.received + excluded.received,"
+	" completed = qc.completed + excluded.completed,"
+	" abandoned = qc.abandoned + excluded.abandoned,"
+	" deferred = qc.deferred + excluded.deferred,"
+	" dead_lettered = qc.dead_lettered + excluded.dead_lettered,"
+	" expired = qc.expired + excluded.expired",
+	9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+};
+
+/* ------------------------------------------------------------ the installed SQL */
+
+static void
+sbq_sql_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	sbq_sql_leases = -1;
+}
+
+/* Whether the installed SQL has the lease functions. */
+static bool
+sbq_sql_has_leases(void)
+{
+	if (sbq_sql_leases < 0)
+	{
+		Oid			argtypes[1] = {INT8OID};
+		List	   *name = list_make2(makeString("sbq"), makeString("lease_slot"));
+
+		if (!sbq_sql_callback)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, sbq_sql_inval, (Datum) 0);
+			sbq_sql_callback = true;
+		}
+		sbq_sql_leases = OidIsValid(LookupFuncName(name, 1, argtypes, true)) ? 1 : 0;
+	}
+	return sbq_sql_leases == 1;
+}
+
+/* Whether receives in this session take leases (lease.c), as the SQL allows. */
+bool
+sbq_leasing(void)
+{
+	return sbq_lease_enabled() && sbq_sql_has_leases();
+}
+
+/* ------------------------------------------------------------ the epoch */
+
+/* The OID of sbq.queues, InvalidOid if there is none. */
+Oid
+sbq_queues_oid(void)
+{
+	Oid			nsp = get_namespace_oid("sbq", true);
+
+	return OidIsValid(nsp) ? get_relname_relid("queues", nsp) : InvalidOid;
+}
+
+/* The OID of sbq.messages (looked up each time: the extension may be recreated). */
+Oid
+sbq_messages_oid(void)
+{
+	Oid			nsp = get_namespace_oid("sbq", false);
+	Oid			relid = get_relname_relid("messages", nsp);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "table sbq.messages does not exist");
+	return relid;
+}
+
+static void
+sbq_epoch_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == sbq_epoch_relid)
+		sbq_epoch_relid = InvalidOid;
+}
+
+/*
+ * sbq_storage_epoch
+ *		The "epoch" of the queues for shared memory (qstate.c, lease.c): the
+ *		OID of sbq.queues, which a DROP and CREATE EXTENSION changes. Kept
+ *		until a relcache invalidation of that table (its drop sends one).
+ */
+Oid
+sbq_storage_epoch(void)
+{
+	if (!OidIsValid(sbq_epoch_relid))
+	{
+		if (!sbq_epoch_callback)
+		{
+			CacheRegisterRelcacheCallback(sbq_epoch_inval, (Datum) 0);
+			sbq_epoch_callback = true;
+		}
+		sbq_epoch_relid = sbq_queues_oid();
+	}
+	return sbq_epoch_relid;
+}
+
+/*
+ * sbq_storage_epoch_locked
+ *		The epoch, with sbq.queues locked (AccessShareLock, until the end of
+ *		the transaction): the lock takes in the invalidations that arrived,
+ *		so a DROP EXTENSION that committed before is seen, and one that comes
+ *		later waits for this transaction. The leases a storage section works
+ *		on are then always those of the tables its statements see.
+ */
+static Oid
+sbq_storage_epoch_locked(void)
+{
+	for (;;)
+	{
+		Oid			epoch = sbq_storage_epoch();
+
+		if (!OidIsValid(epoch))
+			return InvalidOid;
+		LockRelationOid(epoch, AccessShareLock);
+		if (sbq_storage_epoch() == epoch)
+			return epoch;
+		/* dropped meanwhile: its successor, if any */
+		UnlockRelationOid(epoch, AccessShareLock);
+	}
+}
+
+/* ------------------------------------------------------------ the section */
+
+/*
+ * sbq_storage_begin
+ *		Open a storage section: connect to SPI and pin the settings every
+ *		statement of the storage files runs under. Errors unwind both with
+ *		the (sub)transaction; the normal exit is sbq_storage_end().
+ */
+void
+sbq_storage_begin(void)
+{
+	static const char *const off[] = {
+		"enable_seqscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin", "jit"
+	};
+	int			i;
+
+	sbq_caller_cxt = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	sbq_lease_enter(sbq_storage_epoch_locked());
+	(void) sbq_sql_has_leases();
+	sbq_guc_nest_level = NewGUCNestLevel();
+	sbq_restrict_search_path();
+	for (i = 0; i < (int) lengthof(off); i++)
+		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * sbq_storage_caller_context
+ *		The memory context of the caller of sbq_storage_begin(): what is made
+ *		there outlives the storage section.
+ */
+MemoryContext
+sbq_storage_caller_context(void)
+{
+	return sbq_caller_cxt;
+}
+
+/*
+ * sbq_storage_end
+ *		Close the section opened by sbq_storage_begin().
+ */
+void
+sbq_storage_end(void)
+{
+	AtEOXact_GUC(true, sbq_guc_nest_level);
+	sbq_guc_nest_level = 0;
+	sbq_lease_leave();
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/* ------------------------------------------------------------ statements */
+
+/* sql with every LEASE_SLOT replaced by "true", for SQL older than 0.3 */
+static const char *
+sbq_sql_without_leases(const char *sql)
+{
+	StringInfoData buf;
+	const char *p = sql;
+	const char *hit;
+
+	initStringInfo(&buf);
+	while ((hit = strstr(p, LEASE_SLOT)) != NULL)
+	{
+		appendBinaryStringInfo(&buf, p, hit - p);
+		appendStringInfoString(&buf, "true");
+		p = hit + strlen(LEASE_SLOT);
+	}
+	appendStringInfoString(&buf, p);
+	return buf.data;
+}
+
+/*
+ * sbq_plan
+ *		The kept plan of a statement, prepared on first use in this backend
+ *		(and again when the installed SQL changed flavour since).
+ */
+static SPIPlanPtr
+sbq_plan(SbqStatement *st)
+{
+	int			leases = sbq_sql_has_leases() ? 1 : 0;
+
+	if (st->plan != NULL && st->plan_leases != leases)
+	{
+		SPI_freeplan(st->plan);
+		st->plan = NULL;
+	}
+	if (st->plan == NULL)
+	{
+		const char *sql = st->sql;
+		SPIPlanPtr	plan;
+
+		/* older SQL has no lease functions, and no leases to skip */
+		if (!leases)
+			sql = sbq_sql_without_leases(sql);
+		plan = SPI_prepare_cursor(sql, st->nargs, st->argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare sbqueue statement \"%s\": %s",
+				 st->name, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep sbqueue statement \"%s\"", st->name);
+		st->plan = plan;
+		st->plan_leases = leases;
+	}
+	return st->plan;
+}
+
+static void
+sbq_nulls(const SbqStatement *st, const bool *isnull, char *nulls)
+{
+	int			i;
+
+	for (i = 0; i < st->nargs; i++)
+		nulls[i] = (isnull != NULL && isnull[i]) ? 'n' : ' ';
+}
+
+/*
+ * sbq_exec
+ *		Run a statement; isnull[i] says argument i is NULL (isnull may be
+ *		NULL: none is). Returns the number of rows processed. Any failure is
+ *		an error.
+ */
+uint64
+sbq_exec(SbqStatement *st, Datum *values, const bool *isnull)
+{
+	char		nulls[SBQ_MAX_STATEMENT_ARGS];
+	int			rc;
+
+	sbq_nulls(st, isnull, nulls);
+	rc = SPI_execute_plan(sbq_plan(st), values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/*
+ * sbq_exec_fresh
+ *		Run a read-only statement (no NULL arguments) with a snapshot taken
+ *		now, whatever the transaction's isolation level.
+ */
+uint64
+sbq_exec_fresh(SbqStatement *st, Datum *values)
+{
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	int			rc;
+
+	rc = SPI_execute_snapshot(sbq_plan(st), values, NULL, snap,
+							  InvalidSnapshot, true, false, 0);
+	UnregisterSnapshot(snap);
+	if (rc < 0)
+		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/* Column col (from 1) of row row of the current SPI result. */
+Datum
+sbq_col(uint64 row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+/* The highest value of an int8 column of the current SPI result (0 if none). */
+int64
+sbq_max_col(int col)
+{
+	int64		max = 0;
+	uint64		row;
+
+	for (row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		int64		v = DatumGetInt64(sbq_col(row, col, &isnull));
+
+		if (!isnull && v > max)
+			max = v;
+	}
+	return max;
+}
+
+/* ------------------------------------------------------------ counters */
+
+/*
+ * sbq_store_counts
+ *		Add counts to a queue's stored counters, in this backend's own row.
+ */
+static void
+sbq_store_counts(int32 queue_id, const SbqCounts *c)
+{
+	Datum		values[9];
+
+	values[0] = Int32GetDatum(queue_id);
+	values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
+	values[2] = Int64GetDatum(c->sent);
+	values[3] = Int64GetDatum(c->received);
+	values[4] = Int64GetDatum(c->completed);
+	values[5] = Int64GetDatum(c->abandoned);
+	values[6] = Int64GetDatum(c->deferred);
+	values[7] = Int64GetDatum(c->dead_lettered);
+	values[8] = Int64GetDatum(c->expired);
+	(void) sbq_exec(&stmt_count, values, NULL);
+}
+
+/*
+ * sbq_add_counts
+ *		Add what a call did to its queue's counters: gathered in shared memory
+ *		when there is room (qstate.c), and what has gathered there for a
+ *		second or more is stored now, in this transaction; else stored now.
+ */
+void
+sbq_add_counts(int32 queue_id, const SbqCounts *c)
+{
+	Oid			epoch = sbq_storage_epoch();
+	SbqCounts	old;
+
+	if (!sbq_qstate_count(epoch, queue_id, c))
+		sbq_store_counts(queue_id, c);
+	else if (sbq_qstate_take(epoch, queue_id, &old, true))
+		sbq_store_counts(queue_id, &old);
+}
+
+/* Store every count gathered in shared memory for this database's queues. */
+void
+sbq_store_all_counts(void)
+{
+	Oid			epoch = sbq_storage_epoch();
+	int32		ids[1024];
+	int			n = sbq_qstate_queues(epoch, ids, lengthof(ids));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		SbqCounts	c;
+
+		if (sbq_qstate_take(epoch, ids[i], &c, false))
+			sbq_store_counts(ids[i], &c);
+	}
+}
+
+/* ------------------------------------------------------------ values */
+
+TimestampTz
+sbq_add_interval(TimestampTz t, const Interval *iv)
+{
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(t),
+												   IntervalPGetDatum(iv)));
+}
+
+/*
+ * sbq_expiry
+ *		When a message that lives ttl from start expires; false when never:
+ *		a time to live of SBQ_NEVER_EXPIRES or more (Service Bus's default is
+ *		TimeSpan.MaxValue), or an expiry past the end of the timestamp range.
+ */
+bool
+sbq_expiry(TimestampTz start, const Interval *ttl, TimestampTz *expires_at)
+{
+	int64		usecs = sbq_interval_usecs(ttl);
+	int64		bound;
+
+	if (usecs >= SBQ_NEVER_EXPIRES_USECS ||
+		pg_add_s64_overflow(start, usecs + 31 * USECS_PER_DAY, &bound) ||
+		!IS_VALID_TIMESTAMP(bound))
+		return false;
+	*expires_at = sbq_add_interval(start, ttl);
+	return true;
+}
+
+/*
+ * sbq_spi_strdup
+ *		A text datum of an SPI result as a C string in the caller's context
+ *		(the one current at sbq_storage_begin), so it outlives SPI_finish.
+ */
+char *
+sbq_spi_strdup(Datum d, bool isnull)
+{
+	char	   *s;
+	char	   *copy;
+
+	if (isnull)
+		return NULL;
+	s = TextDatumGetCString(d);
+	copy = SPI_palloc(strlen(s) + 1);
+	strcpy(copy, s);
+	return copy;
+}
+
+Datum
+sbq_int8_array(const int64 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum
+sbq_int4_array(const int32 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int32GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT4OID, sizeof(int32),
+										   true, TYPALIGN_INT));
+}
+
+/* The description of a dead letter that reached the queue's delivery limit. */
+void
+sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
+{
+	snprintf(buf, len, SBQ_DLQ_DESCRIPTION_MAX_DELIVERY, queue->max_delivery_count);
+}
+
+/* qsort comparator of SbqOutRow by sequence number */
+int
+sbq_cmp_out_row(const void *a, const void *b)
+{
+	int64		x = ((const SbqOutRow *) a)->seq;
+	int64		y = ((const SbqOutRow *) b)->seq;
+
+	return (x > y) - (x < y);
+}

@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage_core.h
+ *	  What the storage files (queues.c, send.c, receive.c, lease_receive.c,
+ *	  settle.c, maintain.c) share: statements, the storage section's state,
+ *	  counters, and the SQL fragments more than one of them uses. Only those
+ *	  files include it; everybody else calls storage.h.
+ *
+ * Each storage file keeps its own statements (SbqStatement) next to the code
+ * that binds their parameters; storage_core.c prepares them on first use.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/storage_core.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBQ_STORAGE_CORE_H
+#define SBQ_STORAGE_CORE_H
+
+#include "executor/spi.h"
+#include "utils/snapshot.h"
+
+#include "qstate.h"
+#include "storage.h"
+
+#define SBQ_MAX_STATEMENT_ARGS	20
+
+/*
+ * A statement of the storage files: its SQL and argument types, and its
+ * plan, prepared on first use in a backend and kept (SPI_keepplan), always
+ * generic. One static SbqStatement per statement, in the file that runs it.
+ */
+typedef struct SbqStatement
+{
+	const char *name;			/* for error messages */
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[SBQ_MAX_STATEMENT_ARGS];
+	SPIPlanPtr	plan;			/* the kept plan, or NULL */
+	int			plan_leases;	/* the SQL flavour it was prepared for */
+} SbqStatement;
+
+/* How many rows one maintenance step (or a receive's activation) handles. */
+#define SBQ_MAINTAIN_BATCH		1000
+
+/* A time to live this long never runs out (30-day months, as intervals compare). */
+#define SBQ_NEVER_EXPIRES		"10000 years"
+#define SBQ_NEVER_EXPIRES_USECS	((int64) 10000 * MONTHS_PER_YEAR * DAYS_PER_MONTH * USECS_PER_DAY)
+
+/* The dead-letter reasons and descriptions sbqueue itself gives (Service Bus's). */
+#define SBQ_DLQ_REASON_MAX_DELIVERY		"MaxDeliveryCountExceeded"
+#define SBQ_DLQ_REASON_EXPIRED			"TTLExpiredException"
+#define SBQ_DLQ_DESCRIPTION_EXPIRED		"The message expired and was dead-lettered."
+#define SBQ_DLQ_DESCRIPTION_MAX_DELIVERY "Message could not be consumed after %d delivery attempts."
+#define SBQ_SQL_LITERAL(s)				"'" s "'"
+
+/*
+ * The columns of sbq_message, in its order, from the row alias m. The three
+ * lock columns vary with the statement.
+ */
+#define MSG_COLS(token, until, count) \
+	"m.sequence_number, m.message_id, " token " AS lock_token, " \
+	until " AS locked_until, " count " AS delivery_count, " \
+	"m.enqueued_time, m.scheduled_enqueue_time, m.expires_at, m.time_to_live, " \
+	"CASE m.state WHEN 0 THEN 'active'::text WHEN 1 THEN 'deferred'::text " \
+	"ELSE 'scheduled'::text END AS state, " \
+	"m.session_id, m.correlation_id, m.subject, m.content_type, m.reply_to, " \
+	"m.reply_to_session_id, m.to_address, m.application_properties, m.body, " \
+	"m.dead_letter_reason, m.dead_letter_error_description, m.dead_letter_source"
+#define SBQ_MESSAGE_NATTS 22
+
+#define NEXT_SEQUENCE "nextval('sbq.message_seq'::regclass)"
+
+/*
+ * A statement that moves messages through the table skips messages that have
+ * an entry in the lease table (lease.c): a lease, valid or expired, or a
+ * leasing receive's claim. It asks twice: in the WHERE clause of the scan
+ * that locks the rows (last, since it is costly, so only about rows that
+ * qualify otherwise), which keeps leased messages out of its LIMIT, and again
+ * in the statement that writes each row, after the row lock is held: a
+ * leasing receive claims first and then looks for row locks, so one of the
+ * two always sees the other. On SQL older than 0.3 storage_core.c prepares
+ * the statement with "true" in its place.
+ */
+#define LEASE_SLOT "sbq.lease_slot(m.sequence_number)"
+
+/* A message a receive hands out, with its sequence number to sort by. */
+typedef struct SbqOutRow
+{
+	int64		seq;
+	HeapTuple	tuple;
+} SbqOutRow;
+
+/* storage_core.c: statements */
+extern uint64 sbq_exec(SbqStatement *st, Datum *values, const bool *isnull);
+extern uint64 sbq_exec_fresh(SbqStatement *st, Datum *values);
+extern Datum sbq_col(uint64 row, int col, bool *isnull);
+extern int64 sbq_max_col(int col);
+
+/* storage_core.c: the section and the installed SQL */
+extern bool sbq_leasing(void);
+extern Oid	sbq_queues_oid(void);
+extern Oid	sbq_messages_oid(void);
+
+/* storage_core.c: counters */
+extern void sbq_add_counts(int32 queue_id, const SbqCounts *c);
+extern void sbq_store_all_counts(void);
+
+/* storage_core.c: values */
+extern TimestampTz sbq_add_interval(TimestampTz t, const Interval *iv);
+extern bool sbq_expiry(TimestampTz start, const Interval *ttl, TimestampTz *expires_at);
+extern char *sbq_spi_strdup(Datum d, bool isnull);
+extern Datum sbq_int8_array(const int64 *v, int n);
+extern Datum sbq_int4_array(const int32 *v, int n);
+extern void sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len);
+extern int	sbq_cmp_out_row(const void *a, const void *b);
+
+/* queues.c */
+extern int	sbq_all_queues(SbqQueue **queues);
+
+/* send.c */
+extern int	sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always);
+
+/* receive.c */
+extern int	sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc,
+								 bool leases, TimestampTz now);
+extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
+							 SbqReceiveMode mode, TimestampTz now, SbqReceiveResult *result,
+							 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs);
+
+/* lease_receive.c */
+extern SbqReceiveResult sbq_receive_leased(const SbqQueue *queue, int16 subqueue,
+										   int max_messages, TimestampTz now,
+										   Tuplestorestate *tupstore, TupleDesc tupdesc);
+extern int	sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue,
+							TimestampTz now, int64 *released, int64 *dead_lettered);
+extern void sbq_lease_sweep_queue(const SbqQueue *queue, TimestampTz now);
+
+#endif							/* SBQ_STORAGE_CORE_H */
