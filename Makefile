@@ -5,7 +5,7 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 
 MODULE_big = sbqueue
 OBJS = src/sbqueue.o src/api.o src/util.o src/wait.o src/shmem.o src/worker.o src/lease.o src/qstate.o \
-       src/storage_core.o src/queues.o src/send.o src/receive.o src/lease_receive.o \
+       src/api_queues.o src/storage_core.o src/queues.o src/send.o src/receive.o src/lease_receive.o \
        src/settle.o src/maintain.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 

@@ -1,13 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * api.c
- *	  The SQL-callable functions of sbqueue.
+ *	  The SQL-callable functions on messages: send, receive, peek, complete,
+ *	  abandon, defer, dead-letter, renew, cancel of a scheduled message,
+ *	  receive of deferred messages, resubmit. (Queue management is in
+ *	  api_queues.c.)
  *
  * Each function checks its arguments (22004 for a NULL where a value is
  * required, 22023 for a bad value), refuses to write on a read-only
  * transaction or a standby (25006), and does its work through the storage
- * module between sbq_storage_begin() and sbq_storage_end(). Nothing here
- * reads or writes a table.
+ * files (storage.h) in a storage section. Nothing here reads or writes a
+ * table. The one-line comment above each says what it takes and what it
+ * locks; every call also holds sbq.queues in AccessShareLock (storage_core.c).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -36,11 +40,6 @@
 #include "storage.h"
 #include "wait.h"
 
-PG_FUNCTION_INFO_V1(sbq_create_queue);
-PG_FUNCTION_INFO_V1(sbq_update_queue);
-PG_FUNCTION_INFO_V1(sbq_delete_queue);
-PG_FUNCTION_INFO_V1(sbq_purge_queue);
-PG_FUNCTION_INFO_V1(sbq_get_queue);
 PG_FUNCTION_INFO_V1(sbq_send_text);
 PG_FUNCTION_INFO_V1(sbq_send_bytea);
 PG_FUNCTION_INFO_V1(sbq_send_jsonb);
@@ -58,35 +57,11 @@ PG_FUNCTION_INFO_V1(sbq_deadletter);
 PG_FUNCTION_INFO_V1(sbq_cancel_scheduled);
 PG_FUNCTION_INFO_V1(sbq_receive_deferred);
 PG_FUNCTION_INFO_V1(sbq_resubmit);
-PG_FUNCTION_INFO_V1(sbq_maintain);
-
-/* Limits of the queue properties */
-#define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
-#define SBQ_MAX_LOCK_DURATION	(5 * 60 * USECS_PER_SEC)
-#define SBQ_MIN_TTL				USECS_PER_SEC
-#define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
-#define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
-#define SBQ_MAX_MESSAGE_SIZE	(256 * 1024 * 1024)
 
 #define SBQ_MAX_DEAD_LETTER_TEXT	4096
 
 #define SBQ_CONTENT_TYPE_TEXT	"text/plain; charset=utf-8"
 #define SBQ_CONTENT_TYPE_JSON	"application/json"
-
-/* The argument positions shared by create and update. */
-enum
-{
-	ARG_QUEUE,
-	ARG_LOCK_DURATION,
-	ARG_MAX_DELIVERY_COUNT,
-	ARG_DEFAULT_TTL,
-	ARG_DLQ_ON_EXPIRATION,
-	ARG_DUP_WINDOW,
-	ARG_REQUIRES_SESSION,
-	ARG_FORWARD_TO,
-	ARG_FORWARD_DLQ_TO,
-	ARG_MAX_MESSAGE_SIZE
-};
 
 /* The argument positions shared by the send functions. */
 enum
@@ -113,17 +88,6 @@ typedef enum SbqBodyType
 	SBQ_BODY_JSONB
 } SbqBodyType;
 
-/*
- * sbq_queue_address
- *		The address in argument 0, checked: 22004 when NULL, 22023 when bad.
- */
-static void
-sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr)
-{
-	sbq_require_arg(fcinfo, 0, "queue");
-	sbq_parse_address(PG_GETARG_TEXT_PP(0), allow_dlq, addr);
-}
-
 static void
 sbq_refuse_dlq_send(const SbqAddress *addr)
 {
@@ -132,199 +96,6 @@ sbq_refuse_dlq_send(const SbqAddress *addr)
 				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
 				 errmsg("cannot send to the dead-letter sub-queue of queue \"%s\"", addr->name),
 				 errdetail("Messages enter a dead-letter sub-queue only by being dead-lettered.")));
-}
-
-/*
- * sbq_check_queue_props
- *		Check every property of a queue about to be created or updated.
- */
-static void
-sbq_check_queue_props(const SbqQueue *p)
-{
-	sbq_check_interval_range("lock_duration", &p->lock_duration,
-							 SBQ_MIN_LOCK_DURATION, SBQ_MAX_LOCK_DURATION);
-	if (p->max_delivery_count < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_delivery_count %d is out of range", p->max_delivery_count),
-				 errdetail("It must be at least 1.")));
-	if (p->has_default_ttl)
-		sbq_check_interval_range("default_message_ttl", &p->default_ttl,
-								 SBQ_MIN_TTL, PG_INT64_MAX);
-	if (p->has_dup_window)
-		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
-								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
-	if (p->requires_session)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("sessions are not supported yet"),
-				 errhint("Leave requires_session false.")));
-	if (p->forward_to != NULL || p->forward_dlq_to != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("auto-forwarding is not supported yet"),
-				 errhint("Leave forward_to and forward_dead_lettered_messages_to NULL.")));
-	if (p->max_message_size < 1 || p->max_message_size > SBQ_MAX_MESSAGE_SIZE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_message_size %d is out of range", p->max_message_size),
-				 errdetail("It must be between 1 and %d bytes.", SBQ_MAX_MESSAGE_SIZE)));
-}
-
-/*
- * sbq_overlay_queue_props
- *		Copy the non-NULL property arguments into *p; with required, a NULL
- *		where create needs a value is 22004.
- */
-static void
-sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required)
-{
-	if (required)
-	{
-		sbq_require_arg(fcinfo, ARG_LOCK_DURATION, "lock_duration");
-		sbq_require_arg(fcinfo, ARG_MAX_DELIVERY_COUNT, "max_delivery_count");
-		sbq_require_arg(fcinfo, ARG_DLQ_ON_EXPIRATION, "dead_lettering_on_message_expiration");
-		sbq_require_arg(fcinfo, ARG_REQUIRES_SESSION, "requires_session");
-		sbq_require_arg(fcinfo, ARG_MAX_MESSAGE_SIZE, "max_message_size");
-	}
-	if (!PG_ARGISNULL(ARG_LOCK_DURATION))
-		p->lock_duration = *PG_GETARG_INTERVAL_P(ARG_LOCK_DURATION);
-	if (!PG_ARGISNULL(ARG_MAX_DELIVERY_COUNT))
-		p->max_delivery_count = PG_GETARG_INT32(ARG_MAX_DELIVERY_COUNT);
-	if (!PG_ARGISNULL(ARG_DEFAULT_TTL))
-	{
-		p->has_default_ttl = true;
-		p->default_ttl = *PG_GETARG_INTERVAL_P(ARG_DEFAULT_TTL);
-	}
-	if (!PG_ARGISNULL(ARG_DLQ_ON_EXPIRATION))
-		p->dlq_on_expiration = PG_GETARG_BOOL(ARG_DLQ_ON_EXPIRATION);
-	if (!PG_ARGISNULL(ARG_DUP_WINDOW))
-	{
-		p->has_dup_window = true;
-		p->dup_window = *PG_GETARG_INTERVAL_P(ARG_DUP_WINDOW);
-	}
-	if (!PG_ARGISNULL(ARG_REQUIRES_SESSION))
-		p->requires_session = PG_GETARG_BOOL(ARG_REQUIRES_SESSION);
-	if (!PG_ARGISNULL(ARG_FORWARD_TO))
-		p->forward_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_TO));
-	if (!PG_ARGISNULL(ARG_FORWARD_DLQ_TO))
-		p->forward_dlq_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_DLQ_TO));
-	if (!PG_ARGISNULL(ARG_MAX_MESSAGE_SIZE))
-		p->max_message_size = PG_GETARG_INT32(ARG_MAX_MESSAGE_SIZE);
-}
-
-/*
- * sbq_properties_result
- *		The sbq_queue_properties row of a queue as this call's result.
- */
-static Datum
-sbq_properties_result(FunctionCallInfo fcinfo, int32 queue_id)
-{
-	TupleDesc	tupdesc;
-	HeapTuple	tuple;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(tupdesc);
-	tuple = sbq_storage_queue_tuple(queue_id, tupdesc, sbq_storage_caller_context());
-	return HeapTupleGetDatum(tuple);
-}
-
-Datum
-sbq_create_queue(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	props;
-	SbqQueue	existing;
-	Datum		result;
-
-	sbq_queue_address(fcinfo, false, &addr);
-	memset(&props, 0, sizeof(props));
-	sbq_overlay_queue_props(fcinfo, &props, true);
-	sbq_check_queue_props(&props);
-	PreventCommandIfReadOnly("sbq_create_queue()");
-
-	sbq_lock_queue_name(addr.key, AccessExclusiveLock);
-	sbq_storage_begin();
-	if (sbq_storage_find_queue(&addr, &existing))
-		ereport(ERROR,
-				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
-				 errmsg("queue \"%s\" already exists", existing.name)));
-	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
-	result = sbq_properties_result(fcinfo, props.queue_id);
-	sbq_storage_end();
-	PG_RETURN_DATUM(result);
-}
-
-Datum
-sbq_update_queue(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	props;
-	Datum		result;
-
-	sbq_queue_address(fcinfo, false, &addr);
-	PreventCommandIfReadOnly("sbq_update_queue()");
-
-	/* self-conflicting, so two updates never overwrite each other's change */
-	sbq_lock_queue_name(addr.key, ShareUpdateExclusiveLock);
-	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &props);
-	sbq_overlay_queue_props(fcinfo, &props, false);
-	sbq_check_queue_props(&props);
-	sbq_storage_update_queue(&props);
-	result = sbq_properties_result(fcinfo, props.queue_id);
-	sbq_storage_end();
-	PG_RETURN_DATUM(result);
-}
-
-Datum
-sbq_delete_queue(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-
-	sbq_queue_address(fcinfo, false, &addr);
-	PreventCommandIfReadOnly("sbq_delete_queue()");
-
-	sbq_lock_queue_name(addr.key, AccessExclusiveLock);
-	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
-	sbq_storage_delete_queue(queue.queue_id);
-	sbq_storage_end();
-	PG_RETURN_VOID();
-}
-
-Datum
-sbq_purge_queue(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	int64		n;
-
-	sbq_queue_address(fcinfo, true, &addr);
-	PreventCommandIfReadOnly("sbq_purge_queue()");
-
-	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
-	n = sbq_storage_purge(&queue, addr.subqueue);
-	sbq_storage_end();
-	PG_RETURN_INT64(n);
-}
-
-Datum
-sbq_get_queue(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	Datum		result;
-
-	sbq_queue_address(fcinfo, true, &addr);
-	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
-	result = sbq_properties_result(fcinfo, queue.queue_id);
-	sbq_storage_end();
-	PG_RETURN_DATUM(result);
 }
 
 /* ------------------------------------------------------------- sending */
@@ -537,36 +308,42 @@ sbq_send_many(FunctionCallInfo fcinfo, SbqBodyType type)
 	return (Datum) 0;
 }
 
+/* sbq_send(queue, text body, properties...): one message; the queue name's lock, shared. */
 Datum
 sbq_send_text(PG_FUNCTION_ARGS)
 {
 	return sbq_send_one(fcinfo, SBQ_BODY_TEXT);
 }
 
+/* sbq_send(queue, bytea body, properties...): one message; the queue name's lock, shared. */
 Datum
 sbq_send_bytea(PG_FUNCTION_ARGS)
 {
 	return sbq_send_one(fcinfo, SBQ_BODY_BYTEA);
 }
 
+/* sbq_send(queue, jsonb body, properties...): one message; the queue name's lock, shared. */
 Datum
 sbq_send_jsonb(PG_FUNCTION_ARGS)
 {
 	return sbq_send_one(fcinfo, SBQ_BODY_JSONB);
 }
 
+/* sbq_send_batch(queue, text[] bodies, properties...): one message each; the name's lock, shared. */
 Datum
 sbq_send_batch_text(PG_FUNCTION_ARGS)
 {
 	return sbq_send_many(fcinfo, SBQ_BODY_TEXT);
 }
 
+/* sbq_send_batch(queue, bytea[] bodies, properties...): one message each; the name's lock, shared. */
 Datum
 sbq_send_batch_bytea(PG_FUNCTION_ARGS)
 {
 	return sbq_send_many(fcinfo, SBQ_BODY_BYTEA);
 }
 
+/* sbq_send_batch(queue, jsonb[] bodies, properties...): one message each; the name's lock, shared. */
 Datum
 sbq_send_batch_jsonb(PG_FUNCTION_ARGS)
 {
@@ -592,6 +369,9 @@ sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno)
 
 /*
  * sbq_receive
+ *		(queue or its DLQ, max_messages, max_wait, receive_mode): leases, or
+ *		row locks taken with SKIP LOCKED.
+ *
  *		Hand out up to max_messages available messages. With max_wait > 0 and
  *		nothing available, look again every sbqueue.receive_poll_interval until
  *		something is or the time is up; the wait ends at once on a cancel or
@@ -662,6 +442,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* sbq_peek(queue or its DLQ, max_messages, from_sequence_number): locks nothing. */
 Datum
 sbq_peek(PG_FUNCTION_ARGS)
 {
@@ -688,16 +469,24 @@ sbq_peek(PG_FUNCTION_ARGS)
 
 /* ------------------------------------------------------------ settling */
 
+/* SB002 for token on the queue (or sub-queue) named name */
 static void
-sbq_lock_lost(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *token)
+sbq_lock_lost_detail(const char *name, const pg_uuid_t *token, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(SBQ_ERRCODE_LOCK_LOST),
 			 errmsg("message lock lost for lock token %s on queue \"%s\"",
-					sbq_token_string(token),
-					addr->subqueue == SBQ_SUBQUEUE_DLQ ?
-					psprintf("%s%s", queue->name, SBQ_DLQ_SUFFIX) : queue->name),
-			 errdetail("The lock has expired, the message was already settled, or the token was not issued by this queue.")));
+					sbq_token_string(token), name),
+			 errdetail_internal("%s", detail)));
+}
+
+static void
+sbq_lock_lost(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *token)
+{
+	sbq_lock_lost_detail(addr->subqueue == SBQ_SUBQUEUE_DLQ ?
+						 psprintf("%s%s", queue->name, SBQ_DLQ_SUFFIX) : queue->name,
+						 token,
+						 "The lock has expired, the message was already settled, or the token was not issued by this queue.");
 }
 
 /*
@@ -720,6 +509,7 @@ sbq_settle_begin(FunctionCallInfo fcinfo, const char *fname, SbqAddress *addr,
 	return token;
 }
 
+/* sbq_complete(queue or its DLQ, lock_token): delete the message; its row lock (and lease). */
 Datum
 sbq_complete(PG_FUNCTION_ARGS)
 {
@@ -742,6 +532,9 @@ sbq_cmp_uuid(const void *a, const void *b)
 
 /*
  * sbq_complete_many
+ *		(queue or its DLQ, lock_tokens[]): the row locks (and leases) of the
+ *		messages.
+ *
  *		Complete every token of the array, or none: the first token whose lock
  *		is not valid (or that appears twice) raises SB002, which undoes the
  *		others with the statement.
@@ -782,11 +575,8 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 	qsort(sorted, ntokens, sizeof(Datum), sbq_cmp_uuid);
 	for (i = 1; i < ntokens; i++)
 		if (sbq_cmp_uuid(&sorted[i - 1], &sorted[i]) == 0)
-			ereport(ERROR,
-					(errcode(SBQ_ERRCODE_LOCK_LOST),
-					 errmsg("message lock lost for lock token %s on queue \"%s\"",
-							sbq_token_string(DatumGetUUIDP(sorted[i])), queue.name),
-					 errdetail("The lock token appears more than once in lock_tokens.")));
+			sbq_lock_lost_detail(queue.name, DatumGetUUIDP(sorted[i]),
+								 "The lock token appears more than once in lock_tokens.");
 
 	if (ntokens == 0)
 	{
@@ -820,6 +610,7 @@ sbq_props_to_modify_arg(FunctionCallInfo fcinfo, int argno)
 	return props;
 }
 
+/* sbq_abandon(queue or its DLQ, lock_token, properties_to_modify): its row lock (and lease). */
 Datum
 sbq_abandon(PG_FUNCTION_ARGS)
 {
@@ -835,6 +626,7 @@ sbq_abandon(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* sbq_defer(queue or its DLQ, lock_token, properties_to_modify): its row lock (and lease). */
 Datum
 sbq_defer(PG_FUNCTION_ARGS)
 {
@@ -851,6 +643,9 @@ sbq_defer(PG_FUNCTION_ARGS)
 
 /*
  * sbq_deadletter
+ *		(queue, lock_token, reason, description, properties_to_modify): the
+ *		message's row lock (and lease).
+ *
  *		Move a locked message to the dead-letter sub-queue. A dead letter
  *		cannot be dead-lettered again (SB010, whatever its token).
  */
@@ -926,6 +721,7 @@ sbq_message_not_found(const SbqAddress *addr, const char *what, int64 seq)
 					addr->subqueue == SBQ_SUBQUEUE_DLQ ? SBQ_DLQ_SUFFIX : "")));
 }
 
+/* sbq_cancel_scheduled(queue, sequence_number): delete a scheduled message; its row lock. */
 Datum
 sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 {
@@ -949,6 +745,8 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 
 /*
  * sbq_receive_deferred
+ *		(queue or its DLQ, sequence_numbers[]): row locks of those messages.
+ *
  *		Lock and return deferred messages by sequence number, all or none
  *		(SB003 naming the first that is not a deferred message free to lock).
  */
@@ -986,6 +784,9 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 
 /*
  * sbq_resubmit
+ *		(queue, sequence_numbers[] or NULL for all): row locks taken with SKIP
+ *		LOCKED.
+ *
  *		Dead letters back to their queue as new messages: the given ones (all
  *		or none, SB003 naming one that is not a dead letter free to move), or
  *		all that no valid lock holds.
@@ -1020,22 +821,7 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(n);
 }
 
-Datum
-sbq_maintain(PG_FUNCTION_ARGS)
-{
-	Jsonb	   *result;
-	MemoryContext callcxt = CurrentMemoryContext;
-	MemoryContext oldcxt;
-
-	sbq_storage_begin();
-	result = sbq_storage_maintain();
-	oldcxt = MemoryContextSwitchTo(callcxt);
-	result = (Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(result));
-	MemoryContextSwitchTo(oldcxt);
-	sbq_storage_end();
-	PG_RETURN_JSONB_P(result);
-}
-
+/* sbq_renew(queue or its DLQ, lock_token): extend the lock; its lease, or its row lock. */
 Datum
 sbq_renew(PG_FUNCTION_ARGS)
 {

@@ -1,12 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * sbqueue.h
- *	  Declarations shared by the parts of sbqueue: error codes, the queue
- *	  and address types, and the helpers.
+ *	  Declarations every part of sbqueue shares: the SQLSTATEs, limits, the
+ *	  queue, address, send and receive types, the argument checks and helpers
+ *	  of util.c, and the settings of sbqueue.c.
  *
- * The SQL-callable functions (api.c) validate their arguments and never touch
- * a table: every read and write of queue state goes through the storage interface
- * (storage.h), so that its design can change without touching the SQL surface.
+ * The SQL-callable functions (api.c, api_queues.c) validate their arguments
+ * and never touch a table: every read and write of queue state goes through
+ * the storage interface (storage.h), so that its design can change without
+ * touching the SQL surface.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -112,6 +114,7 @@ typedef struct SbqReceiveResult
 
 /* util.c */
 extern void sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr);
+extern void sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr);
 extern int64 sbq_interval_usecs(const Interval *iv);
 extern void sbq_check_interval_range(const char *argname, const Interval *iv,
 									 int64 min_usecs, int64 max_usecs);

@@ -20,6 +20,7 @@
 #include "mb/pg_wchar.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
@@ -45,6 +46,15 @@ static bool
 sbq_alnum(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static void
+sbq_bad_queue_name(text *queue, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
+			 errdetail_internal("%s", detail)));
 }
 
 /*
@@ -73,29 +83,29 @@ sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr)
 	}
 
 	if (len == 0 || len > SBQ_MAX_NAME_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
-				 errdetail("A queue name has 1 to %d characters.", SBQ_MAX_NAME_LEN)));
-
+		sbq_bad_queue_name(queue, psprintf("A queue name has 1 to %d characters.",
+										   SBQ_MAX_NAME_LEN));
 	for (i = 0; i < len; i++)
-	{
 		if (!sbq_name_char_ok(full[i]))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
-					 errdetail("A queue name may contain only letters, digits, periods, hyphens, underscores and slashes.")));
-	}
+			sbq_bad_queue_name(queue, "A queue name may contain only letters, digits, periods, hyphens, underscores and slashes.");
 	if (!sbq_alnum(full[0]) || !sbq_alnum(full[len - 1]))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid queue name \"%s\"", text_to_cstring(queue)),
-				 errdetail("A queue name starts and ends with a letter or digit.")));
+		sbq_bad_queue_name(queue, "A queue name starts and ends with a letter or digit.");
 
 	addr->name = full;
 	addr->key = pstrdup(full);
 	for (i = 0; i < len; i++)
 		addr->key[i] = pg_ascii_tolower((unsigned char) addr->key[i]);
+}
+
+/*
+ * sbq_queue_address
+ *		The address in argument 0, checked: 22004 when NULL, 22023 when bad.
+ */
+void
+sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr)
+{
+	sbq_require_arg(fcinfo, 0, "queue");
+	sbq_parse_address(PG_GETARG_TEXT_PP(0), allow_dlq, addr);
 }
 
 /*
@@ -190,6 +200,7 @@ sbq_make_lock_token(int64 seq, pg_uuid_t *token)
 	token->data[8] = (token->data[8] & 0x3F) | 0x80;	/* RFC 4122 variant */
 }
 
+/* sbq.new_lock_token(sequence_number): a new lock token for it (internal); locks nothing. */
 Datum
 sbq_new_lock_token(PG_FUNCTION_ARGS)
 {
@@ -274,34 +285,18 @@ sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 
 /*
  * sbq_init_srf
- *		Set up a materialized set-returning call: a tuplestore in the per-query
- *		context and the caller's expected tuple descriptor.
+ *		Set up a materialized set-returning call (InitMaterializedSRF, with
+ *		the caller's expected tuple descriptor); returns its tuplestore and
+ *		descriptor.
  */
 Tuplestorestate *
 sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext oldcxt;
-	Tuplestorestate *tupstore;
-	TupleDesc	desc;
 
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		(rsinfo->allowedModes & SFRM_Materialize) == 0 ||
-		rsinfo->expectedDesc == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-
-	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	desc = CreateTupleDescCopy(rsinfo->expectedDesc);
-	tupstore = tuplestore_begin_heap(true, false, work_mem);
-	MemoryContextSwitchTo(oldcxt);
-
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setResult = tupstore;
-	rsinfo->setDesc = desc;
-	*tupdesc = desc;
-	return tupstore;
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	*tupdesc = rsinfo->setDesc;
+	return rsinfo->setResult;
 }
 
 /*

@@ -1,0 +1,284 @@
+/*-------------------------------------------------------------------------
+ *
+ * api_queues.c
+ *	  The SQL-callable functions that manage queues: sbq_create_queue,
+ *	  sbq_update_queue, sbq_delete_queue, sbq_purge_queue, sbq_get_queue,
+ *	  and sbq_maintain.
+ *
+ * As in api.c (the functions on messages): each checks its arguments (22004
+ * for a NULL where a value is required, 22023 for a bad value), refuses to
+ * write on a read-only transaction or a standby (25006), and does its work
+ * through the storage files (storage.h) in a storage section. Creating and
+ * deleting a queue hold its name's lock (util.c) exclusively, updating holds
+ * it in a self-conflicting mode, until the transaction ends.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/api_queues.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "storage.h"
+
+PG_FUNCTION_INFO_V1(sbq_create_queue);
+PG_FUNCTION_INFO_V1(sbq_update_queue);
+PG_FUNCTION_INFO_V1(sbq_delete_queue);
+PG_FUNCTION_INFO_V1(sbq_purge_queue);
+PG_FUNCTION_INFO_V1(sbq_get_queue);
+PG_FUNCTION_INFO_V1(sbq_maintain);
+
+/* Limits of the queue properties */
+#define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
+#define SBQ_MAX_LOCK_DURATION	(5 * 60 * USECS_PER_SEC)
+#define SBQ_MIN_TTL				USECS_PER_SEC
+#define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
+#define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
+#define SBQ_MAX_MESSAGE_SIZE	(256 * 1024 * 1024)
+
+/* The argument positions shared by create and update. */
+enum
+{
+	ARG_QUEUE,
+	ARG_LOCK_DURATION,
+	ARG_MAX_DELIVERY_COUNT,
+	ARG_DEFAULT_TTL,
+	ARG_DLQ_ON_EXPIRATION,
+	ARG_DUP_WINDOW,
+	ARG_REQUIRES_SESSION,
+	ARG_FORWARD_TO,
+	ARG_FORWARD_DLQ_TO,
+	ARG_MAX_MESSAGE_SIZE
+};
+
+/*
+ * sbq_check_queue_props
+ *		Check every property of a queue about to be created or updated.
+ */
+static void
+sbq_check_queue_props(const SbqQueue *p)
+{
+	sbq_check_interval_range("lock_duration", &p->lock_duration,
+							 SBQ_MIN_LOCK_DURATION, SBQ_MAX_LOCK_DURATION);
+	if (p->max_delivery_count < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_delivery_count %d is out of range", p->max_delivery_count),
+				 errdetail("It must be at least 1.")));
+	if (p->has_default_ttl)
+		sbq_check_interval_range("default_message_ttl", &p->default_ttl,
+								 SBQ_MIN_TTL, PG_INT64_MAX);
+	if (p->has_dup_window)
+		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
+								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
+	if (p->requires_session)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sessions are not supported yet"),
+				 errhint("Leave requires_session false.")));
+	if (p->forward_to != NULL || p->forward_dlq_to != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("auto-forwarding is not supported yet"),
+				 errhint("Leave forward_to and forward_dead_lettered_messages_to NULL.")));
+	if (p->max_message_size < 1 || p->max_message_size > SBQ_MAX_MESSAGE_SIZE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_message_size %d is out of range", p->max_message_size),
+				 errdetail("It must be between 1 and %d bytes.", SBQ_MAX_MESSAGE_SIZE)));
+}
+
+/*
+ * sbq_overlay_queue_props
+ *		Copy the non-NULL property arguments into *p; with required, a NULL
+ *		where create needs a value is 22004.
+ */
+static void
+sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required)
+{
+	if (required)
+	{
+		sbq_require_arg(fcinfo, ARG_LOCK_DURATION, "lock_duration");
+		sbq_require_arg(fcinfo, ARG_MAX_DELIVERY_COUNT, "max_delivery_count");
+		sbq_require_arg(fcinfo, ARG_DLQ_ON_EXPIRATION, "dead_lettering_on_message_expiration");
+		sbq_require_arg(fcinfo, ARG_REQUIRES_SESSION, "requires_session");
+		sbq_require_arg(fcinfo, ARG_MAX_MESSAGE_SIZE, "max_message_size");
+	}
+	if (!PG_ARGISNULL(ARG_LOCK_DURATION))
+		p->lock_duration = *PG_GETARG_INTERVAL_P(ARG_LOCK_DURATION);
+	if (!PG_ARGISNULL(ARG_MAX_DELIVERY_COUNT))
+		p->max_delivery_count = PG_GETARG_INT32(ARG_MAX_DELIVERY_COUNT);
+	if (!PG_ARGISNULL(ARG_DEFAULT_TTL))
+	{
+		p->has_default_ttl = true;
+		p->default_ttl = *PG_GETARG_INTERVAL_P(ARG_DEFAULT_TTL);
+	}
+	if (!PG_ARGISNULL(ARG_DLQ_ON_EXPIRATION))
+		p->dlq_on_expiration = PG_GETARG_BOOL(ARG_DLQ_ON_EXPIRATION);
+	if (!PG_ARGISNULL(ARG_DUP_WINDOW))
+	{
+		p->has_dup_window = true;
+		p->dup_window = *PG_GETARG_INTERVAL_P(ARG_DUP_WINDOW);
+	}
+	if (!PG_ARGISNULL(ARG_REQUIRES_SESSION))
+		p->requires_session = PG_GETARG_BOOL(ARG_REQUIRES_SESSION);
+	if (!PG_ARGISNULL(ARG_FORWARD_TO))
+		p->forward_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_TO));
+	if (!PG_ARGISNULL(ARG_FORWARD_DLQ_TO))
+		p->forward_dlq_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_DLQ_TO));
+	if (!PG_ARGISNULL(ARG_MAX_MESSAGE_SIZE))
+		p->max_message_size = PG_GETARG_INT32(ARG_MAX_MESSAGE_SIZE);
+}
+
+/*
+ * sbq_properties_result
+ *		The sbq_queue_properties row of a queue as this call's result.
+ */
+static Datum
+sbq_properties_result(FunctionCallInfo fcinfo, int32 queue_id)
+{
+	TupleDesc	tupdesc;
+	HeapTuple	tuple;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	tuple = sbq_storage_queue_tuple(queue_id, tupdesc, sbq_storage_caller_context());
+	return HeapTupleGetDatum(tuple);
+}
+
+/*
+ * sbq_queue_call_begin
+ *		What the calls on an existing queue share: the address checked, writes
+ *		allowed (fname names a call that writes, NULL for one that reads), the
+ *		queue name's lock in lockmode (NoLock: none), a storage section open,
+ *		and the queue looked up (SB001 when there is none).
+ */
+static void
+sbq_queue_call_begin(FunctionCallInfo fcinfo, bool allow_dlq, const char *fname,
+					 LOCKMODE lockmode, SbqAddress *addr, SbqQueue *queue)
+{
+	sbq_queue_address(fcinfo, allow_dlq, addr);
+	if (fname != NULL)
+		PreventCommandIfReadOnly(fname);
+	if (lockmode != NoLock)
+		sbq_lock_queue_name(addr->key, lockmode);
+	sbq_storage_begin();
+	sbq_storage_get_queue(addr, queue);
+}
+
+/* sbq_create_queue(queue, properties...): a new queue; locks its name exclusively. */
+Datum
+sbq_create_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	props;
+	SbqQueue	existing;
+	Datum		result;
+
+	sbq_queue_address(fcinfo, false, &addr);
+	memset(&props, 0, sizeof(props));
+	sbq_overlay_queue_props(fcinfo, &props, true);
+	sbq_check_queue_props(&props);
+	PreventCommandIfReadOnly("sbq_create_queue()");
+
+	sbq_lock_queue_name(addr.key, AccessExclusiveLock);
+	sbq_storage_begin();
+	if (sbq_storage_find_queue(&addr, &existing))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
+				 errmsg("queue \"%s\" already exists", existing.name)));
+	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
+	result = sbq_properties_result(fcinfo, props.queue_id);
+	sbq_storage_end();
+	PG_RETURN_DATUM(result);
+}
+
+/* sbq_update_queue(queue, properties...): new properties; locks its name against other updates. */
+Datum
+sbq_update_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	props;
+	Datum		result;
+
+	/* self-conflicting, so two updates never overwrite each other's change */
+	sbq_queue_call_begin(fcinfo, false, "sbq_update_queue()", ShareUpdateExclusiveLock,
+						 &addr, &props);
+	sbq_overlay_queue_props(fcinfo, &props, false);
+	sbq_check_queue_props(&props);
+	sbq_storage_update_queue(&props);
+	result = sbq_properties_result(fcinfo, props.queue_id);
+	sbq_storage_end();
+	PG_RETURN_DATUM(result);
+}
+
+/* sbq_delete_queue(queue): the queue and all it holds; locks its name exclusively. */
+Datum
+sbq_delete_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+
+	sbq_queue_call_begin(fcinfo, false, "sbq_delete_queue()", AccessExclusiveLock,
+						 &addr, &queue);
+	sbq_storage_delete_queue(queue.queue_id);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+/* sbq_purge_queue(queue or its DLQ): delete every message; row locks of those messages. */
+Datum
+sbq_purge_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	int64		n;
+
+	sbq_queue_call_begin(fcinfo, true, "sbq_purge_queue()", NoLock, &addr, &queue);
+	n = sbq_storage_purge(&queue, addr.subqueue);
+	sbq_storage_end();
+	PG_RETURN_INT64(n);
+}
+
+/* sbq_get_queue(queue or its DLQ): the queue's properties; locks nothing. */
+Datum
+sbq_get_queue(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Datum		result;
+
+	sbq_queue_call_begin(fcinfo, true, NULL, NoLock, &addr, &queue);
+	result = sbq_properties_result(fcinfo, queue.queue_id);
+	sbq_storage_end();
+	PG_RETURN_DATUM(result);
+}
+
+/* sbq_maintain(): one maintenance pass (maintain.c); row locks taken with SKIP LOCKED. */
+Datum
+sbq_maintain(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *result;
+	MemoryContext callcxt = CurrentMemoryContext;
+	MemoryContext oldcxt;
+
+	sbq_storage_begin();
+	result = sbq_storage_maintain();
+	oldcxt = MemoryContextSwitchTo(callcxt);
+	result = (Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(result));
+	MemoryContextSwitchTo(oldcxt);
+	sbq_storage_end();
+	PG_RETURN_JSONB_P(result);
+}
