@@ -175,6 +175,17 @@ sbq_check_head_hint(const SbqQueue *queue, TimestampTz now, bool no_prepared)
 						 DatumGetInt64(sbq_col(0, 1, &isnull)));
 }
 
+/* Run a step whose one result row holds two counts. */
+static void
+sbq_exec_counts(SbqStatement *st, Datum *values, int *first, int *second)
+{
+	bool		isnull;
+
+	(void) sbq_exec(st, values, NULL);
+	*first = DatumGetInt32(sbq_col(0, 1, &isnull));
+	*second = DatumGetInt32(sbq_col(0, 2, &isnull));
+}
+
 /* End the expired locks stored in a queue's rows; returns how many it released. */
 static int
 sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *res,
@@ -182,7 +193,6 @@ sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *
 {
 	Datum		values[7];
 	char		description[128];
-	bool		isnull;
 	int			d;
 	int			r;
 
@@ -194,9 +204,7 @@ sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *
 	values[4] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
 	values[5] = CStringGetTextDatum(queue->name);
 	values[6] = CStringGetTextDatum(description);
-	(void) sbq_exec(&stmt_maintain_locks, values, NULL);
-	d = DatumGetInt32(sbq_col(0, 1, &isnull));
-	r = DatumGetInt32(sbq_col(0, 2, &isnull));
+	sbq_exec_counts(&stmt_maintain_locks, values, &d, &r);
 	res->dead_lettered += d;
 	res->released += r;
 	counts->dead_lettered += d;
@@ -210,7 +218,6 @@ sbq_expire_messages(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *r
 					SbqCounts *counts)
 {
 	Datum		values[5];
-	bool		isnull;
 	int			d;
 	int			n;
 
@@ -219,9 +226,7 @@ sbq_expire_messages(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *r
 	values[2] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
 	values[3] = BoolGetDatum(queue->dlq_on_expiration);
 	values[4] = CStringGetTextDatum(queue->name);
-	(void) sbq_exec(&stmt_maintain_ttl, values, NULL);
-	d = DatumGetInt32(sbq_col(0, 1, &isnull));
-	n = DatumGetInt32(sbq_col(0, 2, &isnull));
+	sbq_exec_counts(&stmt_maintain_ttl, values, &d, &n);
 	res->expired_dead += d;
 	res->expired_dropped += n;
 	counts->dead_lettered += d;

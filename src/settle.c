@@ -219,7 +219,7 @@ typedef struct SbqTokenSplit
 	Datum	   *tokens;
 	int			ntokens;
 	bool	   *leased;			/* leased[i]: token i holds a lease */
-	int64	   *lease_seqs;		/* the messages of the leases ... */
+	Datum	   *lease_seqs;		/* the messages of the leases ... */
 	int		   *lease_index;	/* ... and their tokens' places */
 	int			nlease;
 	Datum	   *row_seqs;		/* the messages of the locks in rows ... */
@@ -236,7 +236,7 @@ sbq_split_tokens(const SbqQueue *queue, int16 subqueue, Datum *tokens, int ntoke
 	t->tokens = tokens;
 	t->ntokens = ntokens;
 	t->leased = palloc(sizeof(bool) * ntokens);
-	t->lease_seqs = palloc(sizeof(int64) * ntokens);
+	t->lease_seqs = palloc(sizeof(Datum) * ntokens);
 	t->lease_index = palloc(sizeof(int) * ntokens);
 	t->row_seqs = palloc(sizeof(Datum) * ntokens);
 	t->row_tokens = palloc(sizeof(Datum) * ntokens);
@@ -251,7 +251,7 @@ sbq_split_tokens(const SbqQueue *queue, int16 subqueue, Datum *tokens, int ntoke
 		if (t->leased[i])
 		{
 			t->lease_index[t->nlease] = i;
-			t->lease_seqs[t->nlease++] = seq;
+			t->lease_seqs[t->nlease++] = Int64GetDatum(seq);
 		}
 		else
 		{
@@ -261,7 +261,17 @@ sbq_split_tokens(const SbqQueue *queue, int16 subqueue, Datum *tokens, int ntoke
 	}
 }
 
-/* Complete the leased messages of t; marks settled[]; returns how many. */
+/* $1 the sequence numbers, $2 the queue, $3 the sub-queue, of a batch complete */
+static void
+sbq_batch_args(Datum *values, Datum *seqs, int n, const SbqQueue *queue, int16 subqueue)
+{
+	values[0] = PointerGetDatum(construct_array(seqs, n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = Int16GetDatum(subqueue);
+}
+
+/* Complete the leased messages of t (some); marks settled[]; returns how many. */
 static int
 sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *t,
 					bool *settled)
@@ -271,11 +281,7 @@ sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *
 	uint64		row;
 	int			n = 0;
 
-	if (t->nlease == 0)
-		return 0;
-	values[0] = sbq_int8_array(t->lease_seqs, t->nlease);
-	values[1] = Int32GetDatum(queue->queue_id);
-	values[2] = Int16GetDatum(subqueue);
+	sbq_batch_args(values, t->lease_seqs, t->nlease, queue, subqueue);
 	rows = sbq_exec(&stmt_lease_complete_many, values, NULL);
 	for (row = 0; row < rows; row++)
 	{
@@ -288,7 +294,7 @@ sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *
 			int			i = t->lease_index[k];
 			int32		delivery_count;
 
-			if (t->lease_seqs[k] == seq &&
+			if (DatumGetInt64(t->lease_seqs[k]) == seq &&
 				sbq_lease_settle(seq, DatumGetUUIDP(t->tokens[i]), queue->queue_id,
 								 subqueue, GetCurrentTimestamp(), &delivery_count))
 			{
@@ -300,7 +306,7 @@ sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *
 	return n;
 }
 
-/* Complete the messages of t locked in their rows; marks settled[]; returns how many. */
+/* Complete the messages of t locked in rows (some); marks settled[]; returns how many. */
 static int
 sbq_complete_row_locks(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *t,
 					   TimestampTz now, bool *settled)
@@ -310,12 +316,7 @@ sbq_complete_row_locks(const SbqQueue *queue, int16 subqueue, const SbqTokenSpli
 	uint64		row;
 	int			n = 0;
 
-	if (t->nrow == 0)
-		return 0;
-	values[0] = PointerGetDatum(construct_array(t->row_seqs, t->nrow, INT8OID,
-												sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[1] = Int32GetDatum(queue->queue_id);
-	values[2] = Int16GetDatum(subqueue);
+	sbq_batch_args(values, t->row_seqs, t->nrow, queue, subqueue);
 	values[3] = PointerGetDatum(construct_array(t->row_tokens, t->nrow, UUIDOID,
 												UUID_LEN, false, TYPALIGN_CHAR));
 	values[4] = TimestampTzGetDatum(now);
@@ -360,8 +361,10 @@ sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 	for (i = 0; i < ntokens; i++)
 		settled[i] = false;
 	sbq_split_tokens(queue, subqueue, tokens, ntokens, now, &t);
-	nleases = sbq_complete_leases(queue, subqueue, &t, settled);
-	n = nleases + sbq_complete_row_locks(queue, subqueue, &t, now, settled);
+	nleases = t.nlease > 0 ? sbq_complete_leases(queue, subqueue, &t, settled) : 0;
+	n = nleases;
+	if (t.nrow > 0)
+		n += sbq_complete_row_locks(queue, subqueue, &t, now, settled);
 	if (n == ntokens)
 	{
 		counts.received = nleases;

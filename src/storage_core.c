@@ -502,28 +502,33 @@ sbq_spi_strdup(Datum d, bool isnull)
 	return copy;
 }
 
-Datum
-sbq_int8_array(const int64 *v, int n)
+/* An int8[] (wide) or int4[] of the n integers at v, for a statement argument. */
+static Datum
+sbq_int_array(const void *v, int n, bool wide)
 {
 	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
 	int			i;
 
 	for (i = 0; i < n; i++)
-		d[i] = Int64GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		d[i] = wide ? Int64GetDatum(((const int64 *) v)[i]) :
+			Int32GetDatum(((const int32 *) v)[i]);
+	if (wide)
+		return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+											   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	return PointerGetDatum(construct_array(d, n, INT4OID, sizeof(int32),
+										   true, TYPALIGN_INT));
+}
+
+Datum
+sbq_int8_array(const int64 *v, int n)
+{
+	return sbq_int_array(v, n, true);
 }
 
 Datum
 sbq_int4_array(const int32 *v, int n)
 {
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = Int32GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT4OID, sizeof(int32),
-										   true, TYPALIGN_INT));
+	return sbq_int_array(v, n, false);
 }
 
 /* The description of a dead letter that reached the queue's delivery limit. */
