@@ -40,6 +40,9 @@ bool		sbq_enable_maintenance_worker = true;
 /* sbqueue.maintenance_interval: time between two maintenance ticks, in ms */
 int			sbq_maintenance_interval = 1000;
 
+/* sbqueue.vacuum_threshold: dead message rows that make a worker vacuum them */
+int			sbq_vacuum_threshold = 20000;
+
 void		_PG_init(void);
 
 void

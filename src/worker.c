@@ -124,9 +124,6 @@
 #define SBQ_QUICK_RETRIES			5
 #define SBQ_QUICK_RETRY_MS			200
 
-/* sbqueue.vacuum_threshold: dead message rows that make a worker vacuum them */
-int			sbq_vacuum_threshold = 20000;
-
 /*
  * The removable-xid horizon of the worker's last vacuum of sbq.messages: no
  * new vacuum until it moves (while a transaction holds it back, a vacuum
@@ -830,15 +827,6 @@ sbq_worker_tick(void)
 	}
 	return status;
 }
-
-/*
- * The dead rows pgstat counts for a table (the field was renamed in 16).
- */
-#if PG_VERSION_NUM >= 160000
-#define SBQ_TABENTRY_DEAD(e) ((e)->dead_tuples)
-#else
-#define SBQ_TABENTRY_DEAD(e) ((e)->n_dead_tuples)
-#endif
 
 /*
  * sbq_worker_vacuum_due
