@@ -8,7 +8,8 @@
  * receives poll. With sbqueue in shared_preload_libraries, _PG_init also asks
  * for shared memory (the wake-up condition variables and the worker registry,
  * shmem.c), registers the maintenance launcher and installs the utility hook
- * that keeps the workers out of the way of DROP DATABASE (worker.c).
+ * that keeps the workers out of the way of DROP DATABASE (launcher.c,
+ * utility_hook.c).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -134,5 +135,6 @@ _PG_init(void)
 		return;
 
 	sbq_shmem_install_hooks();
-	sbq_worker_init();
+	sbq_launcher_register();
+	sbq_utility_hook_install();
 }
