@@ -14,7 +14,7 @@
  * extension:
  *
  *	- not installed: the worker records that answer in the database registry
- *	  (shmem.c) and exits. The launcher does not start one there again until
+ *	  (registry.c) and exits. The launcher does not start one there again until
  *	  CREATE EXTENSION sbqueue (or ALTER EXTENSION sbqueue, or CREATE
  *	  DATABASE) commits somewhere, which bumps the registry's recheck
  *	  generation (utility_hook.c), or SBQ_RECHECK_MS pass (a safety net for
@@ -70,7 +70,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "shmem.h"
+#include "registry.h"
 #include "worker.h"
 
 /* seconds before the postmaster starts a dead launcher again */
@@ -137,7 +137,7 @@ sbq_launcher_register(void)
 static void
 sbq_launcher_shmem_exit(int code, Datum arg)
 {
-	sbq_shmem_set_launcher(NULL);
+	sbq_registry_set_launcher(NULL);
 }
 
 /*
@@ -358,7 +358,7 @@ sbq_launcher_tick(void)
 	MemoryContextSwitchTo(sbq_launcher_tick_cxt);
 
 	/* read before the scan: a CREATE EXTENSION committing later bumps it again */
-	gen = sbq_shmem_recheck_generation();
+	gen = sbq_registry_recheck_generation();
 	dbs = sbq_launcher_databases();
 	now = GetCurrentTimestamp();
 
@@ -453,7 +453,7 @@ sbq_launcher_main(Datum main_arg)
 								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	/* from here on, events wake this latch; the first tick sees all before */
-	sbq_shmem_set_launcher(MyLatch);
+	sbq_registry_set_launcher(MyLatch);
 	ereport(LOG,
 			(errmsg("sbqueue launcher started")));
 

@@ -8,7 +8,7 @@
  * The launcher (launcher.c) starts one in every database that may have
  * sbqueue, as a dynamic background worker ("sbqueue maintenance") whose
  * bgw_main_arg is the database's OID. The worker connects to the database,
- * claims it in the database registry (shmem.c; refused while DDL holds the
+ * claims it in the database registry (registry.c; refused while DDL holds the
  * database or another worker has it: it then leaves quietly) and looks for
  * the extension:
  *
@@ -81,7 +81,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "shmem.h"
+#include "registry.h"
 #include "worker.h"
 
 /* sbq_maintain() calls per tick while it reports more to do */
@@ -139,7 +139,7 @@ sbq_worker_shmem_exit(int code, Datum arg)
 									 sbq_worker_no_extension,
 									 sbq_worker_no_extension_gen);
 	else
-		sbq_shmem_wake_launcher();
+		sbq_registry_wake_launcher();
 }
 
 /*
@@ -337,7 +337,7 @@ sbq_worker_pass(bool *more)
 	uint64		gen;
 
 	/* before the look: a CREATE EXTENSION committing after it bumps this again */
-	gen = sbq_shmem_recheck_generation();
+	gen = sbq_registry_recheck_generation();
 
 	sbq_worker_xact_begin(&errcallback);
 
@@ -540,9 +540,9 @@ sbq_worker_reload(SbqWorkerSchedule *s)
 static void
 sbq_worker_recheck(SbqWorkerSchedule *s)
 {
-	if (sbq_shmem_recheck_generation() != s->gen)
+	if (sbq_registry_recheck_generation() != s->gen)
 	{
-		s->gen = sbq_shmem_recheck_generation();
+		s->gen = sbq_registry_recheck_generation();
 		if (s->failures > 0)
 		{
 			s->failures = 0;
@@ -641,7 +641,7 @@ sbq_worker_main(Datum main_arg)
 	sbq_worker_start(DatumGetObjectId(main_arg));
 
 	memset(&s, 0, sizeof(s));
-	s.gen = sbq_shmem_recheck_generation();
+	s.gen = sbq_registry_recheck_generation();
 	s.next_run = GetCurrentTimestamp();
 	for (;;)
 	{

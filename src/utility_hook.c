@@ -12,7 +12,7 @@
  * the database for more than 5 s, and so do ALTER DATABASE RENAME, ALTER
  * DATABASE SET TABLESPACE and CREATE DATABASE ... TEMPLATE. The hook runs
  * before such a statement: it puts a hold on the database in the database
- * registry (shmem.c), which keeps workers out, and sends SIGTERM to the
+ * registry (registry.c), which keeps workers out, and sends SIGTERM to the
  * worker running there; the statement's own wait for other sessions then
  * finds the worker gone. The hold ends when the transaction ends (commit or
  * abort: at commit the database is gone or renamed and the launcher sees
@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "registry.h"
 #include "shmem.h"
 #include "worker.h"
 
@@ -84,7 +85,7 @@ sbq_utility_xact_callback(XactEvent event, void *arg)
 				sbq_dbslot_release_hold(sbq_held_dbs[i]);
 			sbq_nheld_dbs = 0;
 			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
-				sbq_shmem_request_recheck();
+				sbq_registry_request_recheck();
 			sbq_recheck_at_commit = false;
 			break;
 		default:

@@ -16,6 +16,10 @@
 
 #include "postgres.h"
 
+/* shared memory (shmem.c calls these) */
+extern Size sbq_wait_shmem_size(void);
+extern void sbq_wait_shmem_startup(void);
+
 /*
  * Ask for the queue's waiters to be woken when the current transaction
  * commits (never before; nothing on abort).
