@@ -4,7 +4,7 @@ EXTENSION = sbqueue
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 
 MODULE_big = sbqueue
-OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o src/shmem.o src/registry.o src/launcher.o src/maintenance_worker.o src/utility_hook.o src/lease.o src/qstate.o
+OBJS = src/sbqueue.o src/api.o src/storage.o src/util.o src/wait.o src/shmem.o src/registry.o src/launcher.o src/maintenance_worker.o src/utility_hook.o src/undo.o src/lease.o src/qstate.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

@@ -59,10 +59,10 @@
  * the same transaction, a deferred one counts as deferred).
  *
  * Every change a transaction makes here is recorded in a backend-local undo
- * log, with the entry as it was; transaction and subtransaction callbacks
- * apply or undo them. PREPARE TRANSACTION is refused for a transaction with
- * such changes: a prepared transaction would leave entries that no process
- * owns.
+ * log (undo.c), with the entry as it was; this file's transaction and
+ * subtransaction callbacks have the log applied at commit and undone at
+ * abort. PREPARE TRANSACTION is refused for a transaction with such changes:
+ * a prepared transaction would leave entries that no process owns.
  *
  * Locking: SBQ_LEASE_PARTITIONS LWLocks of the tranche "sbqueue leases"
  * partition the table by hash code, as the lock manager does. One is held at
@@ -107,6 +107,7 @@
 #include "lease.h"
 #include "qstate.h"
 #include "sbqueue.h"
+#include "undo.h"
 
 PG_FUNCTION_INFO_V1(sbq_lease_free_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_slot_sql);
@@ -163,8 +164,8 @@ typedef struct SbqLeaseShare
 /* One change of this transaction, with what the entry was before it. */
 typedef struct SbqLeaseUndo
 {
+	SbqUndoHeader hdr;			/* undo.c's */
 	SbqLeaseKey key;
-	int			level;			/* transaction nest level of the change */
 	bool		existed;		/* false: the change created the entry */
 	bool		renew;			/* a renew of a lease nobody owns */
 	TimestampTz renewed_until;	/* for a renew: what it set */
@@ -189,9 +190,12 @@ static SbqLeaseShare *sbq_my_share = NULL;
 /* the incarnation the current storage section works on (sbq_lease_enter) */
 static Oid	sbq_lease_epoch = InvalidOid;
 
-static SbqLeaseUndo *sbq_undo = NULL;
-static int	sbq_nundo = 0;
-static int	sbq_maxundo = 0;
+static void sbq_lease_apply(const void *entry);
+static void sbq_lease_restore(const void *entry);
+
+/* this transaction's changes (undo.c) */
+static SbqUndoLog sbq_lease_log = SBQ_UNDO_LOG(SbqLeaseUndo, 64, sbq_lease_apply,
+											   sbq_lease_restore);
 
 /* (a transaction that drops more leaves the rest to expire and be swept) */
 static SbqLeaseDrop sbq_drops[8];
@@ -466,27 +470,16 @@ static void
 sbq_lease_reserve(int n)
 {
 	(void) sbq_lease_share();
-	if (sbq_nundo + n > sbq_maxundo)
-	{
-		int			newmax = Max(64, Max(sbq_maxundo * 2, sbq_nundo + n));
-
-		if (sbq_undo == NULL)
-			sbq_undo = MemoryContextAlloc(TopMemoryContext, sizeof(SbqLeaseUndo) * newmax);
-		else
-			sbq_undo = repalloc(sbq_undo, sizeof(SbqLeaseUndo) * newmax);
-		sbq_maxundo = newmax;
-	}
+	sbq_undo_reserve(&sbq_lease_log, n);
 }
 
 /* Record a change about to be made to the entry of key (NULL: it is being created). */
 static SbqLeaseUndo *
 sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 {
-	SbqLeaseUndo *u = &sbq_undo[sbq_nundo++];
+	SbqLeaseUndo *u = sbq_undo_add(&sbq_lease_log);
 
-	Assert(sbq_nundo <= sbq_maxundo);
 	u->key = *key;
-	u->level = GetCurrentTransactionNestLevel();
 	u->existed = entry != NULL;
 	u->renew = false;
 	u->renewed_until = 0;
@@ -499,8 +492,9 @@ sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 
 /* Undo one change. Never fails: it only updates or removes an entry. */
 static void
-sbq_lease_restore(const SbqLeaseUndo *u)
+sbq_lease_restore(const void *undo_entry)
 {
+	const SbqLeaseUndo *u = undo_entry;
 	uint32		hash;
 	LWLock	   *lock = sbq_lease_locate_key(&u->key, &hash);
 	SbqLease   *entry;
@@ -537,8 +531,9 @@ sbq_lease_restore(const SbqLeaseUndo *u)
 
 /* Apply one change at commit: claims are held, settled leases are gone. */
 static void
-sbq_lease_apply(const SbqLeaseUndo *u)
+sbq_lease_apply(const void *undo_entry)
 {
+	const SbqLeaseUndo *u = undo_entry;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
@@ -573,11 +568,7 @@ static void sbq_lease_free_dropped(void);
 void
 sbq_lease_at_commit(void)
 {
-	int			i;
-
-	for (i = 0; i < sbq_nundo; i++)
-		sbq_lease_apply(&sbq_undo[i]);
-	sbq_nundo = 0;
+	sbq_undo_commit(&sbq_lease_log);
 }
 
 /*
@@ -590,12 +581,10 @@ sbq_lease_at_commit(void)
 static void
 sbq_lease_xact_callback(XactEvent event, void *arg)
 {
-	int			i;
-
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (sbq_nundo > 0)
+			if (sbq_undo_count(&sbq_lease_log) > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that has received or settled sbqueue messages under locks in shared memory"),
@@ -612,9 +601,7 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			for (i = sbq_nundo - 1; i >= 0; i--)
-				sbq_lease_restore(&sbq_undo[i]);
-			sbq_nundo = 0;
+			sbq_undo_abort(&sbq_lease_log);
 			sbq_ndrops = 0;
 			sbq_lease_epoch = InvalidOid;
 			break;
@@ -638,13 +625,9 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	int			level = GetCurrentTransactionNestLevel();
 	int			i;
 
+	sbq_undo_subxact(&sbq_lease_log, event);
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
-		while (sbq_nundo > 0 && sbq_undo[sbq_nundo - 1].level >= level)
-		{
-			sbq_lease_restore(&sbq_undo[sbq_nundo - 1]);
-			sbq_nundo--;
-		}
 		while (sbq_ndrops > 0 && sbq_drops[sbq_ndrops - 1].level >= level)
 			sbq_ndrops--;
 		/* the storage section it was in, if any, is over */
@@ -652,8 +635,6 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		for (i = sbq_nundo - 1; i >= 0 && sbq_undo[i].level >= level; i--)
-			sbq_undo[i].level = level - 1;
 		for (i = sbq_ndrops - 1; i >= 0 && sbq_drops[i].level >= level; i--)
 			sbq_drops[i].level = level - 1;
 	}
@@ -912,15 +893,14 @@ sbq_lease_unclaim(int64 seq)
 {
 	int			i;
 
-	for (i = sbq_nundo - 1; i >= 0; i--)
+	for (i = sbq_undo_count(&sbq_lease_log) - 1; i >= 0; i--)
 	{
-		if (sbq_undo[i].key.seq == seq && sbq_undo[i].key.epoch == sbq_lease_epoch &&
-			sbq_undo[i].key.dbid == MyDatabaseId)
+		const SbqLeaseUndo *u = sbq_undo_entry(&sbq_lease_log, i);
+
+		if (u->key.seq == seq && u->key.epoch == sbq_lease_epoch &&
+			u->key.dbid == MyDatabaseId)
 		{
-			sbq_lease_restore(&sbq_undo[i]);
-			memmove(&sbq_undo[i], &sbq_undo[i + 1],
-					sizeof(SbqLeaseUndo) * (sbq_nundo - i - 1));
-			sbq_nundo--;
+			sbq_undo_undo_now(&sbq_lease_log, i);
 			return;
 		}
 	}
