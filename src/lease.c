@@ -64,15 +64,28 @@
  * abort. PREPARE TRANSACTION is refused for a transaction with such changes:
  * a prepared transaction would leave entries that no process owns.
  *
+ * Owns: the lease table ("sbqueue leases") and the table of the databases'
+ * shares ("sbqueue lease shares") in shared memory, which shmem.c has made;
+ * per backend, the transaction's undo log and the drops it noted; the object
+ * access hook (with the preload) and the transaction callbacks, registered
+ * at load. The sbqueue.memory_locks, max_locks and max_locks_per_database
+ * variables live here (sbqueue.c registers them).
+ *
  * Locking: SBQ_LEASE_PARTITIONS LWLocks of the tranche "sbqueue leases"
  * partition the table by hash code, as the lock manager does. One is held at
  * a time, except by the scans (expired leases, a queue's leases, a dropped
  * database's), which take all of them in order. Each database's share entry
- * has a spinlock, taken under a partition lock; one more LWLock of the
- * tranche guards the table of shares, and is never taken while a partition
- * lock is held. Nothing that can fail or sleep runs while one is held, and
- * no entry is ever added by the commit and abort callbacks (they only update
- * and remove), so they cannot fail.
+ * has a spinlock, taken alone or under partition locks; one more LWLock of
+ * the tranche guards the table of shares, and is never taken while a
+ * partition lock is held. After a drop, the commit callback takes qstate.c's
+ * lock with none of these held. Nothing that can fail or sleep runs while
+ * one is held, and no entry is ever added by the commit and abort callbacks
+ * (they only update and remove), so they cannot fail.
+ *
+ * Length: over 1,000 lines on purpose. Everything that reads or changes an
+ * entry is here, the SQL-callable probes of sbqueue's statements included,
+ * so that the entry's layout, its three states and the locking rules above
+ * stay private to one file and can be checked in one place.
  *
  * Copyright (c) 2026, the sbqueue authors
  *

@@ -33,7 +33,8 @@
  * Owns: nothing shared. It holds its database's slot of the registry while
  * it runs and gives it back from a before_shmem_exit callback, which also
  * wakes the launcher. Locks: none of its own; the registry's functions take
- * the registry's lock, and a pass takes what sbq_maintain() takes.
+ * the registry's lock, a pass takes what sbq_maintain() takes, and the
+ * vacuum what VACUUM takes.
  *
  * Copyright (c) 2026, the sbqueue authors
  *

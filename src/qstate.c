@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * qstate.c
- *	  Per-queue state in shared memory: counters not yet stored, and when
- *	  the queue's next scheduled message is due.
+ *	  Per-queue state in shared memory: counters not yet stored, when the
+ *	  queue's next scheduled message is due, and the head of the queue.
  *
  * Counters. Every send, settlement and receive used to add to its queue's
  * counters in sbq.queue_counters, one upsert per call: a WAL record and a

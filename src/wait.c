@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * wait.c
- *	  Wake-ups for blocking receives.
+ *	  Wake-ups for blocking receives, and the condition variables they sleep
+ *	  on.
  *
  * With sbqueue preloaded, every queue maps to one of SBQ_WAIT_SLOTS condition
  * variables in shared memory, which this file owns (shmem.c only asks for
@@ -20,9 +21,11 @@
  * commit record is flushed and the transaction is visible to other sessions:
  * a woken receiver finds the message, and nobody is woken for a transaction
  * that may still roll back. At abort and at PREPARE the bitmap is forgotten (a
- * prepared transaction's messages are found by the next poll). The callback
- * does only spinlock and latch work: an error at that point would be "too
- * late to abort" and turn into a PANIC.
+ * prepared transaction's messages are found by the next poll). Before it
+ * broadcasts, the callback has lease.c apply the transaction's lock changes
+ * (sbq_lease_at_commit), so that a woken receiver never finds a lock the
+ * waking transaction ended. None of it can fail, which it must not: an
+ * error at that point would be "too late to abort" and turn into a PANIC.
  *
  * Wake-ups are hints, never the only way to see a message: two queues may
  * share a slot (a spurious wake-up), and messages also become available with
@@ -35,6 +38,12 @@
  * sleeps on its latch for the time it is given and looks again: correct,
  * only slower to notice a new message. Either way a cancel, a terminate or
  * statement_timeout sets the latch and ends the sleep at once with the error.
+ *
+ * Owns: the wake-up condition variables ("sbqueue wake-up slots") in shared
+ * memory; per backend, the bitmap of slots to wake and the condition variable
+ * it is prepared to sleep on. Locks: only the condition variables' own
+ * spinlocks (condition_variable.c); at commit, through sbq_lease_at_commit,
+ * lease.c's partition LWLocks, one at a time, before any broadcast.
  *
  * Copyright (c) 2026, the sbqueue authors
  *

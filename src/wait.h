@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * wait.h
- *	  Wake-ups for blocking receives: a receive with max_wait sleeps on its
- *	  queue's slot and a commit that made messages available there wakes it.
+ *	  Wake-ups for blocking receives (wait.c): a receive with max_wait sleeps
+ *	  on its queue's slot and a commit that made messages available there
+ *	  wakes it.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
