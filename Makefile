@@ -4,9 +4,11 @@ EXTENSION = sbqueue
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 
 MODULE_big = sbqueue
-OBJS = src/sbqueue.o src/api.o src/util.o src/wait.o src/shmem.o src/worker.o src/lease.o src/qstate.o \
-       src/api_queues.o src/storage_core.o src/queues.o src/send.o src/receive.o src/lease_receive.o \
-       src/settle.o src/maintain.o
+OBJS = src/sbqueue.o src/api.o src/api_queues.o src/util.o \
+       src/storage_core.o src/queues.o src/send.o src/receive.o src/lease_receive.o \
+       src/settle.o src/maintain.o \
+       src/shmem.o src/wait.o src/registry.o src/lease.o src/qstate.o src/undo.o \
+       src/launcher.o src/maintenance_worker.o src/utility_hook.o
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

@@ -3,7 +3,7 @@
 
 - Every file starts with a header comment naming itself (IDENTIFICATION).
 - No file has more than 1,000 lines unless its header says why, in a
-  paragraph that starts "Why it is long:".
+  paragraph that starts "Length:".
 - No function body has more than 100 lines unless the comment above it
   says it is a table ("(a table)").
 - Every SQL-callable function (PG_FUNCTION_INFO_V1) has a comment right
@@ -75,7 +75,7 @@ def main():
         if header is None or ("src/" + fname) not in header:
             problems.append(f"{fname}: no header comment naming src/{fname}")
             header = header or ""
-        if len(lines) > MAX_FILE_LINES and "Why it is long:" not in header:
+        if len(lines) > MAX_FILE_LINES and "Length:" not in header:
             problems.append(f"{fname}: {len(lines)} lines, and its header does not say why")
         sql_callable = set(re.findall(r"PG_FUNCTION_INFO_V1\((\w+)\)", text))
         for name, first, last, above in functions(lines):

@@ -1,7 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * compat.h
- *	  Every PG_VERSION_NUM difference sbqueue cares about, in one place.
+ *	  Every difference between the PostgreSQL versions sbqueue builds on
+ *	  (15 to 17) that its code meets, in one place: the PG_VERSION_NUM tests,
+ *	  and a feature test for what a minor release back-patched. No other file
+ *	  tests a version; it uses the macros here.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -62,6 +65,13 @@
 	object_ownercheck(DatabaseRelationId, (dbid), (roleid))
 #else
 #define sbq_database_ownercheck(dbid, roleid) pg_database_ownercheck((dbid), (roleid))
+#endif
+
+/* The dead rows pgstat counts for a table (the field was renamed in 16). */
+#if PG_VERSION_NUM >= 160000
+#define SBQ_TABENTRY_DEAD(e) ((e)->dead_tuples)
+#else
+#define SBQ_TABENTRY_DEAD(e) ((e)->n_dead_tuples)
 #endif
 
 /*

@@ -44,7 +44,7 @@
  * maintenance, resubmit) add none: they lock the row first and then ask
  * whether an entry is there (sbq.lease_slot), while a leasing receive adds
  * its claim first and then looks whether another transaction has the row
- * locked (storage.c, sbq_check_claims). Each writes its own mark before it
+ * locked (lease_receive.c, sbq_check_claims). Each writes its own mark before it
  * reads the other's, so at least one of the two sees the other and steps
  * back. So those paths work when the table is full, and a prepared
  * transaction can use them.
@@ -59,20 +59,33 @@
  * the same transaction, a deferred one counts as deferred).
  *
  * Every change a transaction makes here is recorded in a backend-local undo
- * log, with the entry as it was; transaction and subtransaction callbacks
- * apply or undo them. PREPARE TRANSACTION is refused for a transaction with
- * such changes: a prepared transaction would leave entries that no process
- * owns.
+ * log (undo.c), with the entry as it was; this file's transaction and
+ * subtransaction callbacks have the log applied at commit and undone at
+ * abort. PREPARE TRANSACTION is refused for a transaction with such changes:
+ * a prepared transaction would leave entries that no process owns.
+ *
+ * Owns: the lease table ("sbqueue leases") and the table of the databases'
+ * shares ("sbqueue lease shares") in shared memory, which shmem.c has made;
+ * per backend, the transaction's undo log and the drops it noted; the object
+ * access hook (with the preload) and the transaction callbacks, registered
+ * at load. The sbqueue.memory_locks, max_locks and max_locks_per_database
+ * variables live here (sbqueue.c registers them).
  *
  * Locking: SBQ_LEASE_PARTITIONS LWLocks of the tranche "sbqueue leases"
  * partition the table by hash code, as the lock manager does. One is held at
  * a time, except by the scans (expired leases, a queue's leases, a dropped
  * database's), which take all of them in order. Each database's share entry
- * has a spinlock, taken under a partition lock; one more LWLock of the
- * tranche guards the table of shares, and is never taken while a partition
- * lock is held. Nothing that can fail or sleep runs while one is held, and
- * no entry is ever added by the commit and abort callbacks (they only update
- * and remove), so they cannot fail.
+ * has a spinlock, taken alone or under partition locks; one more LWLock of
+ * the tranche guards the table of shares, and is never taken while a
+ * partition lock is held. After a drop, the commit callback takes qstate.c's
+ * lock with none of these held. Nothing that can fail or sleep runs while
+ * one is held, and no entry is ever added by the commit and abort callbacks
+ * (they only update and remove), so they cannot fail.
+ *
+ * Length: over 1,000 lines on purpose. Everything that reads or changes an
+ * entry is here, the SQL-callable probes of sbqueue's statements included,
+ * so that the entry's layout, its three states and the locking rules above
+ * stay private to one file and can be checked in one place.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -108,6 +121,7 @@
 #include "qstate.h"
 #include "sbqueue.h"
 #include "storage.h"
+#include "undo.h"
 
 PG_FUNCTION_INFO_V1(sbq_lease_free_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_slot_sql);
@@ -164,8 +178,8 @@ typedef struct SbqLeaseShare
 /* One change of this transaction, with what the entry was before it. */
 typedef struct SbqLeaseUndo
 {
+	SbqUndoHeader hdr;			/* undo.c's */
 	SbqLeaseKey key;
-	int			level;			/* transaction nest level of the change */
 	bool		existed;		/* false: the change created the entry */
 	bool		renew;			/* a renew of a lease nobody owns */
 	TimestampTz renewed_until;	/* for a renew: what it set */
@@ -190,9 +204,12 @@ static SbqLeaseShare *sbq_my_share = NULL;
 /* the incarnation the current storage section works on (sbq_lease_enter) */
 static Oid	sbq_lease_epoch = InvalidOid;
 
-static SbqLeaseUndo *sbq_undo = NULL;
-static int	sbq_nundo = 0;
-static int	sbq_maxundo = 0;
+static void sbq_lease_apply(const void *entry);
+static void sbq_lease_restore(const void *entry);
+
+/* this transaction's changes (undo.c) */
+static SbqUndoLog sbq_lease_log = SBQ_UNDO_LOG(SbqLeaseUndo, 64, sbq_lease_apply,
+											   sbq_lease_restore);
 
 /* (a transaction that drops more leaves the rest to expire and be swept) */
 static SbqLeaseDrop sbq_drops[8];
@@ -467,27 +484,16 @@ static void
 sbq_lease_reserve(int n)
 {
 	(void) sbq_lease_share();
-	if (sbq_nundo + n > sbq_maxundo)
-	{
-		int			newmax = Max(64, Max(sbq_maxundo * 2, sbq_nundo + n));
-
-		if (sbq_undo == NULL)
-			sbq_undo = MemoryContextAlloc(TopMemoryContext, sizeof(SbqLeaseUndo) * newmax);
-		else
-			sbq_undo = repalloc(sbq_undo, sizeof(SbqLeaseUndo) * newmax);
-		sbq_maxundo = newmax;
-	}
+	sbq_undo_reserve(&sbq_lease_log, n);
 }
 
 /* Record a change about to be made to the entry of key (NULL: it is being created). */
 static SbqLeaseUndo *
 sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 {
-	SbqLeaseUndo *u = &sbq_undo[sbq_nundo++];
+	SbqLeaseUndo *u = sbq_undo_add(&sbq_lease_log);
 
-	Assert(sbq_nundo <= sbq_maxundo);
 	u->key = *key;
-	u->level = GetCurrentTransactionNestLevel();
 	u->existed = entry != NULL;
 	u->renew = false;
 	u->renewed_until = 0;
@@ -500,8 +506,9 @@ sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 
 /* Undo one change. Never fails: it only updates or removes an entry. */
 static void
-sbq_lease_restore(const SbqLeaseUndo *u)
+sbq_lease_restore(const void *undo_entry)
 {
+	const SbqLeaseUndo *u = undo_entry;
 	uint32		hash;
 	LWLock	   *lock = sbq_lease_locate_key(&u->key, &hash);
 	SbqLease   *entry;
@@ -538,8 +545,9 @@ sbq_lease_restore(const SbqLeaseUndo *u)
 
 /* Apply one change at commit: claims are held, settled leases are gone. */
 static void
-sbq_lease_apply(const SbqLeaseUndo *u)
+sbq_lease_apply(const void *undo_entry)
 {
+	const SbqLeaseUndo *u = undo_entry;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
@@ -574,11 +582,7 @@ static void sbq_lease_free_dropped(void);
 void
 sbq_lease_at_commit(void)
 {
-	int			i;
-
-	for (i = 0; i < sbq_nundo; i++)
-		sbq_lease_apply(&sbq_undo[i]);
-	sbq_nundo = 0;
+	sbq_undo_commit(&sbq_lease_log);
 }
 
 /*
@@ -591,12 +595,10 @@ sbq_lease_at_commit(void)
 static void
 sbq_lease_xact_callback(XactEvent event, void *arg)
 {
-	int			i;
-
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (sbq_nundo > 0)
+			if (sbq_undo_count(&sbq_lease_log) > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that has received or settled sbqueue messages under locks in shared memory"),
@@ -613,9 +615,7 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			for (i = sbq_nundo - 1; i >= 0; i--)
-				sbq_lease_restore(&sbq_undo[i]);
-			sbq_nundo = 0;
+			sbq_undo_abort(&sbq_lease_log);
 			sbq_ndrops = 0;
 			sbq_lease_epoch = InvalidOid;
 			break;
@@ -639,13 +639,9 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	int			level = GetCurrentTransactionNestLevel();
 	int			i;
 
+	sbq_undo_subxact(&sbq_lease_log, event);
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
-		while (sbq_nundo > 0 && sbq_undo[sbq_nundo - 1].level >= level)
-		{
-			sbq_lease_restore(&sbq_undo[sbq_nundo - 1]);
-			sbq_nundo--;
-		}
 		while (sbq_ndrops > 0 && sbq_drops[sbq_ndrops - 1].level >= level)
 			sbq_ndrops--;
 		/* the storage section it was in, if any, is over */
@@ -653,8 +649,6 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		for (i = sbq_nundo - 1; i >= 0 && sbq_undo[i].level >= level; i--)
-			sbq_undo[i].level = level - 1;
 		for (i = sbq_ndrops - 1; i >= 0 && sbq_drops[i].level >= level; i--)
 			sbq_drops[i].level = level - 1;
 	}
@@ -913,15 +907,14 @@ sbq_lease_unclaim(int64 seq)
 {
 	int			i;
 
-	for (i = sbq_nundo - 1; i >= 0; i--)
+	for (i = sbq_undo_count(&sbq_lease_log) - 1; i >= 0; i--)
 	{
-		if (sbq_undo[i].key.seq == seq && sbq_undo[i].key.epoch == sbq_lease_epoch &&
-			sbq_undo[i].key.dbid == MyDatabaseId)
+		const SbqLeaseUndo *u = sbq_undo_entry(&sbq_lease_log, i);
+
+		if (u->key.seq == seq && u->key.epoch == sbq_lease_epoch &&
+			u->key.dbid == MyDatabaseId)
 		{
-			sbq_lease_restore(&sbq_undo[i]);
-			memmove(&sbq_undo[i], &sbq_undo[i + 1],
-					sizeof(SbqLeaseUndo) * (sbq_nundo - i - 1));
-			sbq_nundo--;
+			sbq_undo_undo_now(&sbq_lease_log, i);
 			return;
 		}
 	}

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * lease.h
- *	  Message locks kept in shared memory ("leases"): taking one writes no
- *	  WAL, so a peek-lock receive commits without waiting for a WAL flush.
+ *	  Message locks kept in shared memory ("leases", lease.c): taking one
+ *	  writes no WAL, so a peek-lock receive commits without waiting for a WAL
+ *	  flush.
  *
  * Copyright (c) 2026, the sbqueue authors
  *

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * qstate.c
- *	  Per-queue state in shared memory: counters not yet stored, and when
- *	  the queue's next scheduled message is due.
+ *	  Per-queue state in shared memory: counters not yet stored, when the
+ *	  queue's next scheduled message is due, and the head of the queue.
  *
  * Counters. Every send, settlement and receive used to add to its queue's
  * counters in sbq.queue_counters, one upsert per call: a WAL record and a
@@ -54,10 +54,21 @@
  * the callers fall back to what they did before: an upsert per call, an
  * activation per receive.
  *
- * Locking: one LWLock guards the table's shape (entries are added, never
- * removed); each entry's fields are guarded by its own spinlock, held for a
- * few loads and stores only. The commit and abort callbacks only find entries
- * and take spinlocks: they cannot fail.
+ * What a transaction does to the table (counts to add or moved out, a
+ * scheduled time, a deleted queue) is kept in a backend-local undo log
+ * (undo.c): this file's transaction callbacks have it applied at commit, and
+ * at PREPARE (a prepared transaction's counts are taken as committed), and
+ * undone at abort.
+ *
+ * Owns: the table of queues ("sbqueue queues") and the per-backend send
+ * slots ("sbqueue send slots") in shared memory; shmem.c has them made.
+ *
+ * Locking: one LWLock (tranche "sbqueue queues") guards the table's shape
+ * (entries are added, and removed only when their database or incarnation
+ * is dropped, sbq_qstate_forget_all); each entry's fields, and each send
+ * slot, are guarded by its own spinlock, held for a few loads and stores
+ * only. The commit and abort callbacks only look entries up (the LWLock,
+ * shared) and take spinlocks: they cannot fail.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -83,6 +94,7 @@
 
 #include "compat.h"
 #include "qstate.h"
+#include "undo.h"
 
 PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
 
@@ -136,9 +148,9 @@ typedef enum SbqQstateKind
 
 typedef struct SbqQstateRecord
 {
+	SbqUndoHeader hdr;			/* undo.c's */
 	SbqQstateKind kind;
 	SbqQueueKey key;
-	int			level;
 	SbqCounts	counts;
 	TimestampTz when;
 } SbqQstateRecord;
@@ -148,9 +160,12 @@ static LWLock *sbq_qstate_lock = NULL;
 static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
 
-static SbqQstateRecord *sbq_qrec = NULL;
-static int	sbq_nqrec = 0;
-static int	sbq_maxqrec = 0;
+static void sbq_qstate_apply(const void *record);
+static void sbq_qstate_undo(const void *record);
+
+/* this transaction's records (undo.c), and whether its callbacks are registered */
+static SbqUndoLog sbq_qstate_log = SBQ_UNDO_LOG(SbqQstateRecord, 16, sbq_qstate_apply,
+												sbq_qstate_undo);
 static bool sbq_qstate_callbacks = false;
 
 static void sbq_qstate_xact_callback(XactEvent event, void *arg);
@@ -249,33 +264,32 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 	return entry;
 }
 
-/* Room for one more record of this transaction (the step that can fail). */
-static SbqQstateRecord *
-sbq_qstate_record(SbqQstateKind kind, const SbqQueueKey *key)
+/*
+ * Register the transaction callbacks, once per process: a step of recording
+ * and of announcing that can fail.
+ */
+static void
+sbq_qstate_callbacks_on(void)
 {
-	SbqQstateRecord *r;
-
 	if (!sbq_qstate_callbacks)
 	{
 		RegisterXactCallback(sbq_qstate_xact_callback, NULL);
 		RegisterSubXactCallback(sbq_qstate_subxact_callback, NULL);
 		sbq_qstate_callbacks = true;
 	}
-	if (sbq_nqrec >= sbq_maxqrec)
-	{
-		int			newmax = Max(16, sbq_maxqrec * 2);
+}
 
-		if (sbq_qrec == NULL)
-			sbq_qrec = MemoryContextAlloc(TopMemoryContext, sizeof(SbqQstateRecord) * newmax);
-		else
-			sbq_qrec = repalloc(sbq_qrec, sizeof(SbqQstateRecord) * newmax);
-		sbq_maxqrec = newmax;
-	}
-	r = &sbq_qrec[sbq_nqrec++];
-	memset(r, 0, sizeof(*r));
+/* Room for one more record of this transaction (the step that can fail). */
+static SbqQstateRecord *
+sbq_qstate_record(SbqQstateKind kind, const SbqQueueKey *key)
+{
+	SbqQstateRecord *r;
+
+	sbq_qstate_callbacks_on();
+	sbq_undo_reserve(&sbq_qstate_log, 1);
+	r = sbq_undo_add(&sbq_qstate_log);
 	r->kind = kind;
 	r->key = *key;
-	r->level = GetCurrentTransactionNestLevel();
 	return r;
 }
 
@@ -329,6 +343,19 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 	SpinLockRelease(&entry->mutex);
 }
 
+/* The undo log's apply and undo (undo.c): sbq_qstate_finish. */
+static void
+sbq_qstate_apply(const void *record)
+{
+	sbq_qstate_finish(record, true);
+}
+
+static void
+sbq_qstate_undo(const void *record)
+{
+	sbq_qstate_finish(record, false);
+}
+
 /*
  * sbq_qstate_xact_callback
  *		Commit applies the transaction's records, abort undoes them. A
@@ -338,8 +365,6 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 static void
 sbq_qstate_xact_callback(XactEvent event, void *arg)
 {
-	int			i;
-
 	if (sbq_my_slot_active && event == XACT_EVENT_PRE_PREPARE)
 		sbq_qstate_slot_prepared();
 	if (sbq_my_slot_active &&
@@ -353,41 +378,23 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PREPARE:
-			for (i = 0; i < sbq_nqrec; i++)
-				sbq_qstate_finish(&sbq_qrec[i], true);
-			sbq_nqrec = 0;
+			sbq_undo_commit(&sbq_qstate_log);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			for (i = sbq_nqrec - 1; i >= 0; i--)
-				sbq_qstate_finish(&sbq_qrec[i], false);
-			sbq_nqrec = 0;
+			sbq_undo_abort(&sbq_qstate_log);
 			break;
 		default:
 			break;
 	}
 }
 
+/* A subtransaction's records: undone at its abort, its parent's at its commit. */
 static void
 sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-	int			i;
-
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		while (sbq_nqrec > 0 && sbq_qrec[sbq_nqrec - 1].level >= level)
-		{
-			sbq_qstate_finish(&sbq_qrec[sbq_nqrec - 1], false);
-			sbq_nqrec--;
-		}
-	}
-	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		for (i = sbq_nqrec - 1; i >= 0 && sbq_qrec[i].level >= level; i--)
-			sbq_qrec[i].level = level - 1;
-	}
+	sbq_undo_subxact(&sbq_qstate_log, event);
 }
 
 /* ---------------------------------------------------------------- counters */
@@ -452,7 +459,7 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	if (any)
 		r->counts = *c;
 	else
-		sbq_nqrec--;			/* nothing moved: no record */
+		sbq_undo_forget_last(&sbq_qstate_log); /* nothing moved: no record */
 	return any;
 }
 
@@ -548,9 +555,13 @@ sbq_pending_counts_sql(PG_FUNCTION_ARGS)
 		memcpy(sum, entry->pending, sizeof(sum));
 		SpinLockRelease(&entry->mutex);
 	}
-	for (i = 0; i < sbq_nqrec; i++)
-		if (sbq_qrec[i].kind == SBQ_QS_ADD && memcmp(&sbq_qrec[i].key, &key, sizeof(key)) == 0)
-			sbq_counts_add(sum, &sbq_qrec[i].counts, 1);
+	for (i = 0; i < sbq_undo_count(&sbq_qstate_log); i++)
+	{
+		const SbqQstateRecord *r = sbq_undo_entry(&sbq_qstate_log, i);
+
+		if (r->kind == SBQ_QS_ADD && memcmp(&r->key, &key, sizeof(key)) == 0)
+			sbq_counts_add(sum, &r->counts, 1);
+	}
 	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		d[i] = Int64GetDatum(sum[i]);
 	PG_RETURN_ARRAYTYPE_P(construct_array(d, SBQ_NUM_COUNTERS, INT8OID, sizeof(int64),
@@ -583,10 +594,13 @@ sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
 	*gen = entry->due_gen;
 	due = !entry->due_known || entry->next_due <= now;
 	SpinLockRelease(&entry->mutex);
-	for (i = 0; i < sbq_nqrec && !due; i++)
-		if (sbq_qrec[i].kind == SBQ_QS_SCHEDULED &&
-			memcmp(&sbq_qrec[i].key, &key, sizeof(key)) == 0)
+	for (i = 0; i < sbq_undo_count(&sbq_qstate_log) && !due; i++)
+	{
+		const SbqQstateRecord *r = sbq_undo_entry(&sbq_qstate_log, i);
+
+		if (r->kind == SBQ_QS_SCHEDULED && memcmp(&r->key, &key, sizeof(key)) == 0)
 			due = true;
+	}
 	return due;
 }
 
@@ -637,18 +651,6 @@ sbq_my_slot(void)
 	if (sbq_send_slots == NULL || procno < 0 || procno >= MaxBackends)
 		return NULL;
 	return &sbq_send_slots[procno];
-}
-
-/* Register the callbacks (once), the step of announcing that can fail. */
-static void
-sbq_qstate_callbacks_on(void)
-{
-	if (!sbq_qstate_callbacks)
-	{
-		RegisterXactCallback(sbq_qstate_xact_callback, NULL);
-		RegisterSubXactCallback(sbq_qstate_subxact_callback, NULL);
-		sbq_qstate_callbacks = true;
-	}
 }
 
 /*

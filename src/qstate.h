@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * qstate.h
- *	  Per-queue state in shared memory: counters not yet stored in
- *	  sbq.queue_counters, and when the queue's next scheduled message is due.
+ *	  Per-queue state in shared memory (qstate.c): counters not yet stored in
+ *	  sbq.queue_counters, when the queue's next scheduled message is due, and
+ *	  where its head is (where a leasing receive starts its scan).
  *
  * Copyright (c) 2026, the sbqueue authors
  *

@@ -1,14 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * sbqueue.c
- *	  Module magic, settings and _PG_init of sbqueue.
+ *	  Module magic and _PG_init of sbqueue: every setting is registered here
+ *	  (the variables of the lock table's three live in lease.c, the others
+ *	  here), and with the preload the shared memory hooks, the launcher and
+ *	  the utility hook are installed.
  *
  * Everything works without shared_preload_libraries: a plain LOAD (the first
- * call of an sbqueue function) only defines the settings, and blocking
- * receives poll. With sbqueue in shared_preload_libraries, _PG_init also asks
- * for shared memory (the wake-up condition variables and the worker registry,
- * shmem.c), registers the maintenance launcher and installs the utility hook
- * that keeps the workers out of the way of DROP DATABASE (worker.c).
+ * call of an sbqueue function) only defines the settings and the lease
+ * module's transaction callbacks, and blocking receives poll. With sbqueue in
+ * shared_preload_libraries, _PG_init also installs the shared memory hooks
+ * (shmem.c, which has each module set up what it owns), registers the
+ * maintenance launcher (launcher.c) and installs the utility hook that keeps
+ * the workers out of the way of DROP DATABASE (utility_hook.c). It owns no
+ * shared state and takes no locks.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -39,6 +44,9 @@ bool		sbq_enable_maintenance_worker = true;
 
 /* sbqueue.maintenance_interval: time between two maintenance ticks, in ms */
 int			sbq_maintenance_interval = 1000;
+
+/* sbqueue.vacuum_threshold: dead message rows that make a worker vacuum them */
+int			sbq_vacuum_threshold = 20000;
 
 void		_PG_init(void);
 
@@ -131,5 +139,6 @@ _PG_init(void)
 		return;
 
 	sbq_shmem_install_hooks();
-	sbq_worker_init();
+	sbq_launcher_register();
+	sbq_utility_hook_install();
 }

@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * wait.c
- *	  Wake-ups for blocking receives.
+ *	  Wake-ups for blocking receives, and the condition variables they sleep
+ *	  on.
  *
  * With sbqueue preloaded, every queue maps to one of SBQ_WAIT_SLOTS condition
- * variables in shared memory (shmem.c). A receive with max_wait follows the
+ * variables in shared memory, which this file owns (shmem.c only asks for
+ * them and has them made at startup). A receive with max_wait follows the
  * condition variable protocol of condition_variable.c: it gets on the slot's
  * wait list (sbq_wait_prepare) before it looks at the queue, so a commit that
  * lands between its look and its sleep still wakes it; then it sleeps
@@ -19,9 +21,11 @@
  * commit record is flushed and the transaction is visible to other sessions:
  * a woken receiver finds the message, and nobody is woken for a transaction
  * that may still roll back. At abort and at PREPARE the bitmap is forgotten (a
- * prepared transaction's messages are found by the next poll). The callback
- * does only spinlock and latch work: an error at that point would be "too
- * late to abort" and turn into a PANIC.
+ * prepared transaction's messages are found by the next poll). Before it
+ * broadcasts, the callback has lease.c apply the transaction's lock changes
+ * (sbq_lease_at_commit), so that a woken receiver never finds a lock the
+ * waking transaction ended. None of it can fail, which it must not: an
+ * error at that point would be "too late to abort" and turn into a PANIC.
  *
  * Wake-ups are hints, never the only way to see a message: two queues may
  * share a slot (a spurious wake-up), and messages also become available with
@@ -35,6 +39,12 @@
  * only slower to notice a new message. Either way a cancel, a terminate or
  * statement_timeout sets the latch and ends the sleep at once with the error.
  *
+ * Owns: the wake-up condition variables ("sbqueue wake-up slots") in shared
+ * memory; per backend, the bitmap of slots to wake and the condition variable
+ * it is prepared to sleep on. Locks: only the condition variables' own
+ * spinlocks (condition_variable.c); at commit, through sbq_lease_at_commit,
+ * lease.c's partition LWLocks, one at a time, before any broadcast.
+ *
  * Copyright (c) 2026, the sbqueue authors
  *
  * IDENTIFICATION
@@ -45,18 +55,25 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "storage/shmem.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"
 #include "lease.h"
-#include "shmem.h"
 #include "wait.h"
 
+/* The number of wake-up slots; a queue maps to one by hashing (database, queue id). */
+#define SBQ_WAIT_SLOTS			1024
+
 #define SBQ_PENDING_WORDS	(SBQ_WAIT_SLOTS / 64)
+
+/* The wake-up slots in shared memory; NULL when sbqueue is not preloaded. */
+static ConditionVariable *sbq_wait_cvs = NULL;
 
 /* The slots this transaction asked to wake at commit. */
 static uint64 sbq_pending[SBQ_PENDING_WORDS];
@@ -65,6 +82,57 @@ static bool sbq_xact_callback_registered = false;
 
 /* The condition variable this backend is prepared to sleep on, or NULL. */
 static ConditionVariable *sbq_prepared_cv = NULL;
+
+/* ---------------------------------------------------------- shared memory */
+
+Size
+sbq_wait_shmem_size(void)
+{
+	return mul_size(SBQ_WAIT_SLOTS, sizeof(ConditionVariable));
+}
+
+/*
+ * sbq_wait_shmem_startup
+ *		Attach to (or create) the wake-up slots; the caller holds
+ *		AddinShmemInitLock.
+ */
+void
+sbq_wait_shmem_startup(void)
+{
+	bool		found;
+	int			i;
+
+	sbq_wait_cvs = ShmemInitStruct("sbqueue wake-up slots", sbq_wait_shmem_size(), &found);
+	if (!found)
+		for (i = 0; i < SBQ_WAIT_SLOTS; i++)
+			ConditionVariableInit(&sbq_wait_cvs[i]);
+}
+
+/*
+ * sbq_wait_slot
+ *		The wake-up slot of a queue of the current database. Queue ids are
+ *		per database, so the database takes part in the hash.
+ */
+static int
+sbq_wait_slot(int32 queue_id)
+{
+	uint32		h;
+
+	h = hash_combine(murmurhash32((uint32) MyDatabaseId),
+					 murmurhash32((uint32) queue_id));
+	return (int) (h % SBQ_WAIT_SLOTS);
+}
+
+/* The condition variable of a slot; shared memory must be there. */
+static ConditionVariable *
+sbq_wait_cv(int slot)
+{
+	Assert(sbq_wait_cvs != NULL);
+	Assert(slot >= 0 && slot < SBQ_WAIT_SLOTS);
+	return &sbq_wait_cvs[slot];
+}
+
+/* ------------------------------------------------------------------ waking */
 
 /* Forget the remembered slots. */
 static void
@@ -109,7 +177,7 @@ sbq_wait_xact_callback(XactEvent event, void *arg)
 				{
 					int			b = pg_rightmost_one_pos64(bits);
 
-					ConditionVariableBroadcast(sbq_shmem_wait_cv(w * 64 + b));
+					ConditionVariableBroadcast(sbq_wait_cv(w * 64 + b));
 					bits &= bits - 1;
 				}
 			}
@@ -151,13 +219,15 @@ sbq_wait_wake_at_commit(int32 queue_id)
 {
 	int			slot;
 
-	if (!sbq_shmem_available())
+	if (sbq_wait_cvs == NULL)
 		return;
 	sbq_wait_register_callback();
-	slot = sbq_shmem_wait_slot(queue_id);
+	slot = sbq_wait_slot(queue_id);
 	sbq_pending[slot / 64] |= UINT64CONST(1) << (slot % 64);
 	sbq_pending_any = true;
 }
+
+/* ----------------------------------------------------------------- waiting */
 
 /*
  * sbq_wait_prepare
@@ -168,10 +238,10 @@ sbq_wait_wake_at_commit(int32 queue_id)
 void
 sbq_wait_prepare(int32 queue_id)
 {
-	if (!sbq_shmem_available())
+	if (sbq_wait_cvs == NULL)
 		return;
 	sbq_wait_register_callback();
-	sbq_prepared_cv = sbq_shmem_wait_cv(sbq_shmem_wait_slot(queue_id));
+	sbq_prepared_cv = sbq_wait_cv(sbq_wait_slot(queue_id));
 	ConditionVariablePrepareToSleep(sbq_prepared_cv);
 }
 

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * wait.h
- *	  Wake-ups for blocking receives: a receive with max_wait sleeps on its
- *	  queue's slot and a commit that made messages available there wakes it.
+ *	  Wake-ups for blocking receives (wait.c): a receive with max_wait sleeps
+ *	  on its queue's slot and a commit that made messages available there
+ *	  wakes it.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -15,6 +16,10 @@
 #define SBQ_WAIT_H
 
 #include "postgres.h"
+
+/* shared memory (shmem.c calls these) */
+extern Size sbq_wait_shmem_size(void);
+extern void sbq_wait_shmem_startup(void);
 
 /*
  * Ask for the queue's waiters to be woken when the current transaction

@@ -1,8 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *	  The maintenance launcher, the per-database maintenance workers, and the
- *	  DDL hook that keeps them out of the way of DROP DATABASE and friends.
+ *	  The background processes of sbqueue and the hook that keeps them out of
+ *	  the way: what _PG_init calls, the bgw_function_name entry points, and
+ *	  the settings they read.
+ *
+ *	  launcher.c            the launcher (starts a worker per database)
+ *	  maintenance_worker.c  the per-database maintenance worker
+ *	  utility_hook.c        the ProcessUtility hook, in every backend
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -16,16 +21,20 @@
 
 #include "postgres.h"
 
-/* settings (sbqueue.c) */
+/* settings (defined and registered in sbqueue.c) */
 extern bool sbq_enable_maintenance_worker;
 extern int	sbq_maintenance_interval;
 extern int	sbq_vacuum_threshold;
 
-/* _PG_init, while shared_preload_libraries is processed: launcher and hook */
-extern void sbq_worker_init(void);
+/* _PG_init, while shared_preload_libraries is processed */
+extern void sbq_launcher_register(void);	/* launcher.c */
+extern void sbq_utility_hook_install(void); /* utility_hook.c */
 
-/* background worker entry points (bgw_function_name) */
-extern PGDLLEXPORT void sbq_launcher_main(Datum main_arg);
-extern PGDLLEXPORT void sbq_worker_main(Datum main_arg);
+/*
+ * Background worker entry points, found by bgw_function_name in the library
+ * "sbqueue": registrations name them, so they keep these names.
+ */
+extern PGDLLEXPORT void sbq_launcher_main(Datum main_arg);	/* launcher.c */
+extern PGDLLEXPORT void sbq_worker_main(Datum main_arg);	/* maintenance_worker.c */
 
 #endif							/* SBQ_WORKER_H */

@@ -1,0 +1,674 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance_worker.c
+ *	  The per-database maintenance worker: the process that runs
+ *	  sbq_maintain() in one database every sbqueue.maintenance_interval and
+ *	  vacuums its message table when enough of it is dead.
+ *
+ * The launcher (launcher.c) starts one in every database that may have
+ * sbqueue, as a dynamic background worker ("sbqueue maintenance") whose
+ * bgw_main_arg is the database's OID. The worker connects to the database,
+ * claims it in the database registry (registry.c; refused while DDL holds the
+ * database or another worker has it: it then leaves quietly) and looks for
+ * the extension:
+ *
+ *	- not installed: it leaves that answer in the registry for the launcher
+ *	  and exits. So does it once the extension is dropped.
+ *	- installed: every sbqueue.maintenance_interval it runs
+ *	  SELECT <schema>.sbq_maintain() in a transaction of its own, as the
+ *	  extension's owner with search_path pinned, again at once while the
+ *	  result says "more" (at most SBQ_MAX_PASSES_PER_TICK times), and sleeps
+ *	  between ticks with no transaction open and no snapshot held. After a
+ *	  tick it vacuums sbq.messages when pgstat counts
+ *	  sbqueue.vacuum_threshold dead rows there.
+ *
+ * A failed pass is logged and rolled back, and the worker backs off (the
+ * interval times 2, 4, 8, ..., at most SBQ_BACKOFF_MAX_MS). An extension
+ * version without sbq_maintain() is warned about once per database and
+ * treated as a failure. When the recheck generation moves (CREATE or ALTER
+ * EXTENSION sbqueue committed somewhere) the worker stops backing off and
+ * looks again at once, a few times in quick succession. Nothing runs on a
+ * standby. sbqueue.enable_maintenance_worker = off (on SIGHUP) makes it exit.
+ *
+ * Owns: nothing shared. It holds its database's slot of the registry while
+ * it runs and gives it back from a before_shmem_exit callback, which also
+ * wakes the launcher. Locks: none of its own; the registry's functions take
+ * the registry's lock, a pass takes what sbq_maintain() takes, and the
+ * vacuum what VACUUM takes.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/maintenance_worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/dependency.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/vacuum.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/procarray.h"
+#include "tcop/tcopprot.h"
+#include "utils/backend_status.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "registry.h"
+#include "worker.h"
+
+/* sbq_maintain() calls per tick while it reports more to do */
+#define SBQ_MAX_PASSES_PER_TICK		100
+/* the longest a worker backs off after failed passes */
+#define SBQ_BACKOFF_MAX_MS			60000
+/* looks for sbq_maintain() right after an ALTER EXTENSION, and their spacing */
+#define SBQ_QUICK_RETRIES			5
+#define SBQ_QUICK_RETRY_MS			200
+
+/*
+ * The removable-xid horizon of the worker's last vacuum of sbq.messages: no
+ * new vacuum until it moves (while a transaction holds it back, a vacuum
+ * would remove nothing and only rescan what the last one could not clean).
+ */
+static TransactionId sbq_worker_vacuum_horizon = InvalidTransactionId;
+
+/* What one pass, or a tick of passes, found. */
+typedef enum SbqPassStatus
+{
+	SBQ_PASS_OK,
+	SBQ_PASS_NO_EXTENSION,
+	SBQ_PASS_NO_FUNCTION,
+	SBQ_PASS_ERROR
+} SbqPassStatus;
+
+/* When the next tick runs, and what the last ones found. */
+typedef struct SbqWorkerSchedule
+{
+	int			failures;		/* ticks in a row that failed */
+	int			quick_retries;	/* early looks left for a new sbq_maintain() */
+	TimestampTz last_run;		/* when the last tick began, 0 before the first */
+	TimestampTz next_run;		/* when the next one is due */
+	uint64		gen;			/* the recheck generation last seen */
+} SbqWorkerSchedule;
+
+static Oid	sbq_worker_dbid = InvalidOid;
+static char *sbq_worker_dbname = "?";
+static bool sbq_worker_registered = false;
+static bool sbq_worker_no_extension = false;
+static uint64 sbq_worker_no_extension_gen = 0;
+static MemoryContext sbq_worker_cxt = NULL;
+
+/*
+ * sbq_worker_shmem_exit
+ *		before_shmem_exit callback of a worker: give the database back in the
+ *		registry (with the "no sbqueue here" answer if that is why it exits)
+ *		and wake the launcher.
+ */
+static void
+sbq_worker_shmem_exit(int code, Datum arg)
+{
+	if (sbq_worker_registered)
+		sbq_dbslot_unregister_worker(sbq_worker_dbid, MyProcPid,
+									 sbq_worker_no_extension,
+									 sbq_worker_no_extension_gen);
+	else
+		sbq_registry_wake_launcher();
+}
+
+/*
+ * sbq_find_extension
+ *		Whether sbqueue is installed in this database, and if so its owner and
+ *		schema. Must be called in a transaction.
+ */
+static bool
+sbq_find_extension(Oid *extoid, Oid *extowner, Oid *extnamespace)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("sbqueue"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tup);
+
+		*extoid = ext->oid;
+		*extowner = ext->extowner;
+		*extnamespace = ext->extnamespace;
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * sbq_find_maintain
+ *		The OID of <schema>.sbq_maintain(), taking no argument and belonging to
+ *		the extension; InvalidOid if there is no such function (an extension
+ *		version without it). A function of that name that the extension does
+ *		not own is ignored: the worker runs with the owner's rights and never
+ *		calls a stranger's code.
+ */
+static Oid
+sbq_find_maintain(Oid extoid, Oid nspoid)
+{
+	Oid			funcoid;
+
+	funcoid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+							  CStringGetDatum("sbq_maintain"),
+							  PointerGetDatum(buildoidvector(NULL, 0)),
+							  ObjectIdGetDatum(nspoid));
+	if (OidIsValid(funcoid) &&
+		getExtensionOfObject(ProcedureRelationId, funcoid) != extoid)
+		funcoid = InvalidOid;
+	return funcoid;
+}
+
+/* error context of a maintenance pass */
+static void
+sbq_worker_error_context(void *arg)
+{
+	errcontext("sbqueue maintenance pass in database \"%s\"", sbq_worker_dbname);
+}
+
+/*
+ * sbq_worker_call_maintain
+ *		The body of a pass, inside its transaction and snapshot: find the
+ *		extension and its sbq_maintain(), and call it through SPI as the
+ *		extension's owner with search_path pinned. Sets *more when the result
+ *		asks for another call right away. Not inlined: its locals must not
+ *		live in the frame of sbq_worker_pass's PG_TRY (longjmp clobbering).
+ */
+pg_noinline static SbqPassStatus
+sbq_worker_call_maintain(uint64 gen, bool *more)
+{
+	Oid			extoid;
+	Oid			extowner;
+	Oid			nspoid;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	char	   *nspname;
+	char	   *sql;
+	int			ret;
+
+	*more = false;
+	if (!sbq_find_extension(&extoid, &extowner, &nspoid))
+	{
+		sbq_worker_no_extension_gen = gen;
+		return SBQ_PASS_NO_EXTENSION;
+	}
+	if (!OidIsValid(sbq_find_maintain(extoid, nspoid)))
+		return SBQ_PASS_NO_FUNCTION;
+	nspname = get_namespace_name(nspoid);
+	if (nspname == NULL)
+		elog(ERROR, "schema %u of extension sbqueue not found", nspoid);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(extowner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	save_nestlevel = NewGUCNestLevel();
+	sbq_restrict_search_path();
+
+	sql = psprintf("SELECT %s.sbq_maintain()", quote_identifier(nspname));
+	debug_query_string = sql;
+	pgstat_report_activity(STATE_RUNNING, sql);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute(sql, false, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "%s: SPI_execute returned %d with " UINT64_FORMAT " rows",
+			 sql, ret, SPI_processed);
+	if (TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid == JSONBOID)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									  1, &isnull);
+
+		if (!isnull)
+		{
+			Jsonb	   *jb = DatumGetJsonbP(d);
+			JsonbValue	key;
+			JsonbValue *v;
+
+			key.type = jbvString;
+			key.val.string.val = "more";
+			key.val.string.len = 4;
+			v = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &key);
+			*more = (v != NULL && v->type == jbvBool && v->val.boolean);
+			ereport(DEBUG1,
+					(errmsg_internal("sbqueue maintenance: %s",
+									 JsonbToCString(NULL, &jb->root, VARSIZE(jb)))));
+		}
+	}
+	SPI_finish();
+
+	AtEOXact_GUC(true, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return SBQ_PASS_OK;
+}
+
+/*
+ * sbq_worker_xact_begin, sbq_worker_xact_end, sbq_worker_recover
+ *		The frame of a worker's own transaction: started with the database
+ *		named in the context of its errors; ended with statistics reported
+ *		and the worker shown idle; an error caught in between is logged and
+ *		the transaction rolled back.
+ */
+static void
+sbq_worker_xact_begin(ErrorContextCallback *errcallback)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	errcallback->callback = sbq_worker_error_context;
+	errcallback->arg = NULL;
+	errcallback->previous = error_context_stack;
+	error_context_stack = errcallback;
+}
+
+static void
+sbq_worker_xact_end(ErrorContextCallback *errcallback)
+{
+	error_context_stack = errcallback->previous;
+	debug_query_string = NULL;
+	MemoryContextSwitchTo(sbq_worker_cxt);
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+sbq_worker_recover(void)
+{
+	MemoryContextSwitchTo(sbq_worker_cxt);
+	HOLD_INTERRUPTS();
+	EmitErrorReport();
+	AbortCurrentTransaction();
+	FlushErrorState();
+	RESUME_INTERRUPTS();
+}
+
+/*
+ * sbq_worker_pass
+ *		One call of sbq_maintain() in a transaction of its own (STYLE.md G.40).
+ *		An error is logged (with the database named in its context) and the
+ *		transaction rolled back; the caller backs off. A FATAL (terminate,
+ *		postmaster death) is not caught and ends the worker.
+ */
+static SbqPassStatus
+sbq_worker_pass(bool *more)
+{
+	volatile SbqPassStatus status = SBQ_PASS_ERROR;
+	volatile bool more_v = false;
+	ErrorContextCallback errcallback;
+	uint64		gen;
+
+	/* before the look: a CREATE EXTENSION committing after it bumps this again */
+	gen = sbq_registry_recheck_generation();
+
+	sbq_worker_xact_begin(&errcallback);
+
+	PG_TRY();
+	{
+		bool		m;
+
+		PushActiveSnapshot(GetTransactionSnapshot());
+		status = sbq_worker_call_maintain(gen, &m);
+		more_v = m;
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		/* log it, roll back, and let the caller back off */
+		sbq_worker_recover();
+		status = SBQ_PASS_ERROR;
+		more_v = false;
+	}
+	PG_END_TRY();
+
+	sbq_worker_xact_end(&errcallback);
+	*more = more_v;
+	return status;
+}
+
+/*
+ * sbq_worker_tick
+ *		Run passes while sbq_maintain() says there is more, at most
+ *		SBQ_MAX_PASSES_PER_TICK of them; an interrupt between two passes is
+ *		served at once.
+ */
+static SbqPassStatus
+sbq_worker_tick(void)
+{
+	SbqPassStatus status = SBQ_PASS_OK;
+	int			i;
+
+	for (i = 0; i < SBQ_MAX_PASSES_PER_TICK; i++)
+	{
+		bool		more;
+
+		status = sbq_worker_pass(&more);
+		if (status != SBQ_PASS_OK || !more)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending || !sbq_enable_maintenance_worker)
+			break;
+	}
+	return status;
+}
+
+/*
+ * sbq_worker_vacuum_due
+ *		Whether sbq.messages has at least sbqueue.vacuum_threshold dead rows
+ *		(as pgstat counts them) and the horizon moved since the last vacuum.
+ *		Called in a transaction; sets *relid and *horizon for the vacuum.
+ */
+static bool
+sbq_worker_vacuum_due(Oid *relid, TransactionId *horizon)
+{
+	Oid			nspoid;
+	Relation	rel;
+	PgStat_StatTabEntry *tab;
+
+	nspoid = get_namespace_oid("sbq", true);
+	if (!OidIsValid(nspoid))
+		return false;
+	*relid = get_relname_relid("messages", nspoid);
+	if (!OidIsValid(*relid))
+		return false;
+	tab = pgstat_fetch_stat_tabentry(*relid);
+	if (tab == NULL || SBQ_TABENTRY_DEAD(tab) < sbq_vacuum_threshold)
+		return false;
+
+	rel = try_relation_open(*relid, AccessShareLock);
+	if (rel == NULL)
+		return false;
+	*horizon = GetOldestNonRemovableTransactionId(rel);
+	relation_close(rel, AccessShareLock);
+	return !TransactionIdIsValid(sbq_worker_vacuum_horizon) ||
+		TransactionIdFollows(*horizon, sbq_worker_vacuum_horizon);
+}
+
+/*
+ * sbq_worker_vacuum
+ *		VACUUM (SKIP_LOCKED) sbq.messages when it is due: autovacuum waits for
+ *		a fifth of the table to be dead and looks at a database once a
+ *		minute, while a queue cycling thousands of messages a second leaves
+ *		that many dead rows every second and meanwhile extends the table for
+ *		its sends. Vacuuming after a fixed number of dead rows keeps a busy
+ *		queue table at its size. Runs as a command of its own, as autovacuum
+ *		does (vacuum() commits and starts transactions itself); an error is
+ *		logged and the worker carries on.
+ */
+static void
+sbq_worker_vacuum(void)
+{
+	Oid			relid = InvalidOid;
+	TransactionId horizon = InvalidTransactionId;
+	ErrorContextCallback errcallback;
+
+	if (sbq_vacuum_threshold <= 0 || RecoveryInProgress())
+		return;
+
+	sbq_worker_xact_begin(&errcallback);
+
+	PG_TRY();
+	{
+		if (sbq_worker_vacuum_due(&relid, &horizon))
+		{
+			VacuumStmt *stmt = makeNode(VacuumStmt);
+			ParseState *pstate = make_parsestate(NULL);
+			const char *sql = "VACUUM (SKIP_LOCKED) sbq.messages";
+
+			stmt->options = list_make1(makeDefElem("skip_locked", NULL, -1));
+			stmt->rels = list_make1(makeVacuumRelation(makeRangeVar("sbq", "messages", -1),
+													   relid, NIL));
+			stmt->is_vacuumcmd = true;
+			pstate->p_sourcetext = sql;
+			debug_query_string = sql;
+			pgstat_report_activity(STATE_RUNNING, sql);
+			ExecVacuum(pstate, stmt, true);
+			sbq_worker_vacuum_horizon = horizon;
+		}
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		sbq_worker_recover();
+	}
+	PG_END_TRY();
+
+	sbq_worker_xact_end(&errcallback);
+}
+
+/*
+ * sbq_worker_start
+ *		Set the worker up in database dbid: its exit callback, signals and
+ *		connection, its claim in the registry (or a quiet exit), its memory
+ *		and the database's name.
+ */
+static void
+sbq_worker_start(Oid dbid)
+{
+	sbq_worker_dbid = dbid;
+
+	/* cleanup first (STYLE.md G.42): it hands the database back in the registry */
+	before_shmem_exit(sbq_worker_shmem_exit, (Datum) 0);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* as the bootstrap superuser; a pass switches to the extension's owner */
+	BackgroundWorkerInitializeConnectionByOid(sbq_worker_dbid, InvalidOid, 0);
+
+	/* a DDL hold, or a worker already here: leave quietly */
+	if (!sbq_dbslot_register_worker(sbq_worker_dbid, MyProcPid, MyLatch))
+		proc_exit(0);
+	sbq_worker_registered = true;
+
+	sbq_worker_cxt = AllocSetContextCreate(TopMemoryContext, "sbqueue worker",
+										   ALLOCSET_DEFAULT_SIZES);
+
+	/* the name, for messages that cannot look it up (no transaction, an error) */
+	StartTransactionCommand();
+	{
+		char	   *name = get_database_name(MyDatabaseId);
+
+		if (name != NULL)
+			sbq_worker_dbname = MemoryContextStrdup(sbq_worker_cxt, name);
+	}
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(sbq_worker_cxt);
+	SetConfigOption("max_parallel_workers_per_gather", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	pgstat_report_appname("sbqueue maintenance");
+}
+
+/*
+ * sbq_worker_reload
+ *		Serve a SIGHUP: read the configuration again.
+ */
+static void
+sbq_worker_reload(SbqWorkerSchedule *s)
+{
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	/* a new interval counts from the last pass, not after the old one */
+	if (s->failures == 0 && s->last_run != 0)
+		s->next_run = TimestampTzPlusMilliseconds(s->last_run, sbq_maintenance_interval);
+}
+
+/*
+ * sbq_worker_recheck
+ *		sbqueue created or updated somewhere (the recheck generation moved):
+ *		stop backing off, look now.
+ */
+static void
+sbq_worker_recheck(SbqWorkerSchedule *s)
+{
+	if (sbq_registry_recheck_generation() != s->gen)
+	{
+		s->gen = sbq_registry_recheck_generation();
+		if (s->failures > 0)
+		{
+			s->failures = 0;
+			s->next_run = GetCurrentTimestamp();
+			s->quick_retries = SBQ_QUICK_RETRIES;
+		}
+	}
+}
+
+/*
+ * sbq_worker_judge
+ *		Take in what a tick found: after a good one, vacuum; without the
+ *		extension, exit (leaving that answer for the launcher); without
+ *		sbq_maintain(), look again soon or count a failure; after an error,
+ *		count a failure.
+ */
+static void
+sbq_worker_judge(SbqWorkerSchedule *s, SbqPassStatus status)
+{
+	switch (status)
+	{
+		case SBQ_PASS_OK:
+			s->failures = 0;
+			s->quick_retries = 0;
+			sbq_worker_vacuum();
+			break;
+		case SBQ_PASS_NO_EXTENSION:
+			sbq_worker_no_extension = true;
+			proc_exit(0);
+			break;
+		case SBQ_PASS_NO_FUNCTION:
+
+			/*
+			 * Woken by the commit of an ALTER EXTENSION UPDATE: its commit
+			 * callback runs before its catalog invalidations are sent, so
+			 * this look may have missed the new function. Look again soon, a
+			 * few times, before backing off.
+			 */
+			if (s->quick_retries > 0)
+			{
+				s->quick_retries--;
+				break;
+			}
+			if (sbq_dbslot_warn_once(sbq_worker_dbid))
+				ereport(WARNING,
+						(errcode(ERRCODE_UNDEFINED_FUNCTION),
+						 errmsg("sbqueue maintenance worker found no sbq_maintain() in database \"%s\"",
+								sbq_worker_dbname),
+						 errdetail("The installed version of the extension has no maintenance function; the worker looks again later."),
+						 errhint("Update the extension with ALTER EXTENSION sbqueue UPDATE.")));
+			/* FALLTHROUGH */
+		case SBQ_PASS_ERROR:
+			s->failures++;
+			break;
+	}
+}
+
+/*
+ * sbq_worker_run
+ *		A tick is due (now): run it, unless on a standby, and schedule the
+ *		next one: after the interval, sooner while looking quickly for a new
+ *		sbq_maintain(), later after failures.
+ */
+static void
+sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
+{
+	long		delay_ms = sbq_maintenance_interval;
+
+	s->last_run = now;
+
+	/* nothing to do on a standby: queue state comes from the primary */
+	if (!RecoveryInProgress())
+		sbq_worker_judge(s, sbq_worker_tick());
+	if (s->quick_retries > 0 && s->failures == 0)
+		delay_ms = Min(delay_ms, SBQ_QUICK_RETRY_MS);
+	if (s->failures > 0)
+	{
+		/* back off: interval * 2^failures, at most SBQ_BACKOFF_MAX_MS */
+		int			shift = Min(s->failures, 16);
+
+		delay_ms = Min((int64) sbq_maintenance_interval << shift,
+					   (int64) Max(SBQ_BACKOFF_MAX_MS, sbq_maintenance_interval));
+	}
+	s->next_run = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
+}
+
+/*
+ * sbq_worker_main
+ *		A per-database worker's entry point; bgw_main_arg is the database OID.
+ */
+void
+sbq_worker_main(Datum main_arg)
+{
+	SbqWorkerSchedule s;
+
+	sbq_worker_start(DatumGetObjectId(main_arg));
+
+	memset(&s, 0, sizeof(s));
+	s.gen = sbq_registry_recheck_generation();
+	s.next_run = GetCurrentTimestamp();
+	for (;;)
+	{
+		TimestampTz now;
+		long		sleep_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+			sbq_worker_reload(&s);
+		if (!sbq_enable_maintenance_worker)
+			proc_exit(0);
+		sbq_worker_recheck(&s);
+
+		now = GetCurrentTimestamp();
+		if (now >= s.next_run)
+		{
+			sbq_worker_run(&s, now);
+			now = GetCurrentTimestamp();
+		}
+
+		sleep_ms = (long) ((s.next_run - now + 999) / 1000);
+		if (sleep_ms > 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 sleep_ms, SBQ_WAIT_EVENT_WORKER);
+			ResetLatch(MyLatch);
+		}
+	}
+}

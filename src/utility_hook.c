@@ -1,0 +1,229 @@
+/*-------------------------------------------------------------------------
+ *
+ * utility_hook.c
+ *	  The ProcessUtility hook, in every backend: it keeps the maintenance
+ *	  workers out of the way of DDL that needs a database to itself, and
+ *	  tells the launcher when sbqueue may have appeared somewhere.
+ *
+ * Installed by _PG_init when sbqueue is preloaded, so it runs in every
+ * backend of the server, not in the workers only.
+ *
+ * DROP DATABASE (without FORCE) fails when another session is connected to
+ * the database for more than 5 s, and so do ALTER DATABASE RENAME, ALTER
+ * DATABASE SET TABLESPACE and CREATE DATABASE ... TEMPLATE. The hook runs
+ * before such a statement: it puts a hold on the database in the database
+ * registry (registry.c), which keeps workers out, and sends SIGTERM to the
+ * worker running there; the statement's own wait for other sessions then
+ * finds the worker gone. The hold ends when the transaction ends (commit or
+ * abort: at commit the database is gone or renamed and the launcher sees
+ * that; at abort it starts the worker again), or after SBQ_HOLD_MAX_MS at the
+ * latest.
+ *
+ * After CREATE or ALTER EXTENSION sbqueue, or CREATE DATABASE, commits, it
+ * bumps the registry's recheck generation, which wakes the launcher and every
+ * worker (launcher.c, maintenance_worker.c).
+ *
+ * Owns: the backend-local list of databases this transaction holds, and a
+ * transaction callback (registered on first use) that ends the holds and
+ * asks for the recheck. Locks: none of its own; the registry's functions
+ * take the registry's lock, also from the transaction callback, which must
+ * not fail and does nothing else.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/utility_hook.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "registry.h"
+#include "shmem.h"
+#include "worker.h"
+
+/* the longest a DDL hold keeps workers out of a database */
+#define SBQ_HOLD_MAX_MS				60000
+
+#define SBQ_MAX_HELD_DBS	8
+static ProcessUtility_hook_type sbq_prev_process_utility = NULL;
+static Oid	sbq_held_dbs[SBQ_MAX_HELD_DBS];
+static int	sbq_nheld_dbs = 0;
+static bool sbq_recheck_at_commit = false;
+static bool sbq_utility_callback_registered = false;
+
+/*
+ * sbq_utility_xact_callback
+ *		At the end of a transaction that held databases or created/updated
+ *		sbqueue or a database: lift the holds (commit or not) and, after a
+ *		commit, ask the launcher to look again. Spinlock and latch work only:
+ *		it runs where an error cannot be raised.
+ */
+static void
+sbq_utility_xact_callback(XactEvent event, void *arg)
+{
+	int			i;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			for (i = 0; i < sbq_nheld_dbs; i++)
+				sbq_dbslot_release_hold(sbq_held_dbs[i]);
+			sbq_nheld_dbs = 0;
+			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
+				sbq_registry_request_recheck();
+			sbq_recheck_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+sbq_utility_register_callback(void)
+{
+	if (!sbq_utility_callback_registered)
+	{
+		RegisterXactCallback(sbq_utility_xact_callback, NULL);
+		sbq_utility_callback_registered = true;
+	}
+}
+
+/*
+ * sbq_hold_database
+ *		The statement about to run needs database "name" to itself: keep
+ *		sbqueue workers out of it until this transaction ends and terminate
+ *		the one running there. Only for a role that owns the database (or a
+ *		superuser), so nobody else can bounce the worker with a DROP that is
+ *		going to fail anyway.
+ */
+static void
+sbq_hold_database(const char *name)
+{
+	Oid			dbid;
+	pid_t		pid;
+
+	if (name == NULL)
+		return;
+	dbid = get_database_oid(name, true);
+	if (!OidIsValid(dbid) || !sbq_database_ownercheck(dbid, GetUserId()))
+		return;
+	sbq_utility_register_callback();
+	if (sbq_nheld_dbs < SBQ_MAX_HELD_DBS)
+		sbq_held_dbs[sbq_nheld_dbs++] = dbid;
+	pid = sbq_dbslot_hold(dbid, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														   SBQ_HOLD_MAX_MS));
+	if (pid != 0)
+		(void) kill(pid, SIGTERM);
+}
+
+/* The value of option "name" of a CREATE/ALTER DATABASE, or NULL. */
+static const char *
+sbq_database_option(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return def->arg != NULL ? defGetString(def) : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * sbq_process_utility
+ *		ProcessUtility_hook: before statements that need a database to
+ *		themselves, hold it (see the file header); note the statements after
+ *		which the launcher should look for sbqueue again. Then run the
+ *		statement as usual.
+ */
+static void
+sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (sbq_shmem_available())
+	{
+		switch (nodeTag(parsetree))
+		{
+			case T_DropdbStmt:
+				sbq_hold_database(((DropdbStmt *) parsetree)->dbname);
+				break;
+			case T_RenameStmt:
+				if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+					sbq_hold_database(((RenameStmt *) parsetree)->subname);
+				break;
+			case T_AlterDatabaseStmt:
+				{
+					AlterDatabaseStmt *stmt = (AlterDatabaseStmt *) parsetree;
+
+					if (sbq_database_option(stmt->options, "tablespace") != NULL)
+						sbq_hold_database(stmt->dbname);
+				}
+				break;
+			case T_CreatedbStmt:
+				sbq_hold_database(sbq_database_option(((CreatedbStmt *) parsetree)->options,
+													  "template"));
+				sbq_utility_register_callback();
+				sbq_recheck_at_commit = true;
+				break;
+			case T_CreateExtensionStmt:
+				if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "sbqueue") == 0)
+				{
+					sbq_utility_register_callback();
+					sbq_recheck_at_commit = true;
+				}
+				break;
+			case T_AlterExtensionStmt:
+				if (strcmp(((AlterExtensionStmt *) parsetree)->extname, "sbqueue") == 0)
+				{
+					sbq_utility_register_callback();
+					sbq_recheck_at_commit = true;
+				}
+				break;
+			default:
+				break;
+		}
+	}
+
+	if (sbq_prev_process_utility)
+		sbq_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/*
+ * sbq_utility_hook_install
+ *		Install the hook. Called by _PG_init only while
+ *		shared_preload_libraries is processed (and not in binary upgrade
+ *		mode).
+ */
+void
+sbq_utility_hook_install(void)
+{
+	sbq_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = sbq_process_utility;
+}
