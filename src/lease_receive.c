@@ -79,8 +79,8 @@
  * version it read is still the latest.
  * $1 queue, $2 subqueue, $3 now, $4 limit, $5 where the head is (qstate.c)
  */
-static SbqStatement stmt_lease_candidates = {
-	"lease candidates",
+static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, INT2OID,
+		TIMESTAMPTZOID, INT4OID, INT8OID},
 	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
 	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
 	"  FROM sbq.messages m"
@@ -88,8 +88,7 @@ static SbqStatement stmt_lease_candidates = {
 	"   AND m.sequence_number >= $5"
 	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
 	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
-	" LIMIT $4",
-	5, {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID, INT8OID}
+	" LIMIT $4"
 };
 
 /* the columns of a candidate after sbq_message's */
@@ -98,21 +97,20 @@ static SbqStatement stmt_lease_candidates = {
 #define CANDIDATE_EXPIRES	(SBQ_MESSAGE_NATTS + 3)
 
 /* store the delivery counts of expired leases (or row locks) and free the rows */
-static SbqStatement stmt_lease_store = {
-	"lease store",
+static SbqStatement stmt_lease_store = {"lease store", 4, {INT8ARRAYOID, INT4ARRAYOID,
+		TIDARRAYOID, INT4OID},
 	LEASE_TRIPLES
 	"UPDATE sbq.messages m"
 	"   SET delivery_count = GREATEST(m.delivery_count, c.cnt),"
 	"       lock_token = NULL, locked_until = NULL"
 	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
 	"   AND m.queue_id = $4 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number",
-	4, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID}
+	" RETURNING m.sequence_number"
 };
 
 /* $4 queue, $5 reason, $6 description, $7 source (the queue's name) */
-static SbqStatement stmt_lease_deadletter = {
-	"lease dead-letter",
+static SbqStatement stmt_lease_deadletter = {"lease dead-letter", 7, {INT8ARRAYOID,
+		INT4ARRAYOID, TIDARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID},
 	LEASE_TRIPLES
 	"UPDATE sbq.messages m"
 	"   SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
@@ -121,24 +119,20 @@ static SbqStatement stmt_lease_deadletter = {
 	"       dead_letter_source = $7"
 	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
 	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number",
-	7, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID}
+	" RETURNING m.sequence_number"
 };
 
-static SbqStatement stmt_lease_drop = {
-	"lease drop",
+static SbqStatement stmt_lease_drop = {"lease drop", 4, {INT8ARRAYOID, INT4ARRAYOID,
+		TIDARRAYOID, INT4OID},
 	LEASE_TRIPLES
 	"DELETE FROM sbq.messages m USING c"
 	" WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
 	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number",
-	4, {INT8ARRAYOID, INT4ARRAYOID, TIDARRAYOID, INT4OID}
+	" RETURNING m.sequence_number"
 };
 
-static SbqStatement stmt_queues_exist = {
-	"queues exist",
-	"SELECT queue_id FROM sbq.queues WHERE queue_id = ANY($1)",
-	1, {INT4ARRAYOID}
+static SbqStatement stmt_queues_exist = {"queues exist", 1, {INT4ARRAYOID},
+	"SELECT queue_id FROM sbq.queues WHERE queue_id = ANY($1)"
 };
 
 /*

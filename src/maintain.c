@@ -44,6 +44,20 @@
 /* How far into a queue's head maintenance looks for expired locks. */
 #define SBQ_MAINTAIN_HEAD		5000
 
+static SbqStatement stmt_no_prepared = {"no prepared transactions", 0, {InvalidOid},
+	"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
+	"                    WHERE p.database = pg_catalog.current_database())"
+};
+
+/* maintenance's check of a head hint: an active message below it ($2) */
+static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8OID},
+	"SELECT m.sequence_number FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.state = 0"
+	"   AND m.sequence_number < $2"
+	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+	" LIMIT 1"
+};
+
 /*
  * Expired locks among the first $4 active and the first $4 deferred messages
  * of a queue (receives take from the head, so that is where locks are):
@@ -51,8 +65,8 @@
  * $1 queue, $2 now, $3 max_delivery_count, $4 head, $5 limit,
  * $6 queue name, $7 max delivery description
  */
-static SbqStatement stmt_maintain_locks = {
-	"expire locks",
+static SbqStatement stmt_maintain_locks = {"expire locks", 7, {INT4OID, TIMESTAMPTZOID,
+		INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID},
 	"WITH head AS MATERIALIZED ("
 	"  (SELECT sequence_number FROM sbq.messages"
 	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0"
@@ -79,8 +93,7 @@ static SbqStatement stmt_maintain_locks = {
 	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over"
 	"     AND " LEASE_SLOT
 	"  RETURNING 1)"
-	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4",
-	7, {INT4OID, TIMESTAMPTZOID, INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID}
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4"
 };
 
 /*
@@ -88,8 +101,8 @@ static SbqStatement stmt_maintain_locks = {
  * dead-lettered or dropped, as the queue says.
  * $1 queue, $2 now, $3 limit, $4 dead-letter on expiration, $5 name
  */
-static SbqStatement stmt_maintain_ttl = {
-	"expire messages",
+static SbqStatement stmt_maintain_ttl = {"expire messages", 5, {INT4OID, TIMESTAMPTZOID,
+		INT4OID, BOOLOID, TEXTOID},
 	"WITH c AS MATERIALIZED ("
 	"  SELECT m.sequence_number FROM sbq.messages m"
 	"   WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.expires_at IS NOT NULL"
@@ -111,37 +124,17 @@ static SbqStatement stmt_maintain_ttl = {
 	"   WHERE m.sequence_number = c.sequence_number AND NOT $4"
 	"     AND " LEASE_SLOT
 	"  RETURNING 1)"
-	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4",
-	5, {INT4OID, TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID}
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4"
 };
 
-static SbqStatement stmt_forget_duplicates = {
-	"forget duplicates",
+static SbqStatement stmt_forget_duplicates = {"forget duplicates", 3, {INT4OID,
+		TIMESTAMPTZOID, INT4OID},
 	"WITH c AS ("
 	"  SELECT d.message_id FROM sbq.duplicate_ids d"
 	"   WHERE d.queue_id = $1 AND d.sent_at <= $2"
 	"   ORDER BY d.sent_at LIMIT $3 FOR UPDATE SKIP LOCKED)"
 	" DELETE FROM sbq.duplicate_ids d USING c"
-	"  WHERE d.queue_id = $1 AND d.message_id = c.message_id",
-	3, {INT4OID, TIMESTAMPTZOID, INT4OID}
-};
-
-static SbqStatement stmt_no_prepared = {
-	"no prepared transactions",
-	"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
-	"                    WHERE p.database = pg_catalog.current_database())",
-	0, {InvalidOid}
-};
-
-/* maintenance's check of a head hint: an active message below it ($2) */
-static SbqStatement stmt_below_head = {
-	"below the head hint",
-	"SELECT m.sequence_number FROM sbq.messages m"
-	" WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.state = 0"
-	"   AND m.sequence_number < $2"
-	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
-	" LIMIT 1",
-	2, {INT4OID, INT8OID}
+	"  WHERE d.queue_id = $1 AND d.message_id = c.message_id"
 };
 
 /* What a pass did, as sbq_maintain() reports it. */

@@ -40,72 +40,57 @@
 	"dead_lettering_on_message_expiration, duplicate_detection_window, " \
 	"requires_session, forward_to, forward_dead_lettered_messages_to, max_message_size"
 
-static SbqStatement stmt_find_queue = {
-	"find queue",
-	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1",
-	1, {TEXTOID}
+static SbqStatement stmt_find_queue = {"find queue", 1, {TEXTOID},
+	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1"
 };
 
 /* a sender under a transaction snapshot: see sbq_storage_get_queue_to_send */
-static SbqStatement stmt_find_queue_share = {
-	"find queue to send",
-	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE",
-	1, {TEXTOID}
+static SbqStatement stmt_find_queue_share = {"find queue to send", 1, {TEXTOID},
+	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
 };
 
-static SbqStatement stmt_all_queues = {
-	"all queues",
-	"SELECT " QUEUE_COLS " FROM sbq.queues ORDER BY queue_id",
-	0, {InvalidOid}
+static SbqStatement stmt_all_queues = {"all queues", 0, {InvalidOid},
+	"SELECT " QUEUE_COLS " FROM sbq.queues ORDER BY queue_id"
 };
 
-static SbqStatement stmt_queue_row = {
-	"queue properties",
+static SbqStatement stmt_queue_row = {"queue properties", 1, {INT4OID},
 	"SELECT name, lock_duration, max_delivery_count, default_message_ttl,"
 	" dead_lettering_on_message_expiration, duplicate_detection_window,"
 	" requires_session, forward_to, forward_dead_lettered_messages_to,"
 	" max_message_size, created_at, updated_at"
-	" FROM sbq.queues WHERE queue_id = $1",
-	1, {INT4OID}
+	" FROM sbq.queues WHERE queue_id = $1"
 };
 
-static SbqStatement stmt_create_queue = {
-	"create queue",
+static SbqStatement stmt_create_queue = {"create queue", 12, {TEXTOID, TEXTOID, INTERVALOID,
+		INT4OID, INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID,
+		TIMESTAMPTZOID},
 	"INSERT INTO sbq.queues (name, name_key, lock_duration, max_delivery_count,"
 	" default_message_ttl, dead_lettering_on_message_expiration,"
 	" duplicate_detection_window, requires_session, forward_to,"
 	" forward_dead_lettered_messages_to, max_message_size, created_at, updated_at)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)"
-	" RETURNING queue_id",
-	12, {TEXTOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID,
-	INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+	" RETURNING queue_id"
 };
 
 /* $2 .. $10 in the order of sbq_queue_args */
-static SbqStatement stmt_update_queue = {
-	"update queue",
+static SbqStatement stmt_update_queue = {"update queue", 11, {INT4OID, INTERVALOID, INT4OID,
+		INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID},
 	"UPDATE sbq.queues SET lock_duration = $2, max_delivery_count = $3,"
 	" default_message_ttl = $4, dead_lettering_on_message_expiration = $5,"
 	" duplicate_detection_window = $6, requires_session = $7, forward_to = $8,"
 	" forward_dead_lettered_messages_to = $9, max_message_size = $10,"
-	" updated_at = $11 WHERE queue_id = $1",
-	11, {INT4OID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID, INTERVALOID,
-	BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID}
+	" updated_at = $11 WHERE queue_id = $1"
 };
 
-static SbqStatement stmt_delete_queue = {
-	"delete queue",
+static SbqStatement stmt_delete_queue = {"delete queue", 1, {INT4OID},
 	"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1),"
 	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1),"
 	" d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)"
-	" DELETE FROM sbq.queues WHERE queue_id = $1",
-	1, {INT4OID}
+	" DELETE FROM sbq.queues WHERE queue_id = $1"
 };
 
-static SbqStatement stmt_purge = {
-	"purge",
-	"DELETE FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2",
-	2, {INT4OID, INT2OID}
+static SbqStatement stmt_purge = {"purge", 2, {INT4OID, INT2OID},
+	"DELETE FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
 };
 
 /*

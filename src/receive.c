@@ -90,8 +90,7 @@
 		TIMESTAMPTZOID, BOOLOID, TEXTOID, TEXTOID}
 
 
-static SbqStatement stmt_receive_lock = {
-	"receive, lock in rows",
+static SbqStatement stmt_receive_lock = {"receive, lock in rows", 9, RECEIVE_ARGS,
 	RECEIVE_HEAD
 	"l AS ("
 	"  UPDATE sbq.messages m"
@@ -102,12 +101,10 @@ static SbqStatement stmt_receive_lock = {
 	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
 	"     AND " LEASE_SLOT
 	"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
-	RECEIVE_TAIL,
-	9, RECEIVE_ARGS
+	RECEIVE_TAIL
 };
 
-static SbqStatement stmt_receive_delete = {
-	"receive and delete",
+static SbqStatement stmt_receive_delete = {"receive and delete", 9, RECEIVE_ARGS,
 	RECEIVE_HEAD
 	"l AS ("
 	"  DELETE FROM sbq.messages m USING c"
@@ -115,13 +112,12 @@ static SbqStatement stmt_receive_delete = {
 	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
 	"     AND " LEASE_SLOT
 	"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
-	RECEIVE_TAIL,
-	9, RECEIVE_ARGS
+	RECEIVE_TAIL
 };
 
 /* one ordered index scan per state, merged: peek shows every state */
-static SbqStatement stmt_peek = {
-	"peek",
+static SbqStatement stmt_peek = {"peek", 5, {INT4OID, INT2OID, INT8OID, TIMESTAMPTZOID,
+		INT4OID},
 	"SELECT " MSG_COLS("NULL::uuid",
 					   "CASE WHEN m.locked_until > $4 THEN m.locked_until END",
 					   "m.delivery_count")
@@ -136,29 +132,25 @@ static SbqStatement stmt_peek = {
 	"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
 	"         AND state = 2 AND sequence_number >= $3"
 	"         ORDER BY sequence_number LIMIT $5)) m"
-	" ORDER BY m.sequence_number LIMIT $5",
-	5, {INT4OID, INT2OID, INT8OID, TIMESTAMPTZOID, INT4OID}
+	" ORDER BY m.sequence_number LIMIT $5"
 };
 
-static SbqStatement stmt_deferred_candidates = {
-	"deferred candidates",
+static SbqStatement stmt_deferred_candidates = {"deferred candidates", 3, {INT8ARRAYOID,
+		INT4OID, INT2OID},
 	"SELECT m.sequence_number, m.state, m.locked_until, m.delivery_count, m.expires_at"
 	"  FROM sbq.messages m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
-	" FOR UPDATE SKIP LOCKED",
-	3, {INT8ARRAYOID, INT4OID, INT2OID}
+	" FOR UPDATE SKIP LOCKED"
 };
 
-static SbqStatement stmt_lock_deferred = {
-	"lock deferred",
+static SbqStatement stmt_lock_deferred = {"lock deferred", 2, {INT8ARRAYOID, TIMESTAMPTZOID},
 	"WITH l AS ("
 	"  UPDATE sbq.messages m"
 	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
 	"         locked_until = $2, delivery_count = m.delivery_count + 1"
 	"   WHERE m.sequence_number = ANY($1)"
 	"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
-	" SELECT * FROM l ORDER BY l.sequence_number",
-	2, {INT8ARRAYOID, TIMESTAMPTZOID}
+	" SELECT * FROM l ORDER BY l.sequence_number"
 };
 
 /* Check that tupdesc is sbq_message's. */

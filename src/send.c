@@ -60,27 +60,21 @@
 	INTERVALOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, \
 	TEXTOID, TEXTOID, JSONBOID
 
-static SbqStatement stmt_send_one = {
-	/* $17: the sequence number duplicate detection drew, or NULL */
-	"send one",
+/* $17: the sequence number duplicate detection drew, or NULL */
+static SbqStatement stmt_send_one = {"send one", 17, {SEND_ARGS, BYTEAOID, INT8OID},
 	INSERT_MESSAGE_COLS "VALUES ("
 	INSERT_MESSAGE_VALUES("coalesce($17, " NEXT_SEQUENCE ")", "$16") ")"
-	" RETURNING sequence_number",
-	17, {SEND_ARGS, BYTEAOID, INT8OID}
+	" RETURNING sequence_number"
 };
 
-static SbqStatement stmt_send_many = {
-	"send many",
+static SbqStatement stmt_send_many = {"send many", 16, {SEND_ARGS, BYTEAARRAYOID},
 	INSERT_MESSAGE_COLS "SELECT " INSERT_MESSAGE_VALUES(NEXT_SEQUENCE, "u.body")
 	" FROM unnest($16::bytea[]) WITH ORDINALITY AS u(body, ord)"
-	" ORDER BY u.ord RETURNING sequence_number",
-	16, {SEND_ARGS, BYTEAARRAYOID}
+	" ORDER BY u.ord RETURNING sequence_number"
 };
 
-static SbqStatement stmt_next_sequence = {
-	"next sequence number",
-	"SELECT " NEXT_SEQUENCE,
-	0, {InvalidOid}
+static SbqStatement stmt_next_sequence = {"next sequence number", 0, {InvalidOid},
+	"SELECT " NEXT_SEQUENCE
 };
 
 /*
@@ -88,22 +82,24 @@ static SbqStatement stmt_next_sequence = {
  * or its last use is older than the window ($5, the cutoff). A concurrent
  * send of the same id waits here for the first to end.
  */
-static SbqStatement stmt_dedup_claim = {
-	"claim message id",
+static SbqStatement stmt_dedup_claim = {"claim message id", 5, {INT4OID, TEXTOID, INT8OID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID},
 	"INSERT INTO sbq.duplicate_ids AS d (queue_id, message_id, sequence_number, sent_at)"
 	" VALUES ($1, $2, $3, $4)"
 	" ON CONFLICT (queue_id, message_id) DO UPDATE"
 	" SET sequence_number = excluded.sequence_number, sent_at = excluded.sent_at"
 	" WHERE d.sent_at <= $5"
-	" RETURNING d.sequence_number",
-	5, {INT4OID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	" RETURNING d.sequence_number"
 };
 
-static SbqStatement stmt_dedup_first = {
-	"first message of an id",
+static SbqStatement stmt_dedup_first = {"first message of an id", 2, {INT4OID, TEXTOID},
 	"SELECT sequence_number FROM sbq.duplicate_ids"
-	" WHERE queue_id = $1 AND message_id = $2",
-	2, {INT4OID, TEXTOID}
+	" WHERE queue_id = $1 AND message_id = $2"
+};
+
+static SbqStatement stmt_cancel_scheduled = {"cancel scheduled", 2, {INT8OID, INT4OID},
+	"DELETE FROM sbq.messages"
+	" WHERE sequence_number = $1 AND queue_id = $2 AND subqueue = 0 AND state = 2"
 };
 
 /*
@@ -111,8 +107,8 @@ static SbqStatement stmt_dedup_first = {
  * number each, in the order of their scheduled times.
  * $1 queue, $2 now, $3 limit
  */
-static SbqStatement stmt_activate = {
-	"activate scheduled",
+static SbqStatement stmt_activate = {"activate scheduled", 3, {INT4OID, TIMESTAMPTZOID,
+		INT4OID},
 	"WITH c AS MATERIALIZED ("
 	"  SELECT m.sequence_number, m.scheduled_enqueue_time FROM sbq.messages m"
 	"   WHERE m.queue_id = $1 AND m.state = 2 AND m.scheduled_enqueue_time <= $2"
@@ -125,30 +121,19 @@ static SbqStatement stmt_activate = {
 	" UPDATE sbq.messages m SET sequence_number = n.new_seq, state = 0, enqueued_time = $2"
 	"   FROM n WHERE m.sequence_number = n.old_seq"
 	"    AND m.sequence_number = ANY(ARRAY(SELECT old_seq FROM n))"
-	" RETURNING n.new_seq",
-	3, {INT4OID, TIMESTAMPTZOID, INT4OID}
+	" RETURNING n.new_seq"
 };
 
-static SbqStatement stmt_next_due = {
-	"next scheduled time",
+static SbqStatement stmt_next_due = {"next scheduled time", 1, {INT4OID},
 	"SELECT min(m.scheduled_enqueue_time) FROM sbq.messages m"
-	" WHERE m.queue_id = $1 AND m.state = 2",
-	1, {INT4OID}
-};
-
-static SbqStatement stmt_cancel_scheduled = {
-	"cancel scheduled",
-	"DELETE FROM sbq.messages"
-	" WHERE sequence_number = $1 AND queue_id = $2 AND subqueue = 0 AND state = 2",
-	2, {INT8OID, INT4OID}
+	" WHERE m.queue_id = $1 AND m.state = 2"
 };
 
 /*
  * Dead letters back to the queue as new messages, in their old order.
  * $1 queue, $2 now, $3 the sequence numbers or NULL for all
  */
-static SbqStatement stmt_resubmit = {
-	"resubmit",
+static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID},
 	"WITH c AS MATERIALIZED ("
 	"  SELECT m.sequence_number FROM sbq.messages m"
 	"   WHERE m.queue_id = $1 AND m.subqueue = 1"
@@ -166,8 +151,7 @@ static SbqStatement stmt_resubmit = {
 	"        dead_letter_reason = NULL,"
 	"        dead_letter_error_description = NULL, dead_letter_source = NULL"
 	"   FROM n WHERE m.sequence_number = n.old_seq AND " LEASE_SLOT
-	" RETURNING n.old_seq, n.new_seq",
-	3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID}
+	" RETURNING n.old_seq, n.new_seq"
 };
 
 static int

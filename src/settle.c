@@ -59,92 +59,73 @@
  * caller judges it again with a clock read after the statement, when the row
  * lock is held (the statement may have waited for it).
  */
-static SbqStatement stmt_complete = {
-	"complete",
+static SbqStatement stmt_complete = {"complete", 5, {VALID_LOCK_ARGS},
 	"DELETE FROM sbq.messages m WHERE " VALID_LOCK
-	" RETURNING m.locked_until",
-	5, {VALID_LOCK_ARGS}
+	" RETURNING m.locked_until"
 };
 
-static SbqStatement stmt_complete_many = {
-	"complete many",
+static SbqStatement stmt_complete_many = {"complete many", 5, {INT8ARRAYOID, INT4OID,
+		INT2OID, UUIDARRAYOID, TIMESTAMPTZOID},
 	"DELETE FROM sbq.messages m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 	"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
-	" RETURNING m.lock_token, m.locked_until",
-	5, {INT8ARRAYOID, INT4OID, INT2OID, UUIDARRAYOID, TIMESTAMPTZOID}
+	" RETURNING m.lock_token, m.locked_until"
 };
 
-static SbqStatement stmt_lock_for_settle = {
-	"lock for settle",
+static SbqStatement stmt_lock_for_settle = {"lock for settle", 5, {VALID_LOCK_ARGS},
 	"SELECT m.delivery_count, m.state, m.expires_at, m.locked_until FROM sbq.messages m"
-	" WHERE " VALID_LOCK " FOR UPDATE",
-	5, {VALID_LOCK_ARGS}
+	" WHERE " VALID_LOCK " FOR UPDATE"
 };
 
-static SbqStatement stmt_renew = {
-	"renew",
+static SbqStatement stmt_renew = {"renew", 6, {VALID_LOCK_ARGS, TIMESTAMPTZOID},
 	"UPDATE sbq.messages m SET locked_until = $6 WHERE " VALID_LOCK
-	" RETURNING m.locked_until",
-	6, {VALID_LOCK_ARGS, TIMESTAMPTZOID}
+	" RETURNING m.locked_until"
 };
 
-static SbqStatement stmt_lease_complete = {
-	"complete a lease",
+static SbqStatement stmt_lease_complete = {"complete a lease", 3, {LEASED_ROW_ARGS},
 	"DELETE FROM sbq.messages m"
-	" WHERE " LEASED_ROW,
-	3, {LEASED_ROW_ARGS}
+	" WHERE " LEASED_ROW
 };
 
-static SbqStatement stmt_lease_complete_many = {
-	"complete many leases",
+static SbqStatement stmt_lease_complete_many = {"complete many leases", 3, {INT8ARRAYOID,
+		INT4OID, INT2OID},
 	"DELETE FROM sbq.messages m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
-	" RETURNING m.sequence_number",
-	3, {INT8ARRAYOID, INT4OID, INT2OID}
+	" RETURNING m.sequence_number"
 };
 
-static SbqStatement stmt_row_for_settle = {
-	"lock a leased row",
+static SbqStatement stmt_row_for_settle = {"lock a leased row", 3, {LEASED_ROW_ARGS},
 	"SELECT m.delivery_count, m.state, m.expires_at FROM sbq.messages m"
 	" WHERE " LEASED_ROW
-	" FOR UPDATE",
-	3, {LEASED_ROW_ARGS}
+	" FOR UPDATE"
 };
 
-static SbqStatement stmt_row_exists = {
-	"leased row exists",
+static SbqStatement stmt_row_exists = {"leased row exists", 3, {LEASED_ROW_ARGS},
 	"SELECT 1 FROM sbq.messages m"
-	" WHERE " LEASED_ROW,
-	3, {LEASED_ROW_ARGS}
+	" WHERE " LEASED_ROW
 };
 
 /* $3: the new state (deferred), or NULL to keep it; $4 the delivery count */
-static SbqStatement stmt_unlock = {
-	"unlock",
+static SbqStatement stmt_unlock = {"unlock", 4, {INT8OID, JSONBOID, INT2OID, INT4OID},
 	"UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
 	" state = coalesce($3, m.state), delivery_count = GREATEST(m.delivery_count, $4),"
 	" application_properties = " MERGE_PROPS("$2")
-	" WHERE m.sequence_number = $1",
-	4, {INT8OID, JSONBOID, INT2OID, INT4OID}
+	" WHERE m.sequence_number = $1"
 };
 
 /* $2 reason, $3 description, $4 source, $5 properties to merge, $6 delivery count */
-static SbqStatement stmt_deadletter = {
-	"dead-letter",
+static SbqStatement stmt_deadletter = {"dead-letter", 6, {INT8OID, TEXTOID, TEXTOID,
+		TEXTOID, JSONBOID, INT4OID},
 	"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
 	" locked_until = NULL, dead_letter_reason = $2,"
 	" dead_letter_error_description = $3, dead_letter_source = $4,"
 	" application_properties = " MERGE_PROPS("$5") ","
 	" delivery_count = GREATEST(m.delivery_count, $6)"
-	" WHERE m.sequence_number = $1",
-	6, {INT8OID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID}
+	" WHERE m.sequence_number = $1"
 };
 
-static SbqStatement stmt_delete_one = {
-	"delete one",
-	"DELETE FROM sbq.messages WHERE sequence_number = $1",
-	1, {INT8OID}
+static SbqStatement stmt_delete_one = {"delete one", 1, {INT8OID},
+	"DELETE FROM sbq.messages WHERE sequence_number = $1"
 };
 
 /*

@@ -85,8 +85,8 @@ static Oid	sbq_epoch_relid = InvalidOid;
 static bool sbq_epoch_callback = false;
 
 /* add to a queue's stored counters, in one row per backend (shard) */
-static SbqStatement stmt_count = {
-	"count",
+static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID,
+		INT8OID, INT8OID, INT8OID, INT8OID},
 	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, received,"
 	" completed, abandoned, deferred, dead_lettered, expired)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -96,8 +96,7 @@ static SbqStatement stmt_count = {
 	" abandoned = qc.abandoned + excluded.abandoned,"
 	" deferred = qc.deferred + excluded.deferred,"
 	" dead_lettered = qc.dead_lettered + excluded.dead_lettered,"
-	" expired = qc.expired + excluded.expired",
-	9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID}
+	" expired = qc.expired + excluded.expired"
 };
 
 /* ------------------------------------------------------------ the installed SQL */

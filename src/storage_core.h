@@ -28,16 +28,17 @@
 #define SBQ_MAX_STATEMENT_ARGS	20
 
 /*
- * A statement of the storage files: its SQL and argument types, and its
- * plan, prepared on first use in a backend and kept (SPI_keepplan), always
- * generic. One static SbqStatement per statement, in the file that runs it.
+ * A statement of the storage files: its name, argument types and SQL, and
+ * its plan, prepared on first use in a backend and kept (SPI_keepplan),
+ * always generic. One static SbqStatement per statement, in the file that
+ * runs it, written as {name, nargs, {argument types}, SQL}.
  */
 typedef struct SbqStatement
 {
 	const char *name;			/* for error messages */
-	const char *sql;
 	int			nargs;
 	Oid			argtypes[SBQ_MAX_STATEMENT_ARGS];
+	const char *sql;
 	SPIPlanPtr	plan;			/* the kept plan, or NULL */
 	int			plan_leases;	/* the SQL flavour it was prepared for */
 } SbqStatement;
