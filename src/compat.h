@@ -36,6 +36,15 @@
 #endif
 
 /*
+ * The materialized set-returning call setup: InitMaterializedSRF from 15.1
+ * on (renamed in the 15 branch), SetSingleFuncCall in 15.0.
+ */
+#ifndef MAT_SRF_USE_EXPECTED_DESC
+#define InitMaterializedSRF(fcinfo, flags) SetSingleFuncCall((fcinfo), (flags))
+#define MAT_SRF_USE_EXPECTED_DESC SRF_SINGLE_USE_EXPECTED
+#endif
+
+/*
  * The wait events sbqueue reports: named ones (WaitEventExtensionNew) come
  * with 17; on 15 and 16 they all show as "Extension".
  */

@@ -70,6 +70,13 @@
  * only. The commit and abort callbacks only look entries up (the LWLock,
  * shared) and take spinlocks: they cannot fail.
  *
+ * A caller keeps an entry's address after the LWLock is released and takes
+ * its spinlock without it. That is safe because an entry is only removed
+ * when its database is dropped (no session may be connected then) or its
+ * incarnation is (DROP EXTENSION takes sbq.queues in AccessExclusiveLock,
+ * and every storage section holds AccessShareLock on it until after its
+ * transaction's commit callbacks have run).
+ *
  * Copyright (c) 2026, the sbqueue authors
  *
  * IDENTIFICATION

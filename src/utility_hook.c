@@ -69,8 +69,8 @@ static bool sbq_utility_callback_registered = false;
  * sbq_utility_xact_callback
  *		At the end of a transaction that held databases or created/updated
  *		sbqueue or a database: lift the holds (commit or not) and, after a
- *		commit, ask the launcher to look again. Spinlock and latch work only:
- *		it runs where an error cannot be raised.
+ *		commit, ask the launcher to look again. The registry's LWLock and
+ *		latches only: it runs where an error cannot be raised.
  */
 static void
 sbq_utility_xact_callback(XactEvent event, void *arg)
