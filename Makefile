@@ -12,12 +12,13 @@ DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = create queue_management send receive settle defer deadletter ttl scheduled \
-          duplicates maintain leases
+          duplicates maintain lease
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected
 ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
-            lock_expiry delete_in_flight renew_vs_expiry repeatable_read head_hint lease_store_recheck
+            lock_lost_expiry queue_management_delete_in_flight lock_lost_renew_vs_expiry \
+            receive_repeatable_read receive_head_hint lease_store_recheck
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration

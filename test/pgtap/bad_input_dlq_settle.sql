@@ -1,13 +1,13 @@
 -- sbqueue pgTAP: bad input to settling (complete, abandon, defer, deadletter, renew),
 -- receive_deferred, cancel_scheduled, resubmit and the dead-letter sub-queue
 -- (research/reliability.md 6.5, SQLSTATEs from API.md "Errors"). Continues the case
--- numbers of 20_bad_input.sql at B201 (B310-B314 check the end state). Every case B.. is two assertions: the
+-- numbers of bad_input.sql at B201 (B310-B314 check the end state). Every case B.. is two assertions: the
 -- SQLSTATE, and that no state changed (a fingerprint of every table in schema sbq,
 -- all columns, lock columns included, is the same before and after). No sleeps.
 BEGIN;
 SELECT plan(205);
 
--- ------------------------------------------------------------ helpers (as in 20_bad_input.sql)
+-- ------------------------------------------------------------ helpers (as in bad_input.sql)
 CREATE FUNCTION pg_temp.fingerprint() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     t name;

@@ -7,7 +7,7 @@
 -- an implementation accept or refuse with 22023 (never a raw overflow error). C.. are
 -- controls of the fixture and the helpers; B180-B184 check the end state. Cases
 -- B01-B184 are here; settling, deferral, scheduling and dead-letter cases continue
--- in 21_bad_input_dlq_settle.sql (B201-B314). No sleeps.
+-- in bad_input_dlq_settle.sql (B201-B314). No sleeps.
 BEGIN;
 SELECT plan(314);
 
