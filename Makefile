@@ -11,7 +11,7 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
-REGRESS = create queue_management send receive settle defer deadletter ttl scheduled \
+REGRESS = test_setup create queue_management send receive settle defer deadletter ttl scheduled \
           duplicates maintain lease
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 

@@ -1,13 +1,6 @@
 -- lease: message locks kept in shared memory (sbqueue preloaded, sbqueue.memory_locks on)
 \set VERBOSITY sqlstate
 SET sbqueue.memory_locks = on;
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END $$;
 
 SELECT queue FROM sbq_create_queue('ls', max_delivery_count => 3);
 SELECT min(seq) AS first FROM sbq_send_batch('ls', ARRAY['m1', 'm2', 'm3']) AS seq \gset
@@ -67,15 +60,15 @@ SELECT locked_until > :'u1'::timestamptz AS renew_kept FROM sbq_peek('ls', 10) W
 BEGIN;
 SELECT sbq_complete('ls', :'t1'::uuid);
 ROLLBACK;
-SELECT pg_temp.err(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t1')) AS lock_still_valid;
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t1')) AS lock_still_valid;
 SELECT sbq_complete('ls', :'t1'::uuid);
-SELECT pg_temp.err(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t1')) AS second_complete;
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t1')) AS second_complete;
 
 -- a purge drops leased messages; their tokens are then lost (SB002)
-SELECT pg_temp.err(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_before_purge;
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_before_purge;
 SELECT sbq_purge_queue('ls') AS purged;
-SELECT pg_temp.err(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_after_purge;
-SELECT pg_temp.err(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t0')) AS complete_after_purge;
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_after_purge;
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t0')) AS complete_after_purge;
 
 -- counters: every delivery under a lease is counted once, when it ends or while it lasts
 SELECT sent, received, completed, abandoned FROM sbq_queue_stats WHERE queue = 'ls';
