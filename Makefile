@@ -29,3 +29,13 @@ include $(PGXS)
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
+
+# TAP tests (test/t/*.pl, PostgreSQL::Test::Cluster) against the installed build, as
+# PGXS's prove_installcheck runs them: each test starts servers of its own. The recipe
+# is test/t/run.sh, which finds Debian's PostgreSQL::Test modules under pg_config's
+# pgxs directory and, as root, runs the tests as the postgres user (initdb refuses
+# root). One feature: make prove_installcheck PROVE_TESTS='test/t/lease_*.pl'
+PROVE_TESTS = test/t/*.pl
+.PHONY: prove_installcheck
+prove_installcheck:
+	PG_CONFIG='$(PG_CONFIG)' test/t/run.sh $(PROVE_FLAGS) $(PROVE_TESTS)

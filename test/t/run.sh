@@ -3,6 +3,7 @@
 # PostgreSQL::Test::Cluster, from any working directory.
 #
 #   test/t/run.sh [prove options] [test files]     default: every test/t/*.pl
+#   make prove_installcheck [PROVE_FLAGS=...] [PROVE_TESTS=...]   the same
 #
 # Needs only installed packages: postgresql-15 and postgresql-server-dev-15
 # (PostgreSQL::Test::*, pg_regress), libipc-run-perl, and sbqueue itself built
