@@ -15,13 +15,14 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
-REGRESS = create queue_management send receive settle defer deadletter ttl scheduled \
-          duplicates maintain leases
+REGRESS = test_setup create queue_management send receive settle defer deadletter ttl scheduled \
+          duplicates maintain lease
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected
 ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
-            lock_expiry delete_in_flight renew_vs_expiry repeatable_read head_hint lease_store_recheck
+            lock_lost_expiry queue_management_delete_in_flight lock_lost_renew_vs_expiry \
+            receive_repeatable_read receive_head_hint lease_store_recheck
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
@@ -32,3 +33,13 @@ include $(PGXS)
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
+
+# TAP tests (test/t/*.pl, PostgreSQL::Test::Cluster) against the installed build, as
+# PGXS's prove_installcheck runs them: each test starts servers of its own. The recipe
+# is test/t/run.sh, which finds Debian's PostgreSQL::Test modules under pg_config's
+# pgxs directory and, as root, runs the tests as the postgres user (initdb refuses
+# root). One feature: make prove_installcheck PROVE_TESTS='test/t/lease_*.pl'
+PROVE_TESTS = test/t/*.pl
+.PHONY: prove_installcheck
+prove_installcheck:
+	PG_CONFIG='$(PG_CONFIG)' test/t/run.sh $(PROVE_FLAGS) $(PROVE_TESTS)

@@ -106,7 +106,7 @@ upgrade() {
 }
 
 tap() {
-    test/t/run.sh
+    make -s PG_CONFIG="$PG_CONFIG" prove_installcheck
 }
 
 suite "pg_regress and isolation" regress

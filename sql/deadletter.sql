@@ -1,32 +1,6 @@
 -- deadletter, the dead-letter sub-queue and resubmit: the normal path, every error, and that an
 -- error changes nothing
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
--- error text without the random token
-CREATE FUNCTION pg_temp.errc(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<token>', 'g');
-END $$;
--- error text with a sequence number shown relative to base
-CREATE FUNCTION pg_temp.errs(sql text, base bigint) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    m text := pg_temp.err(sql);
-    n text := substring(m FROM 'sequence number ([0-9]+)');
-BEGIN
-    IF n IS NULL THEN
-        RETURN m;
-    END IF;
-    RETURN replace(m, 'sequence number ' || n, 'sequence number first+' || (n::bigint - base));
-END $$;
 -- the state of a queue or dead-letter queue, without tokens or times
 CREATE FUNCTION pg_temp.show(queue text, base bigint) RETURNS TABLE(n bigint, body text, state text,
     delivery_count integer, locked boolean, reason text, description text, source text, props jsonb)
@@ -44,17 +18,17 @@ SELECT min(seq) AS first FROM sbq_send_batch('dl', ARRAY['m1', 'm2', 'm3', 'm4']
 SELECT array_agg(lock_token ORDER BY sequence_number) AS toks FROM sbq_receive('dl', 4) \gset
 
 -- deadletter errors: nothing changes (m1 stays locked in the queue, nothing in the dead-letter queue)
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L)', 'dl', (:'toks'::uuid[])[1], repeat('r', 4097)));
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L, %L)', 'dl', (:'toks'::uuid[])[1], 'r', repeat('d', 4097)));
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L, %L, %L)', 'dl', (:'toks'::uuid[])[1], 'r', 'd', '[1]'));
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L, %L, %L)', 'dl', (:'toks'::uuid[])[1], 'r', 'd', '42'));
-SELECT pg_temp.errc($$SELECT sbq_deadletter('dl', gen_random_uuid(), 'r')$$);
-SELECT pg_temp.errc(format('SELECT sbq_deadletter(%L, %L::uuid)', 'dl_other', (:'toks'::uuid[])[1]));
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid)', 'dl/$deadletterqueue', (:'toks'::uuid[])[1]));
-SELECT pg_temp.err($$SELECT sbq_deadletter('dl', NULL, 'r')$$);
-SELECT pg_temp.err(format('SELECT sbq_deadletter(NULL, %L::uuid)', (:'toks'::uuid[])[1]));
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid)', 'missing', (:'toks'::uuid[])[1]));
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid)', '/bad', (:'toks'::uuid[])[1]));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L)', 'dl', (:'toks'::uuid[])[1], repeat('r', 4097)));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L, %L)', 'dl', (:'toks'::uuid[])[1], 'r', repeat('d', 4097)));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L, %L, %L)', 'dl', (:'toks'::uuid[])[1], 'r', 'd', '[1]'));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L, %L, %L)', 'dl', (:'toks'::uuid[])[1], 'r', 'd', '42'));
+SELECT regress.errc($$SELECT sbq_deadletter('dl', gen_random_uuid(), 'r')$$);
+SELECT regress.errc(format('SELECT sbq_deadletter(%L, %L::uuid)', 'dl_other', (:'toks'::uuid[])[1]));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid)', 'dl/$deadletterqueue', (:'toks'::uuid[])[1]));
+SELECT regress.err($$SELECT sbq_deadletter('dl', NULL, 'r')$$);
+SELECT regress.err(format('SELECT sbq_deadletter(NULL, %L::uuid)', (:'toks'::uuid[])[1]));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid)', 'missing', (:'toks'::uuid[])[1]));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid)', '/bad', (:'toks'::uuid[])[1]));
 SELECT * FROM pg_temp.show('dl', :first);
 SELECT count(*) AS dead_letters FROM sbq_peek('dl/$deadletterqueue', 10);
 
@@ -67,16 +41,16 @@ SELECT * FROM pg_temp.show('dl/$deadletterqueue', :first);
 SELECT sequence_number - :first AS n, length(dead_letter_reason) AS reason_length,
        length(dead_letter_error_description) AS description_length
   FROM sbq_peek('dl/$deadletterqueue', 10) ORDER BY sequence_number;
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'dl', (:'toks'::uuid[])[1]));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'dl', (:'toks'::uuid[])[1]));
 SELECT active_count, locked_count, dead_letter_count, dead_lettered FROM sbq_queue_stats WHERE queue = 'dl';
 
 -- the dead-letter sub-queue: receive, renew, abandon (no delivery limit), complete; deadletter
 -- there fails with SB010 whatever the token
 SELECT lock_token AS q1, delivery_count FROM sbq_receive('dl/$DeadLetterQueue') \gset
 \echo first delivery from the dead-letter queue: :delivery_count
-SELECT pg_temp.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L)', 'dl/$deadletterqueue', :'q1', 'again'));
-SELECT pg_temp.err($$SELECT sbq_deadletter('dl/$deadletterqueue', gen_random_uuid())$$);
-SELECT pg_temp.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'dl', :'q1'));
+SELECT regress.err(format('SELECT sbq_deadletter(%L, %L::uuid, %L)', 'dl/$deadletterqueue', :'q1', 'again'));
+SELECT regress.err($$SELECT sbq_deadletter('dl/$deadletterqueue', gen_random_uuid())$$);
+SELECT regress.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'dl', :'q1'));
 SELECT sbq_renew('dl/$deadletterqueue', :'q1') > clock_timestamp() AS renewed;
 SELECT sbq_abandon('dl/$deadletterqueue', :'q1', '{"tries": 1}');
 SELECT lock_token AS q1 FROM sbq_receive('dl/$deadletterqueue') \gset
@@ -90,14 +64,14 @@ SELECT n, body FROM pg_temp.show('dl/$deadletterqueue', :first);
 
 -- resubmit errors: SB003 (all or nothing), 22004, SB001, 22023
 SELECT lock_token AS q2 FROM sbq_receive('dl/$deadletterqueue') \gset
-SELECT pg_temp.errs(format('SELECT sbq_resubmit(%L, ARRAY[%s])', 'dl', :first + 1), :first);
-SELECT pg_temp.errs(format('SELECT sbq_resubmit(%L, ARRAY[%s, %s])', 'dl', :first + 2, :first + 3), :first);
-SELECT pg_temp.errs(format('SELECT sbq_resubmit(%L, ARRAY[%s, %s])', 'dl', :first + 2, :first + 1000000), :first);
-SELECT pg_temp.errs(format('SELECT sbq_resubmit(%L, ARRAY[%s])', 'dl_other', :first + 2), :first);
-SELECT pg_temp.err(format('SELECT sbq_resubmit(%L, ARRAY[%s, NULL])', 'dl', :first + 2));
-SELECT pg_temp.err($$SELECT sbq_resubmit(NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_resubmit('missing')$$);
-SELECT pg_temp.err($$SELECT sbq_resubmit('bad name!')$$);
+SELECT regress.errc(format('SELECT sbq_resubmit(%L, ARRAY[%s])', 'dl', :first + 1), :first);
+SELECT regress.errc(format('SELECT sbq_resubmit(%L, ARRAY[%s, %s])', 'dl', :first + 2, :first + 3), :first);
+SELECT regress.errc(format('SELECT sbq_resubmit(%L, ARRAY[%s, %s])', 'dl', :first + 2, :first + 1000000), :first);
+SELECT regress.errc(format('SELECT sbq_resubmit(%L, ARRAY[%s])', 'dl_other', :first + 2), :first);
+SELECT regress.err(format('SELECT sbq_resubmit(%L, ARRAY[%s, NULL])', 'dl', :first + 2));
+SELECT regress.err($$SELECT sbq_resubmit(NULL)$$);
+SELECT regress.err($$SELECT sbq_resubmit('missing')$$);
+SELECT regress.err($$SELECT sbq_resubmit('bad name!')$$);
 SELECT n, body, locked FROM pg_temp.show('dl/$deadletterqueue', :first);
 SELECT n, body FROM pg_temp.show('dl', :first);
 

@@ -1,28 +1,5 @@
 -- defer and receive_deferred: the normal path, every error, and that an error changes nothing
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
--- error text without the random token, sequence numbers relative to base
-CREATE FUNCTION pg_temp.errc(sql text, base bigint DEFAULT 0) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    msg text;
-    n text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    msg := SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<token>', 'g');
-    n := substring(msg FROM 'sequence number ([0-9]+)');
-    IF n IS NOT NULL THEN
-        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' || (n::bigint - base) || '>');
-    END IF;
-    RETURN msg;
-END $$;
 -- the state of a queue, without tokens or times
 CREATE FUNCTION pg_temp.show(queue text, base bigint) RETURNS TABLE(n bigint, body text, state text,
     delivery_count integer, locked boolean, props jsonb) LANGUAGE sql AS $$
@@ -46,17 +23,17 @@ SELECT active_count, locked_count, deferred_count, scheduled_count, dead_letter_
   FROM sbq_queue_stats WHERE queue = 'df';
 
 -- defer errors: nothing changes (m3 stays locked, its properties as they were)
-SELECT pg_temp.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df', (:'toks'::uuid[])[1]));
-SELECT pg_temp.errc($$SELECT sbq_defer('df', gen_random_uuid())$$);
-SELECT pg_temp.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df_other', (:'toks'::uuid[])[3]));
-SELECT pg_temp.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df/$deadletterqueue', (:'toks'::uuid[])[3]));
-SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], '[1]'));
-SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], 'null'));
-SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], '"text"'));
-SELECT pg_temp.err($$SELECT sbq_defer('df', NULL)$$);
-SELECT pg_temp.err(format('SELECT sbq_defer(NULL, %L::uuid)', (:'toks'::uuid[])[3]));
-SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid)', 'missing', (:'toks'::uuid[])[3]));
-SELECT pg_temp.err(format('SELECT sbq_defer(%L, %L::uuid)', 'bad name!', (:'toks'::uuid[])[3]));
+SELECT regress.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df', (:'toks'::uuid[])[1]));
+SELECT regress.errc($$SELECT sbq_defer('df', gen_random_uuid())$$);
+SELECT regress.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df_other', (:'toks'::uuid[])[3]));
+SELECT regress.errc(format('SELECT sbq_defer(%L, %L::uuid)', 'df/$deadletterqueue', (:'toks'::uuid[])[3]));
+SELECT regress.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], '[1]'));
+SELECT regress.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], 'null'));
+SELECT regress.err(format('SELECT sbq_defer(%L, %L::uuid, %L)', 'df', (:'toks'::uuid[])[3], '"text"'));
+SELECT regress.err($$SELECT sbq_defer('df', NULL)$$);
+SELECT regress.err(format('SELECT sbq_defer(NULL, %L::uuid)', (:'toks'::uuid[])[3]));
+SELECT regress.err(format('SELECT sbq_defer(%L, %L::uuid)', 'missing', (:'toks'::uuid[])[3]));
+SELECT regress.err(format('SELECT sbq_defer(%L, %L::uuid)', 'bad name!', (:'toks'::uuid[])[3]));
 SELECT * FROM pg_temp.show('df', :first);
 
 -- receive_deferred: locks and returns them, counted, state deferred; a repeated number counts once
@@ -76,16 +53,16 @@ SELECT lock_token AS o1t FROM sbq_receive('df_other') \gset
 SELECT sbq_defer('df_other', :'o1t');
 SELECT sbq_send('df', 'scheduled', scheduled_enqueue_time => now() + interval '1 hour') - :first AS sch \gset
 -- m1 is locked by receive_deferred, m4 is active (and locked), the scheduled one, o1 of another queue, unknown
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first), :first);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + 3), :first);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + :sch), :first);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :o1), :first);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + 1000000), :first);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df/$deadletterqueue', :first + 2), :first);
-SELECT pg_temp.err(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, NULL])', 'df', :first + 2));
-SELECT pg_temp.err($$SELECT * FROM sbq_receive_deferred('df', NULL)$$);
-SELECT pg_temp.err(format('SELECT * FROM sbq_receive_deferred(NULL, ARRAY[%s])', :first + 2));
-SELECT pg_temp.err(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'missing', :first + 2));
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + 3), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + :sch), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :o1), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, %s])', 'df', :first + 2, :first + 1000000), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df/$deadletterqueue', :first + 2), :first);
+SELECT regress.err(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s, NULL])', 'df', :first + 2));
+SELECT regress.err($$SELECT * FROM sbq_receive_deferred('df', NULL)$$);
+SELECT regress.err(format('SELECT * FROM sbq_receive_deferred(NULL, ARRAY[%s])', :first + 2));
+SELECT regress.err(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'missing', :first + 2));
 SELECT * FROM pg_temp.show('df', :first);
 SELECT count(*) AS empty_array FROM sbq_receive_deferred('df', ARRAY[]::bigint[]);
 -- the other queue's deferred message, from its own queue
@@ -106,7 +83,7 @@ SELECT * FROM pg_temp.show('df', :first);
 SELECT sequence_number - :first AS n, convert_from(body, 'UTF8') AS body, state, delivery_count,
        dead_letter_reason, dead_letter_error_description, dead_letter_source
   FROM sbq_peek('df/$deadletterqueue', 10);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df', :first + 2), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df', :first + 2), :first);
 SELECT active_count, locked_count, deferred_count, scheduled_count, dead_letter_count,
        received, completed, abandoned, deferred, dead_lettered
   FROM sbq_queue_stats WHERE queue = 'df';
@@ -118,7 +95,7 @@ SELECT sequence_number - :first AS n FROM sbq_receive('df/$deadletterqueue', 10)
 SELECT sequence_number - :first AS n, state FROM sbq_peek('df/$deadletterqueue', 10);
 SELECT sequence_number - :first AS n, state, delivery_count
   FROM sbq_receive_deferred('df/$deadletterqueue', ARRAY[:first + 1]);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df', :first + 1), :first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'df', :first + 1), :first);
 
 SELECT sbq_delete_queue('df');
 SELECT sbq_delete_queue('df_other');

@@ -1,24 +1,17 @@
 -- duplicate detection: the window's range, duplicates within the window, batches, scheduled
 -- messages, rolled-back sends, per queue. No sleep (the window passing is tested with pgTAP).
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 -- the window: 20 s .. 7 days
-SELECT pg_temp.err($$SELECT sbq_create_queue('dd_bad', duplicate_detection_window => '19.999 seconds')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('dd_bad', duplicate_detection_window => '7 days 00:00:01')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('dd_bad', duplicate_detection_window => '-1 minute')$$);
+SELECT regress.err($$SELECT sbq_create_queue('dd_bad', duplicate_detection_window => '19.999 seconds')$$);
+SELECT regress.err($$SELECT sbq_create_queue('dd_bad', duplicate_detection_window => '7 days 00:00:01')$$);
+SELECT regress.err($$SELECT sbq_create_queue('dd_bad', duplicate_detection_window => '-1 minute')$$);
 SELECT count(*) AS dd_bad FROM sbq_queues WHERE queue = 'dd_bad';
 SELECT queue, duplicate_detection_window FROM sbq_create_queue('dd', duplicate_detection_window => '20 seconds');
 SELECT queue, duplicate_detection_window FROM sbq_create_queue('dd_week', duplicate_detection_window => '7 days');
 SELECT queue, duplicate_detection_window FROM sbq_create_queue('dd_off');
-SELECT pg_temp.err($$SELECT sbq_update_queue('dd_week', duplicate_detection_window => '10 seconds')$$);
-SELECT pg_temp.err($$SELECT sbq_update_queue('dd_week', duplicate_detection_window => '8 days')$$);
+SELECT regress.err($$SELECT sbq_update_queue('dd_week', duplicate_detection_window => '10 seconds')$$);
+SELECT regress.err($$SELECT sbq_update_queue('dd_week', duplicate_detection_window => '8 days')$$);
 SELECT duplicate_detection_window FROM sbq_get_queue('dd_week');
 SELECT queue, duplicate_detection_window FROM sbq_update_queue('dd_week', duplicate_detection_window => '1 hour');
 SELECT queue, duplicate_detection_window FROM sbq_update_queue('dd_week', lock_duration => '1 minute');
@@ -65,7 +58,7 @@ SELECT sbq_send('dd', 'kept', message_id => 'R') > :r AS new_number;
 SELECT message_id, convert_from(body, 'UTF8') AS body FROM sbq_peek('dd', 100) WHERE message_id = 'R';
 
 -- a send that fails is not remembered either
-SELECT pg_temp.err($$SELECT sbq_send('dd', 'x', message_id => 'F', time_to_live => '0')$$);
+SELECT regress.err($$SELECT sbq_send('dd', 'x', message_id => 'F', time_to_live => '0')$$);
 SELECT sbq_send('dd', 'F', message_id => 'F') > :r AS stored;
 SELECT count(*) AS f_messages FROM sbq_peek('dd', 100) WHERE message_id = 'F';
 
@@ -76,7 +69,7 @@ SELECT count(DISTINCT seq) AS distinct_numbers FROM (SELECT sbq_send('dd_off', '
 SELECT count(*) AS dd_off_messages FROM sbq_peek('dd_off', 10);
 
 -- the dead-letter sub-queue is no place to send to
-SELECT pg_temp.err($$SELECT sbq_send('dd/$deadletterqueue', 'x', message_id => 'A')$$);
+SELECT regress.err($$SELECT sbq_send('dd/$deadletterqueue', 'x', message_id => 'A')$$);
 
 SELECT sbq_delete_queue('dd');
 SELECT sbq_delete_queue('dd_week');

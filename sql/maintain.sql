@@ -1,13 +1,6 @@
 -- sbq_maintain(): rights, the counts it returns, what it does, idempotence, a receive and a pass
 -- in one transaction. One sleep of 2 s (lock expiry and the duplicate window need longer: pgTAP).
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 -- the counts of a pass, by the names the contract gives them
 CREATE FUNCTION pg_temp.counts(j jsonb) RETURNS TABLE(queues_visited boolean, scheduled_activated int,
     locks_released int, dead_lettered int, expired_dead_lettered int, expired_dropped int,
@@ -21,7 +14,7 @@ $$;
 SELECT has_function_privilege('public', 'sbq_maintain()', 'EXECUTE') AS public_may_run;
 CREATE ROLE regress_sbq_nobody;
 SET ROLE regress_sbq_nobody;
-SELECT pg_temp.err($$SELECT sbq_maintain()$$);
+SELECT regress.err($$SELECT sbq_maintain()$$);
 RESET ROLE;
 DROP ROLE regress_sbq_nobody;
 

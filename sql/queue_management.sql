@@ -1,12 +1,5 @@
 -- queue_management: create, update, get, purge, delete and the views
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 -- defaults of API.md
 SELECT queue, lock_duration, max_delivery_count, default_message_ttl,
@@ -24,48 +17,48 @@ SELECT queue, lock_duration, max_delivery_count, default_message_ttl,
                         max_message_size => 1024);
 
 -- names compare case-insensitively: SB006 on any spelling of an existing name
-SELECT pg_temp.err($$SELECT sbq_create_queue('ORDERS')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('app/orders.V1-EU_X')$$);
+SELECT regress.err($$SELECT sbq_create_queue('ORDERS')$$);
+SELECT regress.err($$SELECT sbq_create_queue('app/orders.V1-EU_X')$$);
 
 -- bad names: 22023, and nothing created
-SELECT n, pg_temp.err(format('SELECT sbq_create_queue(%L)', n))
+SELECT n, regress.err(format('SELECT sbq_create_queue(%L)', n))
   FROM unnest(ARRAY['', repeat('a', 261), '/orders', 'orders/', '.orders', 'orders-',
                     'has#hash', 'has space', 'ünïcode', 'orders/$deadletterqueue',
                     'a@b', 'a?b', 'a*b']) AS n;
-SELECT pg_temp.err($$SELECT sbq_create_queue(repeat('a', 260))$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('a')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('9')$$);
+SELECT regress.err($$SELECT sbq_create_queue(repeat('a', 260))$$);
+SELECT regress.err($$SELECT sbq_create_queue('a')$$);
+SELECT regress.err($$SELECT sbq_create_queue('9')$$);
 SELECT count(*) AS queues FROM sbq_queues;
 SELECT sbq_delete_queue(repeat('A', 260)), sbq_delete_queue('A'), sbq_delete_queue('9');
 
 -- bad properties: 22023 out of range, 22004 NULL, 0A000 not yet supported
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', lock_duration => '4 seconds')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', lock_duration => '5 minutes 1 second')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', lock_duration => '-5 seconds')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', lock_duration => NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', max_delivery_count => 0)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', max_delivery_count => NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', default_message_ttl => '0')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', dead_lettering_on_message_expiration => NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '10 seconds')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '8 days')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => '4 seconds')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => '5 minutes 1 second')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => '-5 seconds')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => NULL)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', max_delivery_count => 0)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', max_delivery_count => NULL)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', default_message_ttl => '0')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', dead_lettering_on_message_expiration => NULL)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '10 seconds')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', duplicate_detection_window => '8 days')$$);
 SELECT queue, duplicate_detection_window FROM sbq_create_queue('dup', duplicate_detection_window => '10 minutes');
 SELECT sbq_delete_queue('dup');
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', requires_session => true)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', requires_session => NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', forward_to => 'orders')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'orders')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', max_message_size => 0)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('p1', max_message_size => NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue(NULL)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', requires_session => true)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', requires_session => NULL)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'orders')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'orders')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', max_message_size => 0)$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', max_message_size => NULL)$$);
+SELECT regress.err($$SELECT sbq_create_queue(NULL)$$);
 SELECT count(*) AS queues FROM sbq_queues;
 
 -- get: any letter case, the dead-letter path gives its queue, unknown is SB001
 SELECT queue, lock_duration FROM sbq_get_queue('ORDERS');
 SELECT queue FROM sbq_get_queue('orders/$DeadLetterQueue');
-SELECT pg_temp.err($$SELECT sbq_get_queue('missing')$$);
-SELECT pg_temp.err($$SELECT sbq_get_queue(NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_get_queue('bad name')$$);
+SELECT regress.err($$SELECT sbq_get_queue('missing')$$);
+SELECT regress.err($$SELECT sbq_get_queue(NULL)$$);
+SELECT regress.err($$SELECT sbq_get_queue('bad name')$$);
 
 -- update: NULL leaves a property as it is
 SELECT queue, lock_duration, max_delivery_count, max_message_size, updated_at > created_at AS updated
@@ -73,20 +66,20 @@ SELECT queue, lock_duration, max_delivery_count, max_message_size, updated_at > 
 SELECT queue, lock_duration, max_delivery_count, default_message_ttl
   FROM sbq_update_queue('orders', lock_duration => '1 minute', default_message_ttl => '1 day');
 -- a bad value changes nothing
-SELECT pg_temp.err($$SELECT sbq_update_queue('orders', lock_duration => '1 second', max_delivery_count => 5)$$);
-SELECT pg_temp.err($$SELECT sbq_update_queue('orders', max_delivery_count => -1)$$);
+SELECT regress.err($$SELECT sbq_update_queue('orders', lock_duration => '1 second', max_delivery_count => 5)$$);
+SELECT regress.err($$SELECT sbq_update_queue('orders', max_delivery_count => -1)$$);
 SELECT lock_duration, max_delivery_count FROM sbq_get_queue('orders');
-SELECT pg_temp.err($$SELECT sbq_update_queue('missing', max_delivery_count => 5)$$);
-SELECT pg_temp.err($$SELECT sbq_update_queue('orders/$deadletterqueue', max_delivery_count => 5)$$);
-SELECT pg_temp.err($$SELECT sbq_update_queue(NULL)$$);
+SELECT regress.err($$SELECT sbq_update_queue('missing', max_delivery_count => 5)$$);
+SELECT regress.err($$SELECT sbq_update_queue('orders/$deadletterqueue', max_delivery_count => 5)$$);
+SELECT regress.err($$SELECT sbq_update_queue(NULL)$$);
 
 -- purge: deletes the messages, not the dead letters; returns the count
 SELECT count(*) FROM sbq_send_batch('orders', ARRAY['a', 'b', 'c']);
 SELECT sbq_purge_queue('orders');
 SELECT count(*) AS left_after_purge FROM sbq_peek('orders', 10);
 SELECT sbq_purge_queue('orders/$deadletterqueue');
-SELECT pg_temp.err($$SELECT sbq_purge_queue('missing')$$);
-SELECT pg_temp.err($$SELECT sbq_purge_queue(NULL)$$);
+SELECT regress.err($$SELECT sbq_purge_queue('missing')$$);
+SELECT regress.err($$SELECT sbq_purge_queue(NULL)$$);
 
 -- the views
 SELECT queue, max_delivery_count FROM sbq_queues ORDER BY queue COLLATE "C";
@@ -98,9 +91,9 @@ SELECT sbq_send('app/orders.v1-eu_x', 'x') > 0 AS sent;
 SELECT sbq_delete_queue('APP/ORDERS.V1-EU_X');
 SELECT count(*) AS messages_left FROM sbq.messages m
  WHERE NOT EXISTS (SELECT 1 FROM sbq.queues q WHERE q.queue_id = m.queue_id);
-SELECT pg_temp.err($$SELECT sbq_delete_queue('app/orders.v1-eu_x')$$);
-SELECT pg_temp.err($$SELECT sbq_delete_queue('orders/$deadletterqueue')$$);
-SELECT pg_temp.err($$SELECT sbq_delete_queue(NULL)$$);
+SELECT regress.err($$SELECT sbq_delete_queue('app/orders.v1-eu_x')$$);
+SELECT regress.err($$SELECT sbq_delete_queue('orders/$deadletterqueue')$$);
+SELECT regress.err($$SELECT sbq_delete_queue(NULL)$$);
 SELECT queue FROM sbq_create_queue('app/orders.v1-eu_x');
 SELECT count(*) AS fresh_queue_messages FROM sbq_peek('app/orders.v1-eu_x', 10);
 SELECT sbq_delete_queue('app/orders.v1-eu_x');

@@ -1,12 +1,5 @@
 -- receive and peek: order, limits, modes, waiting and rollback
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 SELECT queue FROM sbq_create_queue('r');
 SELECT min(seq) AS first FROM sbq_send_batch('r', ARRAY['m1', 'm2', 'm3', 'm4', 'm5']) AS seq \gset
@@ -57,27 +50,27 @@ SELECT count(*) FROM sbq_receive('rd', 1, '300 milliseconds');
 SELECT clock_timestamp() - :'t0'::timestamptz >= interval '300 milliseconds' AS waited;
 
 -- bad arguments: 22023 and 22004, nothing received
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', 0)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', 5001)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', -1)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', NULL)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', 1, '-1 second')$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', 1, NULL)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', 1, '0', 'PeekLock')$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r', 1, '0', NULL)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive(NULL)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('missing')$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r/$deadletter')$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_peek('r', 0)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_peek('r', 5001)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_peek('r', NULL)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_peek(NULL)$$);
-SELECT pg_temp.err($$SELECT * FROM sbq_peek('missing')$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', 0)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', 5001)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', -1)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', NULL)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', 1, '-1 second')$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', 1, NULL)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', 1, '0', 'PeekLock')$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r', 1, '0', NULL)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive(NULL)$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('missing')$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r/$deadletter')$$);
+SELECT regress.err($$SELECT * FROM sbq_peek('r', 0)$$);
+SELECT regress.err($$SELECT * FROM sbq_peek('r', 5001)$$);
+SELECT regress.err($$SELECT * FROM sbq_peek('r', NULL)$$);
+SELECT regress.err($$SELECT * FROM sbq_peek(NULL)$$);
+SELECT regress.err($$SELECT * FROM sbq_peek('missing')$$);
 SELECT count(*) AS still_locked FROM sbq_peek('r', 10) WHERE locked_until IS NOT NULL;
 
 -- a receive writes: refused in a read-only transaction; peek works there
 BEGIN READ ONLY;
-SELECT pg_temp.err($$SELECT * FROM sbq_receive('r')$$);
+SELECT regress.err($$SELECT * FROM sbq_receive('r')$$);
 SELECT count(*) FROM sbq_peek('r', 10);
 ROLLBACK;
 

@@ -1,28 +1,5 @@
 -- scheduled messages: send, peek, cancel, activation with a new sequence number. One sleep of 2 s.
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
--- error text with sequence numbers relative to base
-CREATE FUNCTION pg_temp.errc(sql text, base bigint DEFAULT 0) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    msg text;
-    n text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    msg := SQLSTATE || ': ' || SQLERRM;
-    n := substring(msg FROM 'sequence number ([0-9]+)');
-    IF n IS NOT NULL THEN
-        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' || (n::bigint - base) || '>');
-    END IF;
-    RETURN msg;
-END $$;
 CREATE FUNCTION pg_temp.show(queue text, base bigint) RETURNS TABLE(n bigint, body text, state text,
     delivery_count integer, locked boolean, scheduled boolean, lifetime interval) LANGUAGE sql AS $$
     SELECT sequence_number - base, convert_from(body, 'UTF8'), state, delivery_count,
@@ -53,21 +30,21 @@ SELECT sequence_number - :first AS n, convert_from(body, 'UTF8') AS body FROM sb
 SELECT count(*) AS received FROM sbq_receive('sc', 100);
 
 -- cancel errors: SB003 for anything that is not a scheduled message of that queue; nothing changes
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first), :first);
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + 1000000), :first);
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :o1), :first);
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc_other', :first + :later), :first);
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc/$deadletterqueue', :first + :later), :first);
-SELECT pg_temp.err($$SELECT sbq_cancel_scheduled('sc', NULL)$$);
-SELECT pg_temp.err(format('SELECT sbq_cancel_scheduled(NULL, %s)', :first + :later));
-SELECT pg_temp.err(format('SELECT sbq_cancel_scheduled(%L, %s)', 'missing', :first + :later));
-SELECT pg_temp.err(format('SELECT sbq_cancel_scheduled(%L, %s)', 'bad name!', :first + :later));
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first), :first);
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + 1000000), :first);
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :o1), :first);
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc_other', :first + :later), :first);
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc/$deadletterqueue', :first + :later), :first);
+SELECT regress.err($$SELECT sbq_cancel_scheduled('sc', NULL)$$);
+SELECT regress.err(format('SELECT sbq_cancel_scheduled(NULL, %s)', :first + :later));
+SELECT regress.err(format('SELECT sbq_cancel_scheduled(%L, %s)', 'missing', :first + :later));
+SELECT regress.err(format('SELECT sbq_cancel_scheduled(%L, %s)', 'bad name!', :first + :later));
 SELECT n, body, state FROM pg_temp.show('sc', :first);
 SELECT n, body, state FROM pg_temp.show('sc_other', :first);
 
 -- cancel deletes the scheduled message
 SELECT sbq_cancel_scheduled('SC', :first + :later);
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :later), :first);
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :later), :first);
 SELECT sbq_cancel_scheduled('sc_other', :first + :o1);
 SELECT n, body, state FROM pg_temp.show('sc', :first);
 SELECT count(*) AS other FROM sbq_peek('sc_other', 10);
@@ -80,7 +57,7 @@ SELECT sequence_number - :first > :o1 AS renumbered, convert_from(body, 'UTF8') 
        lock_token IS NOT NULL AS locked, enqueued_time >= scheduled_enqueue_time AS enqueued_when_due
   FROM sbq_receive('sc', 100) ORDER BY sequence_number;
 SELECT n > :o1 AS renumbered, body, state, delivery_count, locked, scheduled FROM pg_temp.show('sc', :first);
-SELECT pg_temp.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :s1), :first);
+SELECT regress.errc(format('SELECT sbq_cancel_scheduled(%L, %s)', 'sc', :first + :s1), :first);
 SELECT active_count, locked_count, deferred_count, scheduled_count FROM sbq_queue_stats WHERE queue = 'sc';
 
 SELECT sbq_delete_queue('sc');

@@ -1,12 +1,5 @@
 -- send: the three body types, the batch form, properties, limits and errors
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 SELECT queue FROM sbq_create_queue('s', max_message_size => 16, default_message_ttl => '10 minutes');
 
@@ -39,31 +32,31 @@ SELECT sbq_send('s', 'short ttl', time_to_live => '1 minute') > 0 AS sent;
 SELECT sbq_send('s', 'long ttl', time_to_live => '1 day') > 0 AS sent;
 SELECT convert_from(body, 'UTF8') AS body, time_to_live, expires_at - enqueued_time AS lifetime
   FROM sbq_peek('s', 10);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', time_to_live => '0')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', time_to_live => '-1 second')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x', time_to_live => '0')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x', time_to_live => '-1 second')$$);
 
 -- limits: body over max_message_size is SB007 and stores nothing
 SELECT sbq_purge_queue('s');
-SELECT pg_temp.err($$SELECT sbq_send('s', repeat('x', 17))$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', repeat('é', 9))$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', '{"long": "abcdefghij"}'::jsonb)$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', repeat('x', 16))$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', message_id => repeat('m', 129), body => 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', message_id => repeat('m', 128), body => 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', message_id => '', body => 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', session_id => repeat('s', 129), body => 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', reply_to_session_id => repeat('s', 129), body => 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', application_properties => '[1, 2]')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', application_properties => '"scalar"')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', application_properties => 'null')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x', scheduled_enqueue_time => 'infinity')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', NULL::text)$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', NULL::bytea)$$);
-SELECT pg_temp.err($$SELECT sbq_send('s', NULL::jsonb)$$);
-SELECT pg_temp.err($$SELECT sbq_send(NULL, 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('missing', 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('bad name', 'x')$$);
-SELECT pg_temp.err($$SELECT sbq_send('s/$deadletterqueue', 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', repeat('x', 17))$$);
+SELECT regress.err($$SELECT sbq_send('s', repeat('é', 9))$$);
+SELECT regress.err($$SELECT sbq_send('s', '{"long": "abcdefghij"}'::jsonb)$$);
+SELECT regress.err($$SELECT sbq_send('s', repeat('x', 16))$$);
+SELECT regress.err($$SELECT sbq_send('s', message_id => repeat('m', 129), body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', message_id => repeat('m', 128), body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', message_id => '', body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', session_id => repeat('s', 129), body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', reply_to_session_id => repeat('s', 129), body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x', application_properties => '[1, 2]')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x', application_properties => '"scalar"')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x', application_properties => 'null')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x', scheduled_enqueue_time => 'infinity')$$);
+SELECT regress.err($$SELECT sbq_send('s', NULL::text)$$);
+SELECT regress.err($$SELECT sbq_send('s', NULL::bytea)$$);
+SELECT regress.err($$SELECT sbq_send('s', NULL::jsonb)$$);
+SELECT regress.err($$SELECT sbq_send(NULL, 'x')$$);
+SELECT regress.err($$SELECT sbq_send('missing', 'x')$$);
+SELECT regress.err($$SELECT sbq_send('bad name', 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s/$deadletterqueue', 'x')$$);
 SELECT count(*) AS stored FROM sbq_peek('s', 100);
 
 -- batches: in order, all or nothing
@@ -74,11 +67,11 @@ SELECT count(*) FROM sbq_send_batch('s', ARRAY['\x01'::bytea, '\x02'::bytea]);
 SELECT count(*) FROM sbq_send_batch('s', ARRAY['{"a": 1}'::jsonb]);
 SELECT count(*) FROM sbq_send_batch('s', ARRAY[]::text[]);
 SELECT body, content_type FROM sbq_peek('s', 10);
-SELECT pg_temp.err($$SELECT sbq_send_batch('s', ARRAY['ok', repeat('x', 17)])$$);
-SELECT pg_temp.err($$SELECT sbq_send_batch('s', ARRAY['ok', NULL])$$);
-SELECT pg_temp.err($$SELECT sbq_send_batch('s', NULL::text[])$$);
-SELECT pg_temp.err($$SELECT sbq_send_batch('missing', ARRAY['x'])$$);
-SELECT pg_temp.err($$SELECT sbq_send_batch('s', ARRAY['x'], application_properties => '1')$$);
+SELECT regress.err($$SELECT sbq_send_batch('s', ARRAY['ok', repeat('x', 17)])$$);
+SELECT regress.err($$SELECT sbq_send_batch('s', ARRAY['ok', NULL])$$);
+SELECT regress.err($$SELECT sbq_send_batch('s', NULL::text[])$$);
+SELECT regress.err($$SELECT sbq_send_batch('missing', ARRAY['x'])$$);
+SELECT regress.err($$SELECT sbq_send_batch('s', ARRAY['x'], application_properties => '1')$$);
 SELECT count(*) AS stored FROM sbq_peek('s', 100);
 
 -- a send commits with the caller's transaction: rolled back, it never happened
@@ -92,7 +85,7 @@ SELECT sent FROM sbq_queue_stats WHERE queue = 's';
 
 -- a send in a read-only transaction is refused with 25006
 BEGIN READ ONLY;
-SELECT pg_temp.err($$SELECT sbq_send('s', 'x')$$);
+SELECT regress.err($$SELECT sbq_send('s', 'x')$$);
 ROLLBACK;
 
 SELECT sbq_delete_queue('s');

@@ -1,20 +1,5 @@
 -- settle: complete, abandon, renew, lock loss and dead-lettering at the delivery limit
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
--- error text without the random token in it
-CREATE FUNCTION pg_temp.errc(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f-]{36}', '<token>');
-END $$;
 
 SELECT queue FROM sbq_create_queue('c', lock_duration => '5 seconds', max_delivery_count => 2);
 SELECT queue FROM sbq_create_queue('other');
@@ -24,19 +9,19 @@ SELECT sbq_send('c', 'one') AS seq1 \gset
 SELECT lock_token AS t1 FROM sbq_receive('c') \gset
 SELECT sbq_complete('c', :'t1'::uuid);
 SELECT count(*) AS left_after FROM sbq_peek('c', 10);
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'c', :'t1'));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'c', :'t1'));
 
 -- unknown tokens, tokens of another queue, the wrong sub-queue: SB002, nothing changes
 SELECT sbq_send('c', 'two') > 0 AS sent;
 SELECT lock_token AS t2 FROM sbq_receive('c') \gset
-SELECT pg_temp.errc($$SELECT sbq_complete('c', gen_random_uuid())$$);
-SELECT pg_temp.errc($$SELECT sbq_abandon('c', gen_random_uuid())$$);
-SELECT pg_temp.errc($$SELECT sbq_renew('c', gen_random_uuid())$$);
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'other', :'t2'));
-SELECT pg_temp.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'other', :'t2'));
-SELECT pg_temp.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'other', :'t2'));
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'c/$deadletterqueue', :'t2'));
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'missing', :'t2'));
+SELECT regress.errc($$SELECT sbq_complete('c', gen_random_uuid())$$);
+SELECT regress.errc($$SELECT sbq_abandon('c', gen_random_uuid())$$);
+SELECT regress.errc($$SELECT sbq_renew('c', gen_random_uuid())$$);
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'other', :'t2'));
+SELECT regress.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'other', :'t2'));
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'other', :'t2'));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'c/$deadletterqueue', :'t2'));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'missing', :'t2'));
 SELECT delivery_count, locked_until IS NOT NULL AS still_locked FROM sbq_peek('c');
 
 -- renew extends the lock from now by the lock duration
@@ -50,33 +35,33 @@ SELECT max_delivery_count FROM sbq_update_queue('c', max_delivery_count => 5);
 SELECT sbq_send('c', 'props', application_properties => '{"keep": 1, "replace": "old"}') AS seq3 \gset
 SELECT sbq_complete('c', :'t2'::uuid);
 SELECT lock_token AS t3 FROM sbq_receive('c') \gset
-SELECT pg_temp.err(format('SELECT sbq_abandon(%L, %L::uuid, %L)', 'c', :'t3', '[1]'));
+SELECT regress.err(format('SELECT sbq_abandon(%L, %L::uuid, %L)', 'c', :'t3', '[1]'));
 SELECT locked_until IS NOT NULL AS still_locked_after_bad_abandon FROM sbq_peek('c');
 SELECT sbq_abandon('c', :'t3', '{"replace": "new", "added": null}');
 SELECT sequence_number = :seq3 AS same, delivery_count, application_properties
   FROM sbq_receive('c') \gset
 \echo :same :delivery_count :application_properties
 SELECT lock_token AS t3b FROM sbq_peek('c');
-SELECT pg_temp.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'c', :'t3'));
+SELECT regress.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'c', :'t3'));
 
 -- the uuid[] complete is all or nothing
 SELECT sbq_purge_queue('c');
 SELECT count(*) FROM sbq_send_batch('c', ARRAY['a', 'b', 'c']);
 SELECT array_agg(lock_token ORDER BY sequence_number) AS toks FROM sbq_receive('c', 3) \gset
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid[] || gen_random_uuid())', 'c', :'toks'));
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid[] || (%L::uuid[])[1])', 'c', :'toks', :'toks'));
-SELECT pg_temp.err(format('SELECT sbq_complete(%L, %L::uuid[] || NULL::uuid)', 'c', :'toks'));
-SELECT pg_temp.err($$SELECT sbq_complete('c', NULL::uuid[])$$);
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid[] || gen_random_uuid())', 'c', :'toks'));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid[] || (%L::uuid[])[1])', 'c', :'toks', :'toks'));
+SELECT regress.err(format('SELECT sbq_complete(%L, %L::uuid[] || NULL::uuid)', 'c', :'toks'));
+SELECT regress.err($$SELECT sbq_complete('c', NULL::uuid[])$$);
 SELECT count(*) AS none_completed FROM sbq_peek('c', 10);
 SELECT sbq_complete('c', ARRAY[]::uuid[]);
 SELECT sbq_complete('c', :'toks'::uuid[]);
 SELECT count(*) AS all_completed FROM sbq_peek('c', 10);
 
 -- NULL arguments: 22004
-SELECT pg_temp.err($$SELECT sbq_complete('c', NULL::uuid)$$);
-SELECT pg_temp.err($$SELECT sbq_complete(NULL, gen_random_uuid())$$);
-SELECT pg_temp.err($$SELECT sbq_abandon('c', NULL)$$);
-SELECT pg_temp.err($$SELECT sbq_renew('c', NULL)$$);
+SELECT regress.err($$SELECT sbq_complete('c', NULL::uuid)$$);
+SELECT regress.err($$SELECT sbq_complete(NULL, gen_random_uuid())$$);
+SELECT regress.err($$SELECT sbq_abandon('c', NULL)$$);
+SELECT regress.err($$SELECT sbq_renew('c', NULL)$$);
 
 -- settling commits with the caller's transaction
 SELECT sbq_send('c', 'tx') > 0 AS sent;
@@ -108,7 +93,7 @@ SELECT lock_token AS d FROM sbq_receive('c/$deadletterqueue') \gset
 SELECT sbq_abandon('c/$deadletterqueue', :'d');
 SELECT delivery_count, lock_token AS d FROM sbq_receive('c/$deadletterqueue') \gset
 \echo dead letter delivery :delivery_count
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'c', :'d'));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'c', :'d'));
 SELECT sbq_complete('c/$deadletterqueue', :'d'::uuid);
 SELECT count(*) AS dead_letters FROM sbq_peek('c/$deadletterqueue');
 
@@ -124,9 +109,9 @@ SELECT sequence_number = :seq7 AS same, delivery_count, lock_token AS t7 FROM sb
 \echo :same :delivery_count
 SELECT count(*) AS nothing_available FROM sbq_receive('x', 5);
 SELECT pg_sleep(5.2);
-SELECT pg_temp.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'x', :'t6'));
-SELECT pg_temp.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'x', :'t6'));
-SELECT pg_temp.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'x', :'t7'));
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'x', :'t6'));
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'x', :'t6'));
+SELECT regress.errc(format('SELECT sbq_abandon(%L, %L::uuid)', 'x', :'t7'));
 SELECT locked_count, dead_letter_count FROM sbq_queue_stats WHERE queue = 'x';
 SELECT sequence_number = :seq6 AS same, delivery_count, lock_token <> :'t6'::uuid AS new_token
   FROM sbq_receive('x', 5);

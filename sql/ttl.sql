@@ -1,29 +1,6 @@
 -- time to live: the ceiling, expiry by receive and by settlement, expired deferred messages,
 -- dead letters never expire. One sleep of 2.5 s.
 \set VERBOSITY sqlstate
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
--- error text with sequence numbers relative to base
-CREATE FUNCTION pg_temp.errc(sql text, base bigint DEFAULT 0) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    msg text;
-    n text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    msg := SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<token>', 'g');
-    n := substring(msg FROM 'sequence number ([0-9]+)');
-    IF n IS NOT NULL THEN
-        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' || (n::bigint - base) || '>');
-    END IF;
-    RETURN msg;
-END $$;
 
 -- the ceiling: a time_to_live above the queue's default_message_ttl is capped to it
 SELECT queue, default_message_ttl FROM sbq_create_queue('tl_cap', default_message_ttl => '1 hour');
@@ -38,10 +15,10 @@ SELECT convert_from(body, 'UTF8') AS body, time_to_live, expires_at - enqueued_t
 SELECT convert_from(body, 'UTF8') AS body, time_to_live, expires_at - enqueued_time AS lifetime
   FROM sbq_peek('tl_none', 10) ORDER BY sequence_number;
 -- errors: nothing stored, no queue made or changed
-SELECT pg_temp.err($$SELECT sbq_send('tl_cap', 'x', time_to_live => '0')$$);
-SELECT pg_temp.err($$SELECT sbq_send('tl_cap', 'x', time_to_live => '-1 second')$$);
-SELECT pg_temp.err($$SELECT sbq_create_queue('tl_bad', default_message_ttl => '0.5 seconds')$$);
-SELECT pg_temp.err($$SELECT sbq_update_queue('tl_cap', default_message_ttl => '-1 hour')$$);
+SELECT regress.err($$SELECT sbq_send('tl_cap', 'x', time_to_live => '0')$$);
+SELECT regress.err($$SELECT sbq_send('tl_cap', 'x', time_to_live => '-1 second')$$);
+SELECT regress.err($$SELECT sbq_create_queue('tl_bad', default_message_ttl => '0.5 seconds')$$);
+SELECT regress.err($$SELECT sbq_update_queue('tl_cap', default_message_ttl => '-1 hour')$$);
 SELECT count(*) AS messages FROM sbq_peek('tl_cap', 10);
 SELECT count(*) AS tl_bad FROM sbq_queues WHERE queue = 'tl_bad';
 SELECT default_message_ttl FROM sbq_get_queue('tl_cap');
@@ -94,8 +71,8 @@ SELECT convert_from(body, 'UTF8') AS body FROM sbq_peek('tl_drop', 10) WHERE seq
 SELECT count(*) AS dead_letters FROM sbq_peek('tl_drop/$deadletterqueue', 10);
 
 -- an expired deferred message: receive_deferred says SB003; maintenance dead-letters or drops it
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_dl', :dl_first + 4), :dl_first);
-SELECT pg_temp.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_drop', :drop_first + 1), :drop_first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_dl', :dl_first + 4), :dl_first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_drop', :drop_first + 1), :drop_first);
 SELECT sbq_maintain() IS NOT NULL AS maintained;
 SELECT convert_from(body, 'UTF8') AS body, dead_letter_reason FROM sbq_peek('tl_dl/$deadletterqueue', 10)
  WHERE sequence_number = :dl_first + 4;

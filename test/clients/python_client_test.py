@@ -24,23 +24,14 @@ import time
 import traceback
 import uuid
 
-try:
-    import psycopg
-    from psycopg.rows import dict_row
-    from psycopg.types.json import Jsonb
-except ImportError:
-    # A pyenv or venv python3 may shadow Debian's, which has python3-psycopg.
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != \
-            os.path.realpath("/usr/bin/python3") and not os.environ.get("SBQ_REEXEC"):
-        os.environ["SBQ_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("psycopg 3 is required (apt-get install python3-psycopg)")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import sbq_db  # noqa: E402  (psycopg, or a run under Debian's python3 that has it)
+from sbq_db import psycopg  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+from psycopg.types.json import Jsonb  # noqa: E402
 
 p = argparse.ArgumentParser(description="sbqueue: a new user's flow with psycopg 3")
-p.add_argument("--host", default=os.environ.get("PGHOST", "/tmp/sbq-conc"))
-p.add_argument("--port", type=int, default=int(os.environ.get("PGPORT", "54402")))
-p.add_argument("--dbname", default=os.environ.get("PGDATABASE", "postgres"))
-p.add_argument("--user", default="postgres")
+sbq_db.add_connection_args(p)
 ARGS = p.parse_args()
 
 PASSED = 0
@@ -73,10 +64,7 @@ def raises(name, sqlstate, fn):
 
 
 def main():
-    conn = psycopg.connect(host=ARGS.host, port=ARGS.port, dbname=ARGS.dbname,
-                           user=ARGS.user, autocommit=True, row_factory=dict_row,
-                           connect_timeout=10)
-    conn.execute("SET statement_timeout = '30s'")
+    conn = sbq_db.connect(ARGS, row_factory=dict_row)
     q = "py-client-" + uuid.uuid4().hex[:8]
     try:
         flow(conn, q)

@@ -38,25 +38,16 @@ import time
 import traceback
 import uuid
 
-try:
-    import psycopg
-except ImportError:
-    # A pyenv or venv python3 may shadow Debian's, which has python3-psycopg.
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != \
-            os.path.realpath("/usr/bin/python3") and not os.environ.get("SBQ_REEXEC"):
-        os.environ["SBQ_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("psycopg 3 is required (apt-get install python3-psycopg)")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import sbq_db  # noqa: E402  (psycopg, or a run under Debian's python3 that has it)
+from sbq_db import psycopg  # noqa: E402
 
 
 # --------------------------------------------------------------------------- setup
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--host", default=os.environ.get("PGHOST", "/tmp/sbq-conc"))
-    p.add_argument("--port", type=int, default=int(os.environ.get("PGPORT", "54402")))
-    p.add_argument("--dbname", default=os.environ.get("PGDATABASE", "postgres"))
-    p.add_argument("--user", default="postgres")
+    sbq_db.add_connection_args(p)
     p.add_argument("--messages", type=int, default=2000)
     p.add_argument("--consumers", type=int, default=4)
     p.add_argument("--producers", type=int, default=2)
@@ -90,12 +81,8 @@ P_RB_SEND = 0.02    # send inside a transaction that rolls back
 
 
 def connect(name):
-    conn = psycopg.connect(host=ARGS.host, port=ARGS.port, dbname=ARGS.dbname,
-                           user=ARGS.user, autocommit=True,
-                           application_name="sbq-conc-" + name, connect_timeout=10)
-    # Never let a statement outlive the test.
-    conn.execute("SET statement_timeout = '30s'")
-    return conn
+    # Never let a statement outlive the test: 30 s each.
+    return sbq_db.connect(ARGS, application_name="sbq-conc-" + name)
 
 
 def now():

@@ -1,6 +1,6 @@
 # Copyright (c) 2026, the sbqueue authors
 #
-# SbqFault: what sbqueue's fault tests (test/t/1*.pl) share. Servers set up
+# SbqFault: what sbqueue's fault tests (test/t/fault_*.pl) share. Servers set up
 # for faults (fsync on, restart_after_crash on), the history-recording client
 # (sbq_load.py) started and stopped as separate processes, crash events
 # written into the history, the final drain, the checker (sbq_check.py) and

@@ -474,7 +474,7 @@ class Checker:
 
 def fabricate(d):
     """A clean history and one history per kind of violation; the checker must
-    pass the first and catch each of the others (see 101_harness_checker.pl)."""
+    pass the first and catch each of the others (see test/t/fault_harness_checker.pl)."""
     os.makedirs(d, exist_ok=True)
     T = 1000.0
 

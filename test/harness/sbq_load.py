@@ -51,14 +51,8 @@ import threading
 import time
 import uuid
 
-try:
-    import psycopg
-except ImportError:
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != \
-            os.path.realpath("/usr/bin/python3") and not os.environ.get("SBQ_REEXEC"):
-        os.environ["SBQ_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("psycopg 3 is required (apt-get install python3-psycopg)")
+import sbq_db
+from sbq_db import psycopg
 
 
 def now():
@@ -162,11 +156,10 @@ class Client:
             if now() > deadline or self.stop.is_set():
                 raise TimeoutError("%s: could not connect" % self.name)
             try:
-                c = psycopg.connect(self.args.conninfo, autocommit=True,
-                                    application_name="sbq-load-" + self.name,
-                                    connect_timeout=3)
-                c.execute("SET statement_timeout = '%ds'" % self.args.statement_timeout)
-                self.conn = c
+                self.conn = sbq_db.connect(conninfo=self.args.conninfo,
+                                           statement_timeout=self.args.statement_timeout,
+                                           connect_timeout=3,
+                                           application_name="sbq-load-" + self.name)
             except psycopg.Error:
                 time.sleep(0.2)
         return self.conn

@@ -3,10 +3,11 @@
 # PostgreSQL::Test::Cluster, from any working directory.
 #
 #   test/t/run.sh [prove options] [test files]     default: every test/t/*.pl
+#   make prove_installcheck [PROVE_FLAGS=...] [PROVE_TESTS=...]   the same
 #
 # Needs only installed packages: postgresql-15 and postgresql-server-dev-15
 # (PostgreSQL::Test::*, pg_regress), libipc-run-perl, and sbqueue itself built
-# and installed (make install); postgresql-15-cron for 004_pg_cron.pl, which
+# and installed (make install); postgresql-15-cron for maintain_pg_cron.pl, which
 # is skipped without it. initdb refuses to run as root, so as root the tests
 # run as the postgres user. Each test starts its own servers on free ports in
 # a scratch directory, removed afterwards unless a test failed (then its logs
@@ -59,7 +60,7 @@ rc=${PIPESTATUS[0]}
 # on failure: the logs of the failed tests only, then what failed, last, so
 # that it is the end of the output that says it
 if [ $rc -ne 0 ]; then
-    failed=$(sed -n 's|^.*/\([0-9][0-9]*_[a-z_0-9]*\)\.pl .*Failed: [1-9].*|\1|p; s|^.*/\([0-9][0-9]*_[a-z_0-9]*\)\.pl .*Wstat: [1-9].*|\1|p' \
+    failed=$(sed -n 's|^.*/\([a-z][a-z_0-9]*\)\.pl .*Failed: [1-9].*|\1|p; s|^.*/\([a-z][a-z_0-9]*\)\.pl .*Wstat: [1-9].*|\1|p' \
         "$work/prove.out" | sort -u)
     for t in $failed; do
         for f in "$work"/tmp_check/log/regress_log_"$t" "$work"/tmp_check/log/"$t"_*.log; do

@@ -7,53 +7,12 @@
 -- an implementation accept or refuse with 22023 (never a raw overflow error). C.. are
 -- controls of the fixture and the helpers; B180-B184 check the end state. Cases
 -- B01-B184 are here; settling, deferral, scheduling and dead-letter cases continue
--- in 21_bad_input_dlq_settle.sql (B201-B314). No sleeps.
+-- in bad_input_dlq_settle.sql (B201-B314). No sleeps.
 BEGIN;
 SELECT plan(314);
 
 -- ------------------------------------------------------------ helpers
--- md5 of the ordered contents of every table of schema sbq (queues, messages,
--- queue_counters, duplicate_ids and any later one). Sequences are left out: a failed
--- call may use up a sequence number (API.md: sequence numbers may have gaps).
-CREATE FUNCTION pg_temp.fingerprint() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    t name;
-    part text;
-    acc text := '';
-BEGIN
-    FOR t IN SELECT c.relname FROM pg_catalog.pg_class c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              WHERE n.nspname = 'sbq' AND c.relkind IN ('r', 'p')
-              ORDER BY c.relname
-    LOOP
-        EXECUTE format('SELECT coalesce(string_agg(x::text, %L ORDER BY x::text), %L) FROM sbq.%I x',
-                       E'\n', '', t) INTO part;
-        acc := acc || '#' || t || E'\n' || part;
-    END LOOP;
-    -- locks kept in shared memory (leases): expiry and delivery count of each
-    SELECT coalesce(string_agg(m.sequence_number || ':' || coalesce(sbq.lease_until(m.sequence_number)::text, '-')
-                               || ':' || coalesce(sbq.lease_count(m.sequence_number)::text, '-'),
-                               E'\n' ORDER BY m.sequence_number), '')
-      INTO part FROM sbq.messages m;
-    acc := acc || '#leases' || E'\n' || part;
-    RETURN md5(acc);
-END $$;
-
-CREATE FUNCTION pg_temp.fingerprint_tables() RETURNS name[] LANGUAGE sql AS $$
-    SELECT array_agg(c.relname ORDER BY c.relname) FROM pg_catalog.pg_class c
-      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = 'sbq' AND c.relkind IN ('r', 'p')
-$$;
-
--- One bad-input case: the call fails with the SQLSTATE, and nothing changed.
-CREATE FUNCTION pg_temp.bad(id text, what text, sql text, errcode text) RETURNS SETOF text
-LANGUAGE plpgsql AS $$
-DECLARE
-    before text := pg_temp.fingerprint();
-BEGIN
-    RETURN NEXT throws_ok(sql, errcode, NULL::text, id || ': ' || what || ' fails with ' || errcode);
-    RETURN NEXT is(pg_temp.fingerprint(), before, id || ': nothing changed after ' || what);
-END $$;
+\ir bad_input_setup.psql
 
 -- Runs a statement in a read-only transaction state (reverted when the call's
 -- subtransaction is rolled back by throws_ok).

@@ -1,298 +1,100 @@
--- leases: message locks kept in shared memory (sbqueue preloaded, sbqueue.memory_locks on)
+-- lease: message locks kept in shared memory (sbqueue preloaded, sbqueue.memory_locks on)
 \set VERBOSITY sqlstate
 SET sbqueue.memory_locks = on;
-CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END $$;
-SELECT queue FROM sbq_create_queue('ls', max_delivery_count => 3);
- queue 
--------
- ls
-(1 row)
 
+SELECT queue FROM sbq_create_queue('ls', max_delivery_count => 3);
 SELECT min(seq) AS first FROM sbq_send_batch('ls', ARRAY['m1', 'm2', 'm3']) AS seq \gset
+
 -- a receive writes nothing: its transaction gets no transaction id (so its
 -- commit waits for no WAL flush), and the row keeps no lock
 BEGIN;
 SELECT sequence_number - :first AS n0, delivery_count AS count0, lock_token AS t0
   FROM sbq_receive('ls') \gset
 SELECT :n0 AS n, :count0 AS delivery_count, txid_current_if_assigned() IS NULL AS no_xid;
- n | delivery_count | no_xid 
----+----------------+--------
- 0 |              1 | t
-(1 row)
-
 COMMIT;
 SELECT sequence_number - :first AS n, delivery_count, lock_token IS NULL AS row_has_no_token,
        locked_until IS NULL AS row_not_locked
   FROM sbq.messages WHERE queue_id = (SELECT queue_id FROM sbq.queues WHERE name = 'ls')
  ORDER BY sequence_number;
- n | delivery_count | row_has_no_token | row_not_locked 
----+----------------+------------------+----------------
- 0 |              0 | t                | t
- 1 |              0 | t                | t
- 2 |              0 | t                | t
-(3 rows)
-
 -- peek and the stats see the lease
 SELECT sequence_number - :first AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
- n | delivery_count | locked 
----+----------------+--------
- 0 |              1 | t
- 1 |              0 | f
- 2 |              0 | f
-(3 rows)
-
 SELECT active_count, locked_count, received FROM sbq_queue_stats WHERE queue = 'ls';
- active_count | locked_count | received 
---------------+--------------+----------
-            2 |            1 |        1
-(1 row)
 
 -- the control: with the locks in the rows a receive writes, and so it has an xid
 BEGIN;
 SET LOCAL sbqueue.memory_locks = off;
 SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('ls');
- n | delivery_count 
----+----------------
- 1 |              1
-(1 row)
-
 SELECT txid_current_if_assigned() IS NOT NULL AS has_xid;
- has_xid 
----------
- t
-(1 row)
-
 ROLLBACK;
+
 -- a receive rolled back to a savepoint leaves no lease behind
 BEGIN;
 SAVEPOINT s;
 SELECT sequence_number - :first AS n FROM sbq_receive('ls');
- n 
----
- 1
-(1 row)
-
 ROLLBACK TO SAVEPOINT s;
 SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('ls');
- n | delivery_count 
----+----------------
- 1 |              1
-(1 row)
-
 COMMIT;
 SELECT sequence_number - :first AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
- n | delivery_count | locked 
----+----------------+--------
- 0 |              1 | t
- 1 |              1 | t
- 2 |              0 | f
-(3 rows)
 
 -- settle in the transaction of the receive; abandon, then receive again in it
 BEGIN;
 SELECT lock_token AS t3 FROM sbq_receive('ls') \gset
 SELECT sbq_abandon('ls', :'t3');
- sbq_abandon 
--------------
- 
-(1 row)
-
 SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('ls');
- n | delivery_count 
----+----------------
- 2 |              2
-(1 row)
-
 SELECT count(*) AS nothing_more FROM sbq_receive('ls');
- nothing_more 
---------------
-            0
-(1 row)
-
 ROLLBACK;
 SELECT sequence_number - :first AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
- n | delivery_count | locked 
----+----------------+--------
- 0 |              1 | t
- 1 |              1 | t
- 2 |              0 | f
-(3 rows)
 
 -- a renew that rolls back is undone; one that commits holds
 SELECT lock_token AS t1 FROM sbq_receive('ls', 1, receive_mode => 'peek_lock') \gset
 SELECT count(*) AS nothing_free FROM sbq_receive('ls');
- nothing_free 
---------------
-            0
-(1 row)
-
 SELECT locked_until AS u1 FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2 \gset
 BEGIN;
 SELECT sbq_renew('ls', :'t1') > :'u1'::timestamptz AS renewed;
- renewed 
----------
- t
-(1 row)
-
 ROLLBACK;
 SELECT locked_until = :'u1'::timestamptz AS renew_undone FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2;
- renew_undone 
---------------
- t
-(1 row)
-
 SELECT sbq_renew('ls', :'t1') > :'u1'::timestamptz AS renewed;
- renewed 
----------
- t
-(1 row)
-
 SELECT locked_until > :'u1'::timestamptz AS renew_kept FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2;
- renew_kept 
-------------
- t
-(1 row)
 
 -- complete and complete(uuid[]) end leases; a complete that rolls back keeps the lock
 BEGIN;
 SELECT sbq_complete('ls', :'t1'::uuid);
- sbq_complete 
---------------
- 
-(1 row)
-
 ROLLBACK;
-SELECT pg_temp.err(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t1')) AS lock_still_valid;
- lock_still_valid 
-------------------
- no error
-(1 row)
-
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t1')) AS lock_still_valid;
 SELECT sbq_complete('ls', :'t1'::uuid);
- sbq_complete 
---------------
- 
-(1 row)
-
-SELECT pg_temp.err(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t1')) AS second_complete;
- second_complete 
------------------
- SB002
-(1 row)
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t1')) AS second_complete;
 
 -- a purge drops leased messages; their tokens are then lost (SB002)
-SELECT pg_temp.err(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_before_purge;
- renew_before_purge 
---------------------
- no error
-(1 row)
-
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_before_purge;
 SELECT sbq_purge_queue('ls') AS purged;
- purged 
---------
-      2
-(1 row)
-
-SELECT pg_temp.err(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_after_purge;
- renew_after_purge 
--------------------
- SB002
-(1 row)
-
-SELECT pg_temp.err(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t0')) AS complete_after_purge;
- complete_after_purge 
-----------------------
- SB002
-(1 row)
+SELECT regress.errc(format('SELECT sbq_renew(%L, %L::uuid)', 'ls', :'t0')) AS renew_after_purge;
+SELECT regress.errc(format('SELECT sbq_complete(%L, %L::uuid)', 'ls', :'t0')) AS complete_after_purge;
 
 -- counters: every delivery under a lease is counted once, when it ends or while it lasts
 SELECT sent, received, completed, abandoned FROM sbq_queue_stats WHERE queue = 'ls';
- sent | received | completed | abandoned 
-------+----------+-----------+-----------
-    3 |        3 |         1 |         0
-(1 row)
 
 -- receive-and-delete and the durable paths skip leased messages
 SELECT min(seq) AS f2 FROM sbq_send_batch('ls', ARRAY['n1', 'n2']) AS seq \gset
 SELECT sequence_number - :f2 AS n FROM sbq_receive('ls');
- n 
----
- 0
-(1 row)
-
 SELECT sequence_number - :f2 AS n, convert_from(body, 'UTF8') AS body
   FROM sbq_receive('ls', 5, receive_mode => 'receive_and_delete');
- n | body 
----+------
- 1 | n2
-(1 row)
-
 SELECT sequence_number - :f2 AS n, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
- n | locked 
----+--------
- 0 | t
-(1 row)
 
 SELECT sbq_delete_queue('ls');
- sbq_delete_queue 
-------------------
- 
-(1 row)
 
 -- the head of a queue (qstate.c): a leasing receive starts its scan where the
 -- queue's head was last seen; maintenance checks that head and lowers it to a
 -- message that appeared below it by a path that announces nothing (here an
 -- UPDATE by hand, as a restore would write)
 SELECT queue FROM sbq_create_queue('lh');
- queue 
--------
- lh
-(1 row)
-
 SELECT sbq_send('lh', 'hidden') AS hidden \gset
 UPDATE sbq.messages SET state = 1 WHERE sequence_number = :hidden;
 SELECT sbq_send('lh', 'seen') AS seen \gset
 SELECT convert_from(r.body, 'UTF8') AS completed
   FROM sbq_receive('lh') r, LATERAL sbq_complete('lh', r.lock_token) c;
- completed 
------------
- seen
-(1 row)
-
 SELECT count(*) AS nothing_left FROM sbq_receive('lh');
- nothing_left 
---------------
-            0
-(1 row)
-
 UPDATE sbq.messages SET state = 0 WHERE sequence_number = :hidden;
 SELECT count(*) AS skipped_below_the_head FROM sbq_receive('lh');
- skipped_below_the_head 
-------------------------
-                      0
-(1 row)
-
 SELECT (sbq_maintain()) IS NOT NULL AS maintained;
- maintained 
-------------
- t
-(1 row)
-
 SELECT convert_from(body, 'UTF8') AS found_after_the_check, delivery_count FROM sbq_receive('lh');
- found_after_the_check | delivery_count 
------------------------+----------------
- hidden                |              1
-(1 row)
-
 SELECT sbq_delete_queue('lh');
- sbq_delete_queue 
-------------------
- 
-(1 row)
-

@@ -1,45 +1,14 @@
 -- sbqueue pgTAP: bad input to settling (complete, abandon, defer, deadletter, renew),
 -- receive_deferred, cancel_scheduled, resubmit and the dead-letter sub-queue
 -- (research/reliability.md 6.5, SQLSTATEs from API.md "Errors"). Continues the case
--- numbers of 20_bad_input.sql at B201 (B310-B314 check the end state). Every case B.. is two assertions: the
+-- numbers of bad_input.sql at B201 (B310-B314 check the end state). Every case B.. is two assertions: the
 -- SQLSTATE, and that no state changed (a fingerprint of every table in schema sbq,
 -- all columns, lock columns included, is the same before and after). No sleeps.
 BEGIN;
 SELECT plan(205);
 
--- ------------------------------------------------------------ helpers (as in 20_bad_input.sql)
-CREATE FUNCTION pg_temp.fingerprint() RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    t name;
-    part text;
-    acc text := '';
-BEGIN
-    FOR t IN SELECT c.relname FROM pg_catalog.pg_class c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              WHERE n.nspname = 'sbq' AND c.relkind IN ('r', 'p')
-              ORDER BY c.relname
-    LOOP
-        EXECUTE format('SELECT coalesce(string_agg(x::text, %L ORDER BY x::text), %L) FROM sbq.%I x',
-                       E'\n', '', t) INTO part;
-        acc := acc || '#' || t || E'\n' || part;
-    END LOOP;
-    -- locks kept in shared memory (leases): expiry and delivery count of each
-    SELECT coalesce(string_agg(m.sequence_number || ':' || coalesce(sbq.lease_until(m.sequence_number)::text, '-')
-                               || ':' || coalesce(sbq.lease_count(m.sequence_number)::text, '-'),
-                               E'\n' ORDER BY m.sequence_number), '')
-      INTO part FROM sbq.messages m;
-    acc := acc || '#leases' || E'\n' || part;
-    RETURN md5(acc);
-END $$;
-
-CREATE FUNCTION pg_temp.bad(id text, what text, sql text, errcode text) RETURNS SETOF text
-LANGUAGE plpgsql AS $$
-DECLARE
-    before text := pg_temp.fingerprint();
-BEGIN
-    RETURN NEXT throws_ok(sql, errcode, NULL::text, id || ': ' || what || ' fails with ' || errcode);
-    RETURN NEXT is(pg_temp.fingerprint(), before, id || ': nothing changed after ' || what);
-END $$;
+-- ------------------------------------------------------------ helpers
+\ir bad_input_setup.psql
 
 -- ------------------------------------------------------------ fixtures
 -- b21_a (max_delivery_count 10):
