@@ -109,6 +109,11 @@ tap() {
     make -s PG_CONFIG="$PG_CONFIG" prove_installcheck
 }
 
+layout() {
+    "$PYTHON" scripts/check_source.py
+}
+
+suite "source layout" layout
 suite "pg_regress and isolation" regress
 suite "pg_regress and pgTAP, locks in rows" row_locks
 suite "upgrade" upgrade
