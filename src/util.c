@@ -5,6 +5,10 @@
  *	  queue names and addresses, durations, lock tokens, JSON objects, the
  *	  set-returning function setup and the per-name lock of queue management.
  *
+ * Owns nothing. Locks: sbq_lock_queue_name takes a transaction-level
+ * advisory lock on a queue name (its own field4, so it never meets an
+ * application's pg_advisory_lock); nothing else here locks.
+ *
  * Copyright (c) 2026, the sbqueue authors
  *
  * IDENTIFICATION
