@@ -11,18 +11,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 use Time::HiRes qw(usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('leases');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
+my $node = SbqNode::preloaded('leases', qq(
 max_prepared_transactions = 2
 restart_after_crash = on
 ));
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
 $node->safe_psql('postgres', q{
 	SELECT sbq_create_queue('c', lock_duration => '5 s', max_delivery_count => 5);

@@ -27,18 +27,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 use SbqLease;
 use Time::HiRes qw(usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('lease_edges');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
+my $node = SbqNode::preloaded('lease_edges', qq(
 max_prepared_transactions = 4
 ));
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
 
 sub run_sql { return SbqLease::run_sql($node, @_); }

@@ -23,6 +23,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 use SbqLease;
 use Time::HiRes qw(usleep);
 
@@ -30,16 +31,10 @@ my $max_locks = 1024;
 # leases taken by one receive in the slot tests: two such receives do not fit
 my $fill = 700;
 
-my $node = PostgreSQL::Test::Cluster->new('lease_lifecycle');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
+my $node = SbqNode::preloaded('lease_lifecycle', qq(
 sbqueue.max_locks = $max_locks
 sbqueue.max_locks_per_database = $max_locks
 ));
-$node->start;
 
 is($node->safe_psql('postgres', 'SHOW sbqueue.max_locks'), $max_locks,
 	"the lease table holds $max_locks locks");

@@ -19,17 +19,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 use Time::HiRes qw(usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('lease_review');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
+my $node = SbqNode::preloaded('lease_review', qq(
 max_prepared_transactions = 2
 ));
-$node->start;
 
 sub fresh_db
 {

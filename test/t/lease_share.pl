@@ -25,6 +25,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 use SbqLease;
 use Time::HiRes qw(usleep);
 
@@ -33,16 +34,10 @@ my $max_locks = 1024;
 my $share = 256;
 my @dbs = ('d1', 'd2', 'd3', 'd4');
 
-my $node = PostgreSQL::Test::Cluster->new('lease_share');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
+my $node = SbqNode::preloaded('lease_share', qq(
 sbqueue.max_locks = $max_locks
 max_prepared_transactions = 2
 ));
-$node->start;
 
 is($node->safe_psql('postgres', 'SHOW sbqueue.max_locks'), $max_locks,
 	"the lease table holds $max_locks locks");

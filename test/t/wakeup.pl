@@ -16,17 +16,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 use Time::HiRes qw(time usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('wakeup');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
+my $node = SbqNode::preloaded('wakeup', qq(
 log_statement = none
 ));
-$node->start;
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION sbqueue;
 	SELECT sbq_create_queue('q');
