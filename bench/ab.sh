@@ -14,6 +14,7 @@
 # and a batch from a filled queue, and the full cycle of 1 and a batch; and
 # the cycle of 1 with sbqueue.memory_locks off (locks in the rows).
 # Prints the median messages/second of each and new/old, as a Markdown table.
+# AB_ONLY (an extended regular expression) keeps the workloads whose names match.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -107,6 +108,13 @@ workloads=(
     "cycle batch of $batch|sbq_cycle_batch|0|$batch|"
     "cycle 1, locks in the rows|sbq_cycle|0|1|-c sbqueue.memory_locks=off"
 )
+if [ -n "${AB_ONLY:-}" ]; then
+    kept=()
+    for w in "${workloads[@]}"; do
+        grep -Eq -- "$AB_ONLY" <<<"${w%%|*}" && kept+=("$w")
+    done
+    workloads=("${kept[@]}")
+fi
 declare -A got
 for r in $(seq "$rounds"); do
     for w in "${workloads[@]}"; do
