@@ -739,13 +739,10 @@ sbq_lease_hand_out(SbqLeaseReceive *r, SbqLeasePass *pass, TupleDesc tupdesc)
 		Datum		out[SBQ_MESSAGE_NATTS];
 		bool		nulls[SBQ_MESSAGE_NATTS];
 		pg_uuid_t  *token;
-		int			col;
 
 		if (c->fate != SBQ_FATE_HAND && c->fate != SBQ_FATE_STORE)
 			continue;
-		for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
-			out[col] = SPI_getbinval(pass->fetched->vals[c->row], pass->fetched->tupdesc,
-									 col + 1, &nulls[col]);
+		(void) sbq_message_row(pass->fetched, c->row, out, nulls);
 		token = palloc(sizeof(pg_uuid_t));
 		sbq_make_lock_token(c->seq, token);
 		sbq_lease_grant(c->seq, token, r->until, c->count);
@@ -798,9 +795,7 @@ sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 	SbqLeaseReceive r = {0};
 	int			o;
 
-	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
-		elog(ERROR, "sbq_message has %d columns, expected %d",
-			 tupdesc->natts, SBQ_MESSAGE_NATTS);
+	sbq_check_message_desc(tupdesc);
 	r.queue = queue;
 	r.subqueue = subqueue;
 	r.epoch = sbq_storage_epoch();

@@ -154,7 +154,7 @@ static SbqStatement stmt_lock_deferred = {"lock deferred", 2, {INT8ARRAYOID, TIM
 };
 
 /* Check that tupdesc is sbq_message's. */
-static void
+void
 sbq_check_message_desc(TupleDesc tupdesc)
 {
 	if (tupdesc->natts != SBQ_MESSAGE_NATTS)
@@ -164,17 +164,17 @@ sbq_check_message_desc(TupleDesc tupdesc)
 
 /*
  * sbq_message_row
- *		The sbq_message columns of row row of the current SPI result; false
- *		for a row whose sequence number is NULL (the row a receive returns
- *		when it handed out nothing).
+ *		The sbq_message columns (the first SBQ_MESSAGE_NATTS) of row row of an
+ *		SPI result; false for a row whose sequence number is NULL (the row a
+ *		receive returns when it handed out nothing).
  */
-static bool
-sbq_message_row(uint64 row, Datum *values, bool *nulls)
+bool
+sbq_message_row(SPITupleTable *tt, uint64 row, Datum *values, bool *nulls)
 {
 	int			col;
 
 	for (col = 0; col < SBQ_MESSAGE_NATTS; col++)
-		values[col] = sbq_col(row, col + 1, &nulls[col]);
+		values[col] = SPI_getbinval(tt->vals[row], tt->tupdesc, col + 1, &nulls[col]);
 	return !nulls[0];
 }
 
@@ -199,7 +199,7 @@ sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc, bool leases,
 		TimestampTz until;
 		int32		count;
 
-		if (!sbq_message_row(row, values, nulls))
+		if (!sbq_message_row(SPI_tuptable, row, values, nulls))
 			continue;
 		/* a lease is the message's lock (it is not in the row) */
 		if (leases && sbq_lease_lookup(DatumGetInt64(values[0]), &until, &count))
@@ -266,7 +266,7 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 
 			for (row = 0; row < SPI_processed; row++)
 			{
-				if (!sbq_message_row(row, out, nulls))
+				if (!sbq_message_row(SPI_tuptable, row, out, nulls))
 					continue;
 				outs[delivered].seq = DatumGetInt64(out[0]);
 				outs[delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);

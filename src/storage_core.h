@@ -125,6 +125,8 @@ extern int	sbq_all_queues(SbqQueue **queues);
 extern int	sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always);
 
 /* receive.c */
+extern void sbq_check_message_desc(TupleDesc tupdesc);
+extern bool sbq_message_row(SPITupleTable *tt, uint64 row, Datum *values, bool *nulls);
 extern int	sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc,
 								 bool leases, TimestampTz now);
 extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
