@@ -106,6 +106,26 @@ static MemoryContext sbq_launcher_tick_cxt = NULL;
 static bool sbq_launcher_warned_slots = false;
 
 /*
+ * sbq_bgworker
+ *		The parts the launcher and the maintenance workers share of a
+ *		background worker's registration: a connection to shared memory and
+ *		a database, started once recovery has finished, entry point function
+ *		of this library.
+ */
+static void
+sbq_bgworker(BackgroundWorker *worker, const char *function, const char *type,
+			 int restart_time)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = restart_time;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "sbqueue");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+}
+
+/*
  * sbq_launcher_register
  *		Register the launcher. Called by _PG_init only while
  *		shared_preload_libraries is processed (and not in binary upgrade
@@ -116,14 +136,8 @@ sbq_launcher_register(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = SBQ_LAUNCHER_RESTART_S;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "sbqueue");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "sbq_launcher_main");
+	sbq_bgworker(&worker, "sbq_launcher_main", "sbqueue launcher", SBQ_LAUNCHER_RESTART_S);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "sbqueue launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "sbqueue launcher");
 	worker.bgw_main_arg = (Datum) 0;
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
@@ -196,15 +210,9 @@ sbq_launcher_start_worker(SbqLauncherDb *db, TimestampTz now)
 	BackgroundWorkerHandle *handle;
 	MemoryContext oldcxt;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "sbqueue");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "sbq_worker_main");
+	sbq_bgworker(&worker, "sbq_worker_main", "sbqueue maintenance", BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "sbqueue maintenance worker for database \"%s\"",
 			 NameStr(db->name));
-	snprintf(worker.bgw_type, BGW_MAXLEN, "sbqueue maintenance");
 	worker.bgw_main_arg = ObjectIdGetDatum(db->dbid);
 	worker.bgw_notify_pid = MyProcPid;
 

@@ -320,8 +320,8 @@ sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
 }
 
 /*
- * Queue properties as statement arguments, in the order of &stmt_update_queue
- * ($2 .. $10), which &stmt_create_queue shares from its $3 on.
+ * Queue properties as statement arguments, in the order of stmt_update_queue
+ * ($2 .. $10), which stmt_create_queue shares from its $3 on.
  */
 static void
 sbq_queue_args(const SbqQueue *p, Datum *values, bool *nulls)

@@ -168,7 +168,7 @@ sbq_cmp_int64(const void *a, const void *b)
  *		Store messages one by one under duplicate detection: each draws a
  *		sequence number and claims its message id; an id sent within the
  *		window stores nothing and gives back the first message's number.
- *		values/nulls are &stmt_send_one's arguments but for $16 and $17.
+ *		values/nulls are stmt_send_one's arguments but for $16 and $17.
  */
 static int64
 sbq_send_with_dedup(const SbqQueue *queue, Datum *values, bool *nulls,
