@@ -41,8 +41,10 @@ ALTER SEQUENCE sbq.queue_id_seq OWNED BY sbq.queues.queue_id;
 CREATE SEQUENCE sbq.message_seq AS bigint;
 
 /*
- * Every message of every queue. subqueue 0 is the queue itself, 1 its
- * dead-letter sub-queue; state 0 active, 1 deferred, 2 scheduled.
+ * Every message of every queue that is not a dead letter; state 0 active,
+ * 1 deferred, 2 scheduled. subqueue is 0 here and 1 in sbq.dead_letters:
+ * the two tables share their leading columns, so one statement serves
+ * either sub-queue, and the column fills what alignment would leave empty.
  *
  * Receive walks messages_receive_idx in sequence order. The lock columns
  * (lock_token, locked_until, delivery_count) are in no index, so taking,
@@ -75,11 +77,57 @@ CREATE TABLE sbq.messages (
     dead_letter_error_description text,
     dead_letter_source text,
     body bytea NOT NULL,
-    CONSTRAINT messages_pkey PRIMARY KEY (sequence_number)
+    CONSTRAINT messages_pkey PRIMARY KEY (sequence_number),
+    CONSTRAINT messages_subqueue_check CHECK (subqueue = 0)
 ) WITH (fillfactor = 80);
 
 CREATE INDEX messages_receive_idx
     ON sbq.messages (queue_id, subqueue, state, sequence_number);
+
+/*
+ * The dead-letter sub-queues of every queue: messages moved here, in the
+ * transaction that dead-lettered them, with their reason, description,
+ * source (the queue's name), delivery count and the time they arrived
+ * (dead_lettered_at); sbq_resubmit moves them back. Apart from the hot
+ * table, they neither pin its pages nor lengthen its indexes, and keep a
+ * retention and vacuum policy of their own. The leading columns are those
+ * of sbq.messages (subqueue always 1; state 0, or 1 once deferred here).
+ */
+CREATE TABLE sbq.dead_letters (
+    sequence_number bigint NOT NULL,
+    queue_id integer NOT NULL,
+    subqueue smallint NOT NULL,
+    state smallint NOT NULL,
+    delivery_count integer NOT NULL,
+    lock_token uuid,
+    locked_until timestamptz,
+    enqueued_time timestamptz NOT NULL,
+    scheduled_enqueue_time timestamptz,
+    expires_at timestamptz,
+    time_to_live interval,
+    message_id text NOT NULL,
+    session_id text,
+    correlation_id text,
+    subject text,
+    content_type text,
+    reply_to text,
+    reply_to_session_id text,
+    to_address text,
+    application_properties jsonb,
+    dead_letter_reason text,
+    dead_letter_error_description text,
+    dead_letter_source text,
+    dead_lettered_at timestamptz NOT NULL,
+    body bytea NOT NULL,
+    CONSTRAINT dead_letters_pkey PRIMARY KEY (sequence_number),
+    CONSTRAINT dead_letters_subqueue_check CHECK (subqueue = 1),
+    CONSTRAINT dead_letters_state_check CHECK (state IN (0, 1))
+) WITH (fillfactor = 80);
+
+CREATE INDEX dead_letters_receive_idx
+    ON sbq.dead_letters (queue_id, subqueue, state, sequence_number);
+/* retention (dead_letter_ttl): the oldest dead letters of a queue first */
+CREATE INDEX dead_letters_age_idx ON sbq.dead_letters (queue_id, dead_lettered_at);
 
 /*
  * Counters since creation. Each backend adds to its own row (shard = its
@@ -101,6 +149,7 @@ CREATE TABLE sbq.queue_counters (
 SELECT pg_catalog.pg_extension_config_dump('sbq.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.queue_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.messages', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.dead_letters', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.message_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.queue_counters', '');
 
@@ -457,7 +506,7 @@ CREATE VIEW sbq_queues AS
 /*
  * The five counts split the messages without overlap, at the wall-clock time
  * of the query (as receive and settle judge locks, not at the transaction
- * start). A message whose lock
+ * start). Dead letters are the rows of sbq.dead_letters, and: a message whose lock
  * expired on its last allowed delivery is counted as the dead letter it is
  * about to become; one whose time to live has passed is counted nowhere when
  * it is about to be dropped, as a dead letter when the queue dead-letters
@@ -469,7 +518,7 @@ CREATE VIEW sbq_queue_stats AS
            coalesce(s.locked_count, 0) AS locked_count,
            coalesce(s.deferred_count, 0) AS deferred_count,
            coalesce(s.scheduled_count, 0) AS scheduled_count,
-           coalesce(s.dead_letter_count, 0) AS dead_letter_count,
+           (coalesce(s.dead_letter_count, 0) OPERATOR(pg_catalog.+) dl.n)::bigint AS dead_letter_count,
            s.oldest_enqueued_time,
            (coalesce(c.sent, 0) OPERATOR(pg_catalog.+) pc.p[1])::bigint AS sent,
            (coalesce(c.received, 0) OPERATOR(pg_catalog.+) pc.p[2] OPERATOR(pg_catalog.+)
@@ -491,7 +540,6 @@ CREATE VIEW sbq_queue_stats AS
                       AND k.kind OPERATOR(pg_catalog.<>) 'dead') AS oldest_enqueued_time
              FROM (SELECT m.enqueued_time,
                           CASE
-                            WHEN m.subqueue OPERATOR(pg_catalog.=) 1 THEN 'dead'
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
                             WHEN l.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
                             WHEN l.locked_until IS NOT NULL
@@ -508,6 +556,10 @@ CREATE VIEW sbq_queue_stats AS
                          ) l
                     WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
            ) s ON true
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.count(*) AS n FROM sbq.dead_letters d
+            WHERE d.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           ) dl
       LEFT JOIN LATERAL (
            SELECT pg_catalog.sum(qc.sent)::bigint AS sent,
                   pg_catalog.sum(qc.received)::bigint AS received,

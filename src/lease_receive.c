@@ -83,7 +83,7 @@ static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, IN
 		TIMESTAMPTZOID, INT4OID, INT8OID},
 	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
 	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
-	"  FROM sbq.messages m"
+	"  FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
 	"   AND m.sequence_number >= $5"
 	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
@@ -100,7 +100,7 @@ static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, IN
 static SbqStatement stmt_lease_store = {"lease store", 4, {INT8ARRAYOID, INT4ARRAYOID,
 		TIDARRAYOID, INT4OID},
 	LEASE_TRIPLES
-	"UPDATE sbq.messages m"
+	"UPDATE " SUBQUEUE_TABLE " m"
 	"   SET delivery_count = GREATEST(m.delivery_count, c.cnt),"
 	"       lock_token = NULL, locked_until = NULL"
 	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
@@ -111,6 +111,15 @@ static SbqStatement stmt_lease_store = {"lease store", 4, {INT8ARRAYOID, INT4ARR
 /* $4 queue, $5 reason, $6 description, $7 source (the queue's name) */
 static SbqStatement stmt_lease_deadletter = {"lease dead-letter", 7, {INT8ARRAYOID,
 		INT4ARRAYOID, TIDARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID},
+	LEASE_TRIPLES
+	", d AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
+	"     AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
+	"  RETURNING m.*, c.cnt), "
+	" i AS (" DEAD_LETTER_INSERT("d", "GREATEST(d.delivery_count, d.cnt)", "$5", "$6", "$7")
+	") SELECT d.sequence_number FROM d",
+	.old_sql =
 	LEASE_TRIPLES
 	"UPDATE sbq.messages m"
 	"   SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
@@ -137,13 +146,14 @@ static SbqStatement stmt_queues_exist = {"queues exist", 1, {INT4ARRAYOID},
 
 /*
  * sbq_lease_rows
- *		Run a lease statement over the triples (seqs[i], counts[i], tids[i])
- *		(tids NULL: any row version) with further arguments extra[] (after
+ *		Run a lease statement on the table of a sub-queue over the triples
+ *		(seqs[i], counts[i], tids[i]) (tids NULL: any row version) with
+ *		further arguments extra[] (after
  *		$1, $2 and $3); returns how many rows it changed, and marks done[i]
  *		for those it returned (when done != NULL).
  */
 static int
-sbq_lease_rows(SbqStatement *st, const int64 *seqs, const int32 *counts,
+sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 *counts,
 			   const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
 {
 	Datum		values[10];
@@ -172,7 +182,7 @@ sbq_lease_rows(SbqStatement *st, const int64 *seqs, const int32 *counts,
 	}
 	for (i = 0; i < nextra; i++)
 		values[3 + i] = extra[i];
-	rows = sbq_exec(st, values, nulls);
+	rows = sbq_exec_in(st, subqueue, values, nulls);
 	if (done != NULL)
 	{
 		for (i = 0; i < n; i++)
@@ -204,7 +214,7 @@ sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 
 	extra[1] = CStringGetTextDatum(reason);
 	extra[2] = CStringGetTextDatum(description);
 	extra[3] = CStringGetTextDatum(queue->name);
-	return sbq_lease_rows(&stmt_lease_deadletter, seqs, counts, tids, n, extra, 4, done);
+	return sbq_lease_rows(&stmt_lease_deadletter, SBQ_SUBQUEUE_MAIN, seqs, counts, tids, n, extra, 4, done);
 }
 
 /*
@@ -221,10 +231,11 @@ sbq_sweep_queue_leases(const SbqQueue *queue, const SbqExpiredLease *items, int 
 	char		description[128];
 	int			nover = 0;
 	int			nstore = 0;
+	int			ndlq = 0;
 	int			i;
 	Datum		extra[1];
 
-	/* over the limit first, at the front of the arrays */
+	/* over the limit first, then the stores of each sub-queue */
 	for (i = 0; i < n; i++)
 		if (items[i].queue_id == queue->queue_id &&
 			items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
@@ -235,13 +246,20 @@ sbq_sweep_queue_leases(const SbqQueue *queue, const SbqExpiredLease *items, int 
 		}
 	for (i = 0; i < n; i++)
 		if (items[i].queue_id == queue->queue_id &&
-			!(items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
-			  items[i].delivery_count >= queue->max_delivery_count))
+			items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
+			items[i].delivery_count < queue->max_delivery_count)
 		{
 			seqs[nover + nstore] = items[i].seq;
 			counts[nover + nstore++] = items[i].delivery_count;
 		}
-	if (nover + nstore == 0)
+	for (i = 0; i < n; i++)
+		if (items[i].queue_id == queue->queue_id &&
+			items[i].subqueue == SBQ_SUBQUEUE_DLQ)
+		{
+			seqs[nover + nstore + ndlq] = items[i].seq;
+			counts[nover + nstore + ndlq++] = items[i].delivery_count;
+		}
+	if (nover + nstore + ndlq == 0)
 		return;
 
 	sbq_max_delivery_description(queue, description, sizeof(description));
@@ -249,10 +267,12 @@ sbq_sweep_queue_leases(const SbqQueue *queue, const SbqExpiredLease *items, int 
 												SBQ_DLQ_REASON_MAX_DELIVERY, description,
 												NULL);
 	extra[0] = Int32GetDatum(queue->queue_id);
-	*released += sbq_lease_rows(&stmt_lease_store, seqs + nover, counts + nover, NULL,
-								nstore, extra, 1, NULL);
+	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_MAIN, seqs + nover,
+								counts + nover, NULL, nstore, extra, 1, NULL);
+	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_DLQ, seqs + nover + nstore,
+								counts + nover + nstore, NULL, ndlq, extra, 1, NULL);
 	*dead_lettered += c.dead_lettered;
-	c.received = nover + nstore;	/* those deliveries are over now */
+	c.received = nover + nstore + ndlq;	/* those deliveries are over now */
 	sbq_add_counts(queue->queue_id, &c);
 	sbq_wait_wake_at_commit(queue->queue_id);
 }
@@ -437,9 +457,9 @@ sbq_give_back(SbqClaimed *claims, int nclaims, SbqFate fate, int n, const bool *
  *		failure instead, as a row lock on it would be.
  */
 static void
-sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue)
+sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue, int16 subqueue)
 {
-	Relation	rel = table_open(sbq_messages_oid(), AccessShareLock);
+	Relation	rel = table_open(sbq_subqueue_table_oid(subqueue), AccessShareLock);
 	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
 	int			k;
 
@@ -513,7 +533,7 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 		sbq_qstate_head(r->epoch, r->queue->queue_id, &hint, &bound);
 	values[4] = Int64GetDatum(use_hint ? hint : 0);
 	sbq_lease_scan_start();
-	pass->nfetched = sbq_exec(&stmt_lease_candidates, values, NULL);
+	pass->nfetched = sbq_exec_in(&stmt_lease_candidates, r->subqueue, values, NULL);
 	pass->fetched = SPI_tuptable;
 
 	/*
@@ -582,7 +602,7 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 	 * committed after the scan's snapshot released its lease before our
 	 * claim, so a check with a snapshot taken now sees it.
 	 */
-	sbq_check_claims(pass->claims, pass->nclaims, r->queue);
+	sbq_check_claims(pass->claims, pass->nclaims, r->queue, r->subqueue);
 	return pass->nclaims;
 }
 
@@ -683,10 +703,10 @@ sbq_write_fate(SbqLeaseReceive *r, SbqLeasePass *pass, SbqFate fate, SbqFateRows
 											SBQ_DLQ_REASON_EXPIRED,
 											SBQ_DLQ_DESCRIPTION_EXPIRED, f->done);
 	else if (fate == SBQ_FATE_DROP)
-		written = sbq_lease_rows(&stmt_lease_drop, f->seqs, f->counts, f->tids, f->n,
+		written = sbq_lease_rows(&stmt_lease_drop, SBQ_SUBQUEUE_MAIN, f->seqs, f->counts, f->tids, f->n,
 								 extra, 1, f->done);
 	else if (fate == SBQ_FATE_STORE)
-		written = sbq_lease_rows(&stmt_lease_store, f->seqs, f->counts, f->tids, f->n,
+		written = sbq_lease_rows(&stmt_lease_store, r->subqueue, f->seqs, f->counts, f->tids, f->n,
 								 extra, 1, f->done);
 	else
 		elog(ERROR, "leasing receive: nothing to write for fate %d", (int) fate);

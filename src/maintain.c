@@ -65,21 +65,40 @@ static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8O
  * $1 queue, $2 now, $3 max_delivery_count, $4 head, $5 limit,
  * $6 queue name, $7 max delivery description
  */
+#define MAINTAIN_LOCKS_HEAD \
+	"WITH head AS MATERIALIZED (" \
+	"  (SELECT sequence_number FROM sbq.messages" \
+	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0" \
+	"    ORDER BY sequence_number LIMIT $4)" \
+	"  UNION ALL" \
+	"  (SELECT sequence_number FROM sbq.messages" \
+	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 1" \
+	"    ORDER BY sequence_number LIMIT $4))," \
+	" c AS MATERIALIZED (" \
+	"  SELECT m.sequence_number, m.delivery_count >= $3 AS over" \
+	"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number" \
+	"   WHERE m.locked_until <= $2 AND " LEASE_SLOT \
+	"   LIMIT $5 FOR UPDATE OF m SKIP LOCKED),"
+#define MAINTAIN_LOCKS_RELEASE \
+	" r AS (" \
+	"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL" \
+	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over" \
+	"     AND " LEASE_SLOT \
+	"  RETURNING 1)" \
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4"
+
 static SbqStatement stmt_maintain_locks = {"expire locks", 7, {INT4OID, TIMESTAMPTZOID,
 		INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID},
-	"WITH head AS MATERIALIZED ("
-	"  (SELECT sequence_number FROM sbq.messages"
-	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0"
-	"    ORDER BY sequence_number LIMIT $4)"
-	"  UNION ALL"
-	"  (SELECT sequence_number FROM sbq.messages"
-	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 1"
-	"    ORDER BY sequence_number LIMIT $4)),"
-	" c AS MATERIALIZED ("
-	"  SELECT m.sequence_number, m.delivery_count >= $3 AS over"
-	"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number"
-	"   WHERE m.locked_until <= $2 AND " LEASE_SLOT
-	"   LIMIT $5 FOR UPDATE OF m SKIP LOCKED),"
+	MAINTAIN_LOCKS_HEAD
+	" d AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.sequence_number AND c.over AND " LEASE_SLOT
+	"  RETURNING m.*),"
+	" i AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
+								 SBQ_SQL_LITERAL(SBQ_DLQ_REASON_MAX_DELIVERY), "$7", "$6") "),"
+	MAINTAIN_LOCKS_RELEASE,
+	.old_sql =
+	MAINTAIN_LOCKS_HEAD
 	" d AS ("
 	"  UPDATE sbq.messages m"
 	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
@@ -88,12 +107,7 @@ static SbqStatement stmt_maintain_locks = {"expire locks", 7, {INT4OID, TIMESTAM
 	"    FROM c WHERE m.sequence_number = c.sequence_number AND c.over"
 	"     AND " LEASE_SLOT
 	"  RETURNING 1),"
-	" r AS ("
-	"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL"
-	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over"
-	"     AND " LEASE_SLOT
-	"  RETURNING 1)"
-	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4"
+	MAINTAIN_LOCKS_RELEASE
 };
 
 /*
@@ -101,14 +115,34 @@ static SbqStatement stmt_maintain_locks = {"expire locks", 7, {INT4OID, TIMESTAM
  * dead-lettered or dropped, as the queue says.
  * $1 queue, $2 now, $3 limit, $4 dead-letter on expiration, $5 name
  */
+#define MAINTAIN_TTL_HEAD \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT m.sequence_number FROM sbq.messages m" \
+	"   WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.expires_at IS NOT NULL" \
+	"     AND m.expires_at <= $2 AND m.state <> 2" \
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT \
+	"   ORDER BY m.expires_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED),"
+#define MAINTAIN_TTL_DROP \
+	" x AS (" \
+	"  DELETE FROM sbq.messages m USING c" \
+	"   WHERE m.sequence_number = c.sequence_number AND NOT $4" \
+	"     AND " LEASE_SLOT \
+	"  RETURNING 1)" \
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4"
+
 static SbqStatement stmt_maintain_ttl = {"expire messages", 5, {INT4OID, TIMESTAMPTZOID,
 		INT4OID, BOOLOID, TEXTOID},
-	"WITH c AS MATERIALIZED ("
-	"  SELECT m.sequence_number FROM sbq.messages m"
-	"   WHERE m.queue_id = $1 AND m.subqueue = 0 AND m.expires_at IS NOT NULL"
-	"     AND m.expires_at <= $2 AND m.state <> 2"
-	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
-	"   ORDER BY m.expires_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED),"
+	MAINTAIN_TTL_HEAD
+	" d AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.sequence_number AND $4 AND " LEASE_SLOT
+	"  RETURNING m.*),"
+	" i AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
+								 SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED),
+								 SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED), "$5") "),"
+	MAINTAIN_TTL_DROP,
+	.old_sql =
+	MAINTAIN_TTL_HEAD
 	" d AS ("
 	"  UPDATE sbq.messages m"
 	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
@@ -119,12 +153,7 @@ static SbqStatement stmt_maintain_ttl = {"expire messages", 5, {INT4OID, TIMESTA
 	"    FROM c WHERE m.sequence_number = c.sequence_number AND $4"
 	"     AND " LEASE_SLOT
 	"  RETURNING 1),"
-	" x AS ("
-	"  DELETE FROM sbq.messages m USING c"
-	"   WHERE m.sequence_number = c.sequence_number AND NOT $4"
-	"     AND " LEASE_SLOT
-	"  RETURNING 1)"
-	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM x)::int4"
+	MAINTAIN_TTL_DROP
 };
 
 static SbqStatement stmt_forget_duplicates = {"forget duplicates", 3, {INT4OID,

@@ -82,15 +82,22 @@ static SbqStatement stmt_update_queue = {"update queue", 11, {INT4OID, INTERVALO
 	" updated_at = $11 WHERE queue_id = $1"
 };
 
+#define DELETE_QUEUE_ROWS \
+	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1)," \
+	" d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)" \
+	" DELETE FROM sbq.queues WHERE queue_id = $1"
+
 static SbqStatement stmt_delete_queue = {"delete queue", 1, {INT4OID},
 	"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1),"
-	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1),"
-	" d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)"
-	" DELETE FROM sbq.queues WHERE queue_id = $1"
+	" l AS (DELETE FROM sbq.dead_letters WHERE queue_id = $1),"
+	DELETE_QUEUE_ROWS,
+	.old_sql =
+	"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1),"
+	DELETE_QUEUE_ROWS
 };
 
 static SbqStatement stmt_purge = {"purge", 2, {INT4OID, INT2OID},
-	"DELETE FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	"DELETE FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
 };
 
 /*
@@ -423,7 +430,7 @@ sbq_storage_purge(const SbqQueue *queue, int16 subqueue)
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(subqueue);
-	n = (int64) sbq_exec(&stmt_purge, values, NULL);
+	n = (int64) sbq_exec_in(&stmt_purge, subqueue, values, NULL);
 
 	/*
 	 * The leases of its messages go at commit (a claim made since sees the

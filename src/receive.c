@@ -52,14 +52,46 @@
 	"          AND m.delivery_count >= $5) AS over," \
 	"         (m.subqueue = 0 AND m.expires_at IS NOT NULL" \
 	"          AND m.expires_at <= $3) AS expired" \
-	"    FROM sbq.messages m" \
+	"    FROM " SUBQUEUE_TABLE " m" \
 	"   WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
 	"     AND (m.locked_until IS NULL OR m.locked_until <= $3)" \
 	"     AND " LEASE_SLOT \
 	"   ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number" \
 	"   LIMIT $4" \
 	"   FOR UPDATE OF m SKIP LOCKED), "
+/*
+ * Then the rows taken that are not handed out: dead letters move to
+ * sbq.dead_letters (d, di), messages expired and not dead-lettered go (x).
+ */
+#define RECEIVE_DROP_AND_COUNT \
+	"x AS (" \
+	"  DELETE FROM sbq.messages m USING c" \
+	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
+	"     AND c.expired AND NOT c.over AND NOT $7 AND " LEASE_SLOT \
+	"  RETURNING 1) " \
+	"SELECT l.*, s.n_over, s.n_expired_dead, s.n_dropped" \
+	"  FROM (SELECT (SELECT count(*) FROM d WHERE d.over)::int4 AS n_over," \
+	"               (SELECT count(*) FROM d WHERE NOT d.over)::int4 AS n_expired_dead," \
+	"               (SELECT count(*) FROM x)::int4 AS n_dropped) s" \
+	"  LEFT JOIN l ON true" \
+	" ORDER BY l.sequence_number"
 #define RECEIVE_TAIL \
+	", d AS (" \
+	"  DELETE FROM sbq.messages m USING c" \
+	"   WHERE m.sequence_number = c.sequence_number" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
+	"     AND (c.over OR (c.expired AND $7)) AND " LEASE_SLOT \
+	"  RETURNING m.*, c.over), " \
+	"di AS (" DEAD_LETTER_INSERT("d", "d.delivery_count", \
+		"CASE WHEN d.over THEN " SBQ_SQL_LITERAL(SBQ_DLQ_REASON_MAX_DELIVERY) \
+		" ELSE " SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED) " END", \
+		"CASE WHEN d.over THEN $9 ELSE " SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED) " END", \
+		"$8") "), " \
+	RECEIVE_DROP_AND_COUNT
+
+/* RECEIVE_TAIL for SQL before 0.4: dead letters stay in sbq.messages */
+#define RECEIVE_TAIL_OLD \
 	", d AS (" \
 	"  UPDATE sbq.messages m" \
 	"     SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL," \
@@ -73,46 +105,39 @@
 	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
 	"     AND (c.over OR (c.expired AND $7)) AND " LEASE_SLOT \
 	"  RETURNING c.over), " \
-	"x AS (" \
-	"  DELETE FROM sbq.messages m USING c" \
-	"   WHERE m.sequence_number = c.sequence_number" \
-	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
-	"     AND c.expired AND NOT c.over AND NOT $7 AND " LEASE_SLOT \
-	"  RETURNING 1) " \
-	"SELECT l.*, s.n_over, s.n_expired_dead, s.n_dropped" \
-	"  FROM (SELECT (SELECT count(*) FROM d WHERE d.over)::int4 AS n_over," \
-	"               (SELECT count(*) FROM d WHERE NOT d.over)::int4 AS n_expired_dead," \
-	"               (SELECT count(*) FROM x)::int4 AS n_dropped) s" \
-	"  LEFT JOIN l ON true" \
-	" ORDER BY l.sequence_number"
+	RECEIVE_DROP_AND_COUNT
 
 #define RECEIVE_ARGS {INT4OID, INT2OID, TIMESTAMPTZOID, INT4OID, INT4OID, \
 		TIMESTAMPTZOID, BOOLOID, TEXTOID, TEXTOID}
 
 
-static SbqStatement stmt_receive_lock = {"receive, lock in rows", 9, RECEIVE_ARGS,
-	RECEIVE_HEAD
-	"l AS ("
-	"  UPDATE sbq.messages m"
-	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
-	"         locked_until = $6, delivery_count = m.delivery_count + 1"
-	"    FROM c"
-	"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
-	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
-	"     AND " LEASE_SLOT
+/* the rows handed out: locked in place, or deleted */
+#define RECEIVE_LOCK_ROWS \
+	"l AS (" \
+	"  UPDATE " SUBQUEUE_TABLE " m" \
+	"     SET lock_token = sbq.new_lock_token(m.sequence_number)," \
+	"         locked_until = $6, delivery_count = m.delivery_count + 1" \
+	"    FROM c" \
+	"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
+	"     AND " LEASE_SLOT \
 	"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
-	RECEIVE_TAIL
+#define RECEIVE_DELETE_ROWS \
+	"l AS (" \
+	"  DELETE FROM " SUBQUEUE_TABLE " m USING c" \
+	"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired" \
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
+	"     AND " LEASE_SLOT \
+	"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
+
+static SbqStatement stmt_receive_lock = {"receive, lock in rows", 9, RECEIVE_ARGS,
+	RECEIVE_HEAD RECEIVE_LOCK_ROWS RECEIVE_TAIL,
+	.old_sql = RECEIVE_HEAD RECEIVE_LOCK_ROWS RECEIVE_TAIL_OLD
 };
 
 static SbqStatement stmt_receive_delete = {"receive and delete", 9, RECEIVE_ARGS,
-	RECEIVE_HEAD
-	"l AS ("
-	"  DELETE FROM sbq.messages m USING c"
-	"   WHERE m.sequence_number = c.sequence_number AND NOT c.over AND NOT c.expired"
-	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
-	"     AND " LEASE_SLOT
-	"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
-	RECEIVE_TAIL
+	RECEIVE_HEAD RECEIVE_DELETE_ROWS RECEIVE_TAIL,
+	.old_sql = RECEIVE_HEAD RECEIVE_DELETE_ROWS RECEIVE_TAIL_OLD
 };
 
 /* one ordered index scan per state, merged: peek shows every state */
@@ -121,15 +146,15 @@ static SbqStatement stmt_peek = {"peek", 5, {INT4OID, INT2OID, INT8OID, TIMESTAM
 	"SELECT " MSG_COLS("NULL::uuid",
 					   "CASE WHEN m.locked_until > $4 THEN m.locked_until END",
 					   "m.delivery_count")
-	" FROM ((SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	" FROM ((SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
 	"         AND state = 0 AND sequence_number >= $3"
 	"         ORDER BY sequence_number LIMIT $5)"
 	"       UNION ALL"
-	"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
 	"         AND state = 1 AND sequence_number >= $3"
 	"         ORDER BY sequence_number LIMIT $5)"
 	"       UNION ALL"
-	"       (SELECT * FROM sbq.messages WHERE queue_id = $1 AND subqueue = $2"
+	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
 	"         AND state = 2 AND sequence_number >= $3"
 	"         ORDER BY sequence_number LIMIT $5)) m"
 	" ORDER BY m.sequence_number LIMIT $5"
@@ -138,14 +163,14 @@ static SbqStatement stmt_peek = {"peek", 5, {INT4OID, INT2OID, INT8OID, TIMESTAM
 static SbqStatement stmt_deferred_candidates = {"deferred candidates", 3, {INT8ARRAYOID,
 		INT4OID, INT2OID},
 	"SELECT m.sequence_number, m.state, m.locked_until, m.delivery_count, m.expires_at"
-	"  FROM sbq.messages m"
+	"  FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 	" FOR UPDATE SKIP LOCKED"
 };
 
 static SbqStatement stmt_lock_deferred = {"lock deferred", 2, {INT8ARRAYOID, TIMESTAMPTZOID},
 	"WITH l AS ("
-	"  UPDATE sbq.messages m"
+	"  UPDATE " SUBQUEUE_TABLE " m"
 	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
 	"         locked_until = $2, delivery_count = m.delivery_count + 1"
 	"   WHERE m.sequence_number = ANY($1)"
@@ -250,7 +275,7 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 		bool		isnull;
 
 		values[3] = Int32GetDatum(max_messages - delivered);
-		if (sbq_exec(st, values, NULL) == 0)
+		if (sbq_exec_in(st, subqueue, values, NULL) == 0)
 			elog(ERROR, "receive returned no row");
 
 		n_over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
@@ -346,7 +371,7 @@ sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 	values[2] = Int64GetDatum(from_seq);
 	values[3] = TimestampTzGetDatum(now);
 	values[4] = Int32GetDatum(max_messages);
-	(void) sbq_exec(&stmt_peek, values, NULL);
+	(void) sbq_exec_in(&stmt_peek, subqueue, values, NULL);
 	return sbq_put_message_rows(tupstore, tupdesc, sbq_lease_available(), now);
 }
 
@@ -377,7 +402,7 @@ sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs,
 	values[0] = PointerGetDatum(arr);
 	values[1] = Int32GetDatum(queue->queue_id);
 	values[2] = Int16GetDatum(subqueue);
-	n = sbq_exec(&stmt_deferred_candidates, values, NULL);
+	n = sbq_exec_in(&stmt_deferred_candidates, subqueue, values, NULL);
 	for (row = 0; row < n; row++)
 	{
 		bool		isnull;
@@ -412,7 +437,7 @@ sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs,
 	}
 
 	values[1] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
-	(void) sbq_exec(&stmt_lock_deferred, values, NULL);
+	(void) sbq_exec_in(&stmt_lock_deferred, subqueue, values, NULL);
 	counts.received = sbq_put_message_rows(tupstore, tupdesc, false, 0);
 	if (counts.received != nseqs)
 		elog(ERROR, "locked %d of %d deferred messages", (int) counts.received, nseqs);

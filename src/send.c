@@ -133,21 +133,38 @@ static SbqStatement stmt_next_due = {"next scheduled time", 1, {INT4OID},
  * Dead letters back to the queue as new messages, in their old order.
  * $1 queue, $2 now, $3 the sequence numbers or NULL for all
  */
-static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID},
-	"WITH c AS MATERIALIZED ("
-	"  SELECT m.sequence_number FROM sbq.messages m"
-	"   WHERE m.queue_id = $1 AND m.subqueue = 1"
-	"     AND ($3::int8[] IS NULL OR m.sequence_number = ANY($3))"
-	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
-	"   ORDER BY m.sequence_number FOR UPDATE OF m SKIP LOCKED),"
-	" n AS MATERIALIZED ("
-	"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq"
+#define RESUBMIT_PICK(table) \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT m.sequence_number FROM " table " m" \
+	"   WHERE m.queue_id = $1 AND m.subqueue = 1" \
+	"     AND ($3::int8[] IS NULL OR m.sequence_number = ANY($3))" \
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT \
+	"   ORDER BY m.sequence_number FOR UPDATE OF m SKIP LOCKED)," \
+	" n AS MATERIALIZED (" \
+	"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq" \
 	"    FROM (SELECT c.sequence_number FROM c ORDER BY c.sequence_number) o)"
+#define RESUBMIT_EXPIRES(m) \
+	"CASE WHEN " m ".time_to_live < interval '" SBQ_NEVER_EXPIRES "' THEN $2 + " m ".time_to_live END"
+
+static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID},
+	RESUBMIT_PICK("sbq.dead_letters") ","
+	" d AS ("
+	"  DELETE FROM sbq.dead_letters m USING n"
+	"   WHERE m.sequence_number = n.old_seq AND " LEASE_SLOT
+	"  RETURNING m.*, n.new_seq),"
+	" i AS (" INSERT_MESSAGE_COLS
+	"  SELECT d.new_seq, d.queue_id, 0, 0, 0, $2, d.scheduled_enqueue_time, "
+	RESUBMIT_EXPIRES("d") ", d.time_to_live, d.message_id, d.session_id,"
+	"         d.correlation_id, d.subject, d.content_type, d.reply_to,"
+	"         d.reply_to_session_id, d.to_address, d.application_properties, d.body"
+	"    FROM d)"
+	" SELECT d.sequence_number, d.new_seq FROM d",
+	.old_sql =
+	RESUBMIT_PICK("sbq.messages")
 	" UPDATE sbq.messages m"
 	"    SET sequence_number = n.new_seq, subqueue = 0, state = 0, delivery_count = 0,"
 	"        lock_token = NULL, locked_until = NULL, enqueued_time = $2,"
-	"        expires_at = CASE WHEN m.time_to_live < interval '" SBQ_NEVER_EXPIRES "'"
-	"                          THEN $2 + m.time_to_live END,"
+	"        expires_at = " RESUBMIT_EXPIRES("m") ","
 	"        dead_letter_reason = NULL,"
 	"        dead_letter_error_description = NULL, dead_letter_source = NULL"
 	"   FROM n WHERE m.sequence_number = n.old_seq AND " LEASE_SLOT

@@ -60,54 +60,54 @@
  * lock is held (the statement may have waited for it).
  */
 static SbqStatement stmt_complete = {"complete", 5, {VALID_LOCK_ARGS},
-	"DELETE FROM sbq.messages m WHERE " VALID_LOCK
+	"DELETE FROM " SUBQUEUE_TABLE " m WHERE " VALID_LOCK
 	" RETURNING m.locked_until"
 };
 
 static SbqStatement stmt_complete_many = {"complete many", 5, {INT8ARRAYOID, INT4OID,
 		INT2OID, UUIDARRAYOID, TIMESTAMPTZOID},
-	"DELETE FROM sbq.messages m"
+	"DELETE FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 	"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
 	" RETURNING m.lock_token, m.locked_until"
 };
 
 static SbqStatement stmt_lock_for_settle = {"lock for settle", 5, {VALID_LOCK_ARGS},
-	"SELECT m.delivery_count, m.state, m.expires_at, m.locked_until FROM sbq.messages m"
+	"SELECT m.delivery_count, m.state, m.expires_at, m.locked_until FROM " SUBQUEUE_TABLE " m"
 	" WHERE " VALID_LOCK " FOR UPDATE"
 };
 
 static SbqStatement stmt_renew = {"renew", 6, {VALID_LOCK_ARGS, TIMESTAMPTZOID},
-	"UPDATE sbq.messages m SET locked_until = $6 WHERE " VALID_LOCK
+	"UPDATE " SUBQUEUE_TABLE " m SET locked_until = $6 WHERE " VALID_LOCK
 	" RETURNING m.locked_until"
 };
 
 static SbqStatement stmt_lease_complete = {"complete a lease", 3, {LEASED_ROW_ARGS},
-	"DELETE FROM sbq.messages m"
+	"DELETE FROM " SUBQUEUE_TABLE " m"
 	" WHERE " LEASED_ROW
 };
 
 static SbqStatement stmt_lease_complete_many = {"complete many leases", 3, {INT8ARRAYOID,
 		INT4OID, INT2OID},
-	"DELETE FROM sbq.messages m"
+	"DELETE FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 	" RETURNING m.sequence_number"
 };
 
 static SbqStatement stmt_row_for_settle = {"lock a leased row", 3, {LEASED_ROW_ARGS},
-	"SELECT m.delivery_count, m.state, m.expires_at FROM sbq.messages m"
+	"SELECT m.delivery_count, m.state, m.expires_at FROM " SUBQUEUE_TABLE " m"
 	" WHERE " LEASED_ROW
 	" FOR UPDATE"
 };
 
 static SbqStatement stmt_row_exists = {"leased row exists", 3, {LEASED_ROW_ARGS},
-	"SELECT 1 FROM sbq.messages m"
+	"SELECT 1 FROM " SUBQUEUE_TABLE " m"
 	" WHERE " LEASED_ROW
 };
 
 /* $3: the new state (deferred), or NULL to keep it; $4 the delivery count */
 static SbqStatement stmt_unlock = {"unlock", 4, {INT8OID, JSONBOID, INT2OID, INT4OID},
-	"UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
+	"UPDATE " SUBQUEUE_TABLE " m SET lock_token = NULL, locked_until = NULL,"
 	" state = coalesce($3, m.state), delivery_count = GREATEST(m.delivery_count, $4),"
 	" application_properties = " MERGE_PROPS("$2")
 	" WHERE m.sequence_number = $1"
@@ -116,6 +116,10 @@ static SbqStatement stmt_unlock = {"unlock", 4, {INT8OID, JSONBOID, INT2OID, INT
 /* $2 reason, $3 description, $4 source, $5 properties to merge, $6 delivery count */
 static SbqStatement stmt_deadletter = {"dead-letter", 6, {INT8OID, TEXTOID, TEXTOID,
 		TEXTOID, JSONBOID, INT4OID},
+	"WITH m AS (DELETE FROM sbq.messages m WHERE m.sequence_number = $1 RETURNING m.*)"
+	" " DEAD_LETTER_INSERT_PROPS("m", "GREATEST(m.delivery_count, $6)", "$2", "$3",
+								 "$4", MERGE_PROPS("$5"))
+	, .old_sql =
 	"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
 	" locked_until = NULL, dead_letter_reason = $2,"
 	" dead_letter_error_description = $3, dead_letter_source = $4,"
@@ -172,7 +176,7 @@ sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *tok
 		values[0] = Int64GetDatum(seq);
 		values[1] = Int32GetDatum(queue->queue_id);
 		values[2] = Int16GetDatum(subqueue);
-		if (sbq_exec(&stmt_lease_complete, values, NULL) != 1 ||
+		if (sbq_exec_in(&stmt_lease_complete, subqueue, values, NULL) != 1 ||
 			!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
 							  &delivery_count))
 			return false;		/* the caller's error undoes the delete */
@@ -183,7 +187,7 @@ sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *tok
 		bool		isnull;
 
 		sbq_lock_args(values, queue, subqueue, token, now);
-		if (sbq_exec(&stmt_complete, values, NULL) != 1)
+		if (sbq_exec_in(&stmt_complete, subqueue, values, NULL) != 1)
 			return false;
 		/* judged again now that the row is ours (the delete may have waited) */
 		if (!sbq_row_lock_valid(sbq_col(0, 1, &isnull)))
@@ -263,7 +267,7 @@ sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *
 	int			n = 0;
 
 	sbq_batch_args(values, t->lease_seqs, t->nlease, queue, subqueue);
-	rows = sbq_exec(&stmt_lease_complete_many, values, NULL);
+	rows = sbq_exec_in(&stmt_lease_complete_many, subqueue, values, NULL);
 	for (row = 0; row < rows; row++)
 	{
 		bool		isnull;
@@ -301,7 +305,7 @@ sbq_complete_row_locks(const SbqQueue *queue, int16 subqueue, const SbqTokenSpli
 	values[3] = PointerGetDatum(construct_array(t->row_tokens, t->nrow, UUIDOID,
 												UUID_LEN, false, TYPALIGN_CHAR));
 	values[4] = TimestampTzGetDatum(now);
-	rows = sbq_exec(&stmt_complete_many, values, NULL);
+	rows = sbq_exec_in(&stmt_complete_many, subqueue, values, NULL);
 	for (row = 0; row < rows; row++)
 	{
 		bool		isnull;
@@ -378,13 +382,13 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 		values[0] = Int64GetDatum(seq);
 		values[1] = Int32GetDatum(queue->queue_id);
 		values[2] = Int16GetDatum(subqueue);
-		if (sbq_exec(&stmt_row_for_settle, values, NULL) != 1)
+		if (sbq_exec_in(&stmt_row_for_settle, subqueue, values, NULL) != 1)
 			return false;
 	}
 	else
 	{
 		sbq_lock_args(values, queue, subqueue, token, now);
-		if (sbq_exec(&stmt_lock_for_settle, values, NULL) != 1 ||
+		if (sbq_exec_in(&stmt_lock_for_settle, subqueue, values, NULL) != 1 ||
 			!sbq_row_lock_valid(sbq_col(0, 4, &isnull)))
 			return false;
 	}
@@ -488,7 +492,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		values[2] = Int16GetDatum(state);
 		nulls[2] = state < 0;
 		values[3] = Int32GetDatum(delivery_count);
-		(void) sbq_exec(&stmt_unlock, values, nulls);
+		(void) sbq_exec_in(&stmt_unlock, subqueue, values, nulls);
 	}
 	sbq_add_counts(queue->queue_id, &counts);
 	/* an abandoned message, or a new dead letter, can be received now */
@@ -546,7 +550,7 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 		values[0] = Int64GetDatum(seq);
 		values[1] = Int32GetDatum(queue->queue_id);
 		values[2] = Int16GetDatum(subqueue);
-		if (sbq_exec(&stmt_row_exists, values, NULL) != 1)
+		if (sbq_exec_in(&stmt_row_exists, subqueue, values, NULL) != 1)
 			return false;
 		if (!sbq_lease_renew(seq, token, queue->queue_id, subqueue, now, until))
 		{
@@ -555,7 +559,7 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 			 * lock) and look again; the lease is back if it rolled back.
 			 */
 			if (!sbq_lease_holds(seq, token, queue->queue_id, subqueue, now) ||
-				sbq_exec(&stmt_row_for_settle, values, NULL) != 1)
+				sbq_exec_in(&stmt_row_for_settle, subqueue, values, NULL) != 1)
 				return false;
 			now = GetCurrentTimestamp();
 			until = sbq_add_interval(now, &queue->lock_duration);
@@ -567,13 +571,13 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	}
 	/* lock the row, then judge the lock with a clock read after that */
 	sbq_lock_args(values, queue, subqueue, token, now);
-	if (sbq_exec(&stmt_lock_for_settle, values, NULL) != 1 ||
+	if (sbq_exec_in(&stmt_lock_for_settle, subqueue, values, NULL) != 1 ||
 		!sbq_row_lock_valid(sbq_col(0, 4, &isnull)))
 		return false;
 	now = GetCurrentTimestamp();
 	sbq_lock_args(values, queue, subqueue, token, now);
 	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
-	if (sbq_exec(&stmt_renew, values, NULL) != 1)
+	if (sbq_exec_in(&stmt_renew, subqueue, values, NULL) != 1)
 		return false;
 	*locked_until = DatumGetTimestampTz(sbq_col(0, 1, &isnull));
 	return true;

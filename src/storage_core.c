@@ -25,11 +25,16 @@
  * plan made on an empty table can then still not walk a whole index,
  * whichever side of a join it puts the table on.
  *
- * A database whose SQL is older than 0.3 (the library was upgraded and
- * ALTER EXTENSION UPDATE has not run yet) has no lease functions: its
- * statements are prepared with LEASE_SLOT replaced by "true", and receives
- * lock in the message rows (sbq_leasing). A change to pg_proc makes that
- * question open again; a kept plan of the other flavour is remade.
+ The library runs with the SQL of an older version between an upgrade of
+ * the library and ALTER EXTENSION UPDATE; each statement is prepared for the
+ * flavour of the installed SQL:
+ *	before 0.3	no lease functions: LEASE_SLOT replaced by "true", and
+ *				receives lock in the message rows (sbq_leasing);
+ *	before 0.4	dead letters in sbq.messages: a statement's old_sql, when it
+ *				has one, and SUBQUEUE_TABLE left as sbq.messages;
+ *	0.4 on		sbq.dead_letters holds the dead-letter sub-queue.
+ * A change to pg_proc or to the relation names makes the flavour open again;
+ * a kept plan of another flavour is remade.
  *
  * Time: "now" is the wall clock read once per call (GetCurrentTimestamp), not
  * the transaction start, so a lock taken late in a long transaction still
@@ -67,11 +72,17 @@
 #include "lease.h"
 #include "storage_core.h"
 
+/* The flavours of the installed SQL (see the file header). */
+#define SBQ_FLAVOUR_UNKNOWN		-1
+#define SBQ_FLAVOUR_NO_LEASES	0	/* before 0.3 */
+#define SBQ_FLAVOUR_DLQ_INLINE	1	/* 0.3: dead letters in sbq.messages */
+#define SBQ_FLAVOUR_CURRENT		2	/* 0.4 on: sbq.dead_letters */
+
 /*
- * Whether the installed SQL has the lease functions (0.3 and later): 1, 0,
- * or -1 when not known (any change to pg_proc makes it unknown again).
+ * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
+ * (a change to pg_proc or to the names of relations makes it unknown again).
  */
-static int	sbq_sql_leases = -1;
+static int	sbq_sql_flavour = SBQ_FLAVOUR_UNKNOWN;
 static bool sbq_sql_callback = false;
 
 /* GUC nest level of the current storage section, 0 when outside one */
@@ -104,26 +115,47 @@ static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OI
 static void
 sbq_sql_inval(Datum arg, int cacheid, uint32 hashvalue)
 {
-	sbq_sql_leases = -1;
+	sbq_sql_flavour = SBQ_FLAVOUR_UNKNOWN;
 }
 
-/* Whether the installed SQL has the lease functions. */
-static bool
-sbq_sql_has_leases(void)
+/* The flavour of the installed SQL: the objects its versions added. */
+static int
+sbq_flavour(void)
 {
-	if (sbq_sql_leases < 0)
+	if (sbq_sql_flavour == SBQ_FLAVOUR_UNKNOWN)
 	{
 		Oid			argtypes[1] = {INT8OID};
 		List	   *name = list_make2(makeString("sbq"), makeString("lease_slot"));
+		Oid			nsp = get_namespace_oid("sbq", true);
 
 		if (!sbq_sql_callback)
 		{
 			CacheRegisterSyscacheCallback(PROCOID, sbq_sql_inval, (Datum) 0);
+			CacheRegisterSyscacheCallback(RELNAMENSP, sbq_sql_inval, (Datum) 0);
 			sbq_sql_callback = true;
 		}
-		sbq_sql_leases = OidIsValid(LookupFuncName(name, 1, argtypes, true)) ? 1 : 0;
+		if (!OidIsValid(LookupFuncName(name, 1, argtypes, true)))
+			sbq_sql_flavour = SBQ_FLAVOUR_NO_LEASES;
+		else if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("dead_letters", nsp)))
+			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_INLINE;
+		else
+			sbq_sql_flavour = SBQ_FLAVOUR_CURRENT;
 	}
-	return sbq_sql_leases == 1;
+	return sbq_sql_flavour;
+}
+
+/* Whether the installed SQL has the lease functions (0.3 and later). */
+static bool
+sbq_sql_has_leases(void)
+{
+	return sbq_flavour() != SBQ_FLAVOUR_NO_LEASES;
+}
+
+/* Whether the installed SQL keeps dead letters in sbq.dead_letters (0.4 on). */
+bool
+sbq_dead_letter_table(void)
+{
+	return sbq_flavour() == SBQ_FLAVOUR_CURRENT;
 }
 
 /* Whether receives in this session take leases (lease.c), as the SQL allows. */
@@ -144,15 +176,21 @@ sbq_queues_oid(void)
 	return OidIsValid(nsp) ? get_relname_relid("queues", nsp) : InvalidOid;
 }
 
-/* The OID of sbq.messages (looked up each time: the extension may be recreated). */
+/*
+ * The OID of the table of a sub-queue (SUBQUEUE_TABLE): sbq.messages, or
+ * sbq.dead_letters for the dead-letter sub-queue from 0.4 on. Looked up each
+ * time: the extension may be recreated.
+ */
 Oid
-sbq_messages_oid(void)
+sbq_subqueue_table_oid(int16 subqueue)
 {
+	const char *name = subqueue == SBQ_SUBQUEUE_DLQ && sbq_dead_letter_table() ?
+		"dead_letters" : "messages";
 	Oid			nsp = get_namespace_oid("sbq", false);
-	Oid			relid = get_relname_relid("messages", nsp);
+	Oid			relid = get_relname_relid(name, nsp);
 
 	if (!OidIsValid(relid))
-		elog(ERROR, "table sbq.messages does not exist");
+		elog(ERROR, "table sbq.%s does not exist", name);
 	return relid;
 }
 
@@ -230,7 +268,7 @@ sbq_storage_begin(void)
 		elog(ERROR, "SPI_connect failed");
 
 	sbq_lease_enter(sbq_storage_epoch_locked());
-	(void) sbq_sql_has_leases();
+	(void) sbq_flavour();
 	sbq_guc_nest_level = NewGUCNestLevel();
 	sbq_restrict_search_path();
 	for (i = 0; i < (int) lengthof(off); i++)
@@ -265,58 +303,80 @@ sbq_storage_end(void)
 
 /* ------------------------------------------------------------ statements */
 
-/* sql with every LEASE_SLOT replaced by "true", for SQL older than 0.3 */
+/* sql with every "from" replaced by "to" */
 static const char *
-sbq_sql_without_leases(const char *sql)
+sbq_sql_replace(const char *sql, const char *from, const char *to)
 {
 	StringInfoData buf;
 	const char *p = sql;
 	const char *hit;
 
 	initStringInfo(&buf);
-	while ((hit = strstr(p, LEASE_SLOT)) != NULL)
+	while ((hit = strstr(p, from)) != NULL)
 	{
 		appendBinaryStringInfo(&buf, p, hit - p);
-		appendStringInfoString(&buf, "true");
-		p = hit + strlen(LEASE_SLOT);
+		appendStringInfoString(&buf, to);
+		p = hit + strlen(from);
 	}
 	appendStringInfoString(&buf, p);
 	return buf.data;
 }
 
+/* Free the kept plans of a statement. */
+static void
+sbq_free_plans(SbqStatement *st)
+{
+	int			i;
+
+	for (i = 0; i < (int) lengthof(st->plan); i++)
+		if (st->plan[i] != NULL)
+		{
+			SPI_freeplan(st->plan[i]);
+			st->plan[i] = NULL;
+		}
+}
+
 /*
  * sbq_plan
- *		The kept plan of a statement, prepared on first use in this backend
- *		(and again when the installed SQL changed flavour since).
+ *		The kept plan of a statement for a sub-queue, prepared on first use in
+ *		this backend (and again when the installed SQL changed flavour since).
  */
 static SPIPlanPtr
-sbq_plan(SbqStatement *st)
+sbq_plan(SbqStatement *st, int16 subqueue)
 {
-	int			leases = sbq_sql_has_leases() ? 1 : 0;
+	int			flavour = sbq_flavour();
+	int			which = subqueue == SBQ_SUBQUEUE_DLQ ? 1 : 0;
 
-	if (st->plan != NULL && st->plan_leases != leases)
+	if (st->plan_flavour != flavour)
 	{
-		SPI_freeplan(st->plan);
-		st->plan = NULL;
+		sbq_free_plans(st);
+		st->plan_flavour = flavour;
 	}
-	if (st->plan == NULL)
+	if (st->plan[which] == NULL)
 	{
 		const char *sql = st->sql;
 		SPIPlanPtr	plan;
 
+		if (flavour != SBQ_FLAVOUR_CURRENT && st->old_sql != NULL)
+			sql = st->old_sql;
 		/* older SQL has no lease functions, and no leases to skip */
-		if (!leases)
-			sql = sbq_sql_without_leases(sql);
+		if (flavour == SBQ_FLAVOUR_NO_LEASES)
+			sql = sbq_sql_replace(sql, LEASE_SLOT, "true");
+		if (which == 1 && flavour == SBQ_FLAVOUR_CURRENT)
+		{
+			if (strstr(sql, SUBQUEUE_TABLE) == NULL)
+				elog(ERROR, "sbqueue statement \"%s\" has no dead-letter form", st->name);
+			sql = sbq_sql_replace(sql, SUBQUEUE_TABLE, "sbq.dead_letters");
+		}
 		plan = SPI_prepare_cursor(sql, st->nargs, st->argtypes, CURSOR_OPT_GENERIC_PLAN);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare sbqueue statement \"%s\": %s",
 				 st->name, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "could not keep sbqueue statement \"%s\"", st->name);
-		st->plan = plan;
-		st->plan_leases = leases;
+		st->plan[which] = plan;
 	}
-	return st->plan;
+	return st->plan[which];
 }
 
 static void
@@ -329,23 +389,30 @@ sbq_nulls(const SbqStatement *st, const bool *isnull, char *nulls)
 }
 
 /*
- * sbq_exec
- *		Run a statement; isnull[i] says argument i is NULL (isnull may be
- *		NULL: none is). Returns the number of rows processed. Any failure is
- *		an error.
+ * sbq_exec_in
+ *		Run a statement on the table of a sub-queue (SUBQUEUE_TABLE);
+ *		isnull[i] says argument i is NULL (isnull may be NULL: none is).
+ *		Returns the number of rows processed. Any failure is an error.
  */
 uint64
-sbq_exec(SbqStatement *st, Datum *values, const bool *isnull)
+sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values, const bool *isnull)
 {
 	char		nulls[SBQ_MAX_STATEMENT_ARGS];
 	int			rc;
 
 	sbq_nulls(st, isnull, nulls);
-	rc = SPI_execute_plan(sbq_plan(st), values, nulls, false, 0);
+	rc = SPI_execute_plan(sbq_plan(st, subqueue), values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
 			 SPI_result_code_string(rc));
 	return SPI_processed;
+}
+
+/* sbq_exec_in for statements of the queue itself (or of no sub-queue) */
+uint64
+sbq_exec(SbqStatement *st, Datum *values, const bool *isnull)
+{
+	return sbq_exec_in(st, SBQ_SUBQUEUE_MAIN, values, isnull);
 }
 
 /*
@@ -359,7 +426,7 @@ sbq_exec_fresh(SbqStatement *st, Datum *values)
 	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
 	int			rc;
 
-	rc = SPI_execute_snapshot(sbq_plan(st), values, NULL, snap,
+	rc = SPI_execute_snapshot(sbq_plan(st, SBQ_SUBQUEUE_MAIN), values, NULL, snap,
 							  InvalidSnapshot, true, false, 0);
 	UnregisterSnapshot(snap);
 	if (rc < 0)

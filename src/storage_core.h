@@ -29,9 +29,14 @@
 
 /*
  * A statement of the storage files: its name, argument types and SQL, and
- * its plan, prepared on first use in a backend and kept (SPI_keepplan),
+ * its plans, prepared on first use in a backend and kept (SPI_keepplan),
  * always generic. One static SbqStatement per statement, in the file that
- * runs it, written as {name, nargs, {argument types}, SQL}.
+ * runs it, written as {name, nargs, {argument types}, SQL}, and with
+ * .old_sql = SQL when the SQL before 0.4 (dead letters in sbq.messages)
+ * needs a text of its own.
+ *
+ * A statement that works on either sub-queue names its table SUBQUEUE_TABLE
+ * and runs through sbq_exec_in(): it is prepared once per table.
  */
 typedef struct SbqStatement
 {
@@ -39,9 +44,43 @@ typedef struct SbqStatement
 	int			nargs;
 	Oid			argtypes[SBQ_MAX_STATEMENT_ARGS];
 	const char *sql;
-	SPIPlanPtr	plan;			/* the kept plan, or NULL */
-	int			plan_leases;	/* the SQL flavour it was prepared for */
+	const char *old_sql;		/* for SQL before 0.4, or NULL: sql serves */
+	SPIPlanPtr	plan[2];		/* the kept plans, by sub-queue, or NULL */
+	int			plan_flavour;	/* the SQL flavour they were prepared for */
 } SbqStatement;
+
+/*
+ * The table of the sub-queue a statement runs on (sbq_exec_in): sbq.messages
+ * as written, replaced by sbq.dead_letters for the dead-letter sub-queue
+ * when the installed SQL has that table (0.4 and later). Both tables have
+ * the same leading columns, subqueue included (0 in one, 1 in the other),
+ * so one text serves both. SQL before 0.4 keeps dead letters in
+ * sbq.messages, where the text serves as written.
+ */
+#define SUBQUEUE_TABLE "sbq.messages /* of the sub-queue */"
+
+/*
+ * The columns a dead letter is stored with, and the values moving the
+ * message row "src" there gives them: the message as it was, but state
+ * active, no lock, delivery count "count", the reason, description and
+ * source given, and the time it was dead-lettered. DEAD_LETTER_INSERT_PROPS
+ * also sets its application properties.
+ */
+#define DEAD_LETTER_INSERT(src, count, reason, description, source) \
+	DEAD_LETTER_INSERT_PROPS(src, count, reason, description, source, \
+							 src ".application_properties")
+#define DEAD_LETTER_INSERT_PROPS(src, count, reason, description, source, props) \
+	"INSERT INTO sbq.dead_letters (sequence_number, queue_id, subqueue, state, " \
+	"delivery_count, enqueued_time, scheduled_enqueue_time, expires_at, time_to_live, " \
+	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
+	"reply_to_session_id, to_address, application_properties, dead_letter_reason, " \
+	"dead_letter_error_description, dead_letter_source, dead_lettered_at, body) " \
+	"SELECT " src ".sequence_number, " src ".queue_id, 1, 0, " count ", " \
+	src ".enqueued_time, " src ".scheduled_enqueue_time, " src ".expires_at, " \
+	src ".time_to_live, " src ".message_id, " src ".session_id, " src ".correlation_id, " \
+	src ".subject, " src ".content_type, " src ".reply_to, " src ".reply_to_session_id, " \
+	src ".to_address, " props ", " reason ", " description ", " \
+	source ", pg_catalog.clock_timestamp(), " src ".body FROM " src " "
 
 /* How many rows one maintenance step (or a receive's activation) handles. */
 #define SBQ_MAINTAIN_BATCH		1000
@@ -96,14 +135,17 @@ typedef struct SbqOutRow
 
 /* storage_core.c: statements */
 extern uint64 sbq_exec(SbqStatement *st, Datum *values, const bool *isnull);
+extern uint64 sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values,
+						  const bool *isnull);
 extern uint64 sbq_exec_fresh(SbqStatement *st, Datum *values);
 extern Datum sbq_col(uint64 row, int col, bool *isnull);
 extern int64 sbq_max_col(int col);
 
 /* storage_core.c: the section and the installed SQL */
 extern bool sbq_leasing(void);
+extern bool sbq_dead_letter_table(void);
 extern Oid	sbq_queues_oid(void);
-extern Oid	sbq_messages_oid(void);
+extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
 /* storage_core.c: counters */
 extern void sbq_add_counts(int32 queue_id, const SbqCounts *c);

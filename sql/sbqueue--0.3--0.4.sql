@@ -1,0 +1,141 @@
+/* sql/sbqueue--0.3--0.4.sql: from 0.3 to 0.4 (dead letters in a table of their own) */
+
+\echo Use "ALTER EXTENSION sbqueue UPDATE TO '0.4'" to load this file. \quit
+
+/*
+ * Until this commits, the library works with dead letters in sbq.messages.
+ * Wait for every transaction that holds or changes messages, and keep new
+ * ones out, so that each dead letter moves exactly once: the library's
+ * storage sections lock sbq.queues first, then write sbq.messages.
+ */
+LOCK TABLE sbq.queues, sbq.messages IN ACCESS EXCLUSIVE MODE;
+
+/*
+ * The dead-letter sub-queues of every queue: messages moved here, in the
+ * transaction that dead-lettered them, with their reason, description,
+ * source (the queue's name), delivery count and the time they arrived
+ * (dead_lettered_at); sbq_resubmit moves them back. Apart from the hot
+ * table, they neither pin its pages nor lengthen its indexes, and keep a
+ * retention and vacuum policy of their own. The leading columns are those
+ * of sbq.messages (subqueue always 1; state 0, or 1 once deferred here).
+ */
+CREATE TABLE sbq.dead_letters (
+    sequence_number bigint NOT NULL,
+    queue_id integer NOT NULL,
+    subqueue smallint NOT NULL,
+    state smallint NOT NULL,
+    delivery_count integer NOT NULL,
+    lock_token uuid,
+    locked_until timestamptz,
+    enqueued_time timestamptz NOT NULL,
+    scheduled_enqueue_time timestamptz,
+    expires_at timestamptz,
+    time_to_live interval,
+    message_id text NOT NULL,
+    session_id text,
+    correlation_id text,
+    subject text,
+    content_type text,
+    reply_to text,
+    reply_to_session_id text,
+    to_address text,
+    application_properties jsonb,
+    dead_letter_reason text,
+    dead_letter_error_description text,
+    dead_letter_source text,
+    dead_lettered_at timestamptz NOT NULL,
+    body bytea NOT NULL,
+    CONSTRAINT dead_letters_pkey PRIMARY KEY (sequence_number),
+    CONSTRAINT dead_letters_subqueue_check CHECK (subqueue = 1),
+    CONSTRAINT dead_letters_state_check CHECK (state IN (0, 1))
+) WITH (fillfactor = 80);
+
+CREATE INDEX dead_letters_receive_idx
+    ON sbq.dead_letters (queue_id, subqueue, state, sequence_number);
+/* retention (dead_letter_ttl): the oldest dead letters of a queue first */
+CREATE INDEX dead_letters_age_idx ON sbq.dead_letters (queue_id, dead_lettered_at);
+
+SELECT pg_catalog.pg_extension_config_dump('sbq.dead_letters', '');
+
+/*
+ * The dead letters of 0.3 move over with every property, their locks and
+ * delivery counts; 0.3 did not record when a message was dead-lettered, so
+ * they get the time of this update.
+ */
+INSERT INTO sbq.dead_letters (sequence_number, queue_id, subqueue, state, delivery_count,
+    lock_token, locked_until, enqueued_time, scheduled_enqueue_time, expires_at,
+    time_to_live, message_id, session_id, correlation_id, subject, content_type, reply_to,
+    reply_to_session_id, to_address, application_properties, dead_letter_reason,
+    dead_letter_error_description, dead_letter_source, dead_lettered_at, body)
+SELECT sequence_number, queue_id, subqueue, state, delivery_count,
+       lock_token, locked_until, enqueued_time, scheduled_enqueue_time, expires_at,
+       time_to_live, message_id, session_id, correlation_id, subject, content_type, reply_to,
+       reply_to_session_id, to_address, application_properties, dead_letter_reason,
+       dead_letter_error_description, dead_letter_source, pg_catalog.now(), body
+  FROM sbq.messages
+ WHERE subqueue OPERATOR(pg_catalog.=) 1;
+DELETE FROM sbq.messages WHERE subqueue OPERATOR(pg_catalog.=) 1;
+ALTER TABLE sbq.messages ADD CONSTRAINT messages_subqueue_check CHECK (subqueue = 0);
+
+CREATE OR REPLACE VIEW sbq_queue_stats AS
+    SELECT q.name AS queue,
+           coalesce(s.active_count, 0) AS active_count,
+           coalesce(s.locked_count, 0) AS locked_count,
+           coalesce(s.deferred_count, 0) AS deferred_count,
+           coalesce(s.scheduled_count, 0) AS scheduled_count,
+           (coalesce(s.dead_letter_count, 0) OPERATOR(pg_catalog.+) dl.n)::bigint AS dead_letter_count,
+           s.oldest_enqueued_time,
+           (coalesce(c.sent, 0) OPERATOR(pg_catalog.+) pc.p[1])::bigint AS sent,
+           (coalesce(c.received, 0) OPERATOR(pg_catalog.+) pc.p[2] OPERATOR(pg_catalog.+)
+               sbq.lease_pending_received(q.queue_id))::bigint AS received,
+           (coalesce(c.completed, 0) OPERATOR(pg_catalog.+) pc.p[3])::bigint AS completed,
+           (coalesce(c.abandoned, 0) OPERATOR(pg_catalog.+) pc.p[4])::bigint AS abandoned,
+           (coalesce(c.deferred, 0) OPERATOR(pg_catalog.+) pc.p[5])::bigint AS deferred,
+           (coalesce(c.dead_lettered, 0) OPERATOR(pg_catalog.+) pc.p[6])::bigint AS dead_lettered,
+           (coalesce(c.expired, 0) OPERATOR(pg_catalog.+) pc.p[7])::bigint AS expired
+      FROM sbq.queues q
+     CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS t) clk
+      LEFT JOIN LATERAL (
+           SELECT pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'active') AS active_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'locked') AS locked_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'deferred') AS deferred_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'scheduled') AS scheduled_count,
+                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'dead') AS dead_letter_count,
+                  pg_catalog.min(k.enqueued_time) FILTER (WHERE k.kind OPERATOR(pg_catalog.<>) 'gone'
+                      AND k.kind OPERATOR(pg_catalog.<>) 'dead') AS oldest_enqueued_time
+             FROM (SELECT m.enqueued_time,
+                          CASE
+                            WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
+                            WHEN l.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
+                            WHEN l.locked_until IS NOT NULL
+                                 AND l.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
+                            WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
+                            WHEN m.expires_at OPERATOR(pg_catalog.<=) clk.t THEN
+                                 CASE WHEN q.dead_lettering_on_message_expiration THEN 'dead' ELSE 'gone' END
+                            ELSE 'active'
+                          END AS kind
+                     FROM sbq.messages m
+                    CROSS JOIN LATERAL (
+                          SELECT coalesce(sbq.lease_until(m.sequence_number), m.locked_until) AS locked_until,
+                                 coalesce(sbq.lease_count(m.sequence_number), m.delivery_count) AS delivery_count
+                         ) l
+                    WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
+           ) s ON true
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.count(*) AS n FROM sbq.dead_letters d
+            WHERE d.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           ) dl
+      LEFT JOIN LATERAL (
+           SELECT pg_catalog.sum(qc.sent)::bigint AS sent,
+                  pg_catalog.sum(qc.received)::bigint AS received,
+                  pg_catalog.sum(qc.completed)::bigint AS completed,
+                  pg_catalog.sum(qc.abandoned)::bigint AS abandoned,
+                  pg_catalog.sum(qc.deferred)::bigint AS deferred,
+                  pg_catalog.sum(qc.dead_lettered)::bigint AS dead_lettered,
+                  pg_catalog.sum(qc.expired)::bigint AS expired
+             FROM sbq.queue_counters qc
+            WHERE qc.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           ) c ON true
+     CROSS JOIN LATERAL (
+           SELECT sbq.pending_counts('sbq.queues'::pg_catalog.regclass, q.queue_id) AS p
+           ) pc;
