@@ -34,6 +34,9 @@ include $(PGXS)
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 
+# PGXS tracks no header dependencies: every object is rebuilt when a header changes
+$(OBJS): $(wildcard src/*.h)
+
 # TAP tests (test/t/*.pl, PostgreSQL::Test::Cluster) against the installed build, as
 # PGXS's prove_installcheck runs them: each test starts servers of its own. The recipe
 # is test/t/run.sh, which finds Debian's PostgreSQL::Test modules under pg_config's

@@ -77,6 +77,86 @@ SELECT sequence_number, queue_id, subqueue, state, delivery_count,
 DELETE FROM sbq.messages WHERE subqueue OPERATOR(pg_catalog.=) 1;
 ALTER TABLE sbq.messages ADD CONSTRAINT messages_subqueue_check CHECK (subqueue = 0);
 
+/*
+ * Retention of dead letters (dead_letter_ttl), a queue property: a column of
+ * sbq.queues and of sbq_queue_properties, and the last argument of
+ * sbq_create_queue and sbq_update_queue. A function cannot gain an argument
+ * in place: both are made again, so the roles granted EXECUTE on the old
+ * ones must be granted again; this update names them.
+ */
+ALTER TABLE sbq.queues ADD COLUMN dead_letter_ttl interval;
+ALTER TYPE sbq_queue_properties ADD ATTRIBUTE dead_letter_ttl interval;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT p.proname, CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                               ELSE pg_catalog.quote_ident(g.rolname) END AS who
+          FROM pg_catalog.pg_proc p
+         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+          LEFT JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                 'sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer)'::pg_catalog.regprocedure,
+                 'sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer)'::pg_catalog.regprocedure])
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        RAISE WARNING 'sbqueue 0.4 replaces %(): grant EXECUTE on it to % again', r.proname, r.who;
+    END LOOP;
+END
+$$;
+
+DROP FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean,
+    text, text, integer);
+DROP FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean,
+    text, text, integer);
+
+CREATE FUNCTION sbq_create_queue(
+    queue text,
+    lock_duration interval DEFAULT '30 seconds',
+    max_delivery_count integer DEFAULT 10,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT false,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT false,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    max_message_size integer DEFAULT 1048576,
+    dead_letter_ttl interval DEFAULT NULL)
+    RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_create_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_update_queue(
+    queue text,
+    lock_duration interval DEFAULT NULL,
+    max_delivery_count integer DEFAULT NULL,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT NULL,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT NULL,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    max_message_size integer DEFAULT NULL,
+    dead_letter_ttl interval DEFAULT NULL)
+    RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_update_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer, interval) FROM PUBLIC;
+
+CREATE OR REPLACE VIEW sbq_queues AS
+    SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
+           q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
+           q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
+           q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl
+      FROM sbq.queues q;
+
+/* dead letters are counted in sbq.dead_letters */
 CREATE OR REPLACE VIEW sbq_queue_stats AS
     SELECT q.name AS queue,
            coalesce(s.active_count, 0) AS active_count,

@@ -13,7 +13,11 @@ REVOKE ALL ON SCHEMA sbq FROM PUBLIC;
 
 CREATE SEQUENCE sbq.queue_id_seq AS integer;
 
-/* One row per queue. name_key is the lower-case name (names compare case-insensitively). */
+/*
+ * One row per queue. name_key is the lower-case name (names compare
+ * case-insensitively). dead_letter_ttl: how long a dead letter is kept (NULL:
+ * until it is received or purged, as Service Bus keeps them).
+ */
 CREATE TABLE sbq.queues (
     queue_id integer NOT NULL DEFAULT pg_catalog.nextval('sbq.queue_id_seq'),
     name text NOT NULL,
@@ -29,6 +33,7 @@ CREATE TABLE sbq.queues (
     max_message_size integer NOT NULL,
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
+    dead_letter_ttl interval,
     CONSTRAINT queues_pkey PRIMARY KEY (queue_id),
     CONSTRAINT queues_name_key_key UNIQUE (name_key)
 );
@@ -232,7 +237,8 @@ CREATE TYPE sbq_queue_properties AS (
     forward_dead_lettered_messages_to text,
     max_message_size integer,
     created_at timestamptz,
-    updated_at timestamptz
+    updated_at timestamptz,
+    dead_letter_ttl interval
 );
 
 CREATE TYPE sbq_message AS (
@@ -272,7 +278,8 @@ CREATE FUNCTION sbq_create_queue(
     requires_session boolean DEFAULT false,
     forward_to text DEFAULT NULL,
     forward_dead_lettered_messages_to text DEFAULT NULL,
-    max_message_size integer DEFAULT 1048576)
+    max_message_size integer DEFAULT 1048576,
+    dead_letter_ttl interval DEFAULT NULL)
     RETURNS sbq_queue_properties
     AS 'MODULE_PATHNAME', 'sbq_create_queue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -287,7 +294,8 @@ CREATE FUNCTION sbq_update_queue(
     requires_session boolean DEFAULT NULL,
     forward_to text DEFAULT NULL,
     forward_dead_lettered_messages_to text DEFAULT NULL,
-    max_message_size integer DEFAULT NULL)
+    max_message_size integer DEFAULT NULL,
+    dead_letter_ttl interval DEFAULT NULL)
     RETURNS sbq_queue_properties
     AS 'MODULE_PATHNAME', 'sbq_update_queue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -306,9 +314,9 @@ CREATE FUNCTION sbq_get_queue(queue text) RETURNS sbq_queue_properties
 
 /* Managing queues is for the extension's owner and whom it grants. */
 REVOKE ALL ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
-    boolean, text, text, integer) FROM PUBLIC;
+    boolean, text, text, integer, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
-    boolean, text, text, integer) FROM PUBLIC;
+    boolean, text, text, integer, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sbq_delete_queue(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sbq_purge_queue(text) FROM PUBLIC;
 
@@ -500,7 +508,7 @@ CREATE VIEW sbq_queues AS
     SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
            q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
            q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
-           q.max_message_size, q.created_at, q.updated_at
+           q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl
       FROM sbq.queues q;
 
 /*

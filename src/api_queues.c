@@ -59,7 +59,8 @@ enum
 	ARG_REQUIRES_SESSION,
 	ARG_FORWARD_TO,
 	ARG_FORWARD_DLQ_TO,
-	ARG_MAX_MESSAGE_SIZE
+	ARG_MAX_MESSAGE_SIZE,
+	ARG_DEAD_LETTER_TTL			/* from 0.4: SQL before it passes one argument less */
 };
 
 /*
@@ -92,6 +93,9 @@ sbq_check_queue_props(const SbqQueue *p)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("auto-forwarding is not supported yet"),
 				 errhint("Leave forward_to and forward_dead_lettered_messages_to NULL.")));
+	if (p->has_dead_letter_ttl)
+		sbq_check_interval_range("dead_letter_ttl", &p->dead_letter_ttl,
+								 SBQ_MIN_TTL, PG_INT64_MAX);
 	if (p->max_message_size < 1 || p->max_message_size > SBQ_MAX_MESSAGE_SIZE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -139,6 +143,11 @@ sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required)
 		p->forward_dlq_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_DLQ_TO));
 	if (!PG_ARGISNULL(ARG_MAX_MESSAGE_SIZE))
 		p->max_message_size = PG_GETARG_INT32(ARG_MAX_MESSAGE_SIZE);
+	if (PG_NARGS() > ARG_DEAD_LETTER_TTL && !PG_ARGISNULL(ARG_DEAD_LETTER_TTL))
+	{
+		p->has_dead_letter_ttl = true;
+		p->dead_letter_ttl = *PG_GETARG_INTERVAL_P(ARG_DEAD_LETTER_TTL);
+	}
 }
 
 /*

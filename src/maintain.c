@@ -9,8 +9,9 @@
  * (qstate.c), activates scheduled messages that came due (send.c),
  * dead-letters messages whose expired lock was their last allowed delivery
  * and releases the other expired locks stored in rows, expires messages
- * whose time to live has passed, and forgets duplicate-detection history
- * older than the window. Each step is bounded by SBQ_MAINTAIN_BATCH rows a
+ * whose time to live has passed, forgets duplicate-detection history
+ * older than the window, and removes dead letters kept longer than the
+ * queue's dead_letter_ttl (oldest first). Each step is bounded by SBQ_MAINTAIN_BATCH rows a
  * queue; "more" in the result says a step hit its bound.
  *
  * Every step takes its rows with SKIP LOCKED, so a pass never waits for
@@ -32,6 +33,7 @@
 
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -166,6 +168,24 @@ static SbqStatement stmt_forget_duplicates = {"forget duplicates", 3, {INT4OID,
 	"  WHERE d.queue_id = $1 AND d.message_id = c.message_id"
 };
 
+/*
+ * Dead letters kept longer than their queue's dead_letter_ttl, oldest first,
+ * but not one a valid lock holds.
+ * $1 queue, $2 the cutoff (dead-lettered at or before it), $3 now, $4 limit
+ */
+static SbqStatement stmt_remove_dead_letters = {"remove old dead letters", 4, {INT4OID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID},
+	"WITH c AS MATERIALIZED ("
+	"  SELECT m.sequence_number FROM sbq.dead_letters m"
+	"   WHERE m.queue_id = $1 AND m.dead_lettered_at <= $2"
+	"     AND (m.locked_until IS NULL OR m.locked_until <= $3) AND " LEASE_SLOT
+	"   ORDER BY m.queue_id, m.dead_lettered_at LIMIT $4 FOR UPDATE OF m SKIP LOCKED)"
+	" DELETE FROM sbq.dead_letters m USING c"
+	"  WHERE m.sequence_number = c.sequence_number"
+	"    AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"    AND " LEASE_SLOT
+};
+
 /* What a pass did, as sbq_maintain() reports it. */
 typedef struct SbqMaintainResult
 {
@@ -176,6 +196,7 @@ typedef struct SbqMaintainResult
 	int64		expired_dead;
 	int64		expired_dropped;
 	int64		forgotten;
+	int64		dead_letters_removed;
 	bool		more;
 	bool		skipped;
 } SbqMaintainResult;
@@ -273,6 +294,27 @@ sbq_forget_duplicates(const SbqQueue *queue, TimestampTz now, SbqMaintainResult 
 	res->more |= n >= SBQ_MAINTAIN_BATCH;
 }
 
+/* Remove a queue's dead letters kept longer than its dead_letter_ttl. */
+static void
+sbq_remove_old_dead_letters(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *res)
+{
+	Datum		values[4];
+	int64		cutoff;
+	int			n;
+
+	/* SQL before 0.4 has no dead_letter_ttl, and no table to remove from */
+	if (!queue->has_dead_letter_ttl || !sbq_dead_letter_table() ||
+		pg_sub_s64_overflow(now, sbq_interval_usecs(&queue->dead_letter_ttl), &cutoff))
+		return;
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(cutoff);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+	n = (int) sbq_exec(&stmt_remove_dead_letters, values, NULL);
+	res->dead_letters_removed += n;
+	res->more |= n >= SBQ_MAINTAIN_BATCH;
+}
+
 /* The steps of a pass for one queue. */
 static void
 sbq_maintain_queue(const SbqQueue *queue, TimestampTz now, bool no_prepared,
@@ -289,6 +331,7 @@ sbq_maintain_queue(const SbqQueue *queue, TimestampTz now, bool no_prepared,
 	released = sbq_expire_row_locks(queue, now, res, &counts);
 	sbq_expire_messages(queue, now, res, &counts);
 	sbq_forget_duplicates(queue, now, res);
+	sbq_remove_old_dead_letters(queue, now, res);
 
 	if (counts.dead_lettered + counts.expired > 0)
 		sbq_add_counts(queue->queue_id, &counts);
@@ -346,9 +389,11 @@ sbq_storage_maintain(void)
 					 ", \"expired_dead_lettered\": " INT64_FORMAT
 					 ", \"expired_dropped\": " INT64_FORMAT
 					 ", \"duplicates_forgotten\": " INT64_FORMAT
+					 ", \"dead_letters_removed\": " INT64_FORMAT
 					 ", \"more\": %s, \"skipped\": %s}",
 					 res.queues, res.activated, res.released, res.dead_lettered,
 					 res.expired_dead, res.expired_dropped, res.forgotten,
+					 res.dead_letters_removed,
 					 res.more ? "true" : "false", res.skipped ? "true" : "false");
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

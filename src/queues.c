@@ -35,51 +35,72 @@
 #include "lease.h"
 #include "storage_core.h"
 
-#define QUEUE_COLS \
+#define QUEUE_COLS(dead_letter_ttl) \
 	"queue_id, name, lock_duration, max_delivery_count, default_message_ttl, " \
 	"dead_lettering_on_message_expiration, duplicate_detection_window, " \
-	"requires_session, forward_to, forward_dead_lettered_messages_to, max_message_size"
+	"requires_session, forward_to, forward_dead_lettered_messages_to, max_message_size, " \
+	dead_letter_ttl
+/* SQL before 0.4 has no dead_letter_ttl: none */
+#define QUEUE_COLS_NEW	QUEUE_COLS("dead_letter_ttl")
+#define QUEUE_COLS_OLD	QUEUE_COLS("NULL::interval")
 
 static SbqStatement stmt_find_queue = {"find queue", 1, {TEXTOID},
-	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1"
+	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues WHERE name_key = $1",
+	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues WHERE name_key = $1"
 };
 
 /* a sender under a transaction snapshot: see sbq_storage_get_queue_to_send */
 static SbqStatement stmt_find_queue_share = {"find queue to send", 1, {TEXTOID},
-	"SELECT " QUEUE_COLS " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
+	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE",
+	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
 };
 
 static SbqStatement stmt_all_queues = {"all queues", 0, {InvalidOid},
-	"SELECT " QUEUE_COLS " FROM sbq.queues ORDER BY queue_id"
+	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues ORDER BY queue_id",
+	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues ORDER BY queue_id"
 };
+
+/* the columns of sbq_queue_properties, which SQL before 0.4 ends at updated_at */
+#define QUEUE_ROW \
+	"SELECT name, lock_duration, max_delivery_count, default_message_ttl," \
+	" dead_lettering_on_message_expiration, duplicate_detection_window," \
+	" requires_session, forward_to, forward_dead_lettered_messages_to," \
+	" max_message_size, created_at, updated_at"
 
 static SbqStatement stmt_queue_row = {"queue properties", 1, {INT4OID},
-	"SELECT name, lock_duration, max_delivery_count, default_message_ttl,"
-	" dead_lettering_on_message_expiration, duplicate_detection_window,"
-	" requires_session, forward_to, forward_dead_lettered_messages_to,"
-	" max_message_size, created_at, updated_at"
-	" FROM sbq.queues WHERE queue_id = $1"
+	QUEUE_ROW ", dead_letter_ttl FROM sbq.queues WHERE queue_id = $1",
+	.old_sql = QUEUE_ROW " FROM sbq.queues WHERE queue_id = $1"
 };
 
-static SbqStatement stmt_create_queue = {"create queue", 12, {TEXTOID, TEXTOID, INTERVALOID,
-		INT4OID, INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID,
-		TIMESTAMPTZOID},
-	"INSERT INTO sbq.queues (name, name_key, lock_duration, max_delivery_count,"
-	" default_message_ttl, dead_lettering_on_message_expiration,"
-	" duplicate_detection_window, requires_session, forward_to,"
-	" forward_dead_lettered_messages_to, max_message_size, created_at, updated_at)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)"
+#define CREATE_QUEUE(ttl_col, ttl_value) \
+	"INSERT INTO sbq.queues (name, name_key, lock_duration, max_delivery_count," \
+	" default_message_ttl, dead_lettering_on_message_expiration," \
+	" duplicate_detection_window, requires_session, forward_to," \
+	" forward_dead_lettered_messages_to, max_message_size, created_at, updated_at" \
+	ttl_col ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12" ttl_value ")" \
 	" RETURNING queue_id"
+
+/* $13: dead_letter_ttl, which SQL before 0.4 cannot store */
+static SbqStatement stmt_create_queue = {"create queue", 13, {TEXTOID, TEXTOID, INTERVALOID,
+		INT4OID, INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID,
+		TIMESTAMPTZOID, INTERVALOID},
+	CREATE_QUEUE(", dead_letter_ttl", ", $13"),
+	.old_sql = CREATE_QUEUE("", "")
 };
 
-/* $2 .. $10 in the order of sbq_queue_args */
-static SbqStatement stmt_update_queue = {"update queue", 11, {INT4OID, INTERVALOID, INT4OID,
-		INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID},
-	"UPDATE sbq.queues SET lock_duration = $2, max_delivery_count = $3,"
-	" default_message_ttl = $4, dead_lettering_on_message_expiration = $5,"
-	" duplicate_detection_window = $6, requires_session = $7, forward_to = $8,"
-	" forward_dead_lettered_messages_to = $9, max_message_size = $10,"
-	" updated_at = $11 WHERE queue_id = $1"
+/* $2 .. $10 in the order of sbq_queue_args; $12 dead_letter_ttl (from 0.4) */
+#define UPDATE_QUEUE(ttl) \
+	"UPDATE sbq.queues SET lock_duration = $2, max_delivery_count = $3," \
+	" default_message_ttl = $4, dead_lettering_on_message_expiration = $5," \
+	" duplicate_detection_window = $6, requires_session = $7, forward_to = $8," \
+	" forward_dead_lettered_messages_to = $9, max_message_size = $10," \
+	" updated_at = $11" ttl " WHERE queue_id = $1"
+
+static SbqStatement stmt_update_queue = {"update queue", 12, {INT4OID, INTERVALOID, INT4OID,
+		INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
+		INTERVALOID},
+	UPDATE_QUEUE(", dead_letter_ttl = $12"),
+	.old_sql = UPDATE_QUEUE("")
 };
 
 #define DELETE_QUEUE_ROWS \
@@ -130,6 +151,10 @@ sbq_queue_from_row(uint64 row, SbqQueue *queue)
 	d = sbq_col(row, 10, &isnull);
 	queue->forward_dlq_to = sbq_spi_strdup(d, isnull);
 	queue->max_message_size = DatumGetInt32(sbq_col(row, 11, &isnull));
+	d = sbq_col(row, 12, &isnull);
+	queue->has_dead_letter_ttl = !isnull;
+	if (!isnull)
+		queue->dead_letter_ttl = *DatumGetIntervalP(d);
 }
 
 /*
@@ -307,18 +332,21 @@ HeapTuple
 sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
 {
 	Datum		args[1];
-	Datum		values[12];
-	bool		nulls[12];
+	Datum		values[13];
+	bool		nulls[13];
 	MemoryContext oldcxt;
 	HeapTuple	tuple;
+	int			natts;
 	int			i;
 
 	args[0] = Int32GetDatum(queue_id);
 	if (sbq_exec(&stmt_queue_row, args, NULL) != 1)
 		elog(ERROR, "queue %d vanished", queue_id);
-	if (tupdesc->natts != 12)
-		elog(ERROR, "sbq_queue_properties has %d columns, expected 12", tupdesc->natts);
-	for (i = 0; i < 12; i++)
+	/* 12 columns before 0.4, 13 since: the installed type and statement agree */
+	natts = SPI_tuptable->tupdesc->natts;
+	if (tupdesc->natts != natts || natts > (int) lengthof(values))
+		elog(ERROR, "sbq_queue_properties has %d columns, expected %d", tupdesc->natts, natts);
+	for (i = 0; i < natts; i++)
 		values[i] = sbq_col(0, i + 1, &nulls[i]);
 	oldcxt = MemoryContextSwitchTo(mcxt);
 	tuple = heap_form_tuple(tupdesc, values, nulls);
@@ -361,8 +389,8 @@ sbq_queue_args(const SbqQueue *p, Datum *values, bool *nulls)
 int32
 sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *props)
 {
-	Datum		values[12];
-	bool		nulls[12];
+	Datum		values[13];
+	bool		nulls[13];
 
 	values[0] = CStringGetTextDatum(name);
 	nulls[0] = false;
@@ -371,6 +399,8 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 	sbq_queue_args(props, values + 2, nulls + 2);
 	values[11] = TimestampTzGetDatum(GetCurrentTimestamp());
 	nulls[11] = false;
+	values[12] = IntervalPGetDatum(&props->dead_letter_ttl);
+	nulls[12] = !props->has_dead_letter_ttl;
 	if (sbq_exec(&stmt_create_queue, values, nulls) != 1)
 		elog(ERROR, "could not create queue \"%s\"", name);
 	sbq_queue_cache_changed();
@@ -388,14 +418,16 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 void
 sbq_storage_update_queue(const SbqQueue *props)
 {
-	Datum		values[11];
-	bool		nulls[11];
+	Datum		values[12];
+	bool		nulls[12];
 
 	values[0] = Int32GetDatum(props->queue_id);
 	nulls[0] = false;
 	sbq_queue_args(props, values + 1, nulls + 1);
 	values[10] = TimestampTzGetDatum(GetCurrentTimestamp());
 	nulls[10] = false;
+	values[11] = IntervalPGetDatum(&props->dead_letter_ttl);
+	nulls[11] = !props->has_dead_letter_ttl;
 	(void) sbq_exec(&stmt_update_queue, values, nulls);
 	sbq_queue_cache_changed();
 }

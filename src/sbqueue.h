@@ -76,6 +76,8 @@ typedef struct SbqQueue
 	char	   *forward_to;
 	char	   *forward_dlq_to;
 	int32		max_message_size;
+	bool		has_dead_letter_ttl;
+	Interval	dead_letter_ttl;	/* how long dead letters are kept */
 } SbqQueue;
 
 /* The optional properties of a send, shared by every message of a batch. */
