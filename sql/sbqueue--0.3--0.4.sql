@@ -156,14 +156,18 @@ CREATE OR REPLACE VIEW sbq_queues AS
            q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl
       FROM sbq.queues q;
 
-/* dead letters are counted in sbq.dead_letters */
+/*
+ * The counts as sbq_peek shows the messages: a message counts as a dead letter
+ * once it is in sbq.dead_letters, and locks are judged at the start of the
+ * statement (see the install script).
+ */
 CREATE OR REPLACE VIEW sbq_queue_stats AS
     SELECT q.name AS queue,
            coalesce(s.active_count, 0) AS active_count,
            coalesce(s.locked_count, 0) AS locked_count,
            coalesce(s.deferred_count, 0) AS deferred_count,
            coalesce(s.scheduled_count, 0) AS scheduled_count,
-           (coalesce(s.dead_letter_count, 0) OPERATOR(pg_catalog.+) dl.n)::bigint AS dead_letter_count,
+           dl.n AS dead_letter_count,
            s.oldest_enqueued_time,
            (coalesce(c.sent, 0) OPERATOR(pg_catalog.+) pc.p[1])::bigint AS sent,
            (coalesce(c.received, 0) OPERATOR(pg_catalog.+) pc.p[2] OPERATOR(pg_catalog.+)
@@ -174,31 +178,22 @@ CREATE OR REPLACE VIEW sbq_queue_stats AS
            (coalesce(c.dead_lettered, 0) OPERATOR(pg_catalog.+) pc.p[6])::bigint AS dead_lettered,
            (coalesce(c.expired, 0) OPERATOR(pg_catalog.+) pc.p[7])::bigint AS expired
       FROM sbq.queues q
-     CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS t) clk
+     CROSS JOIN (SELECT pg_catalog.statement_timestamp() AS t) clk
       LEFT JOIN LATERAL (
            SELECT pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'active') AS active_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'locked') AS locked_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'deferred') AS deferred_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'scheduled') AS scheduled_count,
-                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'dead') AS dead_letter_count,
-                  pg_catalog.min(k.enqueued_time) FILTER (WHERE k.kind OPERATOR(pg_catalog.<>) 'gone'
-                      AND k.kind OPERATOR(pg_catalog.<>) 'dead') AS oldest_enqueued_time
+                  pg_catalog.min(k.enqueued_time) AS oldest_enqueued_time
              FROM (SELECT m.enqueued_time,
                           CASE
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
-                            WHEN l.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
-                            WHEN l.locked_until IS NOT NULL
-                                 AND l.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
+                            WHEN coalesce(sbq.lease_until(m.sequence_number), m.locked_until)
+                                 OPERATOR(pg_catalog.>) clk.t THEN 'locked'
                             WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
-                            WHEN m.expires_at OPERATOR(pg_catalog.<=) clk.t THEN
-                                 CASE WHEN q.dead_lettering_on_message_expiration THEN 'dead' ELSE 'gone' END
                             ELSE 'active'
                           END AS kind
                      FROM sbq.messages m
-                    CROSS JOIN LATERAL (
-                          SELECT coalesce(sbq.lease_until(m.sequence_number), m.locked_until) AS locked_until,
-                                 coalesce(sbq.lease_count(m.sequence_number), m.delivery_count) AS delivery_count
-                         ) l
                     WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
            ) s ON true
      CROSS JOIN LATERAL (

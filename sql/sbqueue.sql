@@ -512,13 +512,17 @@ CREATE VIEW sbq_queues AS
       FROM sbq.queues q;
 
 /*
- * The five counts split the messages without overlap, at the wall-clock time
- * of the query (as receive and settle judge locks, not at the transaction
- * start). Dead letters are the rows of sbq.dead_letters, and: a message whose lock
- * expired on its last allowed delivery is counted as the dead letter it is
- * about to become; one whose time to live has passed is counted nowhere when
- * it is about to be dropped, as a dead letter when the queue dead-letters
- * expired messages.
+ * The five counts split the messages without overlap, by where each row is
+ * and what it holds, as sbq_peek shows them: the rows of sbq.messages are
+ * scheduled (state 2, even when due: until it is activated), locked (a valid
+ * lock in shared memory or in the row), deferred or active; the rows of
+ * sbq.dead_letters are the dead letters. A message is counted as a dead
+ * letter once it has moved, not before: one whose lock ran out on its last
+ * delivery, or whose time to live has passed, is active (or deferred) until
+ * a receive or maintenance moves it. Locks are judged at the start of the
+ * statement (statement_timestamp()), as sbq_peek judges them, so that one
+ * statement that reads both sees one instant; an uncommitted receive of
+ * another session locks nothing yet.
  */
 CREATE VIEW sbq_queue_stats AS
     SELECT q.name AS queue,
@@ -526,7 +530,7 @@ CREATE VIEW sbq_queue_stats AS
            coalesce(s.locked_count, 0) AS locked_count,
            coalesce(s.deferred_count, 0) AS deferred_count,
            coalesce(s.scheduled_count, 0) AS scheduled_count,
-           (coalesce(s.dead_letter_count, 0) OPERATOR(pg_catalog.+) dl.n)::bigint AS dead_letter_count,
+           dl.n AS dead_letter_count,
            s.oldest_enqueued_time,
            (coalesce(c.sent, 0) OPERATOR(pg_catalog.+) pc.p[1])::bigint AS sent,
            (coalesce(c.received, 0) OPERATOR(pg_catalog.+) pc.p[2] OPERATOR(pg_catalog.+)
@@ -537,31 +541,22 @@ CREATE VIEW sbq_queue_stats AS
            (coalesce(c.dead_lettered, 0) OPERATOR(pg_catalog.+) pc.p[6])::bigint AS dead_lettered,
            (coalesce(c.expired, 0) OPERATOR(pg_catalog.+) pc.p[7])::bigint AS expired
       FROM sbq.queues q
-     CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS t) clk
+     CROSS JOIN (SELECT pg_catalog.statement_timestamp() AS t) clk
       LEFT JOIN LATERAL (
            SELECT pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'active') AS active_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'locked') AS locked_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'deferred') AS deferred_count,
                   pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'scheduled') AS scheduled_count,
-                  pg_catalog.count(*) FILTER (WHERE k.kind OPERATOR(pg_catalog.=) 'dead') AS dead_letter_count,
-                  pg_catalog.min(k.enqueued_time) FILTER (WHERE k.kind OPERATOR(pg_catalog.<>) 'gone'
-                      AND k.kind OPERATOR(pg_catalog.<>) 'dead') AS oldest_enqueued_time
+                  pg_catalog.min(k.enqueued_time) AS oldest_enqueued_time
              FROM (SELECT m.enqueued_time,
                           CASE
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
-                            WHEN l.locked_until OPERATOR(pg_catalog.>) clk.t THEN 'locked'
-                            WHEN l.locked_until IS NOT NULL
-                                 AND l.delivery_count OPERATOR(pg_catalog.>=) q.max_delivery_count THEN 'dead'
+                            WHEN coalesce(sbq.lease_until(m.sequence_number), m.locked_until)
+                                 OPERATOR(pg_catalog.>) clk.t THEN 'locked'
                             WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
-                            WHEN m.expires_at OPERATOR(pg_catalog.<=) clk.t THEN
-                                 CASE WHEN q.dead_lettering_on_message_expiration THEN 'dead' ELSE 'gone' END
                             ELSE 'active'
                           END AS kind
                      FROM sbq.messages m
-                    CROSS JOIN LATERAL (
-                          SELECT coalesce(sbq.lease_until(m.sequence_number), m.locked_until) AS locked_until,
-                                 coalesce(sbq.lease_count(m.sequence_number), m.delivery_count) AS delivery_count
-                         ) l
                     WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
            ) s ON true
      CROSS JOIN LATERAL (

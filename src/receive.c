@@ -26,6 +26,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -357,14 +358,16 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 /*
  * sbq_storage_peek
  *		Up to max_messages messages from from_seq on, in sequence order and in
- *		any state, without locking or counting them.
+ *		any state, without locking or counting them. Locks are judged at the
+ *		start of the statement, as sbq_queue_stats judges them: a statement
+ *		that peeks and reads the stats sees one instant.
  */
 int
 sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 				 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc)
 {
 	Datum		values[5];
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = GetCurrentStatementStartTimestamp();
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(subqueue);

@@ -1,7 +1,7 @@
 -- sbqueue pgTAP: defer and receive_deferred (section 16 C, tests 23, 27-36, 38)
 -- Sleeps: 5.5 s (locks taken by receive_deferred expire). Time checks use the wall clock.
 BEGIN;
-SELECT plan(80);
+SELECT plan(82);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('t10', lock_duration => '5 seconds');
@@ -284,9 +284,16 @@ SELECT is((SELECT message_id || ':' || delivery_count || ':' || state FROM v3), 
 SELECT throws_ok(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s]::bigint[])', 't10_max3',
                         (SELECT seq FROM s WHERE k = 'w')), 'SB003', NULL,
     'R3.9, R4.6: receive_deferred of a deferred message whose last allowed delivery expired fails with SB003');
-SELECT is((SELECT ARRAY[active_count, locked_count, deferred_count, dead_letter_count]
-             FROM sbq_queue_stats WHERE queue = 't10_max3'), ARRAY[0, 0, 0, 3]::bigint[],
-    'R3.9 (API Observability): w, whose last lock expired, counts as a dead letter');
+SELECT is((SELECT ARRAY[active_count, locked_count, deferred_count, dead_letter_count,
+                        (SELECT count(*) FROM sbq_peek('t10_max3', 10) WHERE state = 'deferred'),
+                        (SELECT count(*) FROM sbq_peek('t10_max3/$deadletterqueue', 10))]
+             FROM sbq_queue_stats WHERE queue = 't10_max3'), ARRAY[0, 0, 1, 2, 1, 2]::bigint[],
+    'R3.9 (API Observability): w, whose last lock expired, is deferred where peek shows it until it moves');
+SELECT is((sbq_maintain() ->> 'dead_lettered')::int, 1, 'R3.9: maintenance dead-letters w');
+SELECT is((SELECT ARRAY[active_count, locked_count, deferred_count, dead_letter_count,
+                        (SELECT count(*) FROM sbq_peek('t10_max3/$deadletterqueue', 10))]
+             FROM sbq_queue_stats WHERE queue = 't10_max3'), ARRAY[0, 0, 0, 3, 3]::bigint[],
+    'R3.9 (API Observability): w counts as a dead letter once it is one');
 
 SELECT * FROM finish();
 ROLLBACK;
