@@ -5,10 +5,11 @@
 /*
  * Until this commits, the library works with dead letters in sbq.messages.
  * Wait for every transaction that holds or changes messages, and keep new
- * ones out, so that each dead letter moves exactly once: the library's
- * storage sections lock sbq.queues first, then write sbq.messages.
+ * ones out, so that each dead letter moves exactly once. In the order the
+ * others take their locks: readers of the views lock the view, then its
+ * tables; the library's storage sections lock sbq.queues, then the others.
  */
-LOCK TABLE sbq.queues, sbq.messages IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE sbq_queue_stats, sbq_queues, sbq.queues, sbq.messages IN ACCESS EXCLUSIVE MODE;
 
 /*
  * The dead-letter sub-queues of every queue: messages moved here, in the
@@ -56,6 +57,39 @@ CREATE INDEX dead_letters_receive_idx
 CREATE INDEX dead_letters_age_idx ON sbq.dead_letters (queue_id, dead_lettered_at);
 
 SELECT pg_catalog.pg_extension_config_dump('sbq.dead_letters', '');
+
+/*
+ * The functions run with their caller's rights: a role that could use the
+ * dead letters in sbq.messages keeps them. pg_dump leaves out rights given
+ * by an extension script (it takes them for the extension's own): after
+ * restoring a dump, they must be given again, and the update says so.
+ */
+DO $$
+DECLARE
+    r record;
+    given text := '';
+BEGIN
+    FOR r IN
+        SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                    ELSE pg_catalog.quote_ident(g.rolname) END AS who,
+               a.privilege_type, a.is_grantable
+          FROM pg_catalog.pg_class c
+         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+          LEFT JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.messages'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+         ORDER BY 1, 2
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON sbq.dead_letters TO %s%s', r.privilege_type, r.who,
+                                  CASE WHEN r.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        given := given || CASE WHEN given = '' THEN '' ELSE ', ' END || r.privilege_type || ' to ' || r.who;
+    END LOOP;
+    IF given <> '' THEN
+        RAISE WARNING 'sbqueue 0.4 granted on sbq.dead_letters what sbq.messages grants: %', given
+            USING HINT = 'pg_dump does not keep what an extension update grants: after restoring a dump, grant it again.';
+    END IF;
+END
+$$;
 
 /*
  * The dead letters of 0.3 move over with every property, their locks and

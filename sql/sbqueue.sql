@@ -199,7 +199,8 @@ CREATE FUNCTION sbq.pending_counts(oid, integer) RETURNS bigint[]
 
 /*
  * Time to live: expiring messages are found through this index, which lock
- * changes never touch (expires_at and subqueue stay as they are).
+ * changes never touch (expires_at stays as it is). Its "subqueue = 0" dates
+ * from when dead letters shared the table; it now holds for every row.
  */
 CREATE INDEX messages_expiry_idx ON sbq.messages (queue_id, expires_at)
     WHERE expires_at IS NOT NULL AND subqueue = 0;

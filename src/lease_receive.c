@@ -148,9 +148,9 @@ static SbqStatement stmt_queues_exist = {"queues exist", 1, {INT4ARRAYOID},
  * sbq_lease_rows
  *		Run a lease statement on the table of a sub-queue over the triples
  *		(seqs[i], counts[i], tids[i]) (tids NULL: any row version) with
- *		further arguments extra[] (after
- *		$1, $2 and $3); returns how many rows it changed, and marks done[i]
- *		for those it returned (when done != NULL).
+ *		further arguments extra[] (after $1, $2 and $3); returns how many
+ *		rows it changed, and marks done[i] for those it returned (when done
+ *		!= NULL).
  */
 static int
 sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 *counts,

@@ -117,6 +117,18 @@ static SbqStatement stmt_delete_queue = {"delete queue", 1, {INT4OID},
 	DELETE_QUEUE_ROWS
 };
 
+/*
+ * What a move between the two tables committed while the delete waited for
+ * its row: the delete skipped the row it had moved from, and its snapshot did
+ * not show the row it moved to. A statement of its own has a snapshot that
+ * does (under READ COMMITTED; under REPEATABLE READ the wait was an error).
+ */
+static SbqStatement stmt_delete_queue_moved = {"delete moved messages of a queue", 1, {INT4OID},
+	"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1)"
+	" DELETE FROM sbq.dead_letters WHERE queue_id = $1",
+	.old_sql = "SELECT 1"
+};
+
 static SbqStatement stmt_purge = {"purge", 2, {INT4OID, INT2OID},
 	"DELETE FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
 };
@@ -443,6 +455,7 @@ sbq_storage_delete_queue(int32 queue_id)
 
 	values[0] = Int32GetDatum(queue_id);
 	(void) sbq_exec(&stmt_delete_queue, values, NULL);
+	(void) sbq_exec(&stmt_delete_queue_moved, values, NULL);
 	/* the leases of its messages go at commit (a claim made since sees the delete) */
 	(void) sbq_lease_take_queue(queue_id, -1);
 	sbq_qstate_forget(sbq_storage_epoch(), queue_id);

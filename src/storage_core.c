@@ -25,7 +25,7 @@
  * plan made on an empty table can then still not walk a whole index,
  * whichever side of a join it puts the table on.
  *
- The library runs with the SQL of an older version between an upgrade of
+ * The library runs with the SQL of an older version between an upgrade of
  * the library and ALTER EXTENSION UPDATE; each statement is prepared for the
  * flavour of the installed SQL:
  *	before 0.3	no lease functions: LEASE_SLOT replaced by "true", and
@@ -40,8 +40,8 @@
  * the transaction start, so a lock taken late in a long transaction still
  * lasts its full duration and a lock that has run out is seen to have run out.
  *
- * Owns: backend-local state only (kept plans, the cached epoch). Locks: the
- * AccessShareLock on sbq.queues named above.
+ * Owns: backend-local state only (kept plans, the cached epoch and SQL
+ * flavour). Locks: the AccessShareLock on sbq.queues named above.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
