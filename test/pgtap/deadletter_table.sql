@@ -6,7 +6,7 @@
 -- wall clock. Values made inside a rolled-back savepoint are carried out in psql
 -- variables (\gset).
 BEGIN;
-SELECT plan(126);
+SELECT plan(130);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('dlt_exp');
@@ -21,10 +21,13 @@ DO $$ BEGIN
     -- of the queue's expired leases)
     PERFORM sbq_create_queue('dlt_lr', lock_duration => '5 seconds', max_delivery_count => 2);
     PERFORM sbq_create_queue('dlt_lm', lock_duration => '5 seconds', max_delivery_count => 1);
+    -- ... and by sbq_maintain, a deferred message locked by receive_deferred
+    PERFORM sbq_create_queue('dlt_lq', lock_duration => '5 seconds', max_delivery_count => 2);
     PERFORM sbq_create_queue('dlt_ld', lock_duration => '5 seconds', max_delivery_count => 1);
     -- time to live passed, found by a receive, by sbq_maintain, by abandon and defer
     PERFORM sbq_create_queue('dlt_tr', dead_lettering_on_message_expiration => true);
     PERFORM sbq_create_queue('dlt_tm', dead_lettering_on_message_expiration => true);
+    PERFORM sbq_create_queue('dlt_tq', dead_lettering_on_message_expiration => true);
     PERFORM sbq_create_queue('dlt_ta', lock_duration => '1 minute', dead_lettering_on_message_expiration => true);
     -- dead letters received under locks that run out: found by maintain, by a receive
     -- from the dead-letter queue, by a resubmit
@@ -132,14 +135,16 @@ INSERT INTO s VALUES
     ('e4', pg_temp.send('dlt_del', 'e4')),
     ('lr', pg_temp.send('dlt_lr', 'lr')),
     ('lm', pg_temp.send('dlt_lm', 'lm')),
+    ('lq', pg_temp.send('dlt_lq', 'lq')),
     ('ld', pg_temp.send('dlt_ld', 'ld')),
     ('tr', pg_temp.send('dlt_tr', 'tr', '4 seconds')),
     ('tm', pg_temp.send('dlt_tm', 'tm', '4 seconds')),
+    ('tq', pg_temp.send('dlt_tq', 'tq', '4 seconds')),
     ('dx', pg_temp.send('dlt_dx', 'dx')),
     ('dy', pg_temp.send('dlt_dy', 'dy')),
     ('dz', pg_temp.send('dlt_dz', 'dz'));
 CREATE TEMP TABLE sent AS SELECT m.* FROM sbq.messages m JOIN s ON s.seq = m.sequence_number;
-SELECT is((SELECT count(*) FROM sent), 25::bigint, 'setup: the 25 messages sent are rows of sbq.messages');
+SELECT is((SELECT count(*) FROM sent), 27::bigint, 'setup: the 27 messages sent are rows of sbq.messages');
 
 -- the locks that run out during the sleep below (5 s)
 CREATE TEMP TABLE lr1 AS SELECT * FROM sbq_receive('dlt_lr');
@@ -151,6 +156,15 @@ CREATE TEMP TABLE lk AS
 SELECT is((SELECT array_agg(message_id || ':' || delivery_count ORDER BY message_id) FROM lk),
           ARRAY['ld:1', 'lm:1', 'lr:2'],
     'setup: lr, lm and ld are locked on their last allowed delivery');
+-- lq: deferred, then locked by receive_deferred on its last allowed delivery; tq: deferred
+CREATE TEMP TABLE lq1 AS SELECT * FROM sbq_receive('dlt_lq') UNION ALL SELECT * FROM sbq_receive('dlt_tq');
+DO $$ BEGIN
+    PERFORM sbq_defer('dlt_lq', (SELECT lock_token FROM lq1 WHERE message_id = 'lq'));
+    PERFORM sbq_defer('dlt_tq', (SELECT lock_token FROM lq1 WHERE message_id = 'tq'));
+END $$;
+CREATE TEMP TABLE lq2 AS SELECT * FROM sbq_receive_deferred('dlt_lq', ARRAY[(SELECT seq FROM s WHERE k = 'lq')]);
+SELECT is((SELECT message_id || ':' || delivery_count || ':' || state FROM lq2), 'lq:2:deferred',
+    'setup: the deferred lq is locked by receive_deferred on its last allowed delivery');
 CREATE TEMP TABLE dx1 AS
     SELECT * FROM sbq_receive('dlt_dx') UNION ALL SELECT * FROM sbq_receive('dlt_dy')
     UNION ALL SELECT * FROM sbq_receive('dlt_dz');
@@ -498,39 +512,52 @@ SELECT is((SELECT format('%s %s %s', m.subqueue, m.state, m.delivery_count) FROM
 SELECT is(sbq.lease_until((SELECT seq FROM s WHERE k = 'dz')), NULL,
     'DLQ lock expiry (resubmit): no lease is left on the old sequence number');
 
--- found by sbq_maintain: lm's lock (with locks in shared memory: the lease sweep), tm's time to live
+-- found by sbq_maintain: the locks of lm (with locks in shared memory: the lease sweep) and
+-- lq (deferred, locked in the row by receive_deferred), the times to live of tm and tq (deferred)
 SAVEPOINT s_mt;
 SELECT sbq_maintain() AS mt_in_sp \gset
-SELECT pg_temp.where_is((SELECT seq FROM s WHERE k = 'lm')) || ' ' || pg_temp.where_is((SELECT seq FROM s WHERE k = 'tm'))
-           AS where_in_sp \gset
+SELECT string_agg(pg_temp.where_is(seq), ' ' ORDER BY k) AS where_in_sp FROM s WHERE k IN ('lm', 'lq', 'tm', 'tq') \gset
 ROLLBACK TO SAVEPOINT s_mt;
-SELECT is(:'where_in_sp'::text, 'dead_letters dead_letters',
-    'maintain: inside the savepoint lm and tm had moved to sbq.dead_letters');
-SELECT is((SELECT array_agg(pg_temp.where_is(seq) ORDER BY k) FROM s WHERE k IN ('lm', 'tm')),
-          ARRAY['messages', 'messages'], 'maintain rolled back: lm and tm are back in sbq.messages');
+SELECT is(:'where_in_sp'::text, 'dead_letters dead_letters dead_letters dead_letters',
+    'maintain: inside the savepoint lm, lq, tm and tq had moved to sbq.dead_letters');
+SELECT is((SELECT array_agg(pg_temp.where_is(seq) ORDER BY k) FROM s WHERE k IN ('lm', 'lq', 'tm', 'tq')),
+          ARRAY['messages', 'messages', 'messages', 'messages'],
+    'maintain rolled back: lm, lq, tm and tq are back in sbq.messages');
+SELECT is((SELECT array_agg(format('%s %s', m.message_id, m.state) ORDER BY m.message_id) FROM sbq.messages m
+            JOIN s ON s.seq = m.sequence_number AND s.k IN ('lq', 'tq')),
+          ARRAY['lq 1', 'tq 1'], 'maintain rolled back: lq and tq are deferred again');
 CREATE TEMP TABLE t_mt AS SELECT clock_timestamp() AS before;
 CREATE TEMP TABLE mt AS SELECT sbq_maintain() AS j;
 SELECT is((SELECT format('dead_lettered %s, expired_dead_lettered %s', j ->> 'dead_lettered', j ->> 'expired_dead_lettered')
-             FROM mt), 'dead_lettered 1, expired_dead_lettered 1',
-    'maintain: after the rolled-back pass it dead-letters lm (lock) and tm (time to live) again');
-SELECT is((SELECT array_agg(pg_temp.where_is(seq) ORDER BY k) FROM s WHERE k IN ('lm', 'tm')),
-          ARRAY['dead_letters', 'dead_letters'], 'maintain: lm and tm moved to sbq.dead_letters');
+             FROM mt), 'dead_lettered 2, expired_dead_lettered 2',
+    'maintain: after the rolled-back pass it dead-letters lm, lq (locks) and tm, tq (times to live) again');
+SELECT is((SELECT array_agg(pg_temp.where_is(seq) ORDER BY k) FROM s WHERE k IN ('lm', 'lq', 'tm', 'tq')),
+          ARRAY['dead_letters', 'dead_letters', 'dead_letters', 'dead_letters'],
+    'maintain: lm, lq, tm and tq moved to sbq.dead_letters');
 SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'lm')),
           'MaxDeliveryCountExceeded | Message could not be consumed after 1 delivery attempts. | dlt_lm'
           ' | delivery_count 1 | subqueue 1 | state 0 | lock none',
     'lock expiry (maintain): MaxDeliveryCountExceeded, delivery count 1, no lock');
+SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'lq')),
+          'MaxDeliveryCountExceeded | Message could not be consumed after 2 delivery attempts. | dlt_lq'
+          ' | delivery_count 2 | subqueue 1 | state 0 | lock none',
+    'lock expiry of a deferred message (maintain): MaxDeliveryCountExceeded, active in the dead-letter queue, no lock');
 SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'tm')),
           'TTLExpiredException | The message expired and was dead-lettered. | dlt_tm'
           ' | delivery_count 0 | subqueue 1 | state 0 | lock none',
     'TTL (maintain): TTLExpiredException, never delivered, no lock');
+SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'tq')),
+          'TTLExpiredException | The message expired and was dead-lettered. | dlt_tq'
+          ' | delivery_count 1 | subqueue 1 | state 0 | lock none',
+    'TTL of a deferred message (maintain): TTLExpiredException, active in the dead-letter queue');
 SELECT ok((SELECT bool_and(dead_lettered_at BETWEEN (SELECT before FROM t_mt) AND clock_timestamp())
-             FROM sbq.dead_letters d JOIN s ON s.seq = d.sequence_number AND s.k IN ('lm', 'tm')),
+             FROM sbq.dead_letters d JOIN s ON s.seq = d.sequence_number AND s.k IN ('lm', 'lq', 'tm', 'tq')),
     'maintain: dead_lettered_at is the time of the pass');
-SELECT is((SELECT array_agg(pg_temp.payload(seq, 'sbq.dead_letters') ORDER BY k) FROM s WHERE k IN ('lm', 'tm')),
-          (SELECT array_agg(pg_temp.payload(seq, 'sent') ORDER BY k) FROM s WHERE k IN ('lm', 'tm')),
+SELECT is((SELECT array_agg(pg_temp.payload(seq, 'sbq.dead_letters') ORDER BY k) FROM s WHERE k IN ('lm', 'lq', 'tm', 'tq')),
+          (SELECT array_agg(pg_temp.payload(seq, 'sent') ORDER BY k) FROM s WHERE k IN ('lm', 'lq', 'tm', 'tq')),
     'maintain: properties, body and times as sent');
-SELECT is((SELECT array_agg(pg_temp.props(seq) ORDER BY k) FROM s WHERE k IN ('lm', 'tm')),
-          (SELECT array_agg(application_properties ORDER BY message_id) FROM sent WHERE message_id IN ('lm', 'tm')),
+SELECT is((SELECT array_agg(pg_temp.props(seq) ORDER BY k) FROM s WHERE k IN ('lm', 'lq', 'tm', 'tq')),
+          (SELECT array_agg(application_properties ORDER BY message_id) FROM sent WHERE message_id IN ('lm', 'lq', 'tm', 'tq')),
     'maintain: application properties as sent');
 
 -- the lock of a dead letter ran out: it stays in sbq.dead_letters
@@ -551,7 +578,8 @@ SELECT is(pg_temp.stats_vs_rows(), 'all equal',
 SELECT is((SELECT array_agg(q.name || ':' || n ORDER BY q.name)
              FROM (SELECT queue_id, count(*) AS n FROM sbq.dead_letters GROUP BY queue_id) d
              JOIN sbq.queues q USING (queue_id)),
-          ARRAY['dlt_ab:1', 'dlt_df:1', 'dlt_dy:1', 'dlt_exp:1', 'dlt_ld:1', 'dlt_lm:1', 'dlt_lr:1', 'dlt_ta:2', 'dlt_tm:1', 'dlt_tr:1'],
+          ARRAY['dlt_ab:1', 'dlt_df:1', 'dlt_dy:1', 'dlt_exp:1', 'dlt_ld:1', 'dlt_lm:1', 'dlt_lq:1', 'dlt_lr:1', 'dlt_ta:2', 'dlt_tm:1',
+                'dlt_tq:1', 'dlt_tr:1'],
     'sbq.dead_letters holds the dead letters left, queue by queue');
 SELECT is_empty($$SELECT 1 FROM sbq.messages m JOIN s ON s.seq = m.sequence_number
                    WHERE s.k NOT IN ('p4')$$,
