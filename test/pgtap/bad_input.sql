@@ -58,8 +58,8 @@ INSERT INTO s VALUES ('q2', sbq_send('b20_q', 'two'::text, message_id => 'q2'));
 INSERT INTO s VALUES ('dup1', sbq_send('b20_dup', 'd'::text, message_id => 'dup-1'));
 
 -- controls: the fingerprint covers the tables and sees every kind of change
-SELECT ok(pg_temp.fingerprint_tables() @> ARRAY['queues', 'messages', 'queue_counters', 'duplicate_ids']::name[],
-    'C01: the fingerprint covers sbq.queues, sbq.messages, sbq.queue_counters and sbq.duplicate_ids');
+SELECT ok(pg_temp.fingerprint_tables() @> ARRAY['queues', 'messages', 'dead_letters', 'queue_counters', 'duplicate_ids']::name[],
+    'C01: the fingerprint covers sbq.queues, sbq.messages, sbq.dead_letters, sbq.queue_counters and sbq.duplicate_ids');
 SELECT pg_temp.fingerprint() AS fp \gset
 CREATE TEMP TABLE r AS SELECT * FROM sbq_receive('b20_q');
 SELECT isnt(pg_temp.fingerprint(), :'fp', 'C02: the fingerprint changes when a lock is taken (lock columns and leases are in it)');

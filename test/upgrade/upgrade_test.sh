@@ -9,6 +9,8 @@
 # its update, the current library must still send, receive under a lock and
 # complete, run sbq_maintain() and show sbq_queue_stats (where that version
 # has them), and a lock taken before the update must still settle after it.
+# The update that moves dead letters to sbq.dead_letters must keep every one of
+# them as it was, locks included (dlq_before_update, dlq_after_update).
 # Needs PGHOST/PGPORT/PGUSER of a running server with sbqueue installed;
 # scripts/test.sh runs it with sbqueue preloaded, as in production.
 set -euo pipefail
@@ -119,6 +121,155 @@ old_sql_checks() {
     check "$v: a message received before the update, its lock token kept" "$got" "two under $v"
 }
 
+# The version whose update moves the dead letters out of sbq.messages (subqueue 1)
+# into a table of their own, sbq.dead_letters: before that update, dead letters
+# made in several ways (and two held under locks) are recorded as
+# the dead-letter sub-queue shows them; after it, they must show the same, be rows
+# of sbq.dead_letters only, and the locks must still settle.
+dlq_table_version=0.4
+dlq_q=dlq-moved
+dlq_addr="$dlq_q/\$deadletterqueue"
+# every column of sbq_message but the lock token, in sequence order
+dlq_cols="sequence_number, message_id, locked_until, delivery_count, enqueued_time,
+    scheduled_enqueue_time, expires_at, time_to_live, state, session_id, correlation_id,
+    subject, content_type, reply_to, reply_to_session_id, to_address, application_properties,
+    body, dead_letter_reason, dead_letter_error_description, dead_letter_source"
+dlq_lease_token=
+dlq_row_token=
+dlq_deferred_seq=
+dlq_active_seq=
+dlq_time_before=
+
+# receive one message of address $2 in database $1 and leave its lock token (or
+# "error: ...") in $got
+dlq_receive_token() {
+    got=$(try "$1" "SELECT lock_token FROM sbq_receive('$2')")
+}
+
+# dlq_before_update VERSION: dead letters in sbq.messages, made with the SQL of VERSION
+dlq_before_update() {
+    local v=$1 db=sbq_upgrade_old got tok
+    got=$(try $db "SELECT count(*) FROM sbq_create_queue('$dlq_q', max_delivery_count => 2,
+                       dead_lettering_on_message_expiration => true)")
+    check "$v: a queue for dead letters" "$got" 1
+
+    # deferred in the dead-letter sub-queue
+    dlq_deferred_seq=$(try $db "SELECT sbq_send('$dlq_q', 'to defer'::text, message_id => 'deferred')")
+    dlq_receive_token $db "$dlq_q"
+    tok=$got
+    got=$(try $db "SELECT 'dead-lettered' FROM sbq_deadletter('$dlq_q', '$tok'::uuid, 'ToDefer')")
+    check "$v: a dead letter to defer" "$got" dead-lettered
+    dlq_receive_token $db "$dlq_addr"
+    tok=$got
+    got=$(try $db "SELECT 'deferred' FROM sbq_defer('$dlq_addr', '$tok'::uuid, '{\"deferred\": true}')")
+    check "$v: it is deferred in the dead-letter sub-queue" "$got" deferred
+
+    # received from the dead-letter sub-queue, the lock held across the update: as a
+    # lease (in shared memory, when sbqueue is preloaded), and stored in the row
+    got=$(try $db "SELECT sbq_send('$dlq_q', 'held as a lease'::text, message_id => 'lease')")
+    dlq_receive_token $db "$dlq_q"
+    got=$(try $db "SELECT 'dead-lettered' FROM sbq_deadletter('$dlq_q', '$got'::uuid, 'ToHold')")
+    check "$v: a dead letter to hold under a lease" "$got" dead-lettered
+    dlq_receive_token $db "$dlq_addr"
+    dlq_lease_token=$got
+    check "$v: received from the dead-letter sub-queue, its lock (a lease, sbqueue being preloaded) held" \
+        "$([[ $dlq_lease_token =~ ^[0-9a-f-]{36}$ ]] && echo token || echo "$dlq_lease_token")" token
+    got=$(try $db "SELECT sbq_send('$dlq_q', 'held in the row'::text, message_id => 'row')")
+    dlq_receive_token $db "$dlq_q"
+    got=$(try $db "SELECT 'dead-lettered' FROM sbq_deadletter('$dlq_q', '$got'::uuid, 'ToHold')")
+    check "$v: a dead letter to hold under a row lock" "$got" dead-lettered
+    got=$(PGOPTIONS="-c sbqueue.memory_locks=off" try $db "SELECT lock_token FROM sbq_receive('$dlq_addr')")
+    dlq_row_token=$got
+    check "$v: received from the dead-letter sub-queue, its lock (in the row) held" \
+        "$([[ $dlq_row_token =~ ^[0-9a-f-]{36}$ ]] && echo token || echo "$dlq_row_token")" token
+
+    # explicitly, with a reason, a description and properties to modify
+    got=$(try $db "SELECT sbq_send('$dlq_q', 'explicit'::text, message_id => 'explicit',
+                       correlation_id => 'c1', subject => 'subject', content_type => 'text/plain',
+                       reply_to => 'r', to_address => 't', time_to_live => '1 day',
+                       application_properties => '{\"p\": \"old\", \"n\": 1}')")
+    dlq_receive_token $db "$dlq_q"
+    got=$(try $db "SELECT 'dead-lettered' FROM sbq_deadletter('$dlq_q', '$got'::uuid, 'BadData',
+                       'field x missing', '{\"p\": \"new\", \"z\": null}')")
+    check "$v: a dead letter by sbq_deadletter with reason, description and properties" "$got" dead-lettered
+
+    # at max_delivery_count (2), by abandon
+    got=$(try $db "SELECT sbq_send('$dlq_q', 'abandoned'::text, message_id => 'abandoned')")
+    dlq_receive_token $db "$dlq_q"
+    got=$(try $db "SELECT 'abandoned' FROM sbq_abandon('$dlq_q', '$got'::uuid, '{\"tries\": 1}')")
+    dlq_receive_token $db "$dlq_q"
+    got=$(try $db "SELECT 'abandoned' FROM sbq_abandon('$dlq_q', '$got'::uuid, '{\"tries\": 2}')")
+    check "$v: the second abandon (max_delivery_count 2) succeeds" "$got" abandoned
+
+    # time to live passed, found by maintenance
+    got=$(try $db "SELECT sbq_send('$dlq_q', 'expired'::text, message_id => 'expired',
+                       time_to_live => '100 milliseconds')")
+    sleep 0.3
+    got=$(try $db "SELECT (sbq_maintain() ->> 'expired_dead_lettered')::int >= 1")
+    check "$v: sbq_maintain() dead-letters the expired message" "$got" t
+
+    # and one message left in the queue itself
+    dlq_active_seq=$(try $db "SELECT sbq_send('$dlq_q', 'active'::text, message_id => 'active')")
+
+    got=$(try $db "SELECT string_agg(message_id || ':' || state || ':' || coalesce(dead_letter_reason, '-'), ' '
+                                     ORDER BY sequence_number)
+                     FROM sbq_peek('$dlq_addr', 100)")
+    check "$v: the dead-letter sub-queue holds six dead letters" "$got" \
+        "deferred:deferred:ToDefer lease:active:ToHold row:active:ToHold explicit:active:BadData abandoned:active:MaxDeliveryCountExceeded expired:active:TTLExpiredException"
+    got=$(try $db "SELECT dead_letter_count FROM sbq_queue_stats WHERE queue = '$dlq_q'")
+    check "$v: sbq_queue_stats counts six dead letters" "$got" 6
+    psql -At -d $db -c "SELECT $dlq_cols FROM sbq_peek('$dlq_addr', 100) ORDER BY sequence_number" \
+        >"$work/dlq_before.txt"
+    dlq_time_before=$(psql -At -d $db -c "SELECT clock_timestamp()")
+}
+
+# dlq_after_update VERSION: the dead letters recorded before the update
+dlq_after_update() {
+    local v=$1 db=sbq_upgrade_old got date_after
+    date_after=$(psql -At -d $db -c "SELECT clock_timestamp()")
+    psql -At -d $db -c "SELECT $dlq_cols FROM sbq_peek('$dlq_addr', 100) ORDER BY sequence_number" \
+        >"$work/dlq_after.txt"
+    if diff -u "$work/dlq_before.txt" "$work/dlq_after.txt"; then
+        got="the same $(wc -l <"$work/dlq_after.txt") dead letters"
+    else
+        got=different
+    fi
+    check "at $v the dead-letter sub-queue shows the same dead letters with the same properties" \
+        "$got" "the same 6 dead letters"
+    got=$(try $db "SELECT string_agg(d.sequence_number::text, ' ' ORDER BY d.sequence_number)
+                     FROM sbq.dead_letters d JOIN sbq.queues q USING (queue_id) WHERE q.name = '$dlq_q'")
+    check "at $v they are the rows of sbq.dead_letters" "$got" \
+        "$(cut -d'|' -f1 "$work/dlq_before.txt" | paste -sd' ')"
+    got=$(try $db "SELECT count(*) FROM sbq.messages WHERE subqueue = 1")
+    check "at $v no dead letter is left in sbq.messages" "$got" 0
+    got=$(try $db "SELECT string_agg(sequence_number::text, ' ') FROM sbq.messages m
+                     JOIN sbq.queues q USING (queue_id) WHERE q.name = '$dlq_q'")
+    check "at $v the queue's own message is still in sbq.messages" "$got" "$dlq_active_seq"
+    got=$(try $db "SELECT count(DISTINCT dead_lettered_at) || ' ' ||
+                          bool_and(dead_lettered_at BETWEEN '$dlq_time_before' AND '$date_after')
+                     FROM sbq.dead_letters")
+    check "at $v dead_lettered_at is the time of the update" "$got" "1 true"
+    got=$(try $db "SELECT dead_letter_count || ' ' || (SELECT count(*) FROM sbq.dead_letters d
+                          WHERE d.queue_id = (SELECT queue_id FROM sbq.queues WHERE name = '$dlq_q'))
+                     FROM sbq_queue_stats WHERE queue = '$dlq_q'")
+    check "at $v sbq_queue_stats counts the rows of sbq.dead_letters" "$got" "6 6"
+
+    got=$(try $db "SELECT 'completed' FROM sbq_complete('$dlq_addr', '$dlq_lease_token'::uuid)")
+    check "a dead letter's lock (a lease, sbqueue being preloaded) taken before the update to $v completes after it" "$got" completed
+    got=$(PGOPTIONS="-c sbqueue.memory_locks=off" try $db "SELECT 'completed' FROM sbq_complete('$dlq_addr', '$dlq_row_token'::uuid)")
+    check "a dead letter's lock (in the row) taken before the update to $v completes after it" "$got" completed
+    got=$(try $db "SELECT message_id || ':' || state FROM sbq_receive_deferred('$dlq_addr', ARRAY[$dlq_deferred_seq::bigint])")
+    check "at $v the dead letter deferred before the update is received by its sequence number" "$got" deferred:deferred
+    got=$(try $db "SELECT dead_letter_count || ' ' || (SELECT count(*) FROM sbq.dead_letters d
+                          WHERE d.queue_id = (SELECT queue_id FROM sbq.queues WHERE name = '$dlq_q'))
+                     FROM sbq_queue_stats WHERE queue = '$dlq_q'")
+    check "at $v, after two completes, sbq_queue_stats counts the rows of sbq.dead_letters" "$got" "4 4"
+    got=$(try $db "SELECT sbq_resubmit('$dlq_q')")
+    got="$got $(try $db "SELECT count(*) FROM sbq.messages m JOIN sbq.queues q USING (queue_id)
+                          WHERE q.name = '$dlq_q'")"
+    check "at $v the three dead letters not under a lock resubmit into sbq.messages" "$got" "3 4"
+}
+
 step=$oldest
 while [ "$step" != "$current" ]; do
     next=$(cd "$root/sql" && ls "sbqueue--$step--"*.sql 2>/dev/null | sed "s/sbqueue--$step--\(.*\)\.sql/\1/" | sort -V | tail -1)
@@ -127,6 +278,9 @@ while [ "$step" != "$current" ]; do
         exit 1
     fi
     old_sql_checks "$step"
+    if [ "$next" = "$dlq_table_version" ]; then
+        dlq_before_update "$step"
+    fi
     psql -d sbq_upgrade_old -c "ALTER EXTENSION sbqueue UPDATE TO '$next'"
     got=$(psql -At -d sbq_upgrade_old -c "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'")
     check "upgraded from $step to $next" "$got" "$next"
@@ -140,6 +294,9 @@ while [ "$step" != "$current" ]; do
     check "a lock taken under $step completes after the update to $next" "$got" completed
     got=$(try sbq_upgrade_old "SELECT count(*) FROM sbq_peek('lib-$step', 10)")
     check "nothing is left in the queue used under $step at $next" "$got" 0
+    if [ "$next" = "$dlq_table_version" ]; then
+        dlq_after_update "$next"
+    fi
     step=$next
 done
 
