@@ -228,7 +228,8 @@ CREATE OR REPLACE VIEW sbq_queue_stats AS
                             ELSE 'active'
                           END AS kind
                      FROM sbq.messages m
-                    WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
+                    WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id
+                      AND m.subqueue OPERATOR(pg_catalog.=) 0) k
            ) s ON true
      CROSS JOIN LATERAL (
            SELECT pg_catalog.count(*) AS n FROM sbq.dead_letters d

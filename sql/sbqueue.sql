@@ -523,7 +523,9 @@ CREATE VIEW sbq_queues AS
  * a receive or maintenance moves it. Locks are judged at the start of the
  * statement (statement_timestamp()), as sbq_peek judges them, so that one
  * statement that reads both sees one instant; an uncommitted receive of
- * another session locks nothing yet.
+ * another session locks nothing yet. ("subqueue = 0" holds for every row
+ * now; it keeps a snapshot older than the update from 0.3, which still sees
+ * the dead letters there, from counting them as active.)
  */
 CREATE VIEW sbq_queue_stats AS
     SELECT q.name AS queue,
@@ -558,7 +560,8 @@ CREATE VIEW sbq_queue_stats AS
                             ELSE 'active'
                           END AS kind
                      FROM sbq.messages m
-                    WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id) k
+                    WHERE m.queue_id OPERATOR(pg_catalog.=) q.queue_id
+                      AND m.subqueue OPERATOR(pg_catalog.=) 0) k
            ) s ON true
      CROSS JOIN LATERAL (
            SELECT pg_catalog.count(*) AS n FROM sbq.dead_letters d

@@ -314,6 +314,36 @@ check "the upgraded extension receives the old message" "$got" "sent under $olde
 got=$(psql -At -d sbq_upgrade_old -c "SELECT (sbq_maintain() ->> 'skipped')")
 check "functions added by the upgrade work" "$got" "false"
 
+# From 0.3 to 0.4, dead letters move to a table of their own. The functions
+# run with their caller's rights: an application role with the rights 0.3's
+# README gives it must go on working the dead letters after the update (in a
+# database of its own: its grants would differ from a fresh install's).
+if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
+    db=sbq_upgrade_app
+    psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" \
+        -c "DROP ROLE IF EXISTS sbq_upgrade_app" -c "CREATE ROLE sbq_upgrade_app LOGIN" \
+        -c "CREATE DATABASE $db"
+    psql -d $db -c "CREATE EXTENSION sbqueue VERSION '0.3'" \
+        -c "GRANT USAGE ON SCHEMA sbq TO sbq_upgrade_app" \
+        -c "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sbq TO sbq_upgrade_app" \
+        -c "GRANT USAGE ON ALL SEQUENCES IN SCHEMA sbq TO sbq_upgrade_app" \
+        -c "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA sbq TO sbq_upgrade_app" \
+        -c "SELECT sbq_create_queue('app-q', max_delivery_count => 1)" >/dev/null
+    got=$(PGUSER=sbq_upgrade_app try $db "SELECT sbq_send('app-q', 'app') > 0")
+    check "0.3: an application role with the README's rights sends" "$got" t
+    got=$(psql -d $db -c "ALTER EXTENSION sbqueue UPDATE TO '0.4'" 2>&1 | grep -c "granted on sbq.dead_letters")
+    check "the update to 0.4 says what it granted on sbq.dead_letters" "$got" 1
+    tok=$(PGUSER=sbq_upgrade_app try $db "SELECT lock_token FROM sbq_receive('app-q')")
+    got=$(PGUSER=sbq_upgrade_app try $db "SELECT 'abandoned' FROM sbq_abandon('app-q', '$tok'::uuid)")
+    check "at 0.4 the application role's abandon on the last delivery dead-letters" "$got" abandoned
+    got=$(PGUSER=sbq_upgrade_app try $db "SELECT count(*) FROM sbq_peek('app-q/\$deadletterqueue')")
+    check "at 0.4 the application role peeks the dead letter" "$got" 1
+    tok=$(PGUSER=sbq_upgrade_app try $db "SELECT lock_token FROM sbq_receive('app-q/\$deadletterqueue')")
+    got=$(PGUSER=sbq_upgrade_app try $db "SELECT 'completed' FROM sbq_complete('app-q/\$deadletterqueue', '$tok'::uuid)")
+    check "at 0.4 the application role receives and completes the dead letter" "$got" completed
+    psql -d postgres -c "DROP DATABASE $db" -c "DROP ROLE sbq_upgrade_app"
+fi
+
 psql -d postgres -c "DROP DATABASE sbq_upgrade_old" -c "DROP DATABASE sbq_upgrade_new"
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
