@@ -237,6 +237,8 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 		char		typalign;
 		bool	   *nulls;
 
+		sbq_check_array_size(arr, "bodies", SBQ_MAX_BATCH,
+							 "A batch sends at most " CppAsString2(SBQ_MAX_BATCH) " messages.");
 		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
 		deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
 						  &bodies, &nulls, &nbodies);
@@ -254,7 +256,10 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 		nbodies = 1;
 	}
 	for (i = 0; i < nbodies; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		bodies[i] = PointerGetDatum(sbq_body_bytes(bodies[i], type));
+	}
 
 	*seqs = palloc(sizeof(int64) * Max(nbodies, 1));
 
@@ -556,6 +561,8 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_require_arg(fcinfo, 1, "lock_tokens");
 	arr = PG_GETARG_ARRAYTYPE_P(1);
+	sbq_check_array_size(arr, "lock_tokens", SBQ_MAX_BATCH,
+						 "At most " CppAsString2(SBQ_MAX_BATCH) " locks are settled at once.");
 	deconstruct_array(arr, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
 					  &tokens, &nulls, &ntokens);
 	for (i = 0; i < ntokens; i++)
@@ -688,26 +695,18 @@ sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, int *
 	bool	   *nulls;
 	int			nelems;
 	int			i;
-	int			out = 0;
 
+	sbq_check_array_size(arr, argname, SBQ_MAX_RECEIVE,
+						 "At most " CppAsString2(SBQ_MAX_RECEIVE) " messages are received at once.");
 	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &elems, &nulls, &nelems);
 	for (i = 0; i < nelems; i++)
-	{
-		int			j;
-		bool		seen = false;
-
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("%s must not contain null elements", argname),
 					 errdetail("Element %d is null.", i + 1)));
-		for (j = 0; j < out && !seen; j++)
-			seen = DatumGetInt64(elems[j]) == DatumGetInt64(elems[i]);
-		if (!seen)
-			elems[out++] = elems[i];
-	}
-	*n = out;
+	*n = sbq_distinct_int8(elems, nelems);
 	return elems;
 }
 
@@ -764,11 +763,6 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_require_arg(fcinfo, 1, "sequence_numbers");
 	seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers", &nseqs);
-	if (nseqs > SBQ_MAX_RECEIVE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("sequence_numbers has %d elements", nseqs),
-				 errdetail("At most %d messages are received at once.", SBQ_MAX_RECEIVE)));
 	PreventCommandIfReadOnly("sbq_receive_deferred()");
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);

@@ -44,6 +44,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/itemptr.h"
 #include "utils/array.h"
@@ -192,6 +193,7 @@ sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 
 			bool		isnull;
 			int64		seq = DatumGetInt64(sbq_col(r, 1, &isnull));
 
+			CHECK_FOR_INTERRUPTS();
 			for (i = 0; i < n; i++)
 				if (seqs[i] == seq)
 					done[i] = true;

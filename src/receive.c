@@ -28,6 +28,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -416,6 +417,8 @@ sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs,
 		int32		delivery_count = DatumGetInt32(sbq_col(row, 4, &isnull));
 		Datum		expires_at = sbq_col(row, 5, &isnull);
 		bool		free = state == SBQ_STATE_DEFERRED;
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (has_lock && DatumGetTimestampTz(locked_until) > now)
 			free = false;

@@ -25,6 +25,7 @@
 #include "datatype/timestamp.h"
 #include "funcapi.h"
 #include "storage/lockdefs.h"
+#include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
@@ -42,6 +43,7 @@
 #define SBQ_MAX_NAME_LEN		260
 #define SBQ_MAX_ID_LEN			128
 #define SBQ_MAX_RECEIVE			5000
+#define SBQ_MAX_BATCH			5000	/* elements of any array argument */
 #define SBQ_DLQ_SUFFIX			"/$deadletterqueue"
 
 /* sub-queues and message states, as stored */
@@ -128,6 +130,9 @@ extern void sbq_check_id_length(const char *argname, text *value);
 extern void sbq_check_text_length(const char *argname, text *value, int max);
 extern Tuplestorestate *sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc);
 extern void sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+extern void sbq_check_array_size(ArrayType *arr, const char *argname, int max,
+								 const char *why);
+extern int	sbq_distinct_int8(Datum *elems, int n);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 
 /* sbqueue.c: settings */

@@ -30,6 +30,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -232,6 +233,8 @@ sbq_split_tokens(const SbqQueue *queue, int16 subqueue, Datum *tokens, int ntoke
 		pg_uuid_t  *token = DatumGetUUIDP(tokens[i]);
 		int64		seq = sbq_token_sequence(token);
 
+		CHECK_FOR_INTERRUPTS();
+
 		t->leased[i] = sbq_lease_holds(seq, token, queue->queue_id, subqueue, now);
 		if (t->leased[i])
 		{
@@ -274,6 +277,8 @@ sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *
 		int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
 		int			k;
 
+		CHECK_FOR_INTERRUPTS();
+
 		for (k = 0; k < t->nlease; k++)
 		{
 			int			i = t->lease_index[k];
@@ -311,6 +316,8 @@ sbq_complete_row_locks(const SbqQueue *queue, int16 subqueue, const SbqTokenSpli
 		bool		isnull;
 		pg_uuid_t  *done = DatumGetUUIDP(sbq_col(row, 1, &isnull));
 		int			i;
+
+		CHECK_FOR_INTERRUPTS();
 
 		/* judged again now that the row is ours: else not settled */
 		if (!sbq_row_lock_valid(sbq_col(row, 2, &isnull)))

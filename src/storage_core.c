@@ -389,19 +389,71 @@ sbq_nulls(const SbqStatement *st, const bool *isnull, char *nulls)
 }
 
 /*
+ * sbq_hide_statement
+ *		An error of a statement, rid of the statement's text: its internal
+ *		query and position, and the context line SPI added with its SQL
+ *		(which names sbqueue's tables and how it uses them), replaced by the
+ *		statement's name. The caller's own context lines stay.
+ */
+static void
+sbq_hide_statement(ErrorData *edata, const SbqStatement *st)
+{
+	StringInfoData buf;
+	const char *line;
+
+	edata->internalquery = NULL;
+	edata->internalpos = 0;
+	if (edata->context == NULL)
+		return;
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "sbqueue statement \"%s\"", st->name);
+	line = edata->context;
+	while (*line != '\0')
+	{
+		const char *end = strchr(line, '\n');
+		int			len = end != NULL ? (int) (end - line) : (int) strlen(line);
+
+		if (strncmp(line, "SQL statement \"", 15) != 0)
+			appendStringInfo(&buf, "\n%.*s", len, line);
+		line += len;
+		if (*line == '\n')
+			line++;
+	}
+	edata->context = buf.data;
+}
+
+/*
  * sbq_exec_in
  *		Run a statement on the table of a sub-queue (SUBQUEUE_TABLE);
  *		isnull[i] says argument i is NULL (isnull may be NULL: none is).
- *		Returns the number of rows processed. Any failure is an error.
+ *		Returns the number of rows processed. Any failure is an error, which
+ *		names the statement but does not show its SQL.
  */
 uint64
 sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values, const bool *isnull)
 {
 	char		nulls[SBQ_MAX_STATEMENT_ARGS];
 	int			rc;
+	SPIPlanPtr	plan;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	sbq_nulls(st, isnull, nulls);
-	rc = SPI_execute_plan(sbq_plan(st, subqueue), values, nulls, false, 0);
+	plan = sbq_plan(st, subqueue);
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(plan, values, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		sbq_hide_statement(edata, st);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 	if (rc < 0)
 		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
 			 SPI_result_code_string(rc));

@@ -25,6 +25,7 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "funcapi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
@@ -271,6 +272,76 @@ sbq_check_text_length(const char *argname, text *value, int max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is longer than %d characters", argname, max)));
+}
+
+/*
+ * sbq_check_array_size
+ *		22023 when an array argument has more than max elements, checked
+ *		before any work on them: what a call does grows with its arrays, and
+ *		must stay bounded whoever calls it.
+ */
+void
+sbq_check_array_size(ArrayType *arr, const char *argname, int max, const char *why)
+{
+	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+
+	if (n > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s has %d elements", argname, n),
+				 errdetail("%s", why)));
+}
+
+/* a value and its place in the caller's array, to sort by value */
+typedef struct SbqPlace
+{
+	int64		value;
+	int			place;
+} SbqPlace;
+
+static int
+sbq_cmp_place(const void *a, const void *b)
+{
+	const SbqPlace *x = a;
+	const SbqPlace *y = b;
+
+	if (x->value != y->value)
+		return (x->value > y->value) - (x->value < y->value);
+	return (x->place > y->place) - (x->place < y->place);
+}
+
+/*
+ * sbq_distinct_int8
+ *		Drop the repeats among the n int8 datums of elems, in place, keeping
+ *		the first of each in the caller's order; returns how many are left.
+ *		O(n log n), and cancellable.
+ */
+int
+sbq_distinct_int8(Datum *elems, int n)
+{
+	SbqPlace   *sorted = palloc(sizeof(SbqPlace) * Max(n, 1));
+	bool	   *repeat = palloc0(sizeof(bool) * Max(n, 1));
+	int			out = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		sorted[i].value = DatumGetInt64(elems[i]);
+		sorted[i].place = i;
+	}
+	qsort(sorted, n, sizeof(SbqPlace), sbq_cmp_place);
+	for (i = 1; i < n; i++)
+		if (sorted[i].value == sorted[i - 1].value)
+			repeat[sorted[i].place] = true;
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!repeat[i])
+			elems[out++] = elems[i];
+	}
+	pfree(sorted);
+	pfree(repeat);
+	return out;
 }
 
 /*

@@ -1,0 +1,93 @@
+-- sbqueue pgTAP: arrays are bounded before any work, and errors do not show
+-- sbqueue's internal SQL. Arrays: Every array argument has at
+-- most 5,000 elements, counted before the call looks at one of them; repeats are
+-- removed in O(n log n). A role with no queue at all cannot make a call burn a
+-- core: 60,000 elements are refused at once (the code before took 1.4 s to drop
+-- the repeats of such an array, uncancellably, before any check). Each refused
+-- case is two assertions: the SQLSTATE, and nothing changed (bad_input_setup.psql).
+BEGIN;
+SELECT plan(19);
+
+\ir bad_input_setup.psql
+
+DO $$ BEGIN
+    PERFORM sbq_create_queue('bb_q');
+END $$;
+CREATE TEMP TABLE seq (k text PRIMARY KEY, v bigint);
+INSERT INTO seq SELECT 'm' || i, sbq_send('bb_q', 'm' || i) FROM generate_series(1, 3) i;
+
+-- 60,000 elements: refused before any work, quickly, on a queue that exists and one
+-- that does not
+CREATE TEMP TABLE big AS SELECT array_agg(i::bigint) AS seqs,
+    array_agg(gen_random_uuid()) AS tokens, array_agg('b' || i) AS bodies
+  FROM generate_series(1, 60000) i;
+SELECT * FROM pg_temp.bad('BB1', 'receive_deferred of 60,000 sequence numbers',
+    $$SELECT * FROM sbq_receive_deferred('bb_q', (SELECT seqs FROM big))$$, '22023');
+SELECT * FROM pg_temp.bad('BB2', 'resubmit of 60,000 sequence numbers',
+    $$SELECT sbq_resubmit('bb_q', (SELECT seqs FROM big))$$, '22023');
+SELECT * FROM pg_temp.bad('BB3', 'complete of 60,000 lock tokens',
+    $$SELECT sbq_complete('bb_q', (SELECT tokens FROM big))$$, '22023');
+SELECT * FROM pg_temp.bad('BB4', 'send_batch of 60,000 bodies',
+    $$SELECT sbq_send_batch('bb_q', (SELECT bodies FROM big))$$, '22023');
+SELECT * FROM pg_temp.bad('BB5', 'send_batch of 5,001 bodies',
+    $$SELECT sbq_send_batch('bb_q', (SELECT bodies[1:5001] FROM big))$$, '22023');
+
+CREATE FUNCTION pg_temp.ms(sql text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    BEGIN
+        EXECUTE sql;
+    EXCEPTION WHEN OTHERS THEN
+        NULL;
+    END;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
+END $$;
+SELECT cmp_ok(pg_temp.ms($$SELECT * FROM sbq_receive_deferred('no_such_queue',
+        (SELECT seqs FROM big))$$), '<', 300::float8,
+    'BB6: 60,000 sequence numbers for a queue that does not exist are refused in well under a second');
+SELECT cmp_ok(pg_temp.ms($$SELECT sbq_resubmit('no_such_queue', (SELECT seqs FROM big))$$),
+    '<', 300::float8, 'BB7: the same for resubmit');
+
+-- 5,000 elements are taken; repeats are dropped, the first of each kept
+SELECT is((SELECT count(*) FROM sbq_receive_deferred('bb_q', array_fill(0::bigint, ARRAY[0]))),
+    0::bigint, 'BB8: an empty array receives nothing');
+SELECT throws_ok($$SELECT * FROM sbq_receive_deferred('bb_q', (SELECT seqs[1:5000] FROM big))$$,
+    'SB003', NULL, 'BB9: 5,000 sequence numbers are looked at (none is deferred: SB003)');
+SELECT is((SELECT count(*) FROM sbq_send_batch('bb_q', (SELECT bodies[1:5000] FROM big))),
+    5000::bigint, 'BB10: a batch of 5,000 bodies is sent');
+DO $$ BEGIN
+    PERFORM sbq_defer('bb_q', lock_token) FROM sbq_receive('bb_q', 2);
+END $$;
+SELECT is((SELECT array_agg(sequence_number ORDER BY sequence_number) FROM sbq_receive_deferred('bb_q',
+        (SELECT array_fill(v, ARRAY[2500]) || array_fill((SELECT v FROM seq WHERE k = 'm2'), ARRAY[2500])
+           FROM seq WHERE k = 'm1'))),
+    (SELECT array_agg(v ORDER BY v) FROM seq WHERE k IN ('m1', 'm2')),
+    'BB11: 5,000 elements repeating two deferred messages receive those two once each');
+
+-- an error inside one of sbqueue's statements names the statement, never its SQL
+-- (which would show the caller sbqueue's tables and how it uses them)
+CREATE ROLE sbq_bb_nobody;
+GRANT USAGE ON SCHEMA sbq TO sbq_bb_nobody;
+CREATE FUNCTION pg_temp.err(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    ctx text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+    RETURN SQLSTATE || E'\n' || ctx;
+END $$;
+SET ROLE sbq_bb_nobody;
+CREATE TEMP TABLE e AS SELECT pg_temp.err($$SELECT sbq_send('bb_q', 'x')$$) AS e;
+RESET ROLE;
+SELECT is((SELECT split_part(e, E'\n', 1) FROM e), '42501',
+    'BB12: a role without rights on the tables gets 42501');
+SELECT ok((SELECT e !~* '(select|insert|update|delete)\s' AND e !~ 'sbq\.' FROM e),
+    'BB13: its context shows no SQL of sbqueue''s');
+SELECT ok((SELECT e ~ 'sbqueue statement "' FROM e),
+    'BB14: its context names the sbqueue statement');
+
+SELECT * FROM finish();
+ROLLBACK;
