@@ -25,6 +25,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -418,7 +419,9 @@ sbq_receive(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sbq_receive()");
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	deadline = GetCurrentTimestamp() + wait_us;
+	/* a wait past the end of time waits until then, not at all */
+	if (pg_add_s64_overflow(GetCurrentTimestamp(), wait_us, &deadline))
+		deadline = PG_INT64_MAX;
 
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue);

@@ -6,7 +6,7 @@
 -- the repeats of such an array, uncancellably, before any check). Each refused
 -- case is two assertions: the SQLSTATE, and nothing changed (bad_input_setup.psql).
 BEGIN;
-SELECT plan(19);
+SELECT plan(20);
 
 \ir bad_input_setup.psql
 
@@ -88,6 +88,22 @@ SELECT ok((SELECT e !~* '(select|insert|update|delete)\s' AND e !~ 'sbq\.' FROM 
     'BB13: its context shows no SQL of sbqueue''s');
 SELECT ok((SELECT e ~ 'sbqueue statement "' FROM e),
     'BB14: its context names the sbqueue statement');
+
+-- a max_wait past the end of time waits (until cancelled), instead of not at all
+DO $$ BEGIN
+    PERFORM sbq_create_queue('bb_empty');
+END $$;
+CREATE FUNCTION pg_temp.waits(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'returned';
+EXCEPTION WHEN query_canceled THEN
+    RETURN 'cancelled';
+END $$;
+SET LOCAL statement_timeout = '300ms';
+SELECT pg_temp.waits($$SELECT * FROM sbq_receive('bb_empty', 1, '106751000 days')$$) AS w \gset
+RESET statement_timeout;
+SELECT is(:'w'::text, 'cancelled', 'BB15: a receive with max_wait 106751000 days waits until it is cancelled');
 
 SELECT * FROM finish();
 ROLLBACK;
