@@ -32,7 +32,8 @@
 # contenders take turns cell by cell (none clean dead, then dead clean none),
 # ROUNDS times. A cell counts the messages completed (the queue's active rows
 # before + sent - after) per second of pgbench time. Prints the median of each,
-# dead/clean and dead/none, as a Markdown table.
+# dead/clean and dead/none, as a Markdown table, and what else used the CPUs
+# (top, over a second) at the start, at the end and just before each cell.
 #
 # Environment: BENCH_BATCH (batch size, default 100), DL_COUNT, DL_REAL,
 # DL_PORT (the first of two ports to listen on; default: the first free ones).
@@ -62,8 +63,12 @@ log() { echo "deadletters: $(date +%H:%M:%S) $*" >&2; }
 
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # what else the machine is doing: processes above 5 % CPU over one second
-busy=$(top -b -n 2 -d 1 -w 200 | awk '/^top -/ { k++ }
-    k == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 > 5 { printf "%s%s (%s %% CPU)", sep, $12, $9; sep = ", " }' | head -c 300)
+others() {
+    top -b -n 2 -d 1 -w 200 | awk '/^top -/ { k++ }
+        k == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 > 5 { printf "%s%s (%s %% CPU)", sep, $12, $9; sep = ", " }' |
+        head -c 300
+}
+busy=$(others)
 started=$(date +%s)
 
 declare -A port
@@ -129,6 +134,8 @@ cell() {
     sql -c "SELECT sbq_purge_queue('$q')" -c "VACUUM ANALYZE sbq.messages" \
         -c "VACUUM ANALYZE sbq.queue_counters" -c "CHECKPOINT" >/dev/null
     before=$(sql -c "$active")
+    o=$(others)
+    [ -z "$o" ] || echo "$o" >"$work/others.cell"
     out=$(pgbench -n -M prepared -c 4 -j 2 -T "$secs" -D q="$q" -D n="$n" \
         -D tok=00000000-0000-0000-0000-000000000000 -f "bench/$script.sql" 2>&1) || true
     after=$(sql -c "$active")
@@ -149,6 +156,7 @@ workloads=(
     "full cycle $batch / tx|deadletters_cycle_batch|$batch"
 )
 declare -A rate tpss
+beside=()
 for r in $(seq "$rounds"); do
     for w in "${workloads[@]}"; do
         IFS='|' read -r name script n <<<"$w"
@@ -161,13 +169,18 @@ for r in $(seq "$rounds"); do
             rate["$name|$c"]+="$m "
             tpss["$name|$c"]+="$t "
             log "round $r, $name, $c: $m msg/s ($t tps)"
+            if [ -f "$work/others.cell" ]; then
+                log "  began beside: $(cat "$work/others.cell")"
+                beside+=("round $r, $name, $c: $(cat "$work/others.cell")")
+                rm -f "$work/others.cell"
+            fi
         done
     done
 done
 on dead
 have=$(sql -c "$dl_count")
 [ "$have" = "$count" ] || { echo "deadletters: $have dead letters left of $count" >&2; exit 1; }
-load_at_end=$(cut -d' ' -f1-3 /proc/loadavg)
+busy_at_end=$(others)
 minutes=$(awk -v s="$(( $(date +%s) - started ))" 'BEGIN { printf "%.1f", s / 60 }')
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -179,8 +192,13 @@ n_real=$(awk "$commas"' BEGIN { print commas('"$real"') }')
 echo "bench/deadletters.sh $secs $rounds: sbqueue $version, dead letters in $dl_where ($minutes min)."
 echo "Messages completed per second, the median of $rounds cells of $secs s each, 4 clients"
 echo "(pgbench -n -M prepared -c 4 -j 2), fsync and synchronous_commit on, shared_buffers 1GB,"
-echo "the maintenance worker running; $(nproc) CPUs, load average $load_at_start at the start"
-echo "(${busy:-no other process above 5 % CPU}) and $load_at_end at the end."
+echo "the maintenance worker running; $(nproc) CPUs, load average $load_at_start at the start."
+echo "Above 5 % CPU over a second, at the start: ${busy:-nothing}; at the end: ${busy_at_end:-nothing};"
+if [ ${#beside[@]} -eq 0 ]; then
+    echo "in the second before each cell: nothing."
+else
+    echo "in the second before a cell: $(printf '%s; ' "${beside[@]}" | sed 's/; $//')."
+fi
 echo "'dead' holds $n_count dead letters ($n_real through sbq_deadletter),"
 echo "'clean' on the same server none, and the none server none at all. Dead server after"
 echo "the fill: $sizes."
