@@ -359,6 +359,7 @@ def main():
     ap.add_argument('--write', action='store_true')
     ap.add_argument('--command', default='bench/run.sh')
     ap.add_argument('--wakeup', default='')
+    ap.add_argument('--deadletters', default='')
     ap.add_argument('--background', default='')
     args = ap.parse_args()
     global db
@@ -555,6 +556,15 @@ def main():
         L.append(f'| held xmin for {deep_minutes:g} min ≥ 0.9x clean | {r:.2f}x | {"yes" if r >= 0.9 else "no"} |')
     else:
         L.append('| 1,000,000 deep, growth, held xmin | only in `--full` | — |')
+    if args.deadletters and os.path.exists(args.deadletters):
+        # bench/deadletters.sh's table: | workload | none | clean | dead | dead/clean | dead/none |
+        with open(args.deadletters) as f:
+            for line in f:
+                m = re.match(r'\| (full cycle \d+ / tx) \|.*\| ([\d.]+)x \| [\d.]+x \|$', line.strip())
+                if m:
+                    r = float(m.group(2))
+                    L.append(f'| {m.group(1)}, 4 clients, on a queue with 1,000,000 dead letters '
+                             f'≥ 0.95x the same on one with none | {r:.2f}x | {"yes" if r >= 0.95 else "no"} |')
 
     if args.wakeup and os.path.exists(args.wakeup):
         L.append('\n### Wake-up latency of blocking receive (`bench/wakeup.sh`)\n')
@@ -562,6 +572,10 @@ def main():
         with open(args.wakeup) as f:
             L.extend(x.rstrip() for x in f if x.strip())
         L.append('```')
+    if args.deadletters and os.path.exists(args.deadletters):
+        L.append('\n### The cycle beside 1,000,000 dead letters (`bench/deadletters.sh`)\n')
+        with open(args.deadletters) as f:
+            L.append(f.read().strip())
     report = '\n'.join(L) + '\n'
     print(report)
     if args.write:

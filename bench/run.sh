@@ -10,8 +10,9 @@
 #                      full cycle 1 / batch at 1, 4, 8 clients, one cell with
 #                      synchronous_commit = off), the plan probe, a 1,000,000-deep
 #                      queue cycled BENCH_DEEP_MINUTES (default 5) minutes clean
-#                      and as long again with a transaction held open, and
-#                      1,000 wake-ups; about 35 minutes
+#                      and as long again with a transaction held open,
+#                      1,000 wake-ups, and the cycle beside 1,000,000 dead
+#                      letters (bench/deadletters.sh 10 3); about 40 minutes
 #   --write            also write the report into BENCHMARKS.md, as the section
 #                      "Throughput against the baselines" (replacing an earlier one)
 #
@@ -23,7 +24,8 @@
 #   sbqueue      this extension (bench/sbq_*.sql)
 # Environment: BENCH_BATCH (batch size, default 100), BENCH_DEEP_MINUTES,
 # BENCH_DEEP_BASELINE=1 (run the deep-queue phase for SKIP LOCKED too),
-# BENCH_WAKEUPS (wake-ups to measure; 0 skips bench/wakeup.sh).
+# BENCH_WAKEUPS (wake-ups to measure; 0 skips bench/wakeup.sh),
+# BENCH_DEADLETTERS=0 (skips bench/deadletters.sh in --full).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -73,6 +75,13 @@ if [ "$wakeups" -gt 0 ]; then
     sed -i "1i bench/wakeup.sh $wakeups" "$work/wakeup.txt"
 fi
 
+# the dead letters (full mode): bench/deadletters.sh starts and stops its own servers
+if [ "$mode" = full ] && [ "${BENCH_DEADLETTERS:-1}" != 0 ]; then
+    echo "run: bench/deadletters.sh 10 3" >&2
+    bench/deadletters.sh 10 3 >"$work/deadletters.txt" ||
+        echo "(bench/deadletters.sh failed)" >>"$work/deadletters.txt"
+fi
+
 port=$(scripts/pgserver.sh start "$work/pg" --preload)
 export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
 # room for a 1,000,000-deep queue in memory, and checkpoints by time rather than by WAL volume
@@ -87,4 +96,4 @@ psql -X -q -v ON_ERROR_STOP=1 -f bench/pgq_setup.sql >/dev/null
 
 echo "run: $mode mode, server on port $port" >&2
 /usr/bin/python3 bench/run.py --mode "$mode" $write --command "$command" \
-    --wakeup "$work/wakeup.txt" --background "$background"
+    --wakeup "$work/wakeup.txt" --deadletters "$work/deadletters.txt" --background "$background"
