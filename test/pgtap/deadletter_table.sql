@@ -72,6 +72,28 @@ BEGIN
     RETURN r;
 END $$;
 
+-- Where message k is after a dead-lettering, as up to four assertions named by what[]:
+-- its row moved to sbq.dead_letters; it is dead-lettered as want (pg_temp.dl); when
+-- since is given, dead_lettered_at lies between since and now; its properties, body
+-- and times are as sent.
+CREATE FUNCTION pg_temp.moved(k text, want text, since timestamptz, what text[])
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    seq bigint := (SELECT s.seq FROM s WHERE s.k = moved.k);
+    i int := 1;
+BEGIN
+    RETURN NEXT is(pg_temp.where_is(seq), 'dead_letters', what[i]);
+    i := i + 1;
+    RETURN NEXT is(pg_temp.dl(seq), want, what[i]);
+    i := i + 1;
+    IF since IS NOT NULL THEN
+        RETURN NEXT ok((SELECT d.dead_lettered_at BETWEEN since AND clock_timestamp()
+                          FROM sbq.dead_letters d WHERE d.sequence_number = seq), what[i]);
+        i := i + 1;
+    END IF;
+    RETURN NEXT is(pg_temp.payload(seq, 'sbq.dead_letters'), pg_temp.payload(seq, 'sent'), what[i]);
+END $$;
+
 CREATE FUNCTION pg_temp.props(seq bigint) RETURNS jsonb LANGUAGE sql AS $$
     SELECT application_properties FROM sbq.dead_letters WHERE sequence_number = seq
 $$;
@@ -200,17 +222,14 @@ CREATE TEMP TABLE t_x AS SELECT clock_timestamp() AS before;
 SELECT lives_ok($$SELECT sbq_deadletter('dlt_exp', (SELECT lock_token FROM x), 'BadData', 'field x missing',
                                         '{"p": "new", "z": null}')$$,
     'deadletter: the lock of the rolled-back deadletter still dead-letters');
-SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'x1')), 'dead_letters',
-    'deadletter: the row moved from sbq.messages to sbq.dead_letters, same sequence number');
-SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'x1')),
-          'BadData | field x missing | dlt_exp | delivery_count 1 | subqueue 1 | state 0 | lock none',
-    'deadletter: reason, description, source, delivery count, state; no lock');
-SELECT ok((SELECT dead_lettered_at BETWEEN (SELECT before FROM t_x) AND clock_timestamp()
-             FROM sbq.dead_letters WHERE sequence_number = (SELECT seq FROM s WHERE k = 'x1')),
-    'deadletter: dead_lettered_at is the time of the call');
-SELECT is(pg_temp.payload((SELECT seq FROM s WHERE k = 'x1'), 'sbq.dead_letters'),
-          pg_temp.payload((SELECT seq FROM s WHERE k = 'x1'), 'sent'),
-    'deadletter: properties, body, enqueued and expiry times as sent');
+SELECT * FROM pg_temp.moved('x1',
+        'BadData | field x missing | dlt_exp | delivery_count 1 | subqueue 1 | state 0 | lock none',
+        (SELECT before FROM t_x),
+    ARRAY[
+    'deadletter: the row moved from sbq.messages to sbq.dead_letters, same sequence number',
+    'deadletter: reason, description, source, delivery count, state; no lock',
+    'deadletter: dead_lettered_at is the time of the call',
+    'deadletter: properties, body, enqueued and expiry times as sent']);
 SELECT is(pg_temp.props((SELECT seq FROM s WHERE k = 'x1')), '{"id": "x1", "p": "new", "n": 1, "z": null}'::jsonb,
     'deadletter: properties_to_modify merged into the application properties');
 SELECT is((SELECT ARRAY[active_count, locked_count, dead_letter_count] FROM sbq_queue_stats WHERE queue = 'dlt_exp'),
@@ -236,18 +255,15 @@ SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'ab')), 'messages',
 CREATE TEMP TABLE t_ab AS SELECT clock_timestamp() AS before;
 SELECT lives_ok($$SELECT sbq_abandon('dlt_ab', (SELECT lock_token FROM ab2), '{"p": "ab"}')$$,
     'abandon at max_delivery_count: the lock survived the rollback');
-SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'ab')), 'dead_letters',
-    'abandon at max_delivery_count: the row moved to sbq.dead_letters');
-SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'ab')),
-          'MaxDeliveryCountExceeded | Message could not be consumed after 2 delivery attempts. | dlt_ab'
-          ' | delivery_count 2 | subqueue 1 | state 0 | lock none',
-    'abandon at max_delivery_count: MaxDeliveryCountExceeded, source, delivery count 2, no lock');
-SELECT ok((SELECT dead_lettered_at BETWEEN (SELECT before FROM t_ab) AND clock_timestamp()
-             FROM sbq.dead_letters WHERE sequence_number = (SELECT seq FROM s WHERE k = 'ab')),
-    'abandon at max_delivery_count: dead_lettered_at is the time of the call');
-SELECT is(pg_temp.payload((SELECT seq FROM s WHERE k = 'ab'), 'sbq.dead_letters'),
-          pg_temp.payload((SELECT seq FROM s WHERE k = 'ab'), 'sent'),
-    'abandon at max_delivery_count: properties, body and times as sent');
+SELECT * FROM pg_temp.moved('ab',
+        'MaxDeliveryCountExceeded | Message could not be consumed after 2 delivery attempts. | dlt_ab'
+        ' | delivery_count 2 | subqueue 1 | state 0 | lock none',
+        (SELECT before FROM t_ab),
+    ARRAY[
+    'abandon at max_delivery_count: the row moved to sbq.dead_letters',
+    'abandon at max_delivery_count: MaxDeliveryCountExceeded, source, delivery count 2, no lock',
+    'abandon at max_delivery_count: dead_lettered_at is the time of the call',
+    'abandon at max_delivery_count: properties, body and times as sent']);
 SELECT is(pg_temp.props((SELECT seq FROM s WHERE k = 'ab')),
           '{"id": "ab", "p": "ab", "n": 1, "first": true}'::jsonb,
     'abandon at max_delivery_count: both abandons'' properties_to_modify are merged');
@@ -257,18 +273,15 @@ CREATE TEMP TABLE df AS SELECT * FROM sbq_receive('dlt_df');
 CREATE TEMP TABLE t_df AS SELECT clock_timestamp() AS before;
 SELECT lives_ok($$SELECT sbq_defer('dlt_df', (SELECT lock_token FROM df), '{"d": 1}')$$,
     'defer at max_delivery_count succeeds');
-SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'df')), 'dead_letters',
-    'defer at max_delivery_count: the row moved to sbq.dead_letters');
-SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'df')),
-          'MaxDeliveryCountExceeded | Message could not be consumed after 1 delivery attempts. | dlt_df'
-          ' | delivery_count 1 | subqueue 1 | state 0 | lock none',
-    'defer at max_delivery_count: MaxDeliveryCountExceeded, active (not deferred) in the dead-letter queue');
-SELECT ok((SELECT dead_lettered_at BETWEEN (SELECT before FROM t_df) AND clock_timestamp()
-             FROM sbq.dead_letters WHERE sequence_number = (SELECT seq FROM s WHERE k = 'df')),
-    'defer at max_delivery_count: dead_lettered_at is the time of the call');
-SELECT is(pg_temp.payload((SELECT seq FROM s WHERE k = 'df'), 'sbq.dead_letters'),
-          pg_temp.payload((SELECT seq FROM s WHERE k = 'df'), 'sent'),
-    'defer at max_delivery_count: properties, body and times as sent');
+SELECT * FROM pg_temp.moved('df',
+        'MaxDeliveryCountExceeded | Message could not be consumed after 1 delivery attempts. | dlt_df'
+        ' | delivery_count 1 | subqueue 1 | state 0 | lock none',
+        (SELECT before FROM t_df),
+    ARRAY[
+    'defer at max_delivery_count: the row moved to sbq.dead_letters',
+    'defer at max_delivery_count: MaxDeliveryCountExceeded, active (not deferred) in the dead-letter queue',
+    'defer at max_delivery_count: dead_lettered_at is the time of the call',
+    'defer at max_delivery_count: properties, body and times as sent']);
 SELECT is(pg_temp.props((SELECT seq FROM s WHERE k = 'df')), '{"id": "df", "p": "old", "n": 1, "d": 1}'::jsonb,
     'defer at max_delivery_count: properties_to_modify merged');
 
@@ -427,18 +440,15 @@ SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'lr')), 'messages',
 CREATE TEMP TABLE t_lr AS SELECT clock_timestamp() AS before;
 SELECT is_empty($$SELECT * FROM sbq_receive('dlt_lr', 5)$$,
     'lock expiry (receive): the receive hands out nothing');
-SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'lr')), 'dead_letters',
-    'lock expiry (receive): the row moved to sbq.dead_letters');
-SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'lr')),
-          'MaxDeliveryCountExceeded | Message could not be consumed after 2 delivery attempts. | dlt_lr'
-          ' | delivery_count 2 | subqueue 1 | state 0 | lock none',
-    'lock expiry (receive): MaxDeliveryCountExceeded, delivery count 2, no lock');
-SELECT ok((SELECT dead_lettered_at BETWEEN (SELECT before FROM t_lr) AND clock_timestamp()
-             FROM sbq.dead_letters WHERE sequence_number = (SELECT seq FROM s WHERE k = 'lr')),
-    'lock expiry (receive): dead_lettered_at is the time of the receive');
-SELECT is(pg_temp.payload((SELECT seq FROM s WHERE k = 'lr'), 'sbq.dead_letters'),
-          pg_temp.payload((SELECT seq FROM s WHERE k = 'lr'), 'sent'),
-    'lock expiry (receive): properties, body and times as sent');
+SELECT * FROM pg_temp.moved('lr',
+        'MaxDeliveryCountExceeded | Message could not be consumed after 2 delivery attempts. | dlt_lr'
+        ' | delivery_count 2 | subqueue 1 | state 0 | lock none',
+        (SELECT before FROM t_lr),
+    ARRAY[
+    'lock expiry (receive): the row moved to sbq.dead_letters',
+    'lock expiry (receive): MaxDeliveryCountExceeded, delivery count 2, no lock',
+    'lock expiry (receive): dead_lettered_at is the time of the receive',
+    'lock expiry (receive): properties, body and times as sent']);
 SELECT is(pg_temp.props((SELECT seq FROM s WHERE k = 'lr')), (SELECT application_properties FROM sent
             WHERE sequence_number = (SELECT seq FROM s WHERE k = 'lr')),
     'lock expiry (receive): application properties as sent');
@@ -446,27 +456,25 @@ SELECT is(pg_temp.props((SELECT seq FROM s WHERE k = 'lr')), (SELECT application
 -- found by a receive_and_delete (with locks in shared memory: its sweep of the queue)
 SELECT is_empty($$SELECT * FROM sbq_receive('dlt_ld', 5, receive_mode => 'receive_and_delete')$$,
     'lock expiry (receive_and_delete): nothing is handed out');
-SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'ld')), 'dead_letters',
-    'lock expiry (receive_and_delete): the row moved to sbq.dead_letters, not deleted');
-SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'ld')),
-          'MaxDeliveryCountExceeded | Message could not be consumed after 1 delivery attempts. | dlt_ld'
-          ' | delivery_count 1 | subqueue 1 | state 0 | lock none',
-    'lock expiry (receive_and_delete): MaxDeliveryCountExceeded, delivery count 1, no lock');
-SELECT is(pg_temp.payload((SELECT seq FROM s WHERE k = 'ld'), 'sbq.dead_letters'),
-          pg_temp.payload((SELECT seq FROM s WHERE k = 'ld'), 'sent'),
-    'lock expiry (receive_and_delete): properties, body and times as sent');
+SELECT * FROM pg_temp.moved('ld',
+        'MaxDeliveryCountExceeded | Message could not be consumed after 1 delivery attempts. | dlt_ld'
+        ' | delivery_count 1 | subqueue 1 | state 0 | lock none',
+        NULL,
+    ARRAY[
+    'lock expiry (receive_and_delete): the row moved to sbq.dead_letters, not deleted',
+    'lock expiry (receive_and_delete): MaxDeliveryCountExceeded, delivery count 1, no lock',
+    'lock expiry (receive_and_delete): properties, body and times as sent']);
 
 -- time to live passed, found by a receive
 SELECT is_empty($$SELECT * FROM sbq_receive('dlt_tr', 5)$$, 'TTL (receive): nothing is handed out');
-SELECT is(pg_temp.where_is((SELECT seq FROM s WHERE k = 'tr')), 'dead_letters',
-    'TTL (receive): the row moved to sbq.dead_letters');
-SELECT is(pg_temp.dl((SELECT seq FROM s WHERE k = 'tr')),
-          'TTLExpiredException | The message expired and was dead-lettered. | dlt_tr'
-          ' | delivery_count 0 | subqueue 1 | state 0 | lock none',
-    'TTL (receive): TTLExpiredException, never delivered, no lock');
-SELECT is(pg_temp.payload((SELECT seq FROM s WHERE k = 'tr'), 'sbq.dead_letters'),
-          pg_temp.payload((SELECT seq FROM s WHERE k = 'tr'), 'sent'),
-    'TTL (receive): properties, body and times as sent');
+SELECT * FROM pg_temp.moved('tr',
+        'TTLExpiredException | The message expired and was dead-lettered. | dlt_tr'
+        ' | delivery_count 0 | subqueue 1 | state 0 | lock none',
+        NULL,
+    ARRAY[
+    'TTL (receive): the row moved to sbq.dead_letters',
+    'TTL (receive): TTLExpiredException, never delivered, no lock',
+    'TTL (receive): properties, body and times as sent']);
 
 -- time to live passed under a lock, found by abandon and defer
 SELECT lives_ok($$SELECT sbq_abandon('dlt_ta', (SELECT lock_token FROM ta WHERE message_id = 'ta_ab'), '{"a": 2}')$$,

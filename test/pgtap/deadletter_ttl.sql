@@ -25,21 +25,24 @@ SELECT is((SELECT dead_letter_ttl FROM sbq_get_queue('dt')), '2 hours'::interval
 SELECT is((SELECT count(*) FROM sbq_queues WHERE queue = 'dt_bad'), 0::bigint,
     'the failed create made no queue');
 
+-- Receive up to n messages of queue q and dead-letter each; returns how many.
+CREATE FUNCTION pg_temp.deadletter_all(q text, n int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    m record;
+    done int := 0;
+BEGIN
+    FOR m IN SELECT * FROM sbq_receive(q, n) LOOP
+        PERFORM sbq_deadletter(q, m.lock_token, 'test');
+        done := done + 1;
+    END LOOP;
+    RETURN done;
+END $$;
+
 -- ------------------------------------------------ dead letters of three ages
 CREATE TEMP TABLE s (k text PRIMARY KEY, seq bigint);
 INSERT INTO s SELECT k, sbq_send(q, k) FROM (VALUES (1, 'locked', 'dt'), (2, 'old', 'dt'),
     (3, 'young', 'dt'), (4, 'kept', 'dt_keep')) v(i, k, q) ORDER BY i;
-DO $$
-DECLARE
-    m record;
-BEGIN
-    FOR m IN SELECT * FROM sbq_receive('dt', 10) LOOP
-        PERFORM sbq_deadletter('dt', m.lock_token, 'test');
-    END LOOP;
-    FOR m IN SELECT * FROM sbq_receive('dt_keep', 10) LOOP
-        PERFORM sbq_deadletter('dt_keep', m.lock_token, 'test');
-    END LOOP;
-END $$;
+SELECT pg_temp.deadletter_all('dt', 10), pg_temp.deadletter_all('dt_keep', 10);
 UPDATE sbq.dead_letters d SET dead_lettered_at = now() - CASE s.k
     WHEN 'old' THEN interval '3 hours' WHEN 'locked' THEN interval '3 hours'
     WHEN 'young' THEN interval '1 hour' ELSE interval '100 days' END
@@ -69,14 +72,7 @@ SELECT is((SELECT dead_letter_count FROM sbq_queue_stats WHERE queue = 'dt'), 1:
 -- ------------------------------------------------ bounded: 1,000 a queue a pass, oldest first
 DELETE FROM s;
 INSERT INTO s SELECT 'b' || i, sbq_send('dt', 'bulk ' || i) FROM generate_series(1, 1005) i;
-DO $$
-DECLARE
-    m record;
-BEGIN
-    FOR m IN SELECT * FROM sbq_receive('dt', 1005) LOOP
-        PERFORM sbq_deadletter('dt', m.lock_token, 'bulk');
-    END LOOP;
-END $$;
+SELECT pg_temp.deadletter_all('dt', 1005);
 -- the first sent is the youngest dead letter
 UPDATE sbq.dead_letters d SET dead_lettered_at = now() - interval '1 day'
        - (substr(s.k, 2)::int * interval '1 second')
