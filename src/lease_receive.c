@@ -219,6 +219,25 @@ sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 
 	return sbq_lease_rows(&stmt_lease_deadletter, SBQ_SUBQUEUE_MAIN, seqs, counts, tids, n, extra, 4, done);
 }
 
+/* What the sweep does with an expired lease of its queue (sbq_sweep_kind). */
+typedef enum SbqSweepKind
+{
+	SBQ_SWEEP_DEADLETTER,		/* its last allowed delivery: dead-letter */
+	SBQ_SWEEP_STORE,			/* store its delivery count in sbq.messages */
+	SBQ_SWEEP_STORE_DLQ,		/* store its delivery count in the dead letter */
+	SBQ_SWEEP_KINDS
+} SbqSweepKind;
+
+static SbqSweepKind
+sbq_sweep_kind(const SbqQueue *queue, const SbqExpiredLease *item)
+{
+	if (item->subqueue == SBQ_SUBQUEUE_DLQ)
+		return SBQ_SWEEP_STORE_DLQ;
+	if (item->delivery_count >= queue->max_delivery_count)
+		return SBQ_SWEEP_DEADLETTER;
+	return SBQ_SWEEP_STORE;
+}
+
 /*
  * sbq_sweep_queue_leases
  *		End the expired leases among items[] that belong to queue: dead-letter
@@ -231,50 +250,40 @@ sbq_sweep_queue_leases(const SbqQueue *queue, const SbqExpiredLease *items, int 
 {
 	SbqCounts	c = {0};
 	char		description[128];
-	int			nover = 0;
-	int			nstore = 0;
-	int			ndlq = 0;
+	int			start[SBQ_SWEEP_KINDS + 1];
+	int			kind;
 	int			i;
 	Datum		extra[1];
 
-	/* over the limit first, then the stores of each sub-queue */
-	for (i = 0; i < n; i++)
-		if (items[i].queue_id == queue->queue_id &&
-			items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
-			items[i].delivery_count >= queue->max_delivery_count)
-		{
-			seqs[nover] = items[i].seq;
-			counts[nover++] = items[i].delivery_count;
-		}
-	for (i = 0; i < n; i++)
-		if (items[i].queue_id == queue->queue_id &&
-			items[i].subqueue == SBQ_SUBQUEUE_MAIN &&
-			items[i].delivery_count < queue->max_delivery_count)
-		{
-			seqs[nover + nstore] = items[i].seq;
-			counts[nover + nstore++] = items[i].delivery_count;
-		}
-	for (i = 0; i < n; i++)
-		if (items[i].queue_id == queue->queue_id &&
-			items[i].subqueue == SBQ_SUBQUEUE_DLQ)
-		{
-			seqs[nover + nstore + ndlq] = items[i].seq;
-			counts[nover + nstore + ndlq++] = items[i].delivery_count;
-		}
-	if (nover + nstore + ndlq == 0)
+	/* seqs and counts hold the leases of each kind in turn */
+	start[0] = 0;
+	for (kind = 0; kind < SBQ_SWEEP_KINDS; kind++)
+	{
+		start[kind + 1] = start[kind];
+		for (i = 0; i < n; i++)
+			if (items[i].queue_id == queue->queue_id &&
+				(int) sbq_sweep_kind(queue, &items[i]) == kind)
+			{
+				seqs[start[kind + 1]] = items[i].seq;
+				counts[start[kind + 1]++] = items[i].delivery_count;
+			}
+	}
+	if (start[SBQ_SWEEP_KINDS] == 0)
 		return;
 
+#define SWEEP_SLICE(k) seqs + start[k], counts + start[k], NULL, start[(k) + 1] - start[k]
 	sbq_max_delivery_description(queue, description, sizeof(description));
-	c.dead_lettered = sbq_lease_deadletter_rows(queue, seqs, counts, NULL, nover,
+	c.dead_lettered = sbq_lease_deadletter_rows(queue, SWEEP_SLICE(SBQ_SWEEP_DEADLETTER),
 												SBQ_DLQ_REASON_MAX_DELIVERY, description,
 												NULL);
 	extra[0] = Int32GetDatum(queue->queue_id);
-	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_MAIN, seqs + nover,
-								counts + nover, NULL, nstore, extra, 1, NULL);
-	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_DLQ, seqs + nover + nstore,
-								counts + nover + nstore, NULL, ndlq, extra, 1, NULL);
+	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_MAIN,
+								SWEEP_SLICE(SBQ_SWEEP_STORE), extra, 1, NULL);
+	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_DLQ,
+								SWEEP_SLICE(SBQ_SWEEP_STORE_DLQ), extra, 1, NULL);
+#undef SWEEP_SLICE
 	*dead_lettered += c.dead_lettered;
-	c.received = nover + nstore + ndlq;	/* those deliveries are over now */
+	c.received = start[SBQ_SWEEP_KINDS];	/* those deliveries are over now */
 	sbq_add_counts(queue->queue_id, &c);
 	sbq_wait_wake_at_commit(queue->queue_id);
 }
