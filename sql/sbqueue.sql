@@ -95,35 +95,13 @@ CREATE INDEX messages_receive_idx
  * source (the queue's name), delivery count and the time they arrived
  * (dead_lettered_at); sbq_resubmit moves them back. Apart from the hot
  * table, they neither pin its pages nor lengthen its indexes, and keep a
- * retention and vacuum policy of their own. The leading columns are those
- * of sbq.messages (subqueue always 1; state 0, or 1 once deferred here).
+ * retention and vacuum policy of their own. The columns are those of
+ * sbq.messages (subqueue always 1; state 0, or 1 once deferred here), and
+ * when the message arrived.
  */
 CREATE TABLE sbq.dead_letters (
-    sequence_number bigint NOT NULL,
-    queue_id integer NOT NULL,
-    subqueue smallint NOT NULL,
-    state smallint NOT NULL,
-    delivery_count integer NOT NULL,
-    lock_token uuid,
-    locked_until timestamptz,
-    enqueued_time timestamptz NOT NULL,
-    scheduled_enqueue_time timestamptz,
-    expires_at timestamptz,
-    time_to_live interval,
-    message_id text NOT NULL,
-    session_id text,
-    correlation_id text,
-    subject text,
-    content_type text,
-    reply_to text,
-    reply_to_session_id text,
-    to_address text,
-    application_properties jsonb,
-    dead_letter_reason text,
-    dead_letter_error_description text,
-    dead_letter_source text,
+    LIKE sbq.messages,
     dead_lettered_at timestamptz NOT NULL,
-    body bytea NOT NULL,
     CONSTRAINT dead_letters_pkey PRIMARY KEY (sequence_number),
     CONSTRAINT dead_letters_subqueue_check CHECK (subqueue = 1),
     CONSTRAINT dead_letters_state_check CHECK (state IN (0, 1))
