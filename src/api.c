@@ -256,20 +256,19 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 		bodies[0] = PG_GETARG_DATUM(SEND_BODY);
 		nbodies = 1;
 	}
-	for (i = 0; i < nbodies; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		bodies[i] = PointerGetDatum(sbq_body_bytes(bodies[i], type));
-	}
-
 	*seqs = palloc(sizeof(int64) * Max(nbodies, 1));
 
 	sbq_lock_queue_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
 	sbq_storage_get_queue_to_send(&addr, &queue);
+	/* the bodies as bytes once the queue is known: work for a queue that is there */
 	for (i = 0; i < nbodies; i++)
 	{
-		Size		size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
+		Size		size;
+
+		CHECK_FOR_INTERRUPTS();
+		bodies[i] = PointerGetDatum(sbq_body_bytes(bodies[i], type));
+		size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
 
 		if (size > (Size) queue.max_message_size)
 			ereport(ERROR,
@@ -400,11 +399,12 @@ sbq_receive(PG_FUNCTION_ARGS)
 	sbq_queue_address(fcinfo, true, &addr);
 	max_messages = sbq_max_messages_arg(fcinfo, 1);
 	sbq_require_arg(fcinfo, 2, "max_wait");
+	/* saturates: a wait longer than time can hold waits until cancelled */
 	wait_us = sbq_interval_usecs(PG_GETARG_INTERVAL_P(2));
-	if (wait_us < 0 || wait_us == PG_INT64_MAX)
+	if (wait_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_wait must be zero or a finite positive interval")));
+				 errmsg("max_wait must not be negative")));
 	sbq_require_arg(fcinfo, 3, "receive_mode");
 	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	if (strcmp(mode_name, "peek_lock") == 0)
@@ -691,7 +691,8 @@ sbq_deadletter(PG_FUNCTION_ARGS)
  *		element); *n gets their count.
  */
 static Datum *
-sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, int *n)
+sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, const char *why,
+				  int *n)
 {
 	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(argno);
 	Datum	   *elems;
@@ -699,8 +700,7 @@ sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, int *
 	int			nelems;
 	int			i;
 
-	sbq_check_array_size(arr, argname, SBQ_MAX_RECEIVE,
-						 "At most " CppAsString2(SBQ_MAX_RECEIVE) " messages are received at once.");
+	sbq_check_array_size(arr, argname, SBQ_MAX_RECEIVE, why);
 	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &elems, &nulls, &nelems);
 	for (i = 0; i < nelems; i++)
@@ -765,7 +765,9 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_require_arg(fcinfo, 1, "sequence_numbers");
-	seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers", &nseqs);
+	seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers",
+							 "At most " CppAsString2(SBQ_MAX_RECEIVE) " messages are received at once.",
+							 &nseqs);
 	PreventCommandIfReadOnly("sbq_receive_deferred()");
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
@@ -800,7 +802,9 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 
 	sbq_queue_address(fcinfo, true, &addr);
 	if (!PG_ARGISNULL(1))
-		seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers", &nseqs);
+		seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers",
+								 "At most " CppAsString2(SBQ_MAX_RECEIVE) " dead letters are resubmitted at once.",
+								 &nseqs);
 	PreventCommandIfReadOnly("sbq_resubmit()");
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue);

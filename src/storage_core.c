@@ -393,55 +393,62 @@ sbq_nulls(const SbqStatement *st, const bool *isnull, char *nulls)
  *		An error of a statement, rid of the statement's text: its internal
  *		query and position, and the context line SPI added with its SQL
  *		(which names sbqueue's tables and how it uses them), replaced by the
- *		statement's name. The caller's own context lines stay.
+ *		statement's name. That line is the first "SQL statement" line (the
+ *		context runs from the innermost out; the statements' SQL is on one
+ *		line); the lines before it (inside the statement) and after it (the
+ *		caller's, its own SQL statements included) stay.
  */
 static void
 sbq_hide_statement(ErrorData *edata, const SbqStatement *st)
 {
 	StringInfoData buf;
-	const char *line;
+	const char *ours;
+	const char *end;
 
 	edata->internalquery = NULL;
 	edata->internalpos = 0;
-	if (edata->context == NULL)
-		return;
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "sbqueue statement \"%s\"", st->name);
-	line = edata->context;
-	while (*line != '\0')
+	ours = edata->context != NULL ? strstr(edata->context, "SQL statement \"") : NULL;
+	if (ours != NULL && (ours == edata->context || ours[-1] == '\n'))
 	{
-		const char *end = strchr(line, '\n');
-		int			len = end != NULL ? (int) (end - line) : (int) strlen(line);
-
-		if (strncmp(line, "SQL statement \"", 15) != 0)
-			appendStringInfo(&buf, "\n%.*s", len, line);
-		line += len;
-		if (*line == '\n')
-			line++;
+		appendBinaryStringInfo(&buf, edata->context, ours - edata->context);
+		appendStringInfo(&buf, "sbqueue statement \"%s\"", st->name);
+		end = strchr(ours, '\n');
+		if (end != NULL)
+			appendStringInfoString(&buf, end);
+	}
+	else
+	{
+		appendStringInfo(&buf, "sbqueue statement \"%s\"", st->name);
+		if (edata->context != NULL)
+			appendStringInfo(&buf, "\n%s", edata->context);
 	}
 	edata->context = buf.data;
 }
 
 /*
- * sbq_exec_in
- *		Run a statement on the table of a sub-queue (SUBQUEUE_TABLE);
- *		isnull[i] says argument i is NULL (isnull may be NULL: none is).
- *		Returns the number of rows processed. Any failure is an error, which
- *		names the statement but does not show its SQL.
+ * sbq_run
+ *		Prepare (on first use) and run a statement on the table of a
+ *		sub-queue, with the snapshot given or (InvalidSnapshot) SPI's own;
+ *		an error of either step names the statement but does not show its
+ *		SQL. Returns SPI's result code.
  */
-uint64
-sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values, const bool *isnull)
+static int
+sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
+		Snapshot snap)
 {
-	char		nulls[SBQ_MAX_STATEMENT_ARGS];
-	int			rc;
-	SPIPlanPtr	plan;
 	MemoryContext cxt = CurrentMemoryContext;
+	int			rc = 0;
 
-	sbq_nulls(st, isnull, nulls);
-	plan = sbq_plan(st, subqueue);
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(plan, values, nulls, false, 0);
+		SPIPlanPtr	plan = sbq_plan(st, subqueue);
+
+		if (snap != InvalidSnapshot)
+			rc = SPI_execute_snapshot(plan, values, nulls, snap, InvalidSnapshot,
+									  true, false, 0);
+		else
+			rc = SPI_execute_plan(plan, values, nulls, false, 0);
 	}
 	PG_CATCH();
 	{
@@ -457,6 +464,23 @@ sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values, const bool *isnull)
 	if (rc < 0)
 		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
 			 SPI_result_code_string(rc));
+	return rc;
+}
+
+/*
+ * sbq_exec_in
+ *		Run a statement on the table of a sub-queue (SUBQUEUE_TABLE);
+ *		isnull[i] says argument i is NULL (isnull may be NULL: none is).
+ *		Returns the number of rows processed. Any failure is an error, which
+ *		names the statement but does not show its SQL.
+ */
+uint64
+sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values, const bool *isnull)
+{
+	char		nulls[SBQ_MAX_STATEMENT_ARGS];
+
+	sbq_nulls(st, isnull, nulls);
+	(void) sbq_run(st, subqueue, values, nulls, InvalidSnapshot);
 	return SPI_processed;
 }
 
@@ -476,14 +500,9 @@ uint64
 sbq_exec_fresh(SbqStatement *st, Datum *values)
 {
 	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
-	int			rc;
 
-	rc = SPI_execute_snapshot(sbq_plan(st, SBQ_SUBQUEUE_MAIN), values, NULL, snap,
-							  InvalidSnapshot, true, false, 0);
+	(void) sbq_run(st, SBQ_SUBQUEUE_MAIN, values, NULL, snap);
 	UnregisterSnapshot(snap);
-	if (rc < 0)
-		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
-			 SPI_result_code_string(rc));
 	return SPI_processed;
 }
 

@@ -276,15 +276,19 @@ sbq_check_text_length(const char *argname, text *value, int max)
 
 /*
  * sbq_check_array_size
- *		22023 when an array argument has more than max elements, checked
- *		before any work on them: what a call does grows with its arrays, and
- *		must stay bounded whoever calls it.
+ *		22023 when an array argument has more than one dimension or more than
+ *		max elements, checked before any work on them: what a call does grows
+ *		with its arrays, and must stay bounded whoever calls it.
  */
 void
 sbq_check_array_size(ArrayType *arr, const char *argname, int max, const char *why)
 {
 	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array", argname)));
 	if (n > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -6,7 +6,7 @@
 -- the repeats of such an array, uncancellably, before any check). Each refused
 -- case is two assertions: the SQLSTATE, and nothing changed (bad_input_setup.psql).
 BEGIN;
-SELECT plan(20);
+SELECT plan(26);
 
 \ir bad_input_setup.psql
 
@@ -84,10 +84,12 @@ CREATE TEMP TABLE e AS SELECT pg_temp.err($$SELECT sbq_send('bb_q', 'x')$$) AS e
 RESET ROLE;
 SELECT is((SELECT split_part(e, E'\n', 1) FROM e), '42501',
     'BB12: a role without rights on the tables gets 42501');
-SELECT ok((SELECT e !~* '(select|insert|update|delete)\s' AND e !~ 'sbq\.' FROM e),
+SELECT ok((SELECT e !~ 'sbq\.' AND e !~ 'name_key' FROM e),
     'BB13: its context shows no SQL of sbqueue''s');
 SELECT ok((SELECT e ~ 'sbqueue statement "' FROM e),
     'BB14: its context names the sbqueue statement');
+SELECT ok((SELECT e ~ 'sbqueue statement "[^"]+"\nSQL statement "SELECT sbq_send\(''bb_q'', ''x''\)"' FROM e),
+    'BB16: the caller''s own context lines stay, after the sbqueue statement''s');
 
 -- a max_wait past the end of time waits (until cancelled), instead of not at all
 DO $$ BEGIN
@@ -104,6 +106,18 @@ SET LOCAL statement_timeout = '300ms';
 SELECT pg_temp.waits($$SELECT * FROM sbq_receive('bb_empty', 1, '106751000 days')$$) AS w \gset
 RESET statement_timeout;
 SELECT is(:'w'::text, 'cancelled', 'BB15: a receive with max_wait 106751000 days waits until it is cancelled');
+
+SET LOCAL statement_timeout = '300ms';
+SELECT pg_temp.waits($$SELECT * FROM sbq_receive('bb_empty', 1, '300000 years')$$) AS w2 \gset
+RESET statement_timeout;
+SELECT is(:'w2'::text, 'cancelled',
+    'BB17: a max_wait longer than a timestamp can hold waits until cancelled, not refused');
+
+-- arrays of more than one dimension are refused, not flattened
+SELECT * FROM pg_temp.bad('BB18', 'send_batch of a 2 x 2 array',
+    $$SELECT sbq_send_batch('bb_q', ARRAY[['a', 'b'], ['c', 'd']])$$, '22023');
+SELECT * FROM pg_temp.bad('BB19', 'receive_deferred of a 2 x 1 array',
+    $$SELECT * FROM sbq_receive_deferred('bb_q', ARRAY[[1], [2]]::bigint[])$$, '22023');
 
 SELECT * FROM finish();
 ROLLBACK;
