@@ -64,7 +64,9 @@ my $cols = q{sequence_number, message_id, lock_token, locked_until, delivery_cou
 	correlation_id, subject, content_type, reply_to, reply_to_session_id, to_address,
 	application_properties, body, dead_letter_reason, dead_letter_error_description,
 	dead_letter_source};
-(my $cols_dc = $cols) =~ s/delivery_count/delivery_count + CASE WHEN sequence_number % 37 = 0 THEN 1 ELSE 0 END/;
+# every seventh row handed out, from the third on (not by sequence number: the
+# sends of all mutants share the sequence, and a run might hand out none)
+(my $cols_dc = $cols) =~ s/delivery_count/delivery_count + CASE WHEN nextval('count_skip.rows') % 7 = 3 THEN 1 ELSE 0 END/;
 (my $cols_fake = $cols) =~ s/lock_token/gen_random_uuid()/;
 $cols_fake =~ s/delivery_count/delivery_count + 1/;
 my %mutants = (
@@ -74,6 +76,7 @@ my %mutants = (
 		LANGUAGE sql AS $$ SELECT $$}],
 	# a receive that over-reports delivery_count now and then
 	count_skip => ['I5 delivery count', qq{
+		CREATE SEQUENCE count_skip.rows;
 		CREATE FUNCTION count_skip.sbq_receive(queue text, max_messages integer, max_wait interval)
 		RETURNS SETOF sbq_message LANGUAGE sql AS \$\$
 		SELECT $cols_dc FROM public.sbq_receive(queue, max_messages, max_wait) \$\$}],
