@@ -404,7 +404,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 	if (wait_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_wait must not be negative")));
+				 errmsg("max_wait must be zero or a finite positive interval")));
 	sbq_require_arg(fcinfo, 3, "receive_mode");
 	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	if (strcmp(mode_name, "peek_lock") == 0)
