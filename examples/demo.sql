@@ -1,57 +1,60 @@
 -- examples/demo.sql: a walk through the peek-lock cycle of sbqueue.
--- Run it with psql against a database that has the extension:
+-- Run it with psql against a database that has the extension in schema sbqueue
+-- (CREATE SCHEMA sbqueue; CREATE EXTENSION sbqueue SCHEMA sbqueue):
 --   psql -X -v ON_ERROR_STOP=1 -f examples/demo.sql
+-- Every call names the schema: a call that does not can reach a function another
+-- role created in a schema on your search_path (README, Security).
 \pset footer off
 \set VERBOSITY terse
 
 \echo '--- a queue: 5 s locks, a message is dead-lettered on its 3rd failed delivery'
 SELECT queue, lock_duration, max_delivery_count
-  FROM sbq_create_queue('demo/orders', lock_duration => '5 seconds', max_delivery_count => 3);
+  FROM sbqueue.sbq_create_queue('demo/orders', lock_duration => '5 seconds', max_delivery_count => 3);
 
 \echo '--- send: text, JSON with application properties, and a batch'
-SELECT sbq_send('demo/orders', 'order #1: two coffees') AS sequence_number;
-SELECT sbq_send('demo/orders', '{"order": 2, "item": "tea"}'::jsonb,
+SELECT sbqueue.sbq_send('demo/orders', 'order #1: two coffees') AS sequence_number;
+SELECT sbqueue.sbq_send('demo/orders', '{"order": 2, "item": "tea"}'::jsonb,
                 subject => 'order', application_properties => '{"priority": "high"}') AS sequence_number;
-SELECT * FROM sbq_send_batch('demo/orders', ARRAY['order #3', 'order #4']) AS sequence_number;
+SELECT * FROM sbqueue.sbq_send_batch('demo/orders', ARRAY['order #3', 'order #4']) AS sequence_number;
 
 \echo '--- peek: look at the queue without locking anything'
 SELECT sequence_number, state, delivery_count, content_type, convert_from(body, 'UTF8') AS body
-  FROM sbq_peek('demo/orders', 10);
+  FROM sbqueue.sbq_peek('demo/orders', 10);
 
 \echo '--- receive in peek-lock mode: the message gets a lock token and a lock that expires'
 SELECT sequence_number AS seq1, lock_token AS token1, locked_until AS until1,
        delivery_count AS count1, convert_from(body, 'UTF8') AS body1
-  FROM sbq_receive('demo/orders') \gset
+  FROM sbqueue.sbq_receive('demo/orders') \gset
 \echo received :seq1 '(' :body1 ') delivery_count' :count1
 \echo '    lock token' :token1 'locked until' :until1
 \echo '--- it stays in the queue, hidden from other receivers: the next receive gets the next one'
 SELECT sequence_number AS seq2, lock_token AS token2, convert_from(body, 'UTF8') AS body2
-  FROM sbq_receive('demo/orders') \gset
+  FROM sbqueue.sbq_receive('demo/orders') \gset
 \echo received :seq2 '(' :body2 ') lock token' :token2
 
 \echo '--- complete both with one call: they are gone for good'
-SELECT sbq_complete('demo/orders', ARRAY[:'token1', :'token2']::uuid[]) AS completed;
-SELECT sequence_number, state, convert_from(body, 'UTF8') AS body FROM sbq_peek('demo/orders', 10);
+SELECT sbqueue.sbq_complete('demo/orders', ARRAY[:'token1', :'token2']::uuid[]) AS completed;
+SELECT sequence_number, state, convert_from(body, 'UTF8') AS body FROM sbqueue.sbq_peek('demo/orders', 10);
 
 \echo '--- receive and abandon: the message is available again at once, delivery_count 2'
-SELECT lock_token AS token3 FROM sbq_receive('demo/orders') \gset
-SELECT sbq_abandon('demo/orders', :'token3');
+SELECT lock_token AS token3 FROM sbqueue.sbq_receive('demo/orders') \gset
+SELECT sbqueue.sbq_abandon('demo/orders', :'token3');
 SELECT sequence_number, delivery_count, convert_from(body, 'UTF8') AS body
-  FROM sbq_receive('demo/orders', receive_mode => 'receive_and_delete');
+  FROM sbqueue.sbq_receive('demo/orders', receive_mode => 'receive_and_delete');
 
 \echo '--- a poison message: abandoned on every delivery until it is dead-lettered'
-SELECT sbq_purge_queue('demo/orders') AS purged;
-SELECT sbq_send('demo/orders', 'poison: cannot be parsed') AS sequence_number;
+SELECT sbqueue.sbq_purge_queue('demo/orders') AS purged;
+SELECT sbqueue.sbq_send('demo/orders', 'poison: cannot be parsed') AS sequence_number;
 DO $$
 DECLARE
-    m sbq_message;
+    m sbqueue.sbq_message;
 BEGIN
     LOOP
-        SELECT * INTO m FROM sbq_receive('demo/orders');
+        SELECT * INTO m FROM sbqueue.sbq_receive('demo/orders');
         EXIT WHEN m.sequence_number IS NULL;
         RAISE NOTICE 'delivery % of message %: processing failed, abandon',
             m.delivery_count, m.sequence_number;
-        PERFORM sbq_abandon('demo/orders', m.lock_token,
+        PERFORM sbqueue.sbq_abandon('demo/orders', m.lock_token,
                             jsonb_build_object('last_error', 'parse error on delivery ' || m.delivery_count));
     END LOOP;
     RAISE NOTICE 'the queue hands out nothing more';
@@ -60,55 +63,55 @@ END $$;
 \echo '--- the dead-letter sub-queue holds it, with the reason'
 SELECT sequence_number, delivery_count, dead_letter_reason, dead_letter_error_description,
        application_properties, convert_from(body, 'UTF8') AS body
-  FROM sbq_peek('demo/orders/$deadletterqueue');
+  FROM sbqueue.sbq_peek('demo/orders/$deadletterqueue');
 
 \echo '--- receive it from the dead-letter sub-queue and complete it there'
 SELECT sequence_number AS dead_seq, lock_token AS dead_token
-  FROM sbq_receive('demo/orders/$deadletterqueue') \gset
-SELECT sbq_complete('demo/orders/$deadletterqueue', :'dead_token'::uuid);
+  FROM sbqueue.sbq_receive('demo/orders/$deadletterqueue') \gset
+SELECT sbqueue.sbq_complete('demo/orders/$deadletterqueue', :'dead_token'::uuid);
 \echo completed dead letter :dead_seq
 
 \echo '--- settling the same token again is refused with SQLSTATE SB002 (message lock lost)'
 \set VERBOSITY verbose
 \set ON_ERROR_STOP 0
-SELECT sbq_complete('demo/orders/$deadletterqueue', :'dead_token'::uuid);
+SELECT sbqueue.sbq_complete('demo/orders/$deadletterqueue', :'dead_token'::uuid);
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
 
 \echo '--- resubmit: the dead letter goes back to the queue as a new message'
-SELECT sbq_send('demo/orders', 'poison: fixed upstream') AS sequence_number;
-SELECT lock_token AS poison_token FROM sbq_receive('demo/orders') \gset
-SELECT sbq_deadletter('demo/orders', :'poison_token', 'BadData', 'customer id missing');
+SELECT sbqueue.sbq_send('demo/orders', 'poison: fixed upstream') AS sequence_number;
+SELECT lock_token AS poison_token FROM sbqueue.sbq_receive('demo/orders') \gset
+SELECT sbqueue.sbq_deadletter('demo/orders', :'poison_token', 'BadData', 'customer id missing');
 SELECT sequence_number, dead_letter_reason, dead_letter_error_description
-  FROM sbq_peek('demo/orders/$deadletterqueue');
-SELECT sbq_resubmit('demo/orders') AS resubmitted;
-SELECT sequence_number, delivery_count, convert_from(body, 'UTF8') AS body FROM sbq_peek('demo/orders');
-SELECT sbq_purge_queue('demo/orders') AS purged;
+  FROM sbqueue.sbq_peek('demo/orders/$deadletterqueue');
+SELECT sbqueue.sbq_resubmit('demo/orders') AS resubmitted;
+SELECT sequence_number, delivery_count, convert_from(body, 'UTF8') AS body FROM sbqueue.sbq_peek('demo/orders');
+SELECT sbqueue.sbq_purge_queue('demo/orders') AS purged;
 
 \echo '--- defer: set a message aside, then fetch it by its sequence number'
-SELECT sbq_send('demo/orders', 'needs approval') AS deferred_seq \gset
-SELECT lock_token AS defer_token FROM sbq_receive('demo/orders') \gset
-SELECT sbq_defer('demo/orders', :'defer_token');
-SELECT count(*) AS ordinary_receive_gets FROM sbq_receive('demo/orders', 10);
+SELECT sbqueue.sbq_send('demo/orders', 'needs approval') AS deferred_seq \gset
+SELECT lock_token AS defer_token FROM sbqueue.sbq_receive('demo/orders') \gset
+SELECT sbqueue.sbq_defer('demo/orders', :'defer_token');
+SELECT count(*) AS ordinary_receive_gets FROM sbqueue.sbq_receive('demo/orders', 10);
 SELECT sequence_number, state, delivery_count, convert_from(body, 'UTF8') AS body
-  FROM sbq_receive_deferred('demo/orders', ARRAY[:deferred_seq]::bigint[]);
+  FROM sbqueue.sbq_receive_deferred('demo/orders', ARRAY[:deferred_seq]::bigint[]);
 
 \echo '--- scheduled: invisible to receive until due, then it joins the back of the queue'
-SELECT sbq_send('demo/orders', 'in two seconds',
+SELECT sbqueue.sbq_send('demo/orders', 'in two seconds',
                 scheduled_enqueue_time => clock_timestamp() + interval '2 seconds') AS sequence_number;
-SELECT sequence_number, state FROM sbq_peek('demo/orders', 10) WHERE state = 'scheduled';
-SELECT count(*) AS received_now FROM sbq_receive('demo/orders');
+SELECT sequence_number, state FROM sbqueue.sbq_peek('demo/orders', 10) WHERE state = 'scheduled';
+SELECT count(*) AS received_now FROM sbqueue.sbq_receive('demo/orders');
 SELECT sequence_number, state, convert_from(body, 'UTF8') AS body
-  FROM sbq_receive('demo/orders', max_wait => '5 seconds');
+  FROM sbqueue.sbq_receive('demo/orders', max_wait => '5 seconds');
 
 \echo '--- duplicate detection: a retried send stores nothing and returns the first number'
 SELECT queue, duplicate_detection_window
-  FROM sbq_create_queue('demo/payments', duplicate_detection_window => '10 minutes');
-SELECT sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS first_send,
-       sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS retried_send;
-SELECT count(*) AS stored FROM sbq_peek('demo/payments', 10);
+  FROM sbqueue.sbq_create_queue('demo/payments', duplicate_detection_window => '10 minutes');
+SELECT sbqueue.sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS first_send,
+       sbqueue.sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS retried_send;
+SELECT count(*) AS stored FROM sbqueue.sbq_peek('demo/payments', 10);
 
 \echo '--- what happened, counted'
 SELECT queue, active_count, locked_count, dead_letter_count, sent, received, completed,
        abandoned, dead_lettered
-  FROM sbq_queue_stats ORDER BY queue;
+  FROM sbqueue.sbq_queue_stats ORDER BY queue;

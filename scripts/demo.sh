@@ -13,7 +13,8 @@ export PGHOST="$dir" PGPORT="$port" PGUSER=postgres
 
 psql -X -q -v ON_ERROR_STOP=1 -d postgres \
     -c "DROP DATABASE IF EXISTS sbqueue_demo" -c "CREATE DATABASE sbqueue_demo"
-psql -X -q -v ON_ERROR_STOP=1 -d sbqueue_demo -c "CREATE EXTENSION sbqueue"
+psql -X -q -v ON_ERROR_STOP=1 -d sbqueue_demo \
+    -c "CREATE SCHEMA sbqueue" -c "CREATE EXTENSION sbqueue SCHEMA sbqueue"
 echo
 psql -X -v ON_ERROR_STOP=1 -d sbqueue_demo -f examples/demo.sql 2>&1 | sed 's/^psql:[^ ]* NOTICE:  /NOTICE: /'
 

@@ -24,7 +24,7 @@ SELECT a.attname, format_type(a.atttypid, a.atttypmod)
   FROM pg_attribute a WHERE a.attrelid = 'sbq_queue_properties'::regclass AND a.attnum > 0
  ORDER BY a.attnum;
 
--- managing queues is not granted to PUBLIC; using them is decided by table rights
+-- creating queues and maintenance are not granted to PUBLIC; the rest checks queue rights
 SELECT p.proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_can_execute
   FROM pg_proc p
  WHERE p.proname IN ('sbq_create_queue', 'sbq_update_queue', 'sbq_delete_queue', 'sbq_purge_queue',

@@ -156,6 +156,7 @@ CREATE FUNCTION sbq.lease_slot(bigint) RETURNS boolean
     AS 'MODULE_PATHNAME', 'sbq_lease_slot_sql'
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE COST 1000;
 REVOKE ALL ON FUNCTION sbq.lease_slot(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION sbq.lease_free(bigint, timestamptz, xid, timestamptz) FROM PUBLIC;
 CREATE FUNCTION sbq.lease_until(bigint) RETURNS timestamptz
     AS 'MODULE_PATHNAME', 'sbq_lease_until_sql'
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
@@ -200,6 +201,20 @@ CREATE TABLE sbq.duplicate_ids (
     CONSTRAINT duplicate_ids_pkey PRIMARY KEY (queue_id, message_id)
 );
 CREATE INDEX duplicate_ids_sent_at_idx ON sbq.duplicate_ids (queue_id, sent_at);
+
+/*
+ * Rights on queues (sbq_grant, sbq_revoke; src/rights.c): one row per queue
+ * and role, the rights as bits (1 send, 2 listen, 4 manage). Role 0 ('-') is
+ * PUBLIC. The role is a regrole so that pg_dump writes its name and a
+ * restore finds the role by name.
+ */
+CREATE TABLE sbq.rights (
+    queue_id integer NOT NULL,
+    role regrole NOT NULL,
+    rights smallint NOT NULL CHECK (rights > 0 AND rights < 8),
+    CONSTRAINT rights_pkey PRIMARY KEY (queue_id, role)
+);
+SELECT pg_catalog.pg_extension_config_dump('sbq.rights', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
 
 /* ---------------------------------------------------------------- types */
@@ -291,13 +306,28 @@ CREATE FUNCTION sbq_get_queue(queue text) RETURNS sbq_queue_properties
     AS 'MODULE_PATHNAME', 'sbq_get_queue'
     LANGUAGE C STABLE PARALLEL SAFE;
 
-/* Managing queues is for the extension's owner and whom it grants. */
+/*
+ * Creating queues is for the extension's owner and the roles it grants
+ * EXECUTE on sbq_create_queue; the creator holds manage on the queue. Every
+ * other function is PUBLIC's and checks the caller's rights on the queue.
+ */
 REVOKE ALL ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
     boolean, text, text, integer, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
-    boolean, text, text, integer, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION sbq_delete_queue(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION sbq_purge_queue(text) FROM PUBLIC;
+/* PUBLIC's by default; said here as the update from 0.4 says it, to the same effect */
+GRANT EXECUTE ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer, interval) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sbq_delete_queue(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sbq_purge_queue(text) TO PUBLIC;
+
+/* ---------------------------------------------------------------- rights */
+
+CREATE FUNCTION sbq_grant(entity text, role name, rights text[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_grant'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_revoke(entity text, role name, rights text[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_revoke'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 /* ------------------------------------------------------------- sending */
 
@@ -434,6 +464,11 @@ CREATE FUNCTION sbq_complete(queue text, lock_token uuid) RETURNS void
     AS 'MODULE_PATHNAME', 'sbq_complete'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+/* an untyped token (literal or driver parameter) resolves to this one */
+CREATE FUNCTION sbq_complete(queue text, lock_token text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_complete_text'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION sbq_complete(queue text, lock_tokens uuid[]) RETURNS integer
     AS 'MODULE_PATHNAME', 'sbq_complete_many'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -483,12 +518,24 @@ REVOKE ALL ON FUNCTION sbq_maintain() FROM PUBLIC;
 
 /* --------------------------------------------------------------- views */
 
-CREATE VIEW sbq_queues AS
+/*
+ * The views show each caller the queues it holds a right on. They are security
+ * barriers: a condition of the caller's query (which may call a function that
+ * leaks what it sees) is applied only to the rows the view lets through.
+ */
+CREATE VIEW sbq_queues WITH (security_barrier) AS
     SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
            q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
            q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
            q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl
-      FROM sbq.queues q;
+      FROM sbq.queues q
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) q.queue_id
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));
 
 /*
  * The five counts split the messages without overlap, by where each row is
@@ -505,7 +552,7 @@ CREATE VIEW sbq_queues AS
  * now; it keeps a snapshot older than the update from 0.3, which still sees
  * the dead letters there, from counting them as active.)
  */
-CREATE VIEW sbq_queue_stats AS
+CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
     SELECT q.name AS queue,
            coalesce(s.active_count, 0) AS active_count,
            coalesce(s.locked_count, 0) AS locked_count,
@@ -558,4 +605,46 @@ CREATE VIEW sbq_queue_stats AS
            ) c ON true
      CROSS JOIN LATERAL (
            SELECT sbq.pending_counts('sbq.queues'::pg_catalog.regclass, q.queue_id) AS p
-           ) pc;
+           ) pc
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) q.queue_id
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+
+/*
+ * Who holds which rights on which queue: the rows of the queues the caller
+ * manages, and the caller's own (those of the roles whose privileges it
+ * has, PUBLIC's included); every row for the extension's owner.
+ */
+CREATE VIEW sbq_rights WITH (security_barrier) AS
+    SELECT q.name AS entity,
+           CASE WHEN r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                THEN 'public'::pg_catalog.name
+                ELSE coalesce((SELECT a.rolname FROM pg_catalog.pg_roles a
+                                WHERE a.oid OPERATOR(pg_catalog.=) r.role::pg_catalog.oid),
+                              r.role::pg_catalog.text::pg_catalog.name)
+           END AS role,
+           ARRAY(SELECT v.name FROM (VALUES (1, 'send'::pg_catalog.text), (2, 'listen'),
+                                            (4, 'manage')) v(bit, name)
+                  WHERE (r.rights OPERATOR(pg_catalog.&) v.bit::pg_catalog.int2)
+                        OPERATOR(pg_catalog.<>) 0::pg_catalog.int2
+                  ORDER BY v.bit) AS rights
+      FROM sbq.rights r
+      JOIN sbq.queues q ON q.queue_id OPERATOR(pg_catalog.=) r.queue_id
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+        OR pg_catalog.pg_has_role(r.role, 'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights m
+                    WHERE m.queue_id OPERATOR(pg_catalog.=) r.queue_id
+                      AND (m.rights OPERATOR(pg_catalog.&) 4::pg_catalog.int2)
+                          OPERATOR(pg_catalog.<>) 0::pg_catalog.int2
+                      AND (m.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(m.role, 'USAGE')));
+
+/* the views show each caller what its rights let it see */
+GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights TO PUBLIC;

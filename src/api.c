@@ -50,6 +50,7 @@ PG_FUNCTION_INFO_V1(sbq_send_batch_jsonb);
 PG_FUNCTION_INFO_V1(sbq_receive);
 PG_FUNCTION_INFO_V1(sbq_peek);
 PG_FUNCTION_INFO_V1(sbq_complete);
+PG_FUNCTION_INFO_V1(sbq_complete_text);
 PG_FUNCTION_INFO_V1(sbq_complete_many);
 PG_FUNCTION_INFO_V1(sbq_abandon);
 PG_FUNCTION_INFO_V1(sbq_renew);
@@ -424,7 +425,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 		deadline = PG_INT64_MAX;
 
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
 	for (;;)
 	{
 		SbqReceiveResult r;
@@ -468,7 +469,7 @@ sbq_peek(PG_FUNCTION_ARGS)
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
 	(void) sbq_storage_peek(&queue, addr.subqueue, max_messages, from_seq,
 							tupstore, tupdesc);
 	sbq_storage_end();
@@ -499,36 +500,58 @@ sbq_lock_lost(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *to
 
 /*
  * sbq_settle_begin
- *		The checks every settlement shares: queue and token not NULL, writes
- *		allowed, the queue exists. Opens the storage section.
+ *		The checks every settlement shares: queue and token not NULL (the
+ *		token a uuid, or its text when text_token), writes allowed, the queue
+ *		exists and the caller may listen on it. Opens the storage section.
  */
 static pg_uuid_t *
-sbq_settle_begin(FunctionCallInfo fcinfo, const char *fname, SbqAddress *addr,
-				 SbqQueue *queue)
+sbq_settle_begin(FunctionCallInfo fcinfo, const char *fname, bool text_token,
+				 SbqAddress *addr, SbqQueue *queue)
 {
 	pg_uuid_t  *token;
 
 	sbq_queue_address(fcinfo, true, addr);
 	sbq_require_arg(fcinfo, 1, "lock_token");
-	token = PG_GETARG_UUID_P(1);
+	if (text_token)
+		token = DatumGetUUIDP(DirectFunctionCall1(uuid_in,
+												  CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+	else
+		token = PG_GETARG_UUID_P(1);
 	PreventCommandIfReadOnly(fname);
 	sbq_storage_begin();
-	sbq_storage_get_queue(addr, queue);
+	sbq_storage_get_queue(addr, queue, SBQ_RIGHT_LISTEN);
 	return token;
+}
+
+static Datum
+sbq_complete_one(FunctionCallInfo fcinfo, bool text_token)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_complete()", text_token, &addr, &queue);
+
+	if (!sbq_storage_complete(&queue, addr.subqueue, token))
+		sbq_lock_lost(&queue, &addr, token);
+	sbq_storage_end();
+	PG_RETURN_VOID();
 }
 
 /* sbq_complete(queue or its DLQ, lock_token): delete the message; its row lock (and lease). */
 Datum
 sbq_complete(PG_FUNCTION_ARGS)
 {
-	SbqAddress	addr;
-	SbqQueue	queue;
-	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_complete()", &addr, &queue);
+	return sbq_complete_one(fcinfo, false);
+}
 
-	if (!sbq_storage_complete(&queue, addr.subqueue, token))
-		sbq_lock_lost(&queue, &addr, token);
-	sbq_storage_end();
-	PG_RETURN_VOID();
+/*
+ * sbq_complete(queue or its DLQ, lock_token text): the same with the token
+ * as text. An untyped literal or driver parameter would be ambiguous between
+ * the uuid and the uuid[] form; with this one, PostgreSQL picks text for it.
+ */
+Datum
+sbq_complete_text(PG_FUNCTION_ARGS)
+{
+	return sbq_complete_one(fcinfo, true);
 }
 
 static int
@@ -577,7 +600,7 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sbq_complete()");
 
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
 
 	/* the same token twice: the second settlement of a lock is a lost lock */
 	sorted = palloc(sizeof(Datum) * Max(ntokens, 1));
@@ -629,7 +652,7 @@ sbq_abandon(PG_FUNCTION_ARGS)
 	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 2);
 	pg_uuid_t  *token;
 
-	token = sbq_settle_begin(fcinfo, "sbq_abandon()", &addr, &queue);
+	token = sbq_settle_begin(fcinfo, "sbq_abandon()", false, &addr, &queue);
 	if (!sbq_storage_release(&queue, addr.subqueue, token, -1, props))
 		sbq_lock_lost(&queue, &addr, token);
 	sbq_storage_end();
@@ -643,7 +666,7 @@ sbq_defer(PG_FUNCTION_ARGS)
 	SbqAddress	addr;
 	SbqQueue	queue;
 	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 2);
-	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_defer()", &addr, &queue);
+	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_defer()", false, &addr, &queue);
 
 	if (!sbq_storage_release(&queue, addr.subqueue, token, SBQ_STATE_DEFERRED, props))
 		sbq_lock_lost(&queue, &addr, token);
@@ -678,7 +701,7 @@ sbq_deadletter(PG_FUNCTION_ARGS)
 				 errmsg("cannot dead-letter a message of the dead-letter sub-queue of queue \"%s\"",
 						addr.name),
 				 errdetail("A dead letter stays in the dead-letter sub-queue until it is completed or resubmitted.")));
-	token = sbq_settle_begin(fcinfo, "sbq_deadletter()", &addr, &queue);
+	token = sbq_settle_begin(fcinfo, "sbq_deadletter()", false, &addr, &queue);
 	if (!sbq_storage_deadletter(&queue, token, reason, description, props))
 		sbq_lock_lost(&queue, &addr, token);
 	sbq_storage_end();
@@ -736,7 +759,7 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	seq = PG_GETARG_INT64(1);
 	PreventCommandIfReadOnly("sbq_cancel_scheduled()");
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_SEND);
 	/* a dead-letter sub-queue holds no scheduled messages */
 	if (addr.subqueue == SBQ_SUBQUEUE_DLQ ||
 		!sbq_storage_cancel_scheduled(&queue, seq))
@@ -772,7 +795,7 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
 	if (nseqs > 0 &&
 		!sbq_storage_receive_deferred(&queue, addr.subqueue, seqs, nseqs,
 									  tupstore, tupdesc, &missing))
@@ -807,7 +830,7 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 								 &nseqs);
 	PreventCommandIfReadOnly("sbq_resubmit()");
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue);
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_MANAGE);
 	if (seqs != NULL && nseqs == 0)
 		n = 0;
 	else
@@ -829,7 +852,7 @@ sbq_renew(PG_FUNCTION_ARGS)
 	SbqAddress	addr;
 	SbqQueue	queue;
 	TimestampTz locked_until;
-	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_renew()", &addr, &queue);
+	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_renew()", false, &addr, &queue);
 
 	if (!sbq_storage_renew(&queue, addr.subqueue, token, &locked_until))
 		sbq_lock_lost(&queue, &addr, token);

@@ -22,11 +22,14 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -38,6 +41,8 @@ PG_FUNCTION_INFO_V1(sbq_delete_queue);
 PG_FUNCTION_INFO_V1(sbq_purge_queue);
 PG_FUNCTION_INFO_V1(sbq_get_queue);
 PG_FUNCTION_INFO_V1(sbq_maintain);
+PG_FUNCTION_INFO_V1(sbq_grant);
+PG_FUNCTION_INFO_V1(sbq_revoke);
 
 /* Limits of the queue properties */
 #define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
@@ -176,7 +181,7 @@ sbq_properties_result(FunctionCallInfo fcinfo, int32 queue_id)
  */
 static void
 sbq_queue_call_begin(FunctionCallInfo fcinfo, bool allow_dlq, const char *fname,
-					 LOCKMODE lockmode, SbqAddress *addr, SbqQueue *queue)
+					 LOCKMODE lockmode, int16 rights, SbqAddress *addr, SbqQueue *queue)
 {
 	sbq_queue_address(fcinfo, allow_dlq, addr);
 	if (fname != NULL)
@@ -184,7 +189,7 @@ sbq_queue_call_begin(FunctionCallInfo fcinfo, bool allow_dlq, const char *fname,
 	if (lockmode != NoLock)
 		sbq_lock_queue_name(addr->key, lockmode);
 	sbq_storage_begin();
-	sbq_storage_get_queue(addr, queue);
+	sbq_storage_get_queue(addr, queue, rights);
 }
 
 /* sbq_create_queue(queue, properties...): a new queue; locks its name exclusively. */
@@ -224,7 +229,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 
 	/* self-conflicting, so two updates never overwrite each other's change */
 	sbq_queue_call_begin(fcinfo, false, "sbq_update_queue()", ShareUpdateExclusiveLock,
-						 &addr, &props);
+						 SBQ_RIGHT_MANAGE, &addr, &props);
 	sbq_overlay_queue_props(fcinfo, &props, false);
 	sbq_check_queue_props(&props);
 	sbq_storage_update_queue(&props);
@@ -241,7 +246,7 @@ sbq_delete_queue(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 
 	sbq_queue_call_begin(fcinfo, false, "sbq_delete_queue()", AccessExclusiveLock,
-						 &addr, &queue);
+						 SBQ_RIGHT_MANAGE, &addr, &queue);
 	sbq_storage_delete_queue(queue.queue_id);
 	sbq_storage_end();
 	PG_RETURN_VOID();
@@ -255,7 +260,8 @@ sbq_purge_queue(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	int64		n;
 
-	sbq_queue_call_begin(fcinfo, true, "sbq_purge_queue()", NoLock, &addr, &queue);
+	sbq_queue_call_begin(fcinfo, true, "sbq_purge_queue()", NoLock, SBQ_RIGHT_MANAGE,
+						 &addr, &queue);
 	n = sbq_storage_purge(&queue, addr.subqueue);
 	sbq_storage_end();
 	PG_RETURN_INT64(n);
@@ -269,7 +275,7 @@ sbq_get_queue(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	Datum		result;
 
-	sbq_queue_call_begin(fcinfo, true, NULL, NoLock, &addr, &queue);
+	sbq_queue_call_begin(fcinfo, true, NULL, NoLock, SBQ_RIGHT_ANY, &addr, &queue);
 	result = sbq_properties_result(fcinfo, queue.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
@@ -290,4 +296,113 @@ sbq_maintain(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(oldcxt);
 	sbq_storage_end();
 	PG_RETURN_JSONB_P(result);
+}
+
+/* ---------------------------------------------------------------- rights */
+
+/* The most elements the rights argument of a grant or revoke may have. */
+#define SBQ_MAX_RIGHTS_ARG	16
+
+/*
+ * sbq_rights_arg
+ *		The rights argument of sbq_grant and sbq_revoke as bits: a non-empty
+ *		array of "send", "listen" and "manage" (any letter case).
+ */
+static int16
+sbq_rights_arg(FunctionCallInfo fcinfo, int argno)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	int16		rights = 0;
+
+	sbq_require_arg(fcinfo, argno, "rights");
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	sbq_check_array_size(arr, "rights", SBQ_MAX_RIGHTS_ARG,
+						 "The rights are send, listen and manage.");
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rights must not be empty"),
+				 errhint("The rights are send, listen and manage.")));
+	for (i = 0; i < n; i++)
+	{
+		char	   *name;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("rights must not contain null elements")));
+		name = text_to_cstring(DatumGetTextPP(elems[i]));
+		if (pg_strcasecmp(name, "send") == 0)
+			rights |= SBQ_RIGHT_SEND;
+		else if (pg_strcasecmp(name, "listen") == 0)
+			rights |= SBQ_RIGHT_LISTEN;
+		else if (pg_strcasecmp(name, "manage") == 0)
+			rights |= SBQ_RIGHT_MANAGE;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown right \"%s\"", name),
+					 errhint("The rights are send, listen and manage.")));
+	}
+	return rights;
+}
+
+/*
+ * sbq_grant_common
+ *		sbq_grant and sbq_revoke (queue, role, rights[]): the caller needs
+ *		manage on the queue; the queue name's lock, self-conflicting, so two
+ *		changes of one queue's rights never cross.
+ *
+ *		The role is a role's name, or "public". Rights are granted on a
+ *		queue and cover its dead-letter sub-queue, so the sub-queue's name is
+ *		refused. Revoking a right the role does not hold changes nothing, and
+ *		revoking send or listen from a role that holds manage leaves manage,
+ *		which implies them (as it is stored: the rights are independent).
+ */
+static Datum
+sbq_grant_common(FunctionCallInfo fcinfo, bool grant)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	Oid			role;
+	int16		rights;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	if (addr.subqueue == SBQ_SUBQUEUE_DLQ)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rights are granted on a queue, not on its dead-letter sub-queue"),
+				 errdetail("The rights on a queue cover its dead-letter sub-queue.")));
+	sbq_require_arg(fcinfo, 1, "role");
+	rights = sbq_rights_arg(fcinfo, 2);
+	if (strcmp(NameStr(*PG_GETARG_NAME(1)), "public") == 0)
+		role = InvalidOid;
+	else
+		role = get_role_oid(NameStr(*PG_GETARG_NAME(1)), false);
+	PreventCommandIfReadOnly(grant ? "sbq_grant()" : "sbq_revoke()");
+
+	sbq_queue_call_begin(fcinfo, false, NULL, ShareUpdateExclusiveLock, SBQ_RIGHT_MANAGE,
+						 &addr, &queue);
+	sbq_storage_set_rights(&queue, role, rights, grant);
+	sbq_storage_end();
+	PG_RETURN_VOID();
+}
+
+/* sbq_grant(queue, role, rights[]) */
+Datum
+sbq_grant(PG_FUNCTION_ARGS)
+{
+	return sbq_grant_common(fcinfo, true);
+}
+
+/* sbq_revoke(queue, role, rights[]) */
+Datum
+sbq_revoke(PG_FUNCTION_ARGS)
+{
+	return sbq_grant_common(fcinfo, false);
 }

@@ -308,8 +308,11 @@ sbq_lease_leave(void)
 	sbq_lease_epoch = InvalidOid;
 }
 
-/* Refuse a call of an internal function outside sbqueue's own statements. */
-static void
+/*
+ * Refuse a call of an internal function outside sbqueue's own statements
+ * (outside a storage section), whatever EXECUTE grants say.
+ */
+void
 sbq_lease_internal(const char *name)
 {
 	if (!OidIsValid(sbq_lease_epoch))

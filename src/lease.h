@@ -97,4 +97,6 @@ extern int	sbq_lease_take_expired(int32 queue_id, TimestampTz now,
 								   SbqExpiredLease *out, int max);
 extern int	sbq_lease_take_queue(int32 queue_id, int subqueue);
 
+extern void sbq_lease_internal(const char *name);
+
 #endif							/* SBQ_LEASE_H */

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * queues.c
- *	  Queues: look-up by name (with a per-backend cache), properties,
- *	  create, update, delete, purge.
+ *	  Queues: look-up by name (with a per-backend cache, which keeps the
+ *	  rights on each queue too), properties, create, update, delete, purge.
  *
  * The callers (api.c) hold the queue name's advisory lock (util.c,
  * sbq_lock_queue_name) before they look a queue up to change it; a send
@@ -203,8 +203,8 @@ sbq_queue_cache_inval(Datum arg, Oid relid)
 	}
 }
 
-/* Tell every backend, at commit, that the queues changed. */
-static void
+/* Tell every backend, at commit, that the queues (or the rights on them) changed. */
+void
 sbq_queue_cache_changed(void)
 {
 	Oid			relid = sbq_queues_oid();
@@ -227,6 +227,12 @@ sbq_queue_copy(SbqQueue *dst, const SbqQueue *src, MemoryContext cxt)
 	dst->name = sbq_strdup_in(cxt, src->name);
 	dst->forward_to = sbq_strdup_in(cxt, src->forward_to);
 	dst->forward_dlq_to = sbq_strdup_in(cxt, src->forward_dlq_to);
+	dst->grants = NULL;
+	if (src->ngrants > 0)
+	{
+		dst->grants = MemoryContextAlloc(cxt, sizeof(SbqGrant) * src->ngrants);
+		memcpy(dst->grants, src->grants, sizeof(SbqGrant) * src->ngrants);
+	}
 }
 
 /*
@@ -256,6 +262,7 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 	if (sbq_exec(&stmt_find_queue, values, NULL) == 0)
 		return false;
 	sbq_queue_from_row(0, queue);
+	sbq_rights_load(queue);
 
 	/* remember it, unless an invalidation came in meanwhile */
 	if (strlen(addr->key) > SBQ_MAX_NAME_LEN)
@@ -298,7 +305,8 @@ sbq_queue_not_found(const SbqAddress *addr)
 
 /*
  * sbq_storage_get_queue_to_send
- *		sbq_storage_get_queue for a call that will store messages in the queue.
+ *		sbq_storage_get_queue for a call that will store messages in the
+ *		queue: the caller needs the right to send.
  *
  * The caller holds the queue name's lock in share mode, so no delete of the
  * queue can commit from now on; under READ COMMITTED the lookup's fresh
@@ -315,24 +323,29 @@ sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
 
 	if (!IsolationUsesXactSnapshot())
 	{
-		sbq_storage_get_queue(addr, queue);
+		sbq_storage_get_queue(addr, queue, SBQ_RIGHT_SEND);
 		return;
 	}
 	values[0] = CStringGetTextDatum(addr->key);
 	if (sbq_exec(&stmt_find_queue_share, values, NULL) == 0)
 		sbq_queue_not_found(addr);
 	sbq_queue_from_row(0, queue);
+	sbq_rights_load(queue);
+	sbq_rights_require(queue, SBQ_RIGHT_SEND);
 }
 
 /*
  * sbq_storage_get_queue
- *		sbq_storage_find_queue, or SB001 when the queue does not exist.
+ *		sbq_storage_find_queue, or SB001 when the queue does not exist, and
+ *		42501 when the caller holds none of the rights asked for on it
+ *		(SBQ_RIGHT_*, or'ed).
  */
 void
-sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue)
+sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights)
 {
 	if (!sbq_storage_find_queue(addr, queue))
 		sbq_queue_not_found(addr);
+	sbq_rights_require(queue, rights);
 }
 
 /*
@@ -403,6 +416,8 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 {
 	Datum		values[13];
 	bool		nulls[13];
+	int32		queue_id;
+	bool		isnull;
 
 	values[0] = CStringGetTextDatum(name);
 	nulls[0] = false;
@@ -415,12 +430,10 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 	nulls[12] = !props->has_dead_letter_ttl;
 	if (sbq_exec(&stmt_create_queue, values, nulls) != 1)
 		elog(ERROR, "could not create queue \"%s\"", name);
+	queue_id = DatumGetInt32(sbq_col(0, 1, &isnull));
+	sbq_rights_created(queue_id);
 	sbq_queue_cache_changed();
-	{
-		bool		isnull;
-
-		return DatumGetInt32(sbq_col(0, 1, &isnull));
-	}
+	return queue_id;
 }
 
 /*
@@ -456,6 +469,7 @@ sbq_storage_delete_queue(int32 queue_id)
 	values[0] = Int32GetDatum(queue_id);
 	(void) sbq_exec(&stmt_delete_queue, values, NULL);
 	(void) sbq_exec(&stmt_delete_queue_moved, values, NULL);
+	sbq_rights_dropped(queue_id);
 	/* the leases of its messages go at commit (a claim made since sees the delete) */
 	(void) sbq_lease_take_queue(queue_id, -1);
 	sbq_qstate_forget(sbq_storage_epoch(), queue_id);

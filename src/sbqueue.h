@@ -62,7 +62,20 @@ typedef struct SbqAddress
 	int16		subqueue;		/* SBQ_SUBQUEUE_* */
 } SbqAddress;
 
-/* A queue's properties, as stored in sbq.queues. */
+/* Rights on a queue (rights.c), as stored in sbq.rights: bits. */
+#define SBQ_RIGHT_SEND			1
+#define SBQ_RIGHT_LISTEN		2
+#define SBQ_RIGHT_MANAGE		4	/* implies the other two */
+#define SBQ_RIGHT_ANY			(SBQ_RIGHT_SEND | SBQ_RIGHT_LISTEN | SBQ_RIGHT_MANAGE)
+
+/* The rights a role (InvalidOid: PUBLIC) holds on a queue. */
+typedef struct SbqGrant
+{
+	Oid			role;
+	int16		rights;
+} SbqGrant;
+
+/* A queue's properties, as stored in sbq.queues, and the rights on it. */
 typedef struct SbqQueue
 {
 	int32		queue_id;
@@ -80,6 +93,8 @@ typedef struct SbqQueue
 	int32		max_message_size;
 	bool		has_dead_letter_ttl;
 	Interval	dead_letter_ttl;	/* how long dead letters are kept */
+	int			ngrants;		/* the rights held on it (none before 0.5) */
+	SbqGrant   *grants;
 } SbqQueue;
 
 /* The optional properties of a send, shared by every message of a batch. */

@@ -7,6 +7,7 @@
  * Every call runs between sbq_storage_begin() and sbq_storage_end() (a
  * "storage section", storage_core.c). The calls live by operation:
  *	queues.c		queue lookup and management, purge
+ *	rights.c		rights on queues, and the check of the caller's
  *	send.c			send, duplicate detection, scheduled activation, cancel,
  *					resubmit
  *	receive.c		receive with locks in the rows, receive-and-delete, peek,
@@ -35,10 +36,11 @@ extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
 extern MemoryContext sbq_storage_caller_context(void);
 extern Oid	sbq_storage_epoch(void);
+extern Oid	sbq_storage_caller(void);
 
 /* queues.c */
 extern bool sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue);
-extern void sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue);
+extern void sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights);
 extern void sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue);
 extern HeapTuple sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc,
 										 MemoryContext mcxt);
@@ -47,6 +49,9 @@ extern int32 sbq_storage_create_queue(const char *name, const char *key,
 extern void sbq_storage_update_queue(const SbqQueue *props);
 extern void sbq_storage_delete_queue(int32 queue_id);
 extern int64 sbq_storage_purge(const SbqQueue *queue, int16 subqueue);
+
+/* rights.c */
+extern void sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant);
 
 /* send.c */
 extern int	sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,

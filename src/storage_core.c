@@ -32,7 +32,10 @@
  *				receives lock in the message rows (sbq_leasing);
  *	before 0.4	dead letters in sbq.messages: a statement's old_sql, when it
  *				has one, and SUBQUEUE_TABLE left as sbq.messages;
- *	0.4 on		sbq.dead_letters holds the dead-letter sub-queue.
+ *	0.4			sbq.dead_letters holds the dead-letter sub-queue;
+ *	0.5 on		sbq.rights: a storage section runs as the owner of the tables
+ *				and the calls check the caller's queue rights (rights.c);
+ *				before, both were left to the caller's table privileges.
  * A change to pg_proc or to the relation names makes the flavour open again;
  * a kept plan of another flavour is remade.
  *
@@ -52,12 +55,14 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "lib/stringinfo.h"
-#include "nodes/value.h"
-#include "parser/parse_func.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -76,7 +81,8 @@
 #define SBQ_FLAVOUR_UNKNOWN		-1
 #define SBQ_FLAVOUR_NO_LEASES	0	/* before 0.3 */
 #define SBQ_FLAVOUR_DLQ_INLINE	1	/* 0.3: dead letters in sbq.messages */
-#define SBQ_FLAVOUR_CURRENT		2	/* 0.4 on: sbq.dead_letters */
+#define SBQ_FLAVOUR_DLQ_TABLE	2	/* 0.4: sbq.dead_letters */
+#define SBQ_FLAVOUR_RIGHTS		3	/* 0.5 on: sbq.rights, calls run as the owner */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -90,6 +96,16 @@ static int	sbq_guc_nest_level = 0;
 
 /* the memory context current when the storage section was opened */
 static MemoryContext sbq_caller_cxt = NULL;
+
+/*
+ * The caller of the current storage section, and the user and security
+ * context to go back to when it ends (it runs as the owner of the tables
+ * from 0.5 on); sbq_switched says it did switch.
+ */
+static Oid	sbq_caller_uid = InvalidOid;
+static Oid	sbq_saved_uid = InvalidOid;
+static int	sbq_saved_sec_context = 0;
+static bool sbq_switched = false;
 
 /* the OID of sbq.queues as sbq_storage_epoch knows it, until it changes */
 static Oid	sbq_epoch_relid = InvalidOid;
@@ -125,7 +141,7 @@ sbq_flavour(void)
 	if (sbq_sql_flavour == SBQ_FLAVOUR_UNKNOWN)
 	{
 		Oid			argtypes[1] = {INT8OID};
-		List	   *name = list_make2(makeString("sbq"), makeString("lease_slot"));
+		oidvector  *args = buildoidvector(argtypes, 1);
 		Oid			nsp = get_namespace_oid("sbq", true);
 
 		if (!sbq_sql_callback)
@@ -134,12 +150,17 @@ sbq_flavour(void)
 			CacheRegisterSyscacheCallback(RELNAMENSP, sbq_sql_inval, (Datum) 0);
 			sbq_sql_callback = true;
 		}
-		if (!OidIsValid(LookupFuncName(name, 1, argtypes, true)))
+		/* looked up without a check of the caller's USAGE on schema sbq */
+		if (!OidIsValid(nsp) ||
+			!SearchSysCacheExists3(PROCNAMEARGSNSP, CStringGetDatum("lease_slot"),
+								   PointerGetDatum(args), ObjectIdGetDatum(nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_NO_LEASES;
 		else if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("dead_letters", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_INLINE;
+		else if (!OidIsValid(get_relname_relid("rights", nsp)))
+			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_TABLE;
 		else
-			sbq_sql_flavour = SBQ_FLAVOUR_CURRENT;
+			sbq_sql_flavour = SBQ_FLAVOUR_RIGHTS;
 	}
 	return sbq_sql_flavour;
 }
@@ -155,7 +176,18 @@ sbq_sql_has_leases(void)
 bool
 sbq_dead_letter_table(void)
 {
-	return sbq_flavour() == SBQ_FLAVOUR_CURRENT;
+	return sbq_flavour() >= SBQ_FLAVOUR_DLQ_TABLE;
+}
+
+/*
+ * Whether the installed SQL has queue rights (0.5 on): the storage section
+ * then runs as the owner of the tables and the calls check the caller's
+ * rights; older SQL left both to the caller's table privileges.
+ */
+bool
+sbq_rights_enforced(void)
+{
+	return sbq_flavour() >= SBQ_FLAVOUR_RIGHTS;
 }
 
 /* Whether receives in this session take leases (lease.c), as the SQL allows. */
@@ -263,12 +295,37 @@ sbq_storage_begin(void)
 	};
 	int			i;
 
+	Oid			epoch;
+
 	sbq_caller_cxt = CurrentMemoryContext;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	sbq_lease_enter(sbq_storage_epoch_locked());
+	epoch = sbq_storage_epoch_locked();
+	sbq_lease_enter(epoch);
 	(void) sbq_flavour();
+
+	/*
+	 * From 0.5 on the statements run as the owner of the tables, whatever
+	 * the caller may do on them (nothing, normally); the calls check the
+	 * caller's rights on the queue instead (rights.c). As for SECURITY
+	 * DEFINER, SET ROLE is refused meanwhile, and an error goes back to the
+	 * caller's user with the (sub)transaction.
+	 */
+	GetUserIdAndSecContext(&sbq_saved_uid, &sbq_saved_sec_context);
+	sbq_caller_uid = sbq_saved_uid;
+	sbq_switched = false;
+	if (OidIsValid(epoch) && sbq_rights_enforced())
+	{
+		Oid			owner = sbq_rel_owner(epoch);
+
+		if (owner != sbq_saved_uid)
+		{
+			SetUserIdAndSecContext(owner,
+								   sbq_saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+			sbq_switched = true;
+		}
+	}
 	sbq_guc_nest_level = NewGUCNestLevel();
 	sbq_restrict_search_path();
 	for (i = 0; i < (int) lengthof(off); i++)
@@ -299,6 +356,34 @@ sbq_storage_end(void)
 	sbq_lease_leave();
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
+	if (sbq_switched)
+		SetUserIdAndSecContext(sbq_saved_uid, sbq_saved_sec_context);
+	sbq_switched = false;
+}
+
+/*
+ * sbq_storage_caller
+ *		The role that called the current storage section (the current user
+ *		when it was opened), whose rights the calls check.
+ */
+Oid
+sbq_storage_caller(void)
+{
+	return sbq_caller_uid;
+}
+
+/* The owner of a relation. */
+Oid
+sbq_rel_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
 }
 
 /* ------------------------------------------------------------ statements */
@@ -357,12 +442,12 @@ sbq_plan(SbqStatement *st, int16 subqueue)
 		const char *sql = st->sql;
 		SPIPlanPtr	plan;
 
-		if (flavour != SBQ_FLAVOUR_CURRENT && st->old_sql != NULL)
+		if (flavour < SBQ_FLAVOUR_DLQ_TABLE && st->old_sql != NULL)
 			sql = st->old_sql;
 		/* older SQL has no lease functions, and no leases to skip */
 		if (flavour == SBQ_FLAVOUR_NO_LEASES)
 			sql = sbq_sql_replace(sql, LEASE_SLOT, "true");
-		if (which == 1 && flavour == SBQ_FLAVOUR_CURRENT)
+		if (which == 1 && flavour >= SBQ_FLAVOUR_DLQ_TABLE)
 		{
 			if (strstr(sql, SUBQUEUE_TABLE) == NULL)
 				elog(ERROR, "sbqueue statement \"%s\" has no dead-letter form", st->name);

@@ -144,6 +144,8 @@ extern int64 sbq_max_col(int col);
 /* storage_core.c: the section and the installed SQL */
 extern bool sbq_leasing(void);
 extern bool sbq_dead_letter_table(void);
+extern bool sbq_rights_enforced(void);
+extern Oid	sbq_rel_owner(Oid relid);
 extern Oid	sbq_queues_oid(void);
 extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
@@ -162,6 +164,13 @@ extern int	sbq_cmp_out_row(const void *a, const void *b);
 
 /* queues.c */
 extern int	sbq_all_queues(SbqQueue **queues);
+extern void sbq_queue_cache_changed(void);
+
+/* rights.c */
+extern void sbq_rights_load(SbqQueue *queue);
+extern void sbq_rights_require(const SbqQueue *queue, int16 rights);
+extern void sbq_rights_created(int32 queue_id);
+extern void sbq_rights_dropped(int32 queue_id);
 
 /* send.c */
 extern int	sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always);

@@ -30,6 +30,7 @@
 #include "utils/tuplestore.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "sbqueue.h"
 
 PG_FUNCTION_INFO_V1(sbq_new_lock_token);
@@ -211,6 +212,7 @@ sbq_new_lock_token(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *token = palloc(sizeof(pg_uuid_t));
 
+	sbq_lease_internal("sbq.new_lock_token");
 	sbq_make_lock_token(PG_GETARG_INT64(0), token);
 	PG_RETURN_UUID_P(token);
 }

@@ -11,14 +11,15 @@ WITH ext AS (
      WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'
 )
 SELECT line FROM (
-    -- functions: the whole definition and who may run them
-    SELECT 'function ' || pg_get_functiondef(p.oid) || ' acl ' || coalesce(p.proacl::text, 'default') AS line
+    -- functions: the whole definition and who may run them (privileges in a fixed
+    -- order: the order of an ACL's items means nothing)
+    SELECT 'function ' || pg_get_functiondef(p.oid) || ' acl ' || coalesce((SELECT array_agg(x::text ORDER BY x::text) FROM unnest(p.proacl) x)::text, 'default') AS line
       FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
     UNION ALL
     -- tables, sequences, views, types: their columns in order
     SELECT format('relation %s kind %s persistence %s options %s acl %s columns %s',
                   c.oid::regclass, c.relkind, c.relpersistence, coalesce(c.reloptions::text, ''),
-                  coalesce(c.relacl::text, 'default'),
+                  coalesce((SELECT array_agg(x::text ORDER BY x::text) FROM unnest(c.relacl) x)::text, 'default'),
                   (SELECT string_agg(format('%s %s%s%s', a.attname, format_type(a.atttypid, a.atttypmod),
                                             CASE WHEN a.attnotnull THEN ' not null' ELSE '' END,
                                             coalesce(' default ' || pg_get_expr(ad.adbin, ad.adrelid), '')),

@@ -341,6 +341,36 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
     tok=$(PGUSER=sbq_upgrade_app try $db "SELECT lock_token FROM sbq_receive('app-q/\$deadletterqueue')")
     got=$(PGUSER=sbq_upgrade_app try $db "SELECT 'completed' FROM sbq_complete('app-q/\$deadletterqueue', '$tok'::uuid)")
     check "at 0.4 the application role receives and completes the dead letter" "$got" completed
+
+    # From 0.4 to 0.5, the calls run as the owner of the tables and check queue
+    # rights: the role's privileges on schema sbq become rights on every queue,
+    # and go.
+    if [ -f "$root/sql/sbqueue--0.4--0.5.sql" ]; then
+        got=$(PGUSER=sbq_upgrade_app try $db "SELECT sbq_send('app-q', 'before 0.5') > 0")
+        check "0.4: the application role sends" "$got" t
+        got=$(psql -d $db -c "ALTER EXTENSION sbqueue UPDATE TO '0.5'" 2>&1 |
+            grep -c 'gave sbq_upgrade_app the rights {send,listen} on every queue')
+        check "the update to 0.5 says which rights it gave the application role" "$got" 1
+        got=$(psql -At -d $db -c "SELECT rights FROM sbq_rights WHERE entity = 'app-q' AND role = 'sbq_upgrade_app'")
+        check "at 0.5 the application role holds send and listen on the queue" "$got" "{send,listen}"
+        tok=$(PGUSER=sbq_upgrade_app try $db "SELECT lock_token FROM sbq_receive('app-q')")
+        got=$(PGUSER=sbq_upgrade_app try $db "SELECT 'completed' FROM sbq_complete('app-q', '$tok'::uuid)")
+        check "at 0.5 the application role receives and completes the message sent at 0.4" "$got" completed
+        got=$(PGUSER=sbq_upgrade_app try $db "SELECT count(*) FROM sbq.messages")
+        check "at 0.5 the application role can no longer read the message table" "$got" \
+            "error: permission denied for schema sbq"
+        got=$(psql -At -d $db -c "SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
+                                    WHERE c.relnamespace = 'sbq'::regnamespace
+                                      AND a.grantee = 'sbq_upgrade_app'::regrole")
+        check "at 0.5 the application role holds no privilege on the tables of sbq" "$got" 0
+        psql -d $db -c "SELECT sbq_create_queue('app-q2')" >/dev/null
+        got=$(PGUSER=sbq_upgrade_app try $db "SELECT sbq_send('app-q2', 'x')")
+        check "at 0.5 a queue created after the update needs a grant" "$got" \
+            'error: permission denied for queue "app-q2"'
+        got=$(try postgres "DROP ROLE sbq_upgrade_app")
+        check "at 0.5 a role the update gave rights cannot be dropped" "$got" \
+            'error: role "sbq_upgrade_app" cannot be dropped because some objects depend on it'
+    fi
     psql -d postgres -c "DROP DATABASE $db" -c "DROP ROLE sbq_upgrade_app"
 fi
 

@@ -1,0 +1,324 @@
+/*-------------------------------------------------------------------------
+ *
+ * rights.c
+ *	  Rights on queues: what sbq_grant and sbq_revoke store, the check every
+ *	  call makes against them, and the dependencies that keep a role with
+ *	  rights from being dropped.
+ *
+ * A right is held by a role (or PUBLIC, role 0) on a queue and covers its
+ * dead-letter sub-queue: send (send, cancel a scheduled message), listen
+ * (receive, peek, settle, receive deferred messages) and manage (update,
+ * purge, delete, resubmit, grant and revoke), which implies the other two.
+ * sbq.rights keeps one row per queue and role with the rights as bits. A
+ * role has a right when it has the privileges of a role that holds it (as
+ * for table privileges), when PUBLIC holds it, or when it has the
+ * privileges of the owner of the tables (superusers have every role's).
+ *
+ * The calls run their statements as the owner of the tables (storage_core.c
+ * switches the user for the storage section) and check the caller's rights
+ * here, once the queue is found and before any work on it. The rights of a
+ * queue are read with it and kept in the queue cache (queues.c); a change
+ * invalidates that cache in every backend, as a change of the queue does.
+ *
+ * Dropping a role that holds rights is refused, as PostgreSQL refuses to
+ * drop a role that holds privileges: every role named in sbq.rights has a
+ * privilege dependency (pg_shdepend) of the table sbq.rights on it, so DROP
+ * ROLE reports "privileges for table sbq.rights" in this database. DROP
+ * OWNED leaves the rights alone; sbq_revoke removes them, and with the last
+ * one the dependency. Each change brings the dependencies in line with the
+ * table, so they come back after a restore at the first change.
+ *
+ * Owns: nothing beyond its statements. Locks: the row locks of its
+ * statements, and the lock on each role that updateAclDependencies takes.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/rights.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_shdepend.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+
+#include "storage_core.h"
+
+static SbqStatement stmt_rights_of_queue = {"rights of a queue", 1, {INT4OID},
+	"SELECT role::oid, rights FROM sbq.rights WHERE queue_id = $1 ORDER BY role"
+};
+
+static SbqStatement stmt_grant = {"grant", 3, {INT4OID, OIDOID, INT2OID},
+	"INSERT INTO sbq.rights AS r (queue_id, role, rights) VALUES ($1, $2::regrole, $3)"
+	" ON CONFLICT (queue_id, role) DO UPDATE SET rights = r.rights | excluded.rights"
+};
+
+/* a revoke of every right a role holds removes its row; of some, the bits */
+static SbqStatement stmt_revoke_all = {"revoke", 3, {INT4OID, OIDOID, INT2OID},
+	"DELETE FROM sbq.rights WHERE queue_id = $1 AND role = $2::regrole"
+	" AND rights & ~$3 = 0"
+};
+
+static SbqStatement stmt_revoke_some = {"revoke", 3, {INT4OID, OIDOID, INT2OID},
+	"UPDATE sbq.rights SET rights = rights & ~$3"
+	" WHERE queue_id = $1 AND role = $2::regrole AND rights & $3 <> 0"
+};
+
+static SbqStatement stmt_drop_queue_rights = {"drop the rights of a queue", 1, {INT4OID},
+	"DELETE FROM sbq.rights WHERE queue_id = $1"
+};
+
+static SbqStatement stmt_roles_with_rights = {"roles with rights", 0, {InvalidOid},
+	"SELECT DISTINCT role::oid FROM sbq.rights WHERE role::oid <> 0 ORDER BY 1"
+};
+
+/* The name of a right, or of a set of rights as a check asks for it. */
+static const char *
+sbq_right_name(int16 rights)
+{
+	switch (rights)
+	{
+		case SBQ_RIGHT_SEND:
+			return "send";
+		case SBQ_RIGHT_LISTEN:
+			return "listen";
+		case SBQ_RIGHT_MANAGE:
+			return "manage";
+		default:
+			return "send, listen or manage";
+	}
+}
+
+/*
+ * sbq_rights_load
+ *		Read the rights held on a queue into queue->grants (in the caller's
+ *		memory context). With SQL older than 0.5 there are none to read.
+ */
+void
+sbq_rights_load(SbqQueue *queue)
+{
+	Datum		values[1];
+	uint64		n;
+	uint64		i;
+
+	queue->ngrants = 0;
+	queue->grants = NULL;
+	if (!sbq_rights_enforced())
+		return;
+	values[0] = Int32GetDatum(queue->queue_id);
+	n = sbq_exec(&stmt_rights_of_queue, values, NULL);
+	if (n == 0)
+		return;
+	queue->grants = MemoryContextAlloc(sbq_storage_caller_context(), sizeof(SbqGrant) * n);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		queue->grants[i].role = DatumGetObjectId(sbq_col(i, 1, &isnull));
+		queue->grants[i].rights = DatumGetInt16(sbq_col(i, 2, &isnull));
+	}
+	queue->ngrants = (int) n;
+}
+
+/*
+ * sbq_rights_holds
+ *		Whether a role has one of the rights asked for on a queue.
+ */
+static bool
+sbq_rights_holds(Oid role, const SbqQueue *queue, int16 rights)
+{
+	int			i;
+
+	if (has_privs_of_role(role, sbq_rel_owner(sbq_storage_epoch())))
+		return true;
+	for (i = 0; i < queue->ngrants; i++)
+	{
+		const SbqGrant *g = &queue->grants[i];
+
+		if ((g->rights & (rights | SBQ_RIGHT_MANAGE)) == 0)
+			continue;
+		if (!OidIsValid(g->role) || has_privs_of_role(role, g->role))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * sbq_rights_require
+ *		Refuse (42501) a call whose caller has none of the rights asked for
+ *		on the queue. SQL older than 0.5 has no rights: its table privileges
+ *		decided, and still do.
+ */
+void
+sbq_rights_require(const SbqQueue *queue, int16 rights)
+{
+	Oid			caller = sbq_storage_caller();
+	const char *role;
+
+	if (!sbq_rights_enforced() || sbq_rights_holds(caller, queue, rights))
+		return;
+	role = GetUserNameFromId(caller, true);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for queue \"%s\"", queue->name),
+			 errdetail("The call needs the right \"%s\" on the queue, which role \"%s\" does not hold.",
+					   sbq_right_name(rights), role != NULL ? role : "?"),
+			 errhint("A role with the right \"manage\" on the queue grants rights with sbq_grant().")));
+}
+
+/* qsort comparator for role OIDs */
+static int
+sbq_cmp_oid(const void *a, const void *b)
+{
+	Oid			x = *(const Oid *) a;
+	Oid			y = *(const Oid *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The roles the privilege dependencies of sbq.rights name now (in this
+ * database), sorted and without duplicates, palloc'd into *roles.
+ */
+static int
+sbq_rights_dependencies(Oid relid, Oid **roles)
+{
+	Relation	rel = table_open(SharedDependRelationId, AccessShareLock);
+	ScanKeyData key[4];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	int			n = 0;
+	int			size = 8;
+	int			i;
+	int			j;
+
+	ScanKeyInit(&key[0], Anum_pg_shdepend_dbid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(MyDatabaseId));
+	ScanKeyInit(&key[1], Anum_pg_shdepend_classid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(RelationRelationId));
+	ScanKeyInit(&key[2], Anum_pg_shdepend_objid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&key[3], Anum_pg_shdepend_objsubid, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(0));
+	scan = systable_beginscan(rel, SharedDependDependerIndexId, true, NULL, 4, key);
+	*roles = palloc(sizeof(Oid) * size);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_shdepend dep = (Form_pg_shdepend) GETSTRUCT(tuple);
+
+		if (dep->deptype != SHARED_DEPENDENCY_ACL || dep->refclassid != AuthIdRelationId)
+			continue;
+		if (n == size)
+		{
+			size *= 2;
+			*roles = repalloc(*roles, sizeof(Oid) * size);
+		}
+		(*roles)[n++] = dep->refobjid;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	qsort(*roles, n, sizeof(Oid), sbq_cmp_oid);
+	for (i = 0, j = 0; i < n; i++)
+		if (j == 0 || (*roles)[j - 1] != (*roles)[i])
+			(*roles)[j++] = (*roles)[i];
+	return j;
+}
+
+/*
+ * sbq_rights_sync_dependencies
+ *		Make the privilege dependencies of sbq.rights name exactly the roles
+ *		that hold rights in it (PUBLIC needs none). A role dropped meanwhile
+ *		is an error (updateAclDependencies locks each role it adds).
+ */
+static void
+sbq_rights_sync_dependencies(void)
+{
+	Oid			relid = get_relname_relid("rights", get_namespace_oid("sbq", false));
+	Oid		   *old_roles;
+	Oid		   *new_roles;
+	int			nold;
+	int			nnew;
+	uint64		i;
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "table sbq.rights does not exist");
+	nnew = (int) sbq_exec(&stmt_roles_with_rights, NULL, NULL);
+	new_roles = palloc(sizeof(Oid) * Max(nnew, 1));
+	for (i = 0; i < (uint64) nnew; i++)
+	{
+		bool		isnull;
+
+		new_roles[i] = DatumGetObjectId(sbq_col(i, 1, &isnull));
+	}
+	nold = sbq_rights_dependencies(relid, &old_roles);
+	/* the table's owner is left out, as for its own privileges */
+	updateAclDependencies(RelationRelationId, relid, 0, sbq_rel_owner(relid),
+						  nold, old_roles, nnew, new_roles);
+}
+
+/*
+ * sbq_storage_set_rights
+ *		Grant (or revoke) rights on a queue to (from) a role, InvalidOid for
+ *		PUBLIC. The caller holds manage on the queue.
+ */
+void
+sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant)
+{
+	Datum		values[3];
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = ObjectIdGetDatum(role);
+	values[2] = Int16GetDatum(rights);
+	if (grant)
+		(void) sbq_exec(&stmt_grant, values, NULL);
+	else if (sbq_exec(&stmt_revoke_all, values, NULL) == 0)
+		(void) sbq_exec(&stmt_revoke_some, values, NULL);
+	sbq_rights_sync_dependencies();
+	sbq_queue_cache_changed();
+}
+
+/*
+ * sbq_rights_created
+ *		A new queue: its creator holds manage on it.
+ */
+void
+sbq_rights_created(int32 queue_id)
+{
+	SbqQueue	queue;
+
+	if (!sbq_rights_enforced())
+		return;
+	memset(&queue, 0, sizeof(queue));
+	queue.queue_id = queue_id;
+	sbq_storage_set_rights(&queue, sbq_storage_caller(), SBQ_RIGHT_MANAGE, true);
+}
+
+/*
+ * sbq_rights_dropped
+ *		A queue is deleted: so are the rights on it.
+ */
+void
+sbq_rights_dropped(int32 queue_id)
+{
+	Datum		values[1];
+
+	if (!sbq_rights_enforced())
+		return;
+	values[0] = Int32GetDatum(queue_id);
+	if (sbq_exec(&stmt_drop_queue_rights, values, NULL) > 0)
+		sbq_rights_sync_dependencies();
+}
