@@ -183,6 +183,7 @@ sbq_send_props(FunctionCallInfo fcinfo, SbqSendProps *props)
 	{
 		props->has_ttl = true;
 		props->ttl = *PG_GETARG_INTERVAL_P(SEND_TTL);
+		sbq_exact_interval(&props->ttl);
 		if (sbq_interval_usecs(&props->ttl) <= 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -249,7 +250,7 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("bodies must not contain null elements"),
-						 errdetail("Element %d is null.", i + 1)));
+						 errdetail("Element %d is null.", sbq_array_subscript(arr, i))));
 	}
 	else
 	{
@@ -596,7 +597,7 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("lock_tokens must not contain null elements"),
-					 errdetail("Element %d is null.", i + 1)));
+					 errdetail("Element %d is null.", sbq_array_subscript(arr, i))));
 	PreventCommandIfReadOnly("sbq_complete()");
 
 	sbq_storage_begin();
@@ -731,7 +732,7 @@ sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, const
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("%s must not contain null elements", argname),
-					 errdetail("Element %d is null.", i + 1)));
+					 errdetail("Element %d is null.", sbq_array_subscript(arr, i))));
 	*n = sbq_distinct_int8(elems, nelems);
 	return elems;
 }

@@ -70,10 +70,13 @@ enum
 
 /*
  * sbq_check_queue_props
- *		Check every property of a queue about to be created or updated.
+ *		Check every property of a queue about to be created or updated, then
+ *		make its durations exact
+ *		(sbq_exact_interval): what was checked is what is stored and applied.
+ *		An error shows a duration as the caller gave it.
  */
 static void
-sbq_check_queue_props(const SbqQueue *p)
+sbq_check_queue_props(SbqQueue *p)
 {
 	sbq_check_interval_range("lock_duration", &p->lock_duration,
 							 SBQ_MIN_LOCK_DURATION, SBQ_MAX_LOCK_DURATION);
@@ -106,6 +109,10 @@ sbq_check_queue_props(const SbqQueue *p)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_message_size %d is out of range", p->max_message_size),
 				 errdetail("It must be between 1 and %d bytes.", SBQ_MAX_MESSAGE_SIZE)));
+	sbq_exact_interval(&p->lock_duration);
+	sbq_exact_interval(&p->default_ttl);
+	sbq_exact_interval(&p->dup_window);
+	sbq_exact_interval(&p->dead_letter_ttl);
 }
 
 /*

@@ -135,6 +135,7 @@ typedef struct SbqReceiveResult
 extern void sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr);
 extern void sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr);
 extern int64 sbq_interval_usecs(const Interval *iv);
+extern void sbq_exact_interval(Interval *iv);
 extern void sbq_check_interval_range(const char *argname, const Interval *iv,
 									 int64 min_usecs, int64 max_usecs);
 extern int64 sbq_token_sequence(const pg_uuid_t *token);
@@ -147,6 +148,7 @@ extern Tuplestorestate *sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc
 extern void sbq_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 extern void sbq_check_array_size(ArrayType *arr, const char *argname, int max,
 								 const char *why);
+extern int	sbq_array_subscript(ArrayType *arr, int i);
 extern int	sbq_distinct_int8(Datum *elems, int n);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 

@@ -135,6 +135,25 @@ sbq_interval_usecs(const Interval *iv)
 }
 
 /*
+ * sbq_exact_interval
+ *		A duration as the exact length sbq_interval_usecs counts (a day 24
+ *		hours, a month 30 days), in microseconds only, in place. A duration is
+ *		checked and then applied: as given, '1 mon' would be checked as 30
+ *		days and applied as a calendar month, and a day across a change to or
+ *		from daylight saving time as 23 or 25 hours, so that a mix of signs
+ *		('1000 mon -30000 days 10 seconds': 10 s as checked, 436 days as
+ *		applied) could pass any check. Made exact, the value checked is the
+ *		value stored and applied, in SQL or in C, in any time zone.
+ */
+void
+sbq_exact_interval(Interval *iv)
+{
+	iv->time = sbq_interval_usecs(iv);
+	iv->day = 0;
+	iv->month = 0;
+}
+
+/*
  * sbq_check_interval_range
  *		22023 unless min_usecs <= iv <= max_usecs.
  */
@@ -314,6 +333,17 @@ sbq_cmp_place(const void *a, const void *b)
 	if (x->value != y->value)
 		return (x->value > y->value) - (x->value < y->value);
 	return (x->place > y->place) - (x->place < y->place);
+}
+
+/*
+ * sbq_array_subscript
+ *		The subscript of the i-th element (from 0) of a one-dimensional
+ *		array, as the caller wrote it: arrays need not start at 1.
+ */
+int
+sbq_array_subscript(ArrayType *arr, int i)
+{
+	return (ARR_NDIM(arr) > 0 ? ARR_LBOUND(arr)[0] : 1) + i;
 }
 
 /*

@@ -6,7 +6,7 @@
 -- the repeats of such an array, uncancellably, before any check). Each refused
 -- case is two assertions: the SQLSTATE, and nothing changed (bad_input_setup.psql).
 BEGIN;
-SELECT plan(26);
+SELECT plan(34);
 
 \ir bad_input_setup.psql
 
@@ -118,6 +118,49 @@ SELECT * FROM pg_temp.bad('BB18', 'send_batch of a 2 x 2 array',
     $$SELECT sbq_send_batch('bb_q', ARRAY[['a', 'b'], ['c', 'd']])$$, '22023');
 SELECT * FROM pg_temp.bad('BB19', 'receive_deferred of a 2 x 1 array',
     $$SELECT * FROM sbq_receive_deferred('bb_q', ARRAY[[1], [2]]::bigint[])$$, '22023');
+
+-- a null element is named by the subscript the caller wrote, whatever the lower bound
+CREATE FUNCTION pg_temp.detail(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    d text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RETURN SQLSTATE || ': ' || d;
+END $$;
+SELECT is(pg_temp.detail($$SELECT * FROM sbq_receive_deferred('bb_q', '[0:2]={1,2,NULL}'::bigint[])$$),
+    '22004: Element 2 is null.',
+    'BB20: the null element of an array starting at 0 is named by its subscript, 2');
+SELECT is(pg_temp.detail($$SELECT sbq_send_batch('bb_q', '[5:6]={a,NULL}'::text[])$$),
+    '22004: Element 6 is null.',
+    'BB21: the same for the bodies of a batch starting at 5');
+
+-- Durations are exact: checked as a day of 24 hours and a month of 30 days, and
+-- stored and applied as that many microseconds, so the value checked is the value
+-- applied. A calendar month applied after a 30-day check let '1000 mon -30000 days
+-- 10 seconds' (10 s as checked) lock a message for 436 days.
+DO $$ BEGIN
+    PERFORM sbq_create_queue('bb_iv', lock_duration => '1000 mon -30000 days 10 seconds',
+                             duplicate_detection_window => '12 mon -359 days',
+                             dead_letter_ttl => '1 mon');
+END $$;
+SELECT is((SELECT lock_duration FROM sbq_get_queue('bb_iv'))::text, '00:00:10',
+    'BB22: a lock duration of months and days of both signs is stored as the 10 s it was checked as');
+SELECT is((SELECT duplicate_detection_window::text || ' / ' || dead_letter_ttl::text
+             FROM sbq_get_queue('bb_iv')), '24:00:00 / 720:00:00',
+    'BB23: the duplicate window and dead-letter retention are stored as exact lengths too');
+DO $$ BEGIN
+    PERFORM sbq_send('bb_iv', 'x', time_to_live => '12 mon -359 days');
+END $$;
+SELECT is((SELECT locked_until - clock_timestamp() < interval '11 seconds'
+             FROM sbq_receive('bb_iv')), true,
+    'BB24: the lock lasts the 10 s checked, not 436 days');
+SELECT is((SELECT expires_at - enqueued_time FROM sbq_peek('bb_iv')), interval '24 hours',
+    'BB25: a time to live of 12 months less 359 days lasts the 1 day it was checked as');
+SELECT * FROM pg_temp.bad('BB26', 'a lock duration of 1 month less 29 days 23:54:59 (5 min 1 s)',
+    $$SELECT sbq_update_queue('bb_iv', lock_duration => '1 mon -29 days -23 hours -54 minutes -59 seconds')$$, '22023');
 
 SELECT * FROM finish();
 ROLLBACK;
