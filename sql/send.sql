@@ -17,13 +17,15 @@ SELECT sequence_number - :seq1 AS n, body, content_type, state, delivery_count, 
 SELECT message_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' AS uuid_id
   FROM sbq_peek('s', 1);
 SELECT sbq_purge_queue('s');
-SELECT sbq_send('s', 'props', message_id => 'm-1', session_id => 'sess',
+-- (in a queue of the default size: properties count towards max_message_size)
+SELECT queue FROM sbq_create_queue('sp');
+SELECT sbq_send('sp', 'props', message_id => 'm-1', session_id => 'sess',
                 correlation_id => 'corr', subject => 'subj', content_type => 'text/x-custom',
                 reply_to => 'replies', reply_to_session_id => 'rs', to_address => 'someone',
                 application_properties => '{"k": "v", "n": 2, "nested": {"a": [1]}}') > 0 AS sent;
 SELECT message_id, session_id, correlation_id, subject, content_type, reply_to,
        reply_to_session_id, to_address, application_properties, convert_from(body, 'UTF8') AS body
-  FROM sbq_peek('s', 1);
+  FROM sbq_peek('sp', 1);
 
 -- time to live: the queue's default applies, and a longer one is capped to it
 SELECT sbq_purge_queue('s');
@@ -42,7 +44,7 @@ SELECT regress.err($$SELECT sbq_send('s', repeat('é', 9))$$);
 SELECT regress.err($$SELECT sbq_send('s', '{"long": "abcdefghij"}'::jsonb)$$);
 SELECT regress.err($$SELECT sbq_send('s', repeat('x', 16))$$);
 SELECT regress.err($$SELECT sbq_send('s', message_id => repeat('m', 129), body => 'x')$$);
-SELECT regress.err($$SELECT sbq_send('s', message_id => repeat('m', 128), body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send('sp', message_id => repeat('m', 128), body => 'x')$$);
 SELECT regress.err($$SELECT sbq_send('s', message_id => '', body => 'x')$$);
 SELECT regress.err($$SELECT sbq_send('s', session_id => repeat('s', 129), body => 'x')$$);
 SELECT regress.err($$SELECT sbq_send('s', reply_to_session_id => repeat('s', 129), body => 'x')$$);

@@ -219,6 +219,8 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 	Datum	   *bodies;
 	int			nbodies;
 	int			i;
+	int64		props_size;
+	int64		batch_size = 0;
 	static const char *const default_content_types[] = {
 		[SBQ_BODY_TEXT] = SBQ_CONTENT_TYPE_TEXT,
 		[SBQ_BODY_BYTEA] = NULL,
@@ -263,22 +265,27 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 	sbq_lock_queue_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
 	sbq_storage_get_queue_to_send(&addr, &queue);
-	/* the bodies as bytes once the queue is known: work for a queue that is there */
+	/*
+	 * The bodies as bytes once the queue is known and the caller may send to
+	 * it: work for a queue that is there. Each message, body and properties,
+	 * must fit the queue, and a batch SBQ_MAX_BATCH_BYTES.
+	 */
+	props_size = sbq_props_size(&props);
 	for (i = 0; i < nbodies; i++)
 	{
-		Size		size;
+		int64		size;
 
 		CHECK_FOR_INTERRUPTS();
 		bodies[i] = PointerGetDatum(sbq_body_bytes(bodies[i], type));
 		size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
-
-		if (size > (Size) queue.max_message_size)
+		sbq_check_message_size(&queue, size, props_size, "message");
+		batch_size += size + props_size;
+		if (batch_size > SBQ_MAX_BATCH_BYTES)
 			ereport(ERROR,
 					(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
-					 errmsg("message of %zu bytes is too large for queue \"%s\"",
-							size, queue.name),
-					 errdetail("The queue's max_message_size is %d bytes.",
-							   queue.max_message_size)));
+					 errmsg("batch for queue \"%s\" is too large", queue.name),
+					 errdetail("A batch sends at most %d bytes; its first %d messages take "
+							   INT64_FORMAT ".", SBQ_MAX_BATCH_BYTES, i + 1, batch_size)));
 	}
 	nbodies = sbq_storage_send(&queue, &props, bodies, nbodies,
 							   default_content_types[type], *seqs);

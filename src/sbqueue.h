@@ -44,6 +44,8 @@
 #define SBQ_MAX_ID_LEN			128
 #define SBQ_MAX_RECEIVE			5000
 #define SBQ_MAX_BATCH			5000	/* elements of any array argument */
+#define SBQ_MAX_PROPERTIES_SIZE	65536	/* bytes of a message's properties */
+#define SBQ_MAX_BATCH_BYTES		(64 * 1024 * 1024)	/* bytes of a batch's messages */
 #define SBQ_DLQ_SUFFIX			"/$deadletterqueue"
 
 /* sub-queues and message states, as stored */
@@ -142,6 +144,10 @@ extern int64 sbq_token_sequence(const pg_uuid_t *token);
 extern void sbq_make_lock_token(int64 seq, pg_uuid_t *token);
 extern char *sbq_token_string(const pg_uuid_t *token);
 extern void sbq_check_json_object(const char *argname, Jsonb *j);
+extern int64 sbq_text_size(const text *t);
+extern int64 sbq_props_size(const SbqSendProps *props);
+extern void sbq_check_message_size(const SbqQueue *queue, int64 body, int64 props,
+								   const char *what);
 extern void sbq_check_id_length(const char *argname, text *value);
 extern void sbq_check_text_length(const char *argname, text *value, int max);
 extern Tuplestorestate *sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc);

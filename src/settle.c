@@ -129,6 +129,23 @@ static SbqStatement stmt_deadletter = {"dead-letter", 6, {INT8OID, TEXTOID, TEXT
 	" WHERE m.sequence_number = $1"
 };
 
+/*
+ * The sizes of the message seq once props_to_modify ($2) is merged in: its
+ * body, its system properties, and its application properties merged. Its
+ * message id and content type are left out, which a settlement cannot change
+ * and which sbqueue may have given it (sbq_props_size does not count those).
+ */
+static SbqStatement stmt_grown_size = {"size after properties_to_modify", 2, {INT8OID, JSONBOID},
+	"SELECT octet_length(m.body),"
+	" coalesce(octet_length(m.session_id), 0)"
+	" + coalesce(octet_length(m.correlation_id), 0) + coalesce(octet_length(m.subject), 0)"
+	" + coalesce(octet_length(m.reply_to), 0)"
+	" + coalesce(octet_length(m.reply_to_session_id), 0)"
+	" + coalesce(octet_length(m.to_address), 0),"
+	" " MERGE_PROPS("$2")
+	" FROM " SUBQUEUE_TABLE " m WHERE m.sequence_number = $1"
+};
+
 static SbqStatement stmt_delete_one = {"delete one", 1, {INT8OID},
 	"DELETE FROM sbq.messages WHERE sequence_number = $1"
 };
@@ -411,6 +428,39 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 }
 
 /*
+ * sbq_check_grown_size
+ *		SB007 when merging props_to_modify into the (locked) message seq would
+ *		make it too large for the queue: its properties more than
+ *		SBQ_MAX_PROPERTIES_SIZE, or it all more than max_message_size. The
+ *		error undoes the settlement with the caller's statement, so the lock
+ *		stays as it was.
+ */
+static void
+sbq_check_grown_size(const SbqQueue *queue, int16 subqueue, int64 seq, Jsonb *props_to_modify)
+{
+	Datum		values[2];
+	bool		isnull;
+	Datum		merged;
+	int64		body;
+	int64		props;
+	char		what[64];
+
+	if (props_to_modify == NULL)
+		return;
+	values[0] = Int64GetDatum(seq);
+	values[1] = PointerGetDatum(props_to_modify);
+	if (sbq_exec_in(&stmt_grown_size, subqueue, values, NULL) != 1)
+		elog(ERROR, "message " INT64_FORMAT " vanished", seq);
+	body = DatumGetInt32(sbq_col(0, 1, &isnull));
+	props = DatumGetInt32(sbq_col(0, 2, &isnull));
+	merged = sbq_col(0, 3, &isnull);
+	if (!isnull)
+		props += VARSIZE_ANY_EXHDR(DatumGetPointer(PG_DETOAST_DATUM(merged)));
+	snprintf(what, sizeof(what), "message " INT64_FORMAT " with properties_to_modify", seq);
+	sbq_check_message_size(queue, body, props, what);
+}
+
+/*
  * sbq_move_to_dlq
  *		Move the (locked) message seq to the dead-letter sub-queue with a
  *		reason and description (either may be NULL), merging props_to_modify
@@ -424,6 +474,7 @@ sbq_move_to_dlq(const SbqQueue *queue, int64 seq, text *reason, text *descriptio
 	Datum		values[6];
 	bool		nulls[6] = {false, false, false, false, false, false};
 
+	sbq_check_grown_size(queue, SBQ_SUBQUEUE_MAIN, seq, props_to_modify);
 	values[0] = Int64GetDatum(seq);
 	values[1] = PointerGetDatum(reason);
 	nulls[1] = reason == NULL;
@@ -494,6 +545,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 	}
 	else
 	{
+		sbq_check_grown_size(queue, subqueue, seq, props_to_modify);
 		values[1] = PointerGetDatum(props_to_modify);
 		nulls[1] = props_to_modify == NULL;
 		values[2] = Int16GetDatum(state);

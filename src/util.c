@@ -154,6 +154,67 @@ sbq_exact_interval(Interval *iv)
 }
 
 /*
+ * Message sizes, as Service Bus counts them: the body, and the properties
+ * (system and application) that travel with it, which take at most
+ * SBQ_MAX_PROPERTIES_SIZE bytes; the two together at most the queue's
+ * max_message_size. A property counts its bytes: a text its UTF-8 bytes (as
+ * stored), the application properties their jsonb form. What sbqueue gives a
+ * message itself does not count: a message id it makes up, the content type
+ * of a text or JSON body. A body of max_message_size bytes sent without
+ * properties fits, as the contract has it.
+ */
+int64
+sbq_text_size(const text *t)
+{
+	return t == NULL ? 0 : (int64) VARSIZE_ANY_EXHDR(t);
+}
+
+/* The bytes of the properties a send gives its messages. */
+int64
+sbq_props_size(const SbqSendProps *props)
+{
+	int64		size = 0;
+
+	size += sbq_text_size(props->message_id);
+	size += sbq_text_size(props->session_id);
+	size += sbq_text_size(props->correlation_id);
+	size += sbq_text_size(props->subject);
+	size += sbq_text_size(props->content_type);
+	size += sbq_text_size(props->reply_to);
+	size += sbq_text_size(props->reply_to_session_id);
+	size += sbq_text_size(props->to_address);
+	if (props->application_properties != NULL)
+		size += VARSIZE(props->application_properties) - VARHDRSZ;
+	return size;
+}
+
+/*
+ * sbq_check_message_size
+ *		SB007 for a message of body and props bytes that the queue cannot
+ *		take; what says which message ("message", "message 42 with its
+ *		properties_to_modify").
+ */
+void
+sbq_check_message_size(const SbqQueue *queue, int64 body, int64 props, const char *what)
+{
+	if (props > SBQ_MAX_PROPERTIES_SIZE)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
+				 errmsg("%s has " INT64_FORMAT " bytes of properties, too many for queue \"%s\"",
+						what, props, queue->name),
+				 errdetail("A message's properties take at most %d bytes.",
+						   SBQ_MAX_PROPERTIES_SIZE)));
+	if (body + props > queue->max_message_size)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
+				 errmsg("%s of " INT64_FORMAT " bytes is too large for queue \"%s\"",
+						what, body + props, queue->name),
+				 errdetail("The queue's max_message_size is %d bytes: " INT64_FORMAT
+						   " bytes of body and " INT64_FORMAT " bytes of properties.",
+						   queue->max_message_size, body, props)));
+}
+
+/*
  * sbq_check_interval_range
  *		22023 unless min_usecs <= iv <= max_usecs.
  */
