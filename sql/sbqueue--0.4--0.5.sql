@@ -14,6 +14,8 @@ CREATE TABLE sbq.rights (
     rights smallint NOT NULL CHECK (rights > 0 AND rights < 8),
     CONSTRAINT rights_pkey PRIMARY KEY (queue_id, role)
 );
+/* the rights a role holds, for what keeps it from being dropped (src/rights.c) */
+CREATE INDEX rights_role_idx ON sbq.rights (role);
 SELECT pg_catalog.pg_extension_config_dump('sbq.rights', '');
 
 /* ---------------------------------------------------------------- rights */
@@ -42,97 +44,6 @@ GRANT EXECUTE ON FUNCTION sbq_update_queue(text, interval, integer, interval, bo
 GRANT EXECUTE ON FUNCTION sbq_delete_queue(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sbq_purge_queue(text) TO PUBLIC;
 REVOKE ALL ON FUNCTION sbq.lease_free(bigint, timestamptz, xid, timestamptz) FROM PUBLIC;
-
-/*
- * The roles that used the queues through privileges on the tables of sbq
- * (0.4's recipe) get rights in their place, on every queue there is: send
- * for INSERT on sbq.messages, listen for UPDATE on it, manage for EXECUTE
- * on sbq_update_queue, sbq_delete_queue or sbq_purge_queue. Their
- * privileges on schema sbq, its tables, sequences and functions go: they
- * let a role read and rewrite every queue. The update says what it did.
- */
-DO $$
-DECLARE
-    r record;
-    q record;
-BEGIN
-    FOR r IN
-        WITH t AS (
-            SELECT a.grantee, pg_catalog.bit_or(CASE a.privilege_type
-                       WHEN 'INSERT' THEN 1 WHEN 'UPDATE' THEN 2 ELSE 0 END) AS bits
-              FROM pg_catalog.pg_class c
-             CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
-             WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.messages'::pg_catalog.regclass
-               AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
-             GROUP BY a.grantee),
-        f AS (
-            SELECT DISTINCT a.grantee, 4 AS bits
-              FROM pg_catalog.pg_proc p
-             CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
-             WHERE p.pronamespace OPERATOR(pg_catalog.=)
-                       (SELECT e.extnamespace FROM pg_catalog.pg_extension e
-                         WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
-               AND p.proname IN ('sbq_update_queue', 'sbq_delete_queue', 'sbq_purge_queue')
-               AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-               AND a.grantee OPERATOR(pg_catalog.<>) 0)
-        SELECT g.grantee, pg_catalog.bit_or(g.bits)::pg_catalog.int2 AS bits,
-               CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'public'
-                    ELSE (SELECT o.rolname FROM pg_catalog.pg_roles o
-                           WHERE o.oid OPERATOR(pg_catalog.=) g.grantee) END AS name
-          FROM (SELECT * FROM t UNION ALL SELECT * FROM f) g
-         GROUP BY g.grantee
-         ORDER BY 3
-    LOOP
-        IF r.bits OPERATOR(pg_catalog.<>) 0 THEN
-            INSERT INTO sbq.rights (queue_id, role, rights)
-                 SELECT sq.queue_id, r.grantee::pg_catalog.regrole, r.bits FROM sbq.queues sq;
-            RAISE WARNING 'sbqueue 0.5 gave % the rights % on every queue, for its privileges on the tables of schema sbq',
-                r.name, (SELECT pg_catalog.array_agg(v.n ORDER BY v.b)
-                           FROM (VALUES (1, 'send'), (2, 'listen'), (4, 'manage')) v(b, n)
-                          WHERE (r.bits OPERATOR(pg_catalog.&) v.b::pg_catalog.int2)
-                                OPERATOR(pg_catalog.<>) 0::pg_catalog.int2);
-        END IF;
-        IF r.grantee OPERATOR(pg_catalog.<>) 0 THEN
-            EXECUTE pg_catalog.format('REVOKE ALL ON ALL TABLES IN SCHEMA sbq FROM %I', r.name);
-            EXECUTE pg_catalog.format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA sbq FROM %I', r.name);
-            EXECUTE pg_catalog.format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sbq FROM %I', r.name);
-            EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA sbq FROM %I', r.name);
-        END IF;
-    END LOOP;
-    /*
-     * The privileges PUBLIC was given on the tables go too (the install
-     * gave it none); its own grants above stand as rights of PUBLIC.
-     */
-    FOR q IN
-        SELECT c.oid::pg_catalog.regclass AS rel
-          FROM pg_catalog.pg_class c
-         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
-         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
-           AND a.grantee OPERATOR(pg_catalog.=) 0
-         GROUP BY c.oid
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', q.rel);
-    END LOOP;
-    REVOKE ALL ON SCHEMA sbq FROM PUBLIC;
-    /*
-     * A role holding rights cannot be dropped: a grant of what it holds on
-     * one queue (which changes nothing) records that for it.
-     */
-    FOR q IN
-        SELECT DISTINCT ON (x.role) sq.name, o.rolname,
-               ARRAY(SELECT v.n FROM (VALUES (1, 'send'), (2, 'listen'), (4, 'manage')) v(b, n)
-                      WHERE (x.rights OPERATOR(pg_catalog.&) v.b::pg_catalog.int2)
-                            OPERATOR(pg_catalog.<>) 0::pg_catalog.int2)::pg_catalog.text[] AS rights
-          FROM sbq.rights x
-          JOIN sbq.queues sq ON sq.queue_id OPERATOR(pg_catalog.=) x.queue_id
-          JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) x.role::pg_catalog.oid
-         ORDER BY x.role, sq.queue_id
-    LOOP
-        PERFORM @extschema@.sbq_grant(q.name, q.rolname, q.rights);
-    END LOOP;
-END
-$$;
 
 /* ---------------------------------------------------------------- views */
 
@@ -266,3 +177,132 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
 
 /* the views show each caller what its rights let it see */
 GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights TO PUBLIC;
+
+/*
+ * The roles that used the queues through privileges on the tables of sbq
+ * (0.4's recipe) get rights in their place, on every queue there is: send
+ * for INSERT on sbq.messages, listen for UPDATE on it, manage for EXECUTE
+ * on sbq_update_queue, sbq_delete_queue or sbq_purge_queue. Their
+ * privileges on schema sbq, its tables, sequences and functions go: they
+ * let a role read and rewrite every queue. The update says what it did.
+ */
+DO $$
+DECLARE
+    r record;
+    q record;
+BEGIN
+    FOR r IN
+        WITH t AS (
+            SELECT a.grantee, pg_catalog.bit_or(CASE a.privilege_type
+                       WHEN 'INSERT' THEN 1 WHEN 'UPDATE' THEN 2 ELSE 0 END) AS bits
+              FROM pg_catalog.pg_class c
+             CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+             WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.messages'::pg_catalog.regclass
+               AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+             GROUP BY a.grantee),
+        f AS (
+            SELECT DISTINCT a.grantee, 4 AS bits
+              FROM pg_catalog.pg_proc p
+             CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+             WHERE p.pronamespace OPERATOR(pg_catalog.=)
+                       (SELECT e.extnamespace FROM pg_catalog.pg_extension e
+                         WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
+               AND p.proname IN ('sbq_update_queue', 'sbq_delete_queue', 'sbq_purge_queue')
+               AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+               AND a.grantee OPERATOR(pg_catalog.<>) 0)
+        SELECT g.grantee, pg_catalog.bit_or(g.bits)::pg_catalog.int2 AS bits,
+               CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'public'
+                    ELSE (SELECT o.rolname FROM pg_catalog.pg_roles o
+                           WHERE o.oid OPERATOR(pg_catalog.=) g.grantee) END AS name
+          FROM (SELECT * FROM t UNION ALL SELECT * FROM f) g
+         GROUP BY g.grantee
+         ORDER BY 3
+    LOOP
+        IF r.bits OPERATOR(pg_catalog.<>) 0 THEN
+            INSERT INTO sbq.rights (queue_id, role, rights)
+                 SELECT sq.queue_id, r.grantee::pg_catalog.regrole, r.bits FROM sbq.queues sq;
+            RAISE WARNING 'sbqueue 0.5 gave % the rights % on every queue, for its privileges on the tables of schema sbq',
+                r.name, (SELECT pg_catalog.array_agg(v.n ORDER BY v.b)
+                           FROM (VALUES (1, 'send'), (2, 'listen'), (4, 'manage')) v(b, n)
+                          WHERE (r.bits OPERATOR(pg_catalog.&) v.b::pg_catalog.int2)
+                                OPERATOR(pg_catalog.<>) 0::pg_catalog.int2);
+        END IF;
+    END LOOP;
+    /*
+     * Then every privilege on schema sbq and what is in it goes from every
+     * role but the owner, PUBLIC included, with what was granted on from it
+     * (CASCADE): on the schema, its tables, sequences and their columns, its
+     * functions (but PUBLIC's EXECUTE, which the views' helpers need), and
+     * the default privileges for objects made in it.
+     */
+    FOR q IN
+        WITH who AS (
+            SELECT o.oid, CASE WHEN o.oid OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                               ELSE pg_catalog.quote_ident(o.rolname) END AS name
+              FROM (SELECT 0::pg_catalog.oid AS oid, NULL::pg_catalog.name AS rolname
+                    UNION ALL SELECT rl.oid, rl.rolname FROM pg_catalog.pg_roles rl) o)
+        SELECT DISTINCT pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s CASCADE',
+                                          c.oid::pg_catalog.regclass, w.name) AS cmd
+          FROM pg_catalog.pg_class c
+         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL (%I) ON TABLE %s FROM %s CASCADE',
+                                 t.attname, c.oid::pg_catalog.regclass, w.name)
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_attribute t ON t.attrelid OPERATOR(pg_catalog.=) c.oid
+         CROSS JOIN LATERAL pg_catalog.aclexplode(t.attacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE',
+                                 p.oid::pg_catalog.regprocedure, w.name)
+          FROM pg_catalog.pg_proc p
+         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+           AND a.grantee OPERATOR(pg_catalog.<>) 0
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL ON SCHEMA sbq FROM %s CASCADE', w.name)
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'sbq'
+           AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+        UNION
+        SELECT pg_catalog.format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA sbq REVOKE ALL ON %s FROM %s CASCADE',
+                                 g.rolname, CASE d.defaclobjtype WHEN 'r' THEN 'TABLES'
+                                                 WHEN 'S' THEN 'SEQUENCES' WHEN 'f' THEN 'FUNCTIONS'
+                                                 ELSE 'TYPES' END, w.name)
+          FROM pg_catalog.pg_default_acl d
+          JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) d.defaclrole
+         CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE d.defaclnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+         ORDER BY 1
+    LOOP
+        EXECUTE q.cmd;
+    END LOOP;
+    /*
+     * A role holding rights cannot be dropped: a grant of what it holds on
+     * one queue (which changes nothing) records that for it.
+     */
+    FOR q IN
+        SELECT DISTINCT ON (x.role) sq.name, o.rolname,
+               ARRAY(SELECT v.n FROM (VALUES (1, 'send'), (2, 'listen'), (4, 'manage')) v(b, n)
+                      WHERE (x.rights OPERATOR(pg_catalog.&) v.b::pg_catalog.int2)
+                            OPERATOR(pg_catalog.<>) 0::pg_catalog.int2)::pg_catalog.text[] AS rights
+          FROM sbq.rights x
+          JOIN sbq.queues sq ON sq.queue_id OPERATOR(pg_catalog.=) x.queue_id
+          JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) x.role::pg_catalog.oid
+         ORDER BY x.role, sq.queue_id
+    LOOP
+        PERFORM @extschema@.sbq_grant(q.name, q.rolname, q.rights);
+    END LOOP;
+END
+$$;

@@ -214,6 +214,8 @@ CREATE TABLE sbq.rights (
     rights smallint NOT NULL CHECK (rights > 0 AND rights < 8),
     CONSTRAINT rights_pkey PRIMARY KEY (queue_id, role)
 );
+/* the rights a role holds, for what keeps it from being dropped (src/rights.c) */
+CREATE INDEX rights_role_idx ON sbq.rights (role);
 SELECT pg_catalog.pg_extension_config_dump('sbq.rights', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
 

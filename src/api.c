@@ -404,6 +404,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Tuplestorestate *tupstore;
 	TimestampTz deadline;
+	bool		looked = false;
 
 	sbq_queue_address(fcinfo, true, &addr);
 	max_messages = sbq_max_messages_arg(fcinfo, 1);
@@ -440,6 +441,10 @@ sbq_receive(PG_FUNCTION_ARGS)
 		TimestampTz now;
 		long		sleep_ms;
 
+		/* after a sleep: the queue and the caller's right again (a revoke, a delete) */
+		if (looked)
+			sbq_storage_recheck_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
+		looked = true;
 		/* get on the wait list before looking, so no commit slips between */
 		if (wait_us > 0)
 			sbq_wait_prepare(queue.queue_id);

@@ -194,7 +194,16 @@ sbq_queue_call_begin(FunctionCallInfo fcinfo, bool allow_dlq, const char *fname,
 	if (fname != NULL)
 		PreventCommandIfReadOnly(fname);
 	if (lockmode != NoLock)
+	{
+		/*
+		 * The caller's right first: a role without it must not queue for the
+		 * name's lock, where it would hold up the queue's senders.
+		 */
+		sbq_storage_begin();
+		sbq_storage_get_queue(addr, queue, rights);
+		sbq_storage_end();
 		sbq_lock_queue_name(addr->key, lockmode);
+	}
 	sbq_storage_begin();
 	sbq_storage_get_queue(addr, queue, rights);
 }

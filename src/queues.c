@@ -264,8 +264,14 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 	sbq_queue_from_row(0, queue);
 	sbq_rights_load(queue);
 
-	/* remember it, unless an invalidation came in meanwhile */
-	if (strlen(addr->key) > SBQ_MAX_NAME_LEN)
+	/*
+	 * Remember it, unless an invalidation came in meanwhile; and not when it
+	 * was read with a transaction snapshot (REPEATABLE READ, SERIALIZABLE),
+	 * which may predate a change whose invalidation this backend has already
+	 * taken in: kept, it would outlive the transaction and hide the change
+	 * (a revoke, or a queue deleted and made again) from every later call.
+	 */
+	if (strlen(addr->key) > SBQ_MAX_NAME_LEN || IsolationUsesXactSnapshot())
 		return true;
 	if (sbq_queue_cache == NULL)
 	{
@@ -345,6 +351,27 @@ sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights)
 {
 	if (!sbq_storage_find_queue(addr, queue))
 		sbq_queue_not_found(addr);
+	sbq_rights_require(queue, rights);
+}
+
+/*
+ * sbq_storage_recheck_queue
+ *		For a call that waits: the queue it looked up (sbq_storage_get_queue)
+ *		and the caller's rights on it, again. Looked up anew only when
+ *		something changed the queues or their rights since (a revoke, a
+ *		delete), so that a long wait does not allocate at every look; the
+ *		caller's roles are asked again every time (a membership revoked).
+ */
+void
+sbq_storage_recheck_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights)
+{
+	AcceptInvalidationMessages();
+	if (sbq_queue_cache == NULL || strlen(addr->key) > SBQ_MAX_NAME_LEN ||
+		hash_search(sbq_queue_cache, addr->key, HASH_FIND, NULL) == NULL)
+	{
+		sbq_storage_get_queue(addr, queue, rights);
+		return;
+	}
 	sbq_rights_require(queue, rights);
 }
 

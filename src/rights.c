@@ -22,11 +22,12 @@
  *
  * Dropping a role that holds rights is refused, as PostgreSQL refuses to
  * drop a role that holds privileges: every role named in sbq.rights has a
- * privilege dependency (pg_shdepend) of the table sbq.rights on it, so DROP
- * ROLE reports "privileges for table sbq.rights" in this database. DROP
+ * privilege dependency (pg_shdepend) of the view sbq_rights on it, so DROP
+ * ROLE reports "privileges for view sbq_rights" in this database. DROP
  * OWNED leaves the rights alone; sbq_revoke removes them, and with the last
- * one the dependency. Each change brings the dependencies in line with the
- * table, so they come back after a restore at the first change.
+ * one the dependency. Each change brings the dependency of the roles it
+ * touches in line with the table, so after a restore a role's comes back
+ * with the first grant or revoke of its rights.
  *
  * Owns: nothing beyond its statements. Locks: the row locks of its
  * statements, and the lock on each role that updateAclDependencies takes.
@@ -51,9 +52,11 @@
 #include "catalog/pg_shdepend.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "storage_core.h"
 
@@ -78,11 +81,19 @@ static SbqStatement stmt_revoke_some = {"revoke", 3, {INT4OID, OIDOID, INT2OID},
 };
 
 static SbqStatement stmt_drop_queue_rights = {"drop the rights of a queue", 1, {INT4OID},
-	"DELETE FROM sbq.rights WHERE queue_id = $1"
+	"DELETE FROM sbq.rights WHERE queue_id = $1 RETURNING role::oid"
 };
 
-static SbqStatement stmt_roles_with_rights = {"roles with rights", 0, {InvalidOid},
-	"SELECT DISTINCT role::oid FROM sbq.rights WHERE role::oid <> 0 ORDER BY 1"
+static SbqStatement stmt_role_holds = {"role holds rights", 1, {OIDOID},
+	"SELECT EXISTS (SELECT 1 FROM sbq.rights WHERE role = $1::regrole)"
+};
+
+static SbqStatement stmt_extension_schema = {"the extension's schema", 0, {InvalidOid},
+	"SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname = 'sbqueue'"
+};
+
+static SbqStatement stmt_drop_role_rights = {"drop the rights of a dropped role", 1, {OIDOID},
+	"DELETE FROM sbq.rights WHERE role = $1::regrole"
 };
 
 /* The name of a right, or of a set of rights as a check asks for it. */
@@ -118,8 +129,9 @@ sbq_rights_load(SbqQueue *queue)
 	queue->grants = NULL;
 	if (!sbq_rights_enforced())
 		return;
+	/* as they are now, whatever the transaction's snapshot: a revoke counts at once */
 	values[0] = Int32GetDatum(queue->queue_id);
-	n = sbq_exec(&stmt_rights_of_queue, values, NULL);
+	n = sbq_exec_fresh(&stmt_rights_of_queue, values);
 	if (n == 0)
 		return;
 	queue->grants = MemoryContextAlloc(sbq_storage_caller_context(), sizeof(SbqGrant) * n);
@@ -179,31 +191,18 @@ sbq_rights_require(const SbqQueue *queue, int16 rights)
 			 errhint("A role with the right \"manage\" on the queue grants rights with sbq_grant().")));
 }
 
-/* qsort comparator for role OIDs */
-static int
-sbq_cmp_oid(const void *a, const void *b)
-{
-	Oid			x = *(const Oid *) a;
-	Oid			y = *(const Oid *) b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
- * The roles the privilege dependencies of sbq.rights name now (in this
- * database), sorted and without duplicates, palloc'd into *roles.
+ * Whether a privilege dependency of sbq_rights (relid) on role is recorded
+ * in this database.
  */
-static int
-sbq_rights_dependencies(Oid relid, Oid **roles)
+static bool
+sbq_rights_dependency(Oid relid, Oid role)
 {
 	Relation	rel = table_open(SharedDependRelationId, AccessShareLock);
 	ScanKeyData key[4];
 	SysScanDesc scan;
 	HeapTuple	tuple;
-	int			n = 0;
-	int			size = 8;
-	int			i;
-	int			j;
+	bool		found = false;
 
 	ScanKeyInit(&key[0], Anum_pg_shdepend_dbid, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(MyDatabaseId));
@@ -214,60 +213,87 @@ sbq_rights_dependencies(Oid relid, Oid **roles)
 	ScanKeyInit(&key[3], Anum_pg_shdepend_objsubid, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(0));
 	scan = systable_beginscan(rel, SharedDependDependerIndexId, true, NULL, 4, key);
-	*roles = palloc(sizeof(Oid) * size);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_shdepend dep = (Form_pg_shdepend) GETSTRUCT(tuple);
 
-		if (dep->deptype != SHARED_DEPENDENCY_ACL || dep->refclassid != AuthIdRelationId)
-			continue;
-		if (n == size)
-		{
-			size *= 2;
-			*roles = repalloc(*roles, sizeof(Oid) * size);
-		}
-		(*roles)[n++] = dep->refobjid;
+		found = dep->deptype == SHARED_DEPENDENCY_ACL &&
+			dep->refclassid == AuthIdRelationId && dep->refobjid == role;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-
-	qsort(*roles, n, sizeof(Oid), sbq_cmp_oid);
-	for (i = 0, j = 0; i < n; i++)
-		if (j == 0 || (*roles)[j - 1] != (*roles)[i])
-			(*roles)[j++] = (*roles)[i];
-	return j;
+	return found;
 }
 
 /*
- * sbq_rights_sync_dependencies
- *		Make the privilege dependencies of sbq.rights name exactly the roles
- *		that hold rights in it (PUBLIC needs none). A role dropped meanwhile
- *		is an error (updateAclDependencies locks each role it adds).
+ * The view sbq_rights, in the extension's schema: what the privilege
+ * dependencies name, so that DROP ROLE says "privileges for view sbq_rights".
+ * (A dependency of a table would make DROP OWNED of a role with rights fail
+ * for anybody without privileges on that table; on the view, which PUBLIC may
+ * read, it only revokes nothing.)
+ */
+static Oid
+sbq_rights_view_oid(void)
+{
+	bool		isnull;
+	Oid			relid = InvalidOid;
+
+	if (sbq_exec(&stmt_extension_schema, NULL, NULL) == 1)
+		relid = get_relname_relid("sbq_rights", DatumGetObjectId(sbq_col(0, 1, &isnull)));
+	if (!OidIsValid(relid))
+		elog(ERROR, "view sbq_rights does not exist");
+	return relid;
+}
+
+/*
+ * sbq_rights_sync_role
+ *		Record a privilege dependency of sbq_rights on a role that holds
+ *		rights, and drop the one of a role that no longer does (PUBLIC needs
+ *		none), whatever the number of queues: an index probe and a look at
+ *		the view's dependencies.
+ *
+ *		Changes of one role's rights take turns: a lock on the role, held
+ *		until the transaction ends, makes the next one wait and then see
+ *		what this one did (so a revoke of a role's last right on one queue
+ *		and a grant on another cannot leave the role with rights and no
+ *		dependency), and keeps DROP ROLE waiting until it can see the
+ *		dependency. The rights of a role that no longer exists (a restore, a
+ *		dependency removed behind sbqueue's back) go: nobody holds them, and
+ *		a role made later with its OID must not.
  */
 static void
-sbq_rights_sync_dependencies(void)
+sbq_rights_sync_role(Oid role)
 {
-	Oid			relid = get_relname_relid("rights", get_namespace_oid("sbq", false));
+	Oid			relid;
+	Datum		values[1];
+	bool		isnull;
+	bool		holds;
+	bool		recorded;
 	Oid		   *old_roles;
 	Oid		   *new_roles;
-	int			nold;
-	int			nnew;
-	uint64		i;
 
-	if (!OidIsValid(relid))
-		elog(ERROR, "table sbq.rights does not exist");
-	nnew = (int) sbq_exec(&stmt_roles_with_rights, NULL, NULL);
-	new_roles = palloc(sizeof(Oid) * Max(nnew, 1));
-	for (i = 0; i < (uint64) nnew; i++)
+	if (!OidIsValid(role))
+		return;
+	LockSharedObject(AuthIdRelationId, role, 0, ShareUpdateExclusiveLock);
+	values[0] = ObjectIdGetDatum(role);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
 	{
-		bool		isnull;
-
-		new_roles[i] = DatumGetObjectId(sbq_col(i, 1, &isnull));
+		(void) sbq_exec(&stmt_drop_role_rights, values, NULL);
+		return;
 	}
-	nold = sbq_rights_dependencies(relid, &old_roles);
-	/* the table's owner is left out, as for its own privileges */
+	relid = sbq_rights_view_oid();
+	(void) sbq_exec_fresh(&stmt_role_holds, values);
+	holds = DatumGetBool(sbq_col(0, 1, &isnull));
+	recorded = sbq_rights_dependency(relid, role);
+	if (holds == recorded)
+		return;
+	/* updateAclDependencies frees the arrays; the view's owner is left out */
+	old_roles = palloc(sizeof(Oid));
+	old_roles[0] = role;
+	new_roles = palloc(sizeof(Oid));
+	new_roles[0] = role;
 	updateAclDependencies(RelationRelationId, relid, 0, sbq_rel_owner(relid),
-						  nold, old_roles, nnew, new_roles);
+						  recorded ? 1 : 0, old_roles, holds ? 1 : 0, new_roles);
 }
 
 /*
@@ -287,7 +313,7 @@ sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant
 		(void) sbq_exec(&stmt_grant, values, NULL);
 	else if (sbq_exec(&stmt_revoke_all, values, NULL) == 0)
 		(void) sbq_exec(&stmt_revoke_some, values, NULL);
-	sbq_rights_sync_dependencies();
+	sbq_rights_sync_role(role);
 	sbq_queue_cache_changed();
 }
 
@@ -315,10 +341,21 @@ void
 sbq_rights_dropped(int32 queue_id)
 {
 	Datum		values[1];
+	uint64		n;
+	uint64		i;
+	Oid		   *roles;
 
 	if (!sbq_rights_enforced())
 		return;
 	values[0] = Int32GetDatum(queue_id);
-	if (sbq_exec(&stmt_drop_queue_rights, values, NULL) > 0)
-		sbq_rights_sync_dependencies();
+	n = sbq_exec(&stmt_drop_queue_rights, values, NULL);
+	roles = palloc(sizeof(Oid) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		roles[i] = DatumGetObjectId(sbq_col(i, 1, &isnull));
+	}
+	for (i = 0; i < n; i++)
+		sbq_rights_sync_role(roles[i]);
 }

@@ -348,6 +348,19 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
     if [ -f "$root/sql/sbqueue--0.4--0.5.sql" ]; then
         got=$(PGUSER=sbq_upgrade_app try $db "SELECT sbq_send('app-q', 'before 0.5') > 0")
         check "0.4: the application role sends" "$got" t
+        # privileges besides the recipe's: on other tables, a column, with the
+        # grant option passed on, and default privileges in schema sbq
+        psql -d postgres -c "SET client_min_messages = warning" \
+            -c "DROP ROLE IF EXISTS sbq_upgrade_mon" -c "DROP ROLE IF EXISTS sbq_upgrade_lead" \
+            -c "CREATE ROLE sbq_upgrade_mon" -c "CREATE ROLE sbq_upgrade_lead" >/dev/null
+        psql -d $db -c "GRANT USAGE ON SCHEMA sbq TO sbq_upgrade_mon, sbq_upgrade_lead" \
+            -c "GRANT SELECT ON sbq.dead_letters TO sbq_upgrade_mon" \
+            -c "GRANT SELECT (body) ON sbq.messages TO sbq_upgrade_mon" \
+            -c "GRANT SELECT ON ALL TABLES IN SCHEMA sbq TO sbq_upgrade_lead WITH GRANT OPTION" \
+            -c "SET ROLE sbq_upgrade_lead" -c "GRANT SELECT ON sbq.queues TO sbq_upgrade_mon" \
+            -c "RESET ROLE" \
+            -c "ALTER DEFAULT PRIVILEGES IN SCHEMA sbq GRANT SELECT ON TABLES TO sbq_upgrade_mon" \
+            >/dev/null
         got=$(psql -d $db -c "ALTER EXTENSION sbqueue UPDATE TO '0.5'" 2>&1 |
             grep -c 'gave sbq_upgrade_app the rights {send,listen} on every queue')
         check "the update to 0.5 says which rights it gave the application role" "$got" 1
@@ -363,6 +376,23 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
                                     WHERE c.relnamespace = 'sbq'::regnamespace
                                       AND a.grantee = 'sbq_upgrade_app'::regrole")
         check "at 0.5 the application role holds no privilege on the tables of sbq" "$got" 0
+        got=$(psql -At -d $db -c "SELECT count(*) FROM (
+                SELECT a.grantee, c.relowner AS owner FROM pg_class c, aclexplode(c.relacl) a
+                 WHERE c.relnamespace = 'sbq'::regnamespace
+                UNION ALL
+                SELECT a.grantee, c.relowner FROM pg_class c JOIN pg_attribute t ON t.attrelid = c.oid,
+                       aclexplode(t.attacl) a WHERE c.relnamespace = 'sbq'::regnamespace
+                UNION ALL
+                SELECT a.grantee, n.nspowner FROM pg_namespace n, aclexplode(n.nspacl) a
+                 WHERE n.nspname = 'sbq'
+                UNION ALL
+                SELECT a.grantee, p.proowner FROM pg_proc p, aclexplode(p.proacl) a
+                 WHERE p.pronamespace = 'sbq'::regnamespace AND a.grantee <> 0
+                UNION ALL
+                SELECT a.grantee, 0 FROM pg_default_acl d, aclexplode(d.defaclacl) a
+                 WHERE d.defaclnamespace = 'sbq'::regnamespace) x
+               WHERE x.grantee <> x.owner")
+        check "at 0.5 nobody but the owner holds a privilege on schema sbq or in it (other tables, columns, grant options passed on, default privileges)" "$got" 0
         psql -d $db -c "SELECT sbq_create_queue('app-q2')" >/dev/null
         got=$(PGUSER=sbq_upgrade_app try $db "SELECT sbq_send('app-q2', 'x')")
         check "at 0.5 a queue created after the update needs a grant" "$got" \
@@ -371,7 +401,8 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
         check "at 0.5 a role the update gave rights cannot be dropped" "$got" \
             'error: role "sbq_upgrade_app" cannot be dropped because some objects depend on it'
     fi
-    psql -d postgres -c "DROP DATABASE $db" -c "DROP ROLE sbq_upgrade_app"
+    psql -d postgres -c "DROP DATABASE $db" -c "DROP ROLE sbq_upgrade_app" \
+        -c "DROP ROLE IF EXISTS sbq_upgrade_mon" -c "DROP ROLE IF EXISTS sbq_upgrade_lead"
 fi
 
 psql -d postgres -c "DROP DATABASE sbq_upgrade_old" -c "DROP DATABASE sbq_upgrade_new"
