@@ -61,6 +61,29 @@ static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8O
 };
 
 /*
+ * The queues a pass has work in: those with messages, those with a duplicate
+ * window and history, those with a dead_letter_ttl and dead letters. One
+ * index probe each, in one statement, so that a pass over many idle queues
+ * costs a statement, not several for each queue.
+ */
+#define QUEUE_WORK(dead_letters) \
+	"SELECT w.queue_id, w.m, w.d, w.l FROM (" \
+	" SELECT q.queue_id," \
+	"  EXISTS (SELECT 1 FROM sbq.messages m WHERE m.queue_id = q.queue_id) AS m," \
+	"  q.duplicate_detection_window IS NOT NULL" \
+	"   AND EXISTS (SELECT 1 FROM sbq.duplicate_ids d WHERE d.queue_id = q.queue_id) AS d," \
+	"  " dead_letters " AS l" \
+	" FROM sbq.queues q) w" \
+	" WHERE w.m OR w.d OR w.l ORDER BY w.queue_id"
+
+static SbqStatement stmt_queue_work = {"queues with work", 0, {InvalidOid},
+	QUEUE_WORK("q.dead_letter_ttl IS NOT NULL"
+			   " AND EXISTS (SELECT 1 FROM sbq.dead_letters l WHERE l.queue_id = q.queue_id)"),
+	/* SQL before 0.4 has no dead_letter_ttl */
+	.old_sql = QUEUE_WORK("false")
+};
+
+/*
  * Expired locks among the first $4 active and the first $4 deferred messages
  * of a queue (receives take from the head, so that is where locks are):
  * dead-letter those on their last allowed delivery, release the others.
@@ -201,15 +224,29 @@ typedef struct SbqMaintainResult
 	bool		skipped;
 } SbqMaintainResult;
 
-/* Lower a queue's head hint to an active message below it, if any (qstate.c). */
+/* What a pass has to do in a queue (stmt_queue_work). */
+typedef struct SbqQueueWork
+{
+	int32		queue_id;
+	bool		messages;		/* it has messages */
+	bool		duplicates;		/* duplicate-detection history to look at */
+	bool		dead_letters;	/* dead letters to look at for retention */
+} SbqQueueWork;
+
+/*
+ * Lower a queue's head hint to an active message below it, if any (qstate.c),
+ * when the queue has messages.
+ */
 static void
-sbq_check_head_hint(const SbqQueue *queue, TimestampTz now, bool no_prepared)
+sbq_check_head_hint(const SbqQueue *queue, TimestampTz now, bool no_prepared,
+					bool messages)
 {
 	Datum		values[2];
 	bool		isnull;
 	int64		hint;
 
-	if (!sbq_qstate_refresh(sbq_storage_epoch(), queue->queue_id, now, no_prepared, &hint))
+	if (!sbq_qstate_refresh(sbq_storage_epoch(), queue->queue_id, now, no_prepared, &hint) ||
+		!messages)
 		return;
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int64GetDatum(hint);
@@ -315,28 +352,56 @@ sbq_remove_old_dead_letters(const SbqQueue *queue, TimestampTz now, SbqMaintainR
 	res->more |= n >= SBQ_MAINTAIN_BATCH;
 }
 
-/* The steps of a pass for one queue. */
+/* The steps of a pass for one queue, those it has work for. */
 static void
-sbq_maintain_queue(const SbqQueue *queue, TimestampTz now, bool no_prepared,
-				   SbqMaintainResult *res)
+sbq_maintain_queue(const SbqQueue *queue, const SbqQueueWork *work, TimestampTz now,
+				   bool no_prepared, SbqMaintainResult *res)
 {
 	SbqCounts	counts = {0};
 	int			n;
-	int			released;
+	int			released = 0;
 
-	sbq_check_head_hint(queue, now, no_prepared);
-	n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
-	res->activated += n;
-	res->more |= n >= SBQ_MAINTAIN_BATCH;
-	released = sbq_expire_row_locks(queue, now, res, &counts);
-	sbq_expire_messages(queue, now, res, &counts);
-	sbq_forget_duplicates(queue, now, res);
-	sbq_remove_old_dead_letters(queue, now, res);
+	sbq_check_head_hint(queue, now, no_prepared, work->messages);
+	if (work->messages)
+	{
+		n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
+		res->activated += n;
+		res->more |= n >= SBQ_MAINTAIN_BATCH;
+		released = sbq_expire_row_locks(queue, now, res, &counts);
+		sbq_expire_messages(queue, now, res, &counts);
+	}
+	if (work->duplicates)
+		sbq_forget_duplicates(queue, now, res);
+	if (work->dead_letters)
+		sbq_remove_old_dead_letters(queue, now, res);
 
 	if (counts.dead_lettered + counts.expired > 0)
 		sbq_add_counts(queue->queue_id, &counts);
 	if (released + counts.dead_lettered > 0)
 		sbq_wait_wake_at_commit(queue->queue_id);
+}
+
+/*
+ * sbq_queue_work
+ *		What a pass has to do in each queue that has anything (stmt_queue_work),
+ *		in queue id order, into *work (in the caller's memory context).
+ */
+static int
+sbq_queue_work(SbqQueueWork **work)
+{
+	uint64		n = sbq_exec(&stmt_queue_work, NULL, NULL);
+	uint64		i;
+	bool		isnull;
+
+	*work = MemoryContextAlloc(sbq_storage_caller_context(), sizeof(SbqQueueWork) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		(*work)[i].queue_id = DatumGetInt32(sbq_col(i, 1, &isnull));
+		(*work)[i].messages = DatumGetBool(sbq_col(i, 2, &isnull));
+		(*work)[i].duplicates = DatumGetBool(sbq_col(i, 3, &isnull));
+		(*work)[i].dead_letters = DatumGetBool(sbq_col(i, 4, &isnull));
+	}
+	return (int) n;
 }
 
 /*
@@ -358,6 +423,9 @@ sbq_storage_maintain(void)
 		SbqQueue   *queues;
 		int			nqueues;
 		int			q;
+		SbqQueueWork *work;
+		int			nwork;
+		int			w = 0;
 		bool		no_prepared;
 		bool		isnull;
 
@@ -375,10 +443,23 @@ sbq_storage_maintain(void)
 		res.more |= sbq_lease_sweep(queues, nqueues, 0, now, &res.released,
 									&res.dead_lettered) >= SBQ_MAINTAIN_BATCH;
 
+		/*
+		 * The queues with work, by id as the queues are; a queue made after
+		 * the look has none yet, and one the look saw but the list does not
+		 * is gone.
+		 */
+		nwork = sbq_queue_work(&work);
 		for (q = 0; q < nqueues; q++)
 		{
+			static const SbqQueueWork idle = {0};
+
 			CHECK_FOR_INTERRUPTS();
-			sbq_maintain_queue(&queues[q], now, no_prepared, &res);
+			while (w < nwork && work[w].queue_id < queues[q].queue_id)
+				w++;
+			sbq_maintain_queue(&queues[q],
+							   w < nwork && work[w].queue_id == queues[q].queue_id ?
+							   &work[w] : &idle,
+							   now, no_prepared, &res);
 		}
 	}
 

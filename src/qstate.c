@@ -166,6 +166,7 @@ static HTAB *sbq_qstate_hash = NULL;
 static LWLock *sbq_qstate_lock = NULL;
 static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
+static bool sbq_qstate_full_logged = false;	/* this backend said the table is full */
 
 static void sbq_qstate_apply(const void *record);
 static void sbq_qstate_undo(const void *record);
@@ -268,6 +269,19 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->prepared_floor = PG_INT64_MAX;
 	}
 	LWLockRelease(sbq_qstate_lock);
+	if (entry == NULL && !sbq_qstate_full_logged)
+	{
+		/* the fallback works, but slower: say so in the server log, once a backend */
+		sbq_qstate_full_logged = true;
+		ereport(LOG,
+				(errmsg("sbqueue's shared table of queues is full (%d queues of all databases)",
+						SBQ_QSTATE_MAX),
+				 errdetail("Queue %d of database %u and further queues store their counters "
+						   "at each call and look for due scheduled messages at each receive.",
+						   queue_id, key->dbid),
+				 errhint("Entries are freed when their queue is deleted and when their "
+						 "database or extension is dropped.")));
+	}
 	return entry;
 }
 
