@@ -6,7 +6,7 @@
 -- the repeats of such an array, uncancellably, before any check). Each refused
 -- case is two assertions: the SQLSTATE, and nothing changed (bad_input_setup.psql).
 BEGIN;
-SELECT plan(34);
+SELECT plan(36);
 
 \ir bad_input_setup.psql
 
@@ -161,6 +161,32 @@ SELECT is((SELECT expires_at - enqueued_time FROM sbq_peek('bb_iv')), interval '
     'BB25: a time to live of 12 months less 359 days lasts the 1 day it was checked as');
 SELECT * FROM pg_temp.bad('BB26', 'a lock duration of 1 month less 29 days 23:54:59 (5 min 1 s)',
     $$SELECT sbq_update_queue('bb_iv', lock_duration => '1 mon -29 days -23 hours -54 minutes -59 seconds')$$, '22023');
+
+-- a long call over a large array is cancelled at once: statement_timeout (a cancel
+-- like pg_cancel_backend's) ends a batch of 5,000 bodies within 100 ms of firing, with
+-- 57014, and stores nothing. (The bodies are small: PostgreSQL itself does not look
+-- for a cancel while it builds an array argument, which for 5,000 bodies of 12 KB
+-- takes longer than the whole call here.)
+DO $$ BEGIN
+    PERFORM sbq_create_queue('bb_big', max_message_size => 268435456);
+END $$;
+CREATE FUNCTION pg_temp.cancelled_after(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'not cancelled';
+EXCEPTION WHEN query_canceled THEN
+    -- from the start of the statement, which the timeout counts from
+    RETURN '57014 ' || (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::int;
+END $$;
+SET LOCAL statement_timeout = '50ms';
+SELECT pg_temp.cancelled_after(
+    $$SELECT count(*) FROM sbq_send_batch('bb_big', array_fill(repeat('x', 200), ARRAY[5000]))$$)
+    AS c \gset
+RESET statement_timeout;
+SELECT ok(:'c' ~ '^57014 ' AND split_part(:'c', ' ', 2)::int < 150,
+    'BB27: a batch of 5,000 bodies is cancelled by a 50 ms statement_timeout within 100 ms of it (' || :'c' || ' ms)');
+SELECT is((SELECT count(*) FROM sbq_peek('bb_big', 10)), 0::bigint,
+    'BB28: ... and stores nothing');
 
 SELECT * FROM finish();
 ROLLBACK;
