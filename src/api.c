@@ -62,8 +62,6 @@ PG_FUNCTION_INFO_V1(sbq_resubmit);
 
 #define SBQ_MAX_DEAD_LETTER_TEXT	4096
 
-#define SBQ_CONTENT_TYPE_TEXT	"text/plain; charset=utf-8"
-#define SBQ_CONTENT_TYPE_JSON	"application/json"
 
 /* The argument positions shared by the send functions. */
 enum
@@ -276,11 +274,26 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 		int64		size;
 
 		CHECK_FOR_INTERRUPTS();
+		/*
+		 * A JSON body that would print far larger than the queue takes (a
+		 * number of a few bytes can print as 100,000 digits) is not printed;
+		 * one near the limit is, and is measured exactly below.
+		 */
+		if (type == SBQ_BODY_JSONB &&
+			sbq_jsonb_text_size(DatumGetJsonbP(bodies[i]),
+								2 * (int64) queue.max_message_size + 1024) >
+			2 * (int64) queue.max_message_size + 1024)
+			ereport(ERROR,
+					(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
+					 errmsg("message of more than " INT64_FORMAT " bytes is too large for queue \"%s\"",
+							2 * (int64) queue.max_message_size + 1024, queue.name),
+					 errdetail("The queue's max_message_size is %d bytes.",
+							   queue.max_message_size)));
 		bodies[i] = PointerGetDatum(sbq_body_bytes(bodies[i], type));
 		size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
 		sbq_check_message_size(&queue, size, props_size, "message");
 		batch_size += size + props_size;
-		if (batch_size > SBQ_MAX_BATCH_BYTES)
+		if (batch && batch_size > SBQ_MAX_BATCH_BYTES)
 			ereport(ERROR,
 					(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
 					 errmsg("batch for queue \"%s\" is too large", queue.name),

@@ -167,6 +167,11 @@ sbq_queue_from_row(uint64 row, SbqQueue *queue)
 	queue->has_dead_letter_ttl = !isnull;
 	if (!isnull)
 		queue->dead_letter_ttl = *DatumGetIntervalP(d);
+	/* applied as the exact lengths they were checked as, stored before 0.5 or not */
+	sbq_exact_interval(&queue->lock_duration);
+	sbq_exact_interval(&queue->default_ttl);
+	sbq_exact_interval(&queue->dup_window);
+	sbq_exact_interval(&queue->dead_letter_ttl);
 }
 
 /*

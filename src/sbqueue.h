@@ -48,6 +48,10 @@
 #define SBQ_MAX_BATCH_BYTES		(64 * 1024 * 1024)	/* bytes of a batch's messages */
 #define SBQ_DLQ_SUFFIX			"/$deadletterqueue"
 
+/* the content types a send gives a text and a JSON body without one */
+#define SBQ_CONTENT_TYPE_TEXT	"text/plain; charset=utf-8"
+#define SBQ_CONTENT_TYPE_JSON	"application/json"
+
 /* sub-queues and message states, as stored */
 #define SBQ_SUBQUEUE_MAIN		0
 #define SBQ_SUBQUEUE_DLQ		1
@@ -146,6 +150,8 @@ extern char *sbq_token_string(const pg_uuid_t *token);
 extern void sbq_check_json_object(const char *argname, Jsonb *j);
 extern int64 sbq_text_size(const text *t);
 extern int64 sbq_props_size(const SbqSendProps *props);
+extern int64 sbq_jsonb_text_size(Jsonb *j, int64 limit);
+extern bool sbq_made_up_message_id(const char *id, int len);
 extern void sbq_check_message_size(const SbqQueue *queue, int64 body, int64 props,
 								   const char *what);
 extern void sbq_check_id_length(const char *argname, text *value);

@@ -143,8 +143,17 @@ static SbqStatement stmt_next_due = {"next scheduled time", 1, {INT4OID},
 	" n AS MATERIALIZED (" \
 	"  SELECT o.sequence_number AS old_seq, " NEXT_SEQUENCE " AS new_seq" \
 	"    FROM (SELECT c.sequence_number FROM c ORDER BY c.sequence_number) o)"
+/*
+ * The new expiry of a resubmitted message: its time to live from $2, as the
+ * exact length it was checked as (sbq_exact_interval: a day 24 hours, a month
+ * 30 days), also when it was stored before 0.5 with months or days.
+ */
+#define EXACT_INTERVAL(x) \
+	"(interval '1 hour' * (24 * (30 * (12 * date_part('year', " x ") + date_part('month', " x "))" \
+	" + date_part('day', " x "))) + (" x " - date_trunc('day', " x ")))"
 #define RESUBMIT_EXPIRES(m) \
-	"CASE WHEN " m ".time_to_live < interval '" SBQ_NEVER_EXPIRES "' THEN $2 + " m ".time_to_live END"
+	"CASE WHEN " m ".time_to_live < interval '" SBQ_NEVER_EXPIRES "' THEN $2 + " \
+	EXACT_INTERVAL(m ".time_to_live") " END"
 
 static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID},
 	RESUBMIT_PICK("sbq.dead_letters") ","

@@ -130,10 +130,10 @@ static SbqStatement stmt_deadletter = {"dead-letter", 6, {INT8OID, TEXTOID, TEXT
 };
 
 /*
- * The sizes of the message seq once props_to_modify ($2) is merged in: its
- * body, its system properties, and its application properties merged. Its
- * message id and content type are left out, which a settlement cannot change
- * and which sbqueue may have given it (sbq_props_size does not count those).
+ * The sizes of the message seq before and after props_to_modify ($2) is
+ * merged in: its body, its system properties but message_id and
+ * content_type, its message_id and content_type, and its application
+ * properties as they are and merged.
  */
 static SbqStatement stmt_grown_size = {"size after properties_to_modify", 2, {INT8OID, JSONBOID},
 	"SELECT octet_length(m.body),"
@@ -142,6 +142,7 @@ static SbqStatement stmt_grown_size = {"size after properties_to_modify", 2, {IN
 	" + coalesce(octet_length(m.reply_to), 0)"
 	" + coalesce(octet_length(m.reply_to_session_id), 0)"
 	" + coalesce(octet_length(m.to_address), 0),"
+	" m.message_id, m.content_type, m.application_properties,"
 	" " MERGE_PROPS("$2")
 	" FROM " SUBQUEUE_TABLE " m WHERE m.sequence_number = $1"
 };
@@ -430,19 +431,25 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 /*
  * sbq_check_grown_size
  *		SB007 when merging props_to_modify into the (locked) message seq would
- *		make it too large for the queue: its properties more than
- *		SBQ_MAX_PROPERTIES_SIZE, or it all more than max_message_size. The
- *		error undoes the settlement with the caller's statement, so the lock
- *		stays as it was.
+ *		make it grow too large for the queue: its properties more than
+ *		SBQ_MAX_PROPERTIES_SIZE, or it all more than max_message_size, counted
+ *		as a send counts them (a message id of the form sbqueue makes up and
+ *		the content type sbqueue gives a text or JSON body left out). A merge
+ *		that does not make the message larger is let through, so a message
+ *		over a limit lowered since can still be settled. The error undoes the
+ *		settlement with the caller's statement: the lock stays as it was.
  */
 static void
 sbq_check_grown_size(const SbqQueue *queue, int16 subqueue, int64 seq, Jsonb *props_to_modify)
 {
 	Datum		values[2];
 	bool		isnull;
-	Datum		merged;
+	Datum		d;
 	int64		body;
-	int64		props;
+	int64		fixed;
+	int64		before = 0;
+	int64		after = 0;
+	int64		limit;
 	char		what[64];
 
 	if (props_to_modify == NULL)
@@ -452,12 +459,35 @@ sbq_check_grown_size(const SbqQueue *queue, int16 subqueue, int64 seq, Jsonb *pr
 	if (sbq_exec_in(&stmt_grown_size, subqueue, values, NULL) != 1)
 		elog(ERROR, "message " INT64_FORMAT " vanished", seq);
 	body = DatumGetInt32(sbq_col(0, 1, &isnull));
-	props = DatumGetInt32(sbq_col(0, 2, &isnull));
-	merged = sbq_col(0, 3, &isnull);
+	fixed = DatumGetInt32(sbq_col(0, 2, &isnull));
+	d = sbq_col(0, 3, &isnull);
 	if (!isnull)
-		props += VARSIZE_ANY_EXHDR(DatumGetPointer(PG_DETOAST_DATUM(merged)));
+	{
+		text	   *id = DatumGetTextPP(d);
+
+		if (!sbq_made_up_message_id(VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id)))
+			fixed += VARSIZE_ANY_EXHDR(id);
+	}
+	d = sbq_col(0, 4, &isnull);
+	if (!isnull)
+	{
+		char	   *ct = TextDatumGetCString(d);
+
+		if (strcmp(ct, SBQ_CONTENT_TYPE_TEXT) != 0 && strcmp(ct, SBQ_CONTENT_TYPE_JSON) != 0)
+			fixed += strlen(ct);
+	}
+	/* the application properties as printed, counted no further than needed */
+	limit = Max(SBQ_MAX_PROPERTIES_SIZE, (int64) queue->max_message_size);
+	d = sbq_col(0, 5, &isnull);
+	if (!isnull)
+		before = sbq_jsonb_text_size(DatumGetJsonbP(d), limit);
+	d = sbq_col(0, 6, &isnull);
+	if (!isnull)
+		after = sbq_jsonb_text_size(DatumGetJsonbP(d), limit);
+	if (after <= before)
+		return;
 	snprintf(what, sizeof(what), "message " INT64_FORMAT " with properties_to_modify", seq);
-	sbq_check_message_size(queue, body, props, what);
+	sbq_check_message_size(queue, body, fixed + after, what);
 }
 
 /*

@@ -27,6 +27,8 @@
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/tuplestore.h"
 
 #include "compat.h"
@@ -157,16 +159,85 @@ sbq_exact_interval(Interval *iv)
  * Message sizes, as Service Bus counts them: the body, and the properties
  * (system and application) that travel with it, which take at most
  * SBQ_MAX_PROPERTIES_SIZE bytes; the two together at most the queue's
- * max_message_size. A property counts its bytes: a text its UTF-8 bytes (as
- * stored), the application properties their jsonb form. What sbqueue gives a
- * message itself does not count: a message id it makes up, the content type
- * of a text or JSON body. A body of max_message_size bytes sent without
- * properties fits, as the contract has it.
+ * max_message_size. A property counts its bytes as stored; the application
+ * properties, and a JSON body, the length of their JSON text (which a reader
+ * gets: a jsonb number of a few bytes can print as 100,000 digits). What
+ * sbqueue gives a message itself does not count: a message id it makes up,
+ * the content type of a text or JSON body. A body of max_message_size bytes
+ * sent without properties fits, as the contract has it.
  */
 int64
 sbq_text_size(const text *t)
 {
 	return t == NULL ? 0 : (int64) VARSIZE_ANY_EXHDR(t);
+}
+
+/* The length of a JSON string as jsonb prints it: quotes and escapes. */
+static int64
+sbq_json_string_size(const char *s, int len)
+{
+	int64		size = len + 2;
+	int			i;
+
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' ||
+			c == '\r' || c == '\t')
+			size += 1;
+		else if (c < 0x20)
+			size += 5;			/* \u00XX */
+	}
+	return size;
+}
+
+/*
+ * sbq_jsonb_text_size
+ *		The length of a jsonb value's JSON text (jsonb's own output, to a few
+ *		bytes of spacing), without making the text: it stops counting past
+ *		limit and returns more than limit, so a value that prints huge costs
+ *		no more than limit bytes of work.
+ */
+int64
+sbq_jsonb_text_size(Jsonb *j, int64 limit)
+{
+	JsonbIterator *it = JsonbIteratorInit(&j->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int64		size = 0;
+
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (tok == WJB_BEGIN_ARRAY || tok == WJB_BEGIN_OBJECT ||
+			tok == WJB_END_ARRAY || tok == WJB_END_OBJECT)
+		{
+			size += 1;
+			continue;
+		}
+		/* a separator and a space, or a key's colon and space */
+		size += 2;
+		switch (v.type)
+		{
+			case jbvString:
+				size += sbq_json_string_size(v.val.string.val, v.val.string.len);
+				break;
+			case jbvNumeric:
+				size += strlen(DatumGetCString(DirectFunctionCall1(numeric_out,
+																   NumericGetDatum(v.val.numeric))));
+				break;
+			case jbvBool:
+				size += v.val.boolean ? 4 : 5;
+				break;
+			default:
+				size += 4;		/* null */
+				break;
+		}
+		if (size > limit)
+			return limit + 1;
+	}
+	return size;
 }
 
 /* The bytes of the properties a send gives its messages. */
@@ -183,9 +254,36 @@ sbq_props_size(const SbqSendProps *props)
 	size += sbq_text_size(props->reply_to);
 	size += sbq_text_size(props->reply_to_session_id);
 	size += sbq_text_size(props->to_address);
-	if (props->application_properties != NULL)
-		size += VARSIZE(props->application_properties) - VARHDRSZ;
+	if (props->application_properties != NULL && size <= SBQ_MAX_PROPERTIES_SIZE)
+		size += sbq_jsonb_text_size(props->application_properties,
+									SBQ_MAX_PROPERTIES_SIZE - size);
 	return size;
+}
+
+/*
+ * Whether a message id has the form of those sbqueue makes up (a version 4
+ * UUID as lower-case text), which do not count towards a message's size.
+ */
+bool
+sbq_made_up_message_id(const char *id, int len)
+{
+	int			i;
+
+	if (len != 36)
+		return false;
+	for (i = 0; i < 36; i++)
+	{
+		char		c = id[i];
+
+		if (i == 8 || i == 13 || i == 18 || i == 23)
+		{
+			if (c != '-')
+				return false;
+		}
+		else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return id[14] == '4' && strchr("89ab", id[19]) != NULL;
 }
 
 /*

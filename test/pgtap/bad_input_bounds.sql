@@ -6,7 +6,7 @@
 -- the repeats of such an array, uncancellably, before any check). Each refused
 -- case is two assertions: the SQLSTATE, and nothing changed (bad_input_setup.psql).
 BEGIN;
-SELECT plan(36);
+SELECT plan(38);
 
 \ir bad_input_setup.psql
 
@@ -187,6 +187,32 @@ SELECT ok(:'c' ~ '^57014 ' AND split_part(:'c', ' ', 2)::int < 150,
     'BB27: a batch of 5,000 bodies is cancelled by a 50 ms statement_timeout within 100 ms of it (' || :'c' || ' ms)');
 SELECT is((SELECT count(*) FROM sbq_peek('bb_big', 10)), 0::bigint,
     'BB28: ... and stores nothing');
+
+-- durations stored before they were made exact (by 0.4 and earlier) are applied as
+-- the exact lengths they were checked as too: on a lock, and on the time to live of
+-- a resubmitted dead letter (which SQL adds)
+DO $$ BEGIN
+    PERFORM sbq_create_queue('bb_old');
+    PERFORM sbq_send('bb_old', 'dead');
+    PERFORM sbq_deadletter('bb_old', lock_token) FROM sbq_receive('bb_old');
+    PERFORM sbq_send('bb_old', 'locked');
+END $$;
+UPDATE sbq.queues SET lock_duration = '1000 mon -30000 days 10 seconds' WHERE name = 'bb_old';
+UPDATE sbq.dead_letters SET time_to_live = '12 mon -359 days'
+ WHERE queue_id = (SELECT queue_id FROM sbq.queues WHERE name = 'bb_old');
+-- (a change of any queue drops the backend's queue cache, as a new session starts
+-- without one)
+DO $$ BEGIN
+    PERFORM sbq_update_queue('bb_q', max_delivery_count => 10);
+END $$;
+SELECT is((SELECT locked_until - clock_timestamp() < interval '11 seconds' FROM sbq_receive('bb_old')), true,
+    'BB29: a lock duration stored as 1000 months less 30000 days and 10 s locks for 10 s');
+DO $$ BEGIN
+    PERFORM sbq_resubmit('bb_old');
+END $$;
+SELECT is((SELECT expires_at - enqueued_time FROM sbq_peek('bb_old', 10) WHERE body = 'dead'),
+    interval '24 hours',
+    'BB30: a dead letter whose stored time to live is 12 months less 359 days lives 1 day once resubmitted');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -9,7 +9,7 @@
 -- application properties went into a 1 MiB queue, and each properties_to_modify
 -- grew a message further.
 BEGIN;
-SELECT plan(30);
+SELECT plan(39);
 
 \ir bad_input_setup.psql
 
@@ -115,6 +115,58 @@ SELECT * FROM pg_temp.bad('MS18', 'an abandon in the dead-letter sub-queue addin
                          jsonb_build_object('k', repeat('y', 300)))$$, 'SB007');
 SELECT lives_ok($$SELECT sbq_complete('ms_small/$deadletterqueue', (SELECT t FROM dl))$$,
     'MS19: ... and its lock is still valid');
+
+-- a single message may be larger than a batch (64 MiB), up to max_message_size
+SELECT lives_ok($$SELECT sbq_send('ms_big', repeat('x', 65 * 1024 * 1024)::bytea)$$,
+    'MS20: a single send of 65 MiB into a 256 MiB queue is accepted (the 64 MiB cap is a batch''s)');
+DO $$ BEGIN
+    PERFORM sbq_purge_queue('ms_big');
+END $$;
+
+-- the content type the sender gave counts at settlement too
+DO $$ BEGIN
+    PERFORM sbq_create_queue('ms_ct', max_message_size => 70000, max_delivery_count => 100);
+    PERFORM sbq_send('ms_ct', 'x'::bytea, content_type => repeat('c', 60000));
+END $$;
+CREATE TEMP TABLE ct AS SELECT lock_token AS t FROM sbq_receive('ms_ct');
+SELECT * FROM pg_temp.bad('MS21', 'an abandon adding 60 KB of properties to a message with a 60 KB content type',
+    $$SELECT sbq_abandon('ms_ct', (SELECT t FROM ct), jsonb_build_object('k', repeat('p', 60000)))$$, 'SB007');
+
+-- application properties count as the JSON text a reader gets: a jsonb number of a
+-- few bytes prints as 131,072 digits
+SELECT * FROM pg_temp.bad('MS22', 'application properties of 3,900 numbers of 131,072 digits (a few KB as jsonb)',
+    $$SELECT sbq_send('ms_big', 'x', application_properties =>
+          ('{"k": [' || repeat('1e131071,', 3899) || '1e131071]}')::jsonb)$$,
+    'SB007');
+CREATE FUNCTION pg_temp.ms_elapsed(sql text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    BEGIN
+        EXECUTE sql;
+    EXCEPTION WHEN SQLSTATE 'SB007' THEN
+        NULL;
+    END;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
+END $$;
+SELECT cmp_ok(pg_temp.ms_elapsed($$SELECT sbq_send('ms_small',
+          ('[' || repeat('1e131071,', 19999) || '1e131071]')::jsonb)$$), '<', 2000::float8,
+    'MS23: a JSON body of 20,000 such numbers (2.6 GB as text) is refused (SB007) at once, not printed');
+
+-- a merge that does not make the message larger passes, also over a limit lowered since
+DO $$ BEGIN
+    PERFORM sbq_create_queue('ms_low', max_message_size => 1000, max_delivery_count => 100);
+    PERFORM sbq_send('ms_low', repeat('x', 900), application_properties => '{"a": "bb"}');
+    PERFORM sbq_update_queue('ms_low', max_message_size => 500);
+END $$;
+CREATE TEMP TABLE lo AS SELECT lock_token AS t FROM sbq_receive('ms_low');
+SELECT lives_ok($$SELECT sbq_abandon('ms_low', (SELECT t FROM lo), '{"a": "c"}')$$,
+    'MS24: properties_to_modify that do not grow a message over a lowered limit are merged');
+CREATE TEMP TABLE lo2 AS SELECT lock_token AS t FROM sbq_receive('ms_low');
+SELECT lives_ok($$SELECT sbq_deadletter('ms_low', (SELECT t FROM lo2), 'r', 'd', '{}')$$,
+    'MS25: ... and an empty one lets it be dead-lettered');
+SELECT is((SELECT application_properties FROM sbq_peek('ms_low/$deadletterqueue')), '{"a": "c"}'::jsonb,
+    'MS26: ... with the properties merged before');
 
 SELECT * FROM finish();
 ROLLBACK;
