@@ -16,6 +16,14 @@ CREATE TABLE sbq.rights (
 );
 /* the rights a role holds, for what keeps it from being dropped (src/rights.c) */
 CREATE INDEX rights_role_idx ON sbq.rights (role);
+
+/*
+ * What DROP ROLE names when a role still holds rights: each such role has a
+ * privilege dependency of this empty view (src/rights.c). Nobody is meant to
+ * grant anything on it; PUBLIC may read it (it shows nothing), so that DROP
+ * OWNED by a role revokes nothing here instead of failing.
+ */
+CREATE VIEW sbq.queue_rights WITH (security_barrier) AS SELECT NULL::regrole AS role WHERE false;
 SELECT pg_catalog.pg_extension_config_dump('sbq.rights', '');
 
 /* ---------------------------------------------------------------- rights */
@@ -182,7 +190,8 @@ GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights TO PUBLIC;
  * The roles that used the queues through privileges on the tables of sbq
  * (0.4's recipe) get rights in their place, on every queue there is: send
  * for INSERT on sbq.messages, listen for UPDATE on it, manage for EXECUTE
- * on sbq_update_queue, sbq_delete_queue or sbq_purge_queue. Their
+ * on sbq_update_queue, sbq_delete_queue or sbq_purge_queue together with
+ * UPDATE or DELETE on sbq.messages (without which those did nothing). Their
  * privileges on schema sbq, its tables, sequences and functions go: they
  * let a role read and rewrite every queue. The update says what it did.
  */
@@ -210,7 +219,9 @@ BEGIN
                AND p.proname IN ('sbq_update_queue', 'sbq_delete_queue', 'sbq_purge_queue')
                AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
                AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-               AND a.grantee OPERATOR(pg_catalog.<>) 0)
+               AND a.grantee OPERATOR(pg_catalog.<>) 0
+               -- which did something at 0.4 only with the rights on the tables
+               AND pg_catalog.has_table_privilege(a.grantee, 'sbq.messages', 'UPDATE, DELETE'))
         SELECT g.grantee, pg_catalog.bit_or(g.bits)::pg_catalog.int2 AS bits,
                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'public'
                     ELSE (SELECT o.rolname FROM pg_catalog.pg_roles o
@@ -306,3 +317,6 @@ BEGIN
     END LOOP;
 END
 $$;
+
+/* the marker of roles with rights: see above */
+GRANT SELECT ON sbq.queue_rights TO PUBLIC;

@@ -216,6 +216,14 @@ CREATE TABLE sbq.rights (
 );
 /* the rights a role holds, for what keeps it from being dropped (src/rights.c) */
 CREATE INDEX rights_role_idx ON sbq.rights (role);
+
+/*
+ * What DROP ROLE names when a role still holds rights: each such role has a
+ * privilege dependency of this empty view (src/rights.c). Nobody is meant to
+ * grant anything on it; PUBLIC may read it (it shows nothing), so that DROP
+ * OWNED by a role revokes nothing here instead of failing.
+ */
+CREATE VIEW sbq.queue_rights WITH (security_barrier) AS SELECT NULL::regrole AS role WHERE false;
 SELECT pg_catalog.pg_extension_config_dump('sbq.rights', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
 
@@ -650,3 +658,76 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
 
 /* the views show each caller what its rights let it see */
 GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights TO PUBLIC;
+
+/*
+ * Nobody but the owner reaches the tables: not even through the default
+ * privileges of the role that installs (ALTER DEFAULT PRIVILEGES ... GRANT).
+ */
+DO $$
+DECLARE
+    q record;
+BEGIN
+    /*
+     * Every privilege on schema sbq and what is in it goes from every role
+     * but the owner, PUBLIC included: those that default privileges of the
+     * installing role gave its tables, sequences, functions and schema, and
+     * the default privileges for objects made in it (but PUBLIC's EXECUTE on
+     * functions, which the views' helpers need).
+     */
+    FOR q IN
+        WITH who AS (
+            SELECT o.oid, CASE WHEN o.oid OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                               ELSE pg_catalog.quote_ident(o.rolname) END AS name
+              FROM (SELECT 0::pg_catalog.oid AS oid, NULL::pg_catalog.name AS rolname
+                    UNION ALL SELECT rl.oid, rl.rolname FROM pg_catalog.pg_roles rl) o)
+        SELECT DISTINCT pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s CASCADE',
+                                          c.oid::pg_catalog.regclass, w.name) AS cmd
+          FROM pg_catalog.pg_class c
+         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL (%I) ON TABLE %s FROM %s CASCADE',
+                                 t.attname, c.oid::pg_catalog.regclass, w.name)
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_attribute t ON t.attrelid OPERATOR(pg_catalog.=) c.oid
+         CROSS JOIN LATERAL pg_catalog.aclexplode(t.attacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE',
+                                 p.oid::pg_catalog.regprocedure, w.name)
+          FROM pg_catalog.pg_proc p
+         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+           AND a.grantee OPERATOR(pg_catalog.<>) 0
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL ON SCHEMA sbq FROM %s CASCADE', w.name)
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'sbq'
+           AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+        UNION
+        SELECT pg_catalog.format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA sbq REVOKE ALL ON %s FROM %s CASCADE',
+                                 g.rolname, CASE d.defaclobjtype WHEN 'r' THEN 'TABLES'
+                                                 WHEN 'S' THEN 'SEQUENCES' WHEN 'f' THEN 'FUNCTIONS'
+                                                 ELSE 'TYPES' END, w.name)
+          FROM pg_catalog.pg_default_acl d
+          JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) d.defaclrole
+         CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE d.defaclnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+         ORDER BY 1
+    LOOP
+        EXECUTE q.cmd;
+    END LOOP;
+END
+$$;
+
+/* the marker of roles with rights: see above */
+GRANT SELECT ON sbq.queue_rights TO PUBLIC;

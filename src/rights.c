@@ -22,8 +22,8 @@
  *
  * Dropping a role that holds rights is refused, as PostgreSQL refuses to
  * drop a role that holds privileges: every role named in sbq.rights has a
- * privilege dependency (pg_shdepend) of the view sbq_rights on it, so DROP
- * ROLE reports "privileges for view sbq_rights" in this database. DROP
+ * privilege dependency (pg_shdepend) of the view sbq.queue_rights on it, so
+ * DROP ROLE reports "privileges for view sbq.queue_rights" in this database. DROP
  * OWNED leaves the rights alone; sbq_revoke removes them, and with the last
  * one the dependency. Each change brings the dependency of the roles it
  * touches in line with the table, so after a restore a role's comes back
@@ -51,6 +51,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_shdepend.h"
 #include "catalog/pg_type.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -88,8 +89,9 @@ static SbqStatement stmt_role_holds = {"role holds rights", 1, {OIDOID},
 	"SELECT EXISTS (SELECT 1 FROM sbq.rights WHERE role = $1::regrole)"
 };
 
-static SbqStatement stmt_extension_schema = {"the extension's schema", 0, {InvalidOid},
-	"SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname = 'sbqueue'"
+/* the queue's row, under a transaction snapshot: 40001 when deleted since */
+static SbqStatement stmt_lock_queue_row = {"lock the queue's row", 1, {INT4OID},
+	"SELECT 1 FROM sbq.queues WHERE queue_id = $1 FOR KEY SHARE"
 };
 
 static SbqStatement stmt_drop_role_rights = {"drop the rights of a dropped role", 1, {OIDOID},
@@ -192,7 +194,7 @@ sbq_rights_require(const SbqQueue *queue, int16 rights)
 }
 
 /*
- * Whether a privilege dependency of sbq_rights (relid) on role is recorded
+ * Whether a privilege dependency of sbq.queue_rights (relid) on role is recorded
  * in this database.
  */
 static bool
@@ -226,47 +228,59 @@ sbq_rights_dependency(Oid relid, Oid role)
 }
 
 /*
- * The view sbq_rights, in the extension's schema: what the privilege
- * dependencies name, so that DROP ROLE says "privileges for view sbq_rights".
- * (A dependency of a table would make DROP OWNED of a role with rights fail
- * for anybody without privileges on that table; on the view, which PUBLIC may
- * read, it only revokes nothing.)
+ * The object the privilege dependencies are of: the view sbq.queue_rights, an
+ * empty view of sbqueue's own that nobody is meant to grant anything on, so
+ * that a dependency there is always one of these. DROP ROLE then reports
+ * "privileges for view sbq.queue_rights". PUBLIC may read it (it shows
+ * nothing), so that DROP OWNED by a role without other privileges on it
+ * revokes nothing instead of failing.
  */
 static Oid
-sbq_rights_view_oid(void)
+sbq_rights_marker_oid(void)
 {
-	bool		isnull;
-	Oid			relid = InvalidOid;
+	Oid			relid = get_relname_relid("queue_rights", get_namespace_oid("sbq", false));
 
-	if (sbq_exec(&stmt_extension_schema, NULL, NULL) == 1)
-		relid = get_relname_relid("sbq_rights", DatumGetObjectId(sbq_col(0, 1, &isnull)));
 	if (!OidIsValid(relid))
-		elog(ERROR, "view sbq_rights does not exist");
+		elog(ERROR, "view sbq.queue_rights does not exist");
 	return relid;
+}
+
+/* Whether role holds any right, as committed now (and as this transaction left it). */
+static bool
+sbq_rights_role_holds(Oid role)
+{
+	Datum		values[1];
+	bool		isnull;
+
+	values[0] = ObjectIdGetDatum(role);
+	(void) sbq_exec_fresh(&stmt_role_holds, values);
+	return DatumGetBool(sbq_col(0, 1, &isnull));
 }
 
 /*
  * sbq_rights_sync_role
- *		Record a privilege dependency of sbq_rights on a role that holds
- *		rights, and drop the one of a role that no longer does (PUBLIC needs
- *		none), whatever the number of queues: an index probe and a look at
- *		the view's dependencies.
+ *		Record a privilege dependency on a role that holds rights, and drop
+ *		the one of a role that no longer does (PUBLIC needs none), whatever
+ *		the number of queues: an index probe and a look at the marker's
+ *		dependencies. granted says the caller gave the role rights.
  *
- *		Changes of one role's rights take turns: a lock on the role, held
- *		until the transaction ends, makes the next one wait and then see
- *		what this one did (so a revoke of a role's last right on one queue
- *		and a grant on another cannot leave the role with rights and no
- *		dependency), and keeps DROP ROLE waiting until it can see the
- *		dependency. The rights of a role that no longer exists (a restore, a
- *		dependency removed behind sbqueue's back) go: nobody holds them, and
- *		a role made later with its OID must not.
+ *		A grant and a revoke that would drop the dependency take turns, on a
+ *		lock of the role held until the transaction ends, in modes that
+ *		conflict with each other only (grants RowExclusive, revokes Share):
+ *		whichever comes second waits and then sees what the first did, so a
+ *		revoke of a role's last right on one queue and a grant on another
+ *		cannot leave the role with rights and no dependency. Two grants, or
+ *		two revokes, never wait for each other, and a revoke that leaves the
+ *		role other rights takes no lock. Both modes keep DROP ROLE out until
+ *		the transaction ends. The rights of a role that no longer exists (a
+ *		restore) go when a revoke or delete touches it: nobody holds them, and
+ *		a role made later with its OID must not; a grant to it is an error.
  */
 static void
-sbq_rights_sync_role(Oid role)
+sbq_rights_sync_role(Oid role, bool granted)
 {
 	Oid			relid;
 	Datum		values[1];
-	bool		isnull;
 	bool		holds;
 	bool		recorded;
 	Oid		   *old_roles;
@@ -274,20 +288,32 @@ sbq_rights_sync_role(Oid role)
 
 	if (!OidIsValid(role))
 		return;
-	LockSharedObject(AuthIdRelationId, role, 0, ShareUpdateExclusiveLock);
-	values[0] = ObjectIdGetDatum(role);
+	relid = sbq_rights_marker_oid();
+	if (granted)
+		LockSharedObject(AuthIdRelationId, role, 0, RowExclusiveLock);
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
 	{
+		if (granted)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("role with OID %u does not exist", role),
+					 errdetail("It was dropped while the grant went on.")));
+		values[0] = ObjectIdGetDatum(role);
 		(void) sbq_exec(&stmt_drop_role_rights, values, NULL);
 		return;
 	}
-	relid = sbq_rights_view_oid();
-	(void) sbq_exec_fresh(&stmt_role_holds, values);
-	holds = DatumGetBool(sbq_col(0, 1, &isnull));
+	holds = sbq_rights_role_holds(role);
 	recorded = sbq_rights_dependency(relid, role);
+	if (!holds && recorded && !granted)
+	{
+		/* wait for grants under way, then look again */
+		LockSharedObject(AuthIdRelationId, role, 0, ShareLock);
+		holds = sbq_rights_role_holds(role);
+		recorded = sbq_rights_dependency(relid, role);
+	}
 	if (holds == recorded)
 		return;
-	/* updateAclDependencies frees the arrays; the view's owner is left out */
+	/* updateAclDependencies frees the arrays; the marker's owner is left out */
 	old_roles = palloc(sizeof(Oid));
 	old_roles[0] = role;
 	new_roles = palloc(sizeof(Oid));
@@ -307,13 +333,26 @@ sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant
 	Datum		values[3];
 
 	values[0] = Int32GetDatum(queue->queue_id);
+	/*
+	 * A transaction snapshot (REPEATABLE READ, SERIALIZABLE) may show a
+	 * queue deleted since, whose id no live queue has: locking its row is
+	 * then a serialization error, where the rights would otherwise go to the
+	 * dead id. (Under READ COMMITTED the caller's name lock keeps deletes
+	 * out, and the lookup saw every one that committed before.)
+	 */
+	if (IsolationUsesXactSnapshot() &&
+		sbq_exec(&stmt_lock_queue_row, values, NULL) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent delete of queue \"%s\"",
+						queue->name)));
 	values[1] = ObjectIdGetDatum(role);
 	values[2] = Int16GetDatum(rights);
 	if (grant)
 		(void) sbq_exec(&stmt_grant, values, NULL);
 	else if (sbq_exec(&stmt_revoke_all, values, NULL) == 0)
 		(void) sbq_exec(&stmt_revoke_some, values, NULL);
-	sbq_rights_sync_role(role);
+	sbq_rights_sync_role(role, grant);
 	sbq_queue_cache_changed();
 }
 
@@ -357,5 +396,5 @@ sbq_rights_dropped(int32 queue_id)
 		roles[i] = DatumGetObjectId(sbq_col(i, 1, &isnull));
 	}
 	for (i = 0; i < n; i++)
-		sbq_rights_sync_role(roles[i]);
+		sbq_rights_sync_role(roles[i], false);
 }

@@ -151,9 +151,10 @@ SELECT results_eq(
         ('sbq.messages', 'r', ARRAY[]::text[]),
         ('sbq.queue_counters', 'r', ARRAY[]::text[]),
         ('sbq.queue_id_seq', 'S', ARRAY[]::text[]),
+        ('sbq.queue_rights', 'v', ARRAY['SELECT']),
         ('sbq.queues', 'r', ARRAY[]::text[]),
         ('sbq.rights', 'r', ARRAY[]::text[])$$,
-    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the three views, nothing else (no column either)');
+    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the three views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r
             WHERE NOT EXISTS (SELECT FROM pg_depend d
                                WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid

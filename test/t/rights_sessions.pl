@@ -124,8 +124,8 @@ sub as_app
 	is($node->safe_psql('postgres', q{SELECT rights FROM sbq_rights WHERE role = 'victim'}),
 		'{send}', '... and leaves its queue rights alone');
 	($ret, $out, $err) = $node->psql('postgres', 'DROP ROLE victim');
-	like($err, qr/privileges for view sbq_rights/,
-		'DROP ROLE of a role with rights is refused, naming the view sbq_rights');
+	like($err, qr/privileges for view sbq.queue_rights/,
+		'DROP ROLE of a role with rights is refused, naming the view sbq.queue_rights');
 	$node->safe_psql('postgres', q{
 		SELECT sbq_revoke('q1', 'victim', ARRAY['send']);
 		DROP ROLE victim;
@@ -149,6 +149,48 @@ sub as_app
 	cmp_ok(time - $t0, '<', 4, '... at once: it did not wait for the sender');
 	$s1->query_safe('COMMIT');
 	$s1->quit;
+}
+
+### a grant under REPEATABLE READ on a queue deleted and made again since
+{
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('rrq')});
+	my $a = $node->background_psql('postgres', on_error_stop => 0);
+	$a->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;');
+	$node->safe_psql('postgres', q{
+		SELECT sbq_delete_queue('rrq');
+		SELECT sbq_create_queue('rrq');
+	});
+	$a->{stderr} = '';
+	$a->query(q{SELECT sbq_grant('rrq', 'app', ARRAY['send'])});
+	like($a->{stderr}, qr/could not serialize access/,
+		'a grant in a REPEATABLE READ transaction older than the queue\'s deletion is a serialization failure');
+	$a->query('ROLLBACK');
+	$a->quit;
+	is( $node->safe_psql('postgres', q{
+			SELECT count(*) FROM sbq.rights r
+			 WHERE NOT EXISTS (SELECT 1 FROM sbq.queues q WHERE q.queue_id = r.queue_id)}),
+		'0', '... and no right is left on the deleted queue');
+}
+
+### a manager's open revoke does not hold up the role's own calls
+{
+	$node->safe_psql('postgres', q{
+		CREATE ROLE eve LOGIN;
+		GRANT EXECUTE ON FUNCTION sbq_create_queue TO app;
+		SELECT sbq_create_queue('eveq');
+		SELECT sbq_grant('eveq', 'eve', ARRAY['manage']);
+		SELECT sbq_grant('eveq', 'app', ARRAY['send']);
+	});
+	my $e = as_app('eve');
+	$e->query_safe(q{BEGIN; SELECT sbq_revoke('eveq', 'app', ARRAY['send']);});
+	my $t0 = time;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		q{SET statement_timeout = '5s'; SELECT sbq_create_queue('app_own'); SELECT sbq_create_queue('app_own2');},
+		extra_params => [ '-U', 'app' ]);
+	is($err, '', 'a role creates queues while another role\'s revoke of one of its rights is open');
+	cmp_ok(time - $t0, '<', 4, '... without waiting for it');
+	$e->query_safe('COMMIT');
+	$e->quit;
 }
 
 $node->stop;

@@ -379,6 +379,7 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
         got=$(psql -At -d $db -c "SELECT count(*) FROM (
                 SELECT a.grantee, c.relowner AS owner FROM pg_class c, aclexplode(c.relacl) a
                  WHERE c.relnamespace = 'sbq'::regnamespace
+                   AND c.oid <> 'sbq.queue_rights'::regclass  -- the empty marker PUBLIC reads
                 UNION ALL
                 SELECT a.grantee, c.relowner FROM pg_class c JOIN pg_attribute t ON t.attrelid = c.oid,
                        aclexplode(t.attacl) a WHERE c.relnamespace = 'sbq'::regnamespace
