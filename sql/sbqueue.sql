@@ -722,6 +722,33 @@ BEGIN
          CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) a
           JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
          WHERE d.defaclnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s CASCADE',
+                                 c.oid::pg_catalog.regclass, w.name)
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND d.refobjid OPERATOR(pg_catalog.=)
+               (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE',
+                                 p.oid::pg_catalog.regprocedure, w.name)
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND d.refobjid OPERATOR(pg_catalog.=)
+               (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+           AND a.grantee OPERATOR(pg_catalog.<>) 0
          ORDER BY 1
     LOOP
         EXECUTE q.cmd;
@@ -729,5 +756,49 @@ BEGIN
 END
 $$;
 
-/* the marker of roles with rights: see above */
-GRANT SELECT ON sbq.queue_rights TO PUBLIC;
+/*
+ * What PUBLIC may use, said here whatever the default privileges of the role
+ * that installs or updates: SELECT on the views (write access through a view
+ * would reach its table as the view's owner), EXECUTE on every function but
+ * sbq_create_queue and sbq_maintain (the owner's to grant) and the internal
+ * ones; each call checks the caller's rights itself.
+ */
+DO $$
+DECLARE
+    q record;
+BEGIN
+    FOR q IN
+        SELECT c.oid::pg_catalog.regclass AS rel
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=)
+               (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
+           AND d.deptype OPERATOR(pg_catalog.=) 'e' AND c.relkind OPERATOR(pg_catalog.=) 'v'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM PUBLIC CASCADE', q.rel);
+        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE %s TO PUBLIC', q.rel);
+    END LOOP;
+    FOR q IN
+        SELECT p.oid::pg_catalog.regprocedure AS fn
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=)
+               (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
+           AND d.deptype OPERATOR(pg_catalog.=) 'e'
+    LOOP
+        IF pg_catalog.split_part(q.fn::pg_catalog.text, '(', 1) IN
+               ('sbq_create_queue', 'sbq_maintain', 'sbq.new_lock_token', 'sbq.lease_slot',
+                'sbq.lease_free')
+           OR q.fn::pg_catalog.text LIKE '%.sbq_create_queue(%'
+           OR q.fn::pg_catalog.text LIKE '%.sbq_maintain(%' THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', q.fn);
+        ELSE
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', q.fn);
+        END IF;
+    END LOOP;
+END
+$$;

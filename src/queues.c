@@ -499,9 +499,10 @@ sbq_storage_delete_queue(int32 queue_id)
 	Datum		values[1];
 
 	values[0] = Int32GetDatum(queue_id);
-	(void) sbq_exec(&stmt_delete_queue, values, NULL);
-	(void) sbq_exec(&stmt_delete_queue_moved, values, NULL);
+	/* the rights first: the queue's row goes with its messages below */
 	sbq_rights_dropped(queue_id);
+	(void) sbq_exec_latest(&stmt_delete_queue, values, NULL);
+	(void) sbq_exec_latest(&stmt_delete_queue_moved, values, NULL);
 	/* the leases of its messages go at commit (a claim made since sees the delete) */
 	(void) sbq_lease_take_queue(queue_id, -1);
 	sbq_qstate_forget(sbq_storage_epoch(), queue_id);

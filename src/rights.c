@@ -313,12 +313,16 @@ sbq_rights_sync_role(Oid role, bool granted)
 	}
 	if (holds == recorded)
 		return;
-	/* updateAclDependencies frees the arrays; the marker's owner is left out */
+	/*
+	 * updateAclDependencies frees the arrays. No owner is given: the marker's
+	 * owner (who installed) may hold rights too, and REASSIGN OWNED would
+	 * leave it without a dependency if its ownership stood for one.
+	 */
 	old_roles = palloc(sizeof(Oid));
 	old_roles[0] = role;
 	new_roles = palloc(sizeof(Oid));
 	new_roles[0] = role;
-	updateAclDependencies(RelationRelationId, relid, 0, sbq_rel_owner(relid),
+	updateAclDependencies(RelationRelationId, relid, 0, InvalidOid,
 						  recorded ? 1 : 0, old_roles, holds ? 1 : 0, new_roles);
 }
 
@@ -350,8 +354,8 @@ sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant
 	values[2] = Int16GetDatum(rights);
 	if (grant)
 		(void) sbq_exec(&stmt_grant, values, NULL);
-	else if (sbq_exec(&stmt_revoke_all, values, NULL) == 0)
-		(void) sbq_exec(&stmt_revoke_some, values, NULL);
+	else if (sbq_exec_latest(&stmt_revoke_all, values, NULL) == 0)
+		(void) sbq_exec_latest(&stmt_revoke_some, values, NULL);
 	sbq_rights_sync_role(role, grant);
 	sbq_queue_cache_changed();
 }
@@ -387,7 +391,7 @@ sbq_rights_dropped(int32 queue_id)
 	if (!sbq_rights_enforced())
 		return;
 	values[0] = Int32GetDatum(queue_id);
-	n = sbq_exec(&stmt_drop_queue_rights, values, NULL);
+	n = sbq_exec_latest(&stmt_drop_queue_rights, values, NULL);
 	roles = palloc(sizeof(Oid) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{

@@ -448,8 +448,10 @@ sbq_check_grown_size(const SbqQueue *queue, int16 subqueue, int64 seq, Jsonb *pr
 	int64		body;
 	int64		fixed;
 	int64		before = 0;
-	int64		after = 0;
+	int64		after;
 	int64		limit;
+	Jsonb	   *original;
+	Jsonb	   *merged;
 	char		what[64];
 
 	if (props_to_modify == NULL)
@@ -479,12 +481,20 @@ sbq_check_grown_size(const SbqQueue *queue, int16 subqueue, int64 seq, Jsonb *pr
 	/* the application properties as printed, counted no further than needed */
 	limit = Max(SBQ_MAX_PROPERTIES_SIZE, (int64) queue->max_message_size);
 	d = sbq_col(0, 5, &isnull);
-	if (!isnull)
-		before = sbq_jsonb_text_size(DatumGetJsonbP(d), limit);
+	original = isnull ? NULL : DatumGetJsonbP(d);
 	d = sbq_col(0, 6, &isnull);
-	if (!isnull)
-		after = sbq_jsonb_text_size(DatumGetJsonbP(d), limit);
-	if (after <= before)
+	merged = isnull ? NULL : DatumGetJsonbP(d);
+	/* nothing changes (an empty object, or the values it has) */
+	if (merged == NULL ||
+		(original != NULL && DatumGetBool(DirectFunctionCall2(jsonb_eq,
+															  JsonbPGetDatum(original),
+															  JsonbPGetDatum(merged)))))
+		return;
+	if (original != NULL)
+		before = sbq_jsonb_text_size(original, limit);
+	after = sbq_jsonb_text_size(merged, limit);
+	/* no larger: passes (past the limit, both are cut at it: not known) */
+	if (after <= before && after <= limit)
 		return;
 	snprintf(what, sizeof(what), "message " INT64_FORMAT " with properties_to_modify", seq);
 	sbq_check_message_size(queue, body, fixed + after, what);

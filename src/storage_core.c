@@ -56,6 +56,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_class.h"
@@ -520,7 +521,7 @@ sbq_hide_statement(ErrorData *edata, const SbqStatement *st)
  */
 static int
 sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
-		Snapshot snap)
+		Snapshot snap, bool read_only)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int			rc = 0;
@@ -531,7 +532,7 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 
 		if (snap != InvalidSnapshot)
 			rc = SPI_execute_snapshot(plan, values, nulls, snap, InvalidSnapshot,
-									  true, false, 0);
+									  read_only, false, 0);
 		else
 			rc = SPI_execute_plan(plan, values, nulls, false, 0);
 	}
@@ -565,7 +566,7 @@ sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values, const bool *isnull)
 	char		nulls[SBQ_MAX_STATEMENT_ARGS];
 
 	sbq_nulls(st, isnull, nulls);
-	(void) sbq_run(st, subqueue, values, nulls, InvalidSnapshot);
+	(void) sbq_run(st, subqueue, values, nulls, InvalidSnapshot, false);
 	return SPI_processed;
 }
 
@@ -586,7 +587,30 @@ sbq_exec_fresh(SbqStatement *st, Datum *values)
 {
 	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
 
-	(void) sbq_run(st, SBQ_SUBQUEUE_MAIN, values, NULL, snap);
+	(void) sbq_run(st, SBQ_SUBQUEUE_MAIN, values, NULL, snap, true);
+	UnregisterSnapshot(snap);
+	return SPI_processed;
+}
+
+/*
+ * sbq_exec_latest
+ *		sbq_exec for a statement that must change what is there now, also
+ *		under a transaction snapshot (REPEATABLE READ, SERIALIZABLE), which
+ *		may not show rows committed since it was taken: the rights and
+ *		messages of a queue being deleted, the rights a revoke removes. Under
+ *		READ COMMITTED every statement's snapshot is taken then anyway.
+ */
+uint64
+sbq_exec_latest(SbqStatement *st, Datum *values, const bool *isnull)
+{
+	char		nulls[SBQ_MAX_STATEMENT_ARGS];
+	Snapshot	snap;
+
+	if (!IsolationUsesXactSnapshot())
+		return sbq_exec(st, values, isnull);
+	sbq_nulls(st, isnull, nulls);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	(void) sbq_run(st, SBQ_SUBQUEUE_MAIN, values, nulls, snap, false);
 	UnregisterSnapshot(snap);
 	return SPI_processed;
 }

@@ -194,10 +194,11 @@ sbq_json_string_size(const char *s, int len)
 
 /*
  * sbq_jsonb_text_size
- *		The length of a jsonb value's JSON text (jsonb's own output, to a few
- *		bytes of spacing), without making the text: it stops counting past
- *		limit and returns more than limit, so a value that prints huge costs
- *		no more than limit bytes of work.
+ *		The length of a jsonb value's JSON text (jsonb's own output, or a few
+ *		bytes more: never less), without making the text: it stops counting
+ *		past limit and returns more than limit, so a value that prints huge
+ *		costs no more than limit bytes of work. Each number's text is freed
+ *		once counted.
  */
 int64
 sbq_jsonb_text_size(Jsonb *j, int64 limit)
@@ -210,23 +211,32 @@ sbq_jsonb_text_size(Jsonb *j, int64 limit)
 	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (tok == WJB_BEGIN_ARRAY || tok == WJB_BEGIN_OBJECT ||
-			tok == WJB_END_ARRAY || tok == WJB_END_OBJECT)
+		if (tok == WJB_END_ARRAY || tok == WJB_END_OBJECT)
 		{
 			size += 1;
 			continue;
 		}
-		/* a separator and a space, or a key's colon and space */
+		/* a separator and a space, or a key's colon and space, before each */
 		size += 2;
+		if (tok == WJB_BEGIN_ARRAY || tok == WJB_BEGIN_OBJECT)
+		{
+			size += 1;
+			continue;
+		}
 		switch (v.type)
 		{
 			case jbvString:
 				size += sbq_json_string_size(v.val.string.val, v.val.string.len);
 				break;
 			case jbvNumeric:
-				size += strlen(DatumGetCString(DirectFunctionCall1(numeric_out,
-																   NumericGetDatum(v.val.numeric))));
-				break;
+				{
+					char	   *digits = DatumGetCString(DirectFunctionCall1(numeric_out,
+																			 NumericGetDatum(v.val.numeric)));
+
+					size += strlen(digits);
+					pfree(digits);
+					break;
+				}
 			case jbvBool:
 				size += v.val.boolean ? 4 : 5;
 				break;

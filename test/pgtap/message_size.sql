@@ -9,7 +9,7 @@
 -- application properties went into a 1 MiB queue, and each properties_to_modify
 -- grew a message further.
 BEGIN;
-SELECT plan(39);
+SELECT plan(44);
 
 \ir bad_input_setup.psql
 
@@ -167,6 +167,26 @@ SELECT lives_ok($$SELECT sbq_deadletter('ms_low', (SELECT t FROM lo2), 'r', 'd',
     'MS25: ... and an empty one lets it be dead-lettered');
 SELECT is((SELECT application_properties FROM sbq_peek('ms_low/$deadletterqueue')), '{"a": "c"}'::jsonb,
     'MS26: ... with the properties merged before');
+
+-- containers count their separators too: 32,000 empty arrays print as 128,000 bytes
+SELECT * FROM pg_temp.bad('MS27', 'application properties of 32,000 empty arrays (128,000 bytes as text)',
+    $$SELECT sbq_send('ms_big', 'x', application_properties =>
+          ('{"a": [' || repeat('[], ', 31999) || '[]]}')::jsonb)$$, 'SB007');
+
+-- a message whose properties already exceed the limits (stored by a library that did
+-- not count them) grows no further; an empty properties_to_modify still settles it
+DO $$ BEGIN
+    PERFORM sbq_create_queue('ms_legacy', max_message_size => 262144, max_delivery_count => 100);
+    PERFORM sbq_send('ms_legacy', 'x');
+END $$;
+UPDATE sbq.messages SET application_properties = jsonb_build_object('old', repeat('o', 300000))
+ WHERE queue_id = (SELECT queue_id FROM sbq.queues WHERE name = 'ms_legacy');
+CREATE TEMP TABLE lg AS SELECT lock_token AS t FROM sbq_receive('ms_legacy');
+SELECT * FROM pg_temp.bad('MS28', 'adding 1 MB of properties to a message that already has 300 KB',
+    $$SELECT sbq_abandon('ms_legacy', (SELECT t FROM lg), jsonb_build_object('new', repeat('n', 1000000)))$$,
+    'SB007');
+SELECT lives_ok($$SELECT sbq_abandon('ms_legacy', (SELECT t FROM lg), '{}')$$,
+    'MS29: ... while an empty properties_to_modify settles it');
 
 SELECT * FROM finish();
 ROLLBACK;

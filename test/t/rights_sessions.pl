@@ -193,5 +193,52 @@ sub as_app
 	$e->quit;
 }
 
+### under REPEATABLE READ, a delete and a revoke act on what is there now
+{
+	$node->safe_psql('postgres', q{
+		CREATE ROLE dave;
+		SELECT sbq_create_queue('qdel');
+		SELECT sbq_create_queue('qrev');
+	});
+	my $a = $node->background_psql('postgres', on_error_stop => 0);
+	$a->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM sbq_rights;');
+	$node->safe_psql('postgres', q{
+		SELECT sbq_grant('qdel', 'dave', ARRAY['send']);
+		SELECT sbq_send('qdel', 'm');
+		SELECT sbq_grant('qrev', 'dave', ARRAY['send']);
+	});
+	$a->query_safe(q{SELECT sbq_delete_queue('qdel'); SELECT sbq_revoke('qrev', 'dave', ARRAY['send']);});
+	$a->query_safe('COMMIT');
+	$a->quit;
+	is( $node->safe_psql('postgres', q{
+			SELECT (SELECT count(*) FROM sbq.messages m
+			         WHERE NOT EXISTS (SELECT 1 FROM sbq.queues q WHERE q.queue_id = m.queue_id))
+			     + (SELECT count(*) FROM sbq.rights r
+			         WHERE NOT EXISTS (SELECT 1 FROM sbq.queues q WHERE q.queue_id = r.queue_id))}),
+		'0', 'a delete under REPEATABLE READ leaves no message or right of the queue committed since its snapshot');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM sbq_rights WHERE role = 'dave'}), '0',
+		'a revoke under REPEATABLE READ removes a right granted since its snapshot');
+	my ($ret, $out, $err) = $node->psql('postgres', 'DROP ROLE dave');
+	is($ret, 0, '... and the role, holding nothing, can be dropped') or diag($err);
+}
+
+### a superuser other than the bootstrap one that holds rights stays undroppable
+{
+	$node->safe_psql('postgres', q{
+		CREATE ROLE dba SUPERUSER LOGIN;
+		CREATE DATABASE r2 OWNER dba;
+	});
+	$node->safe_psql('r2', q{
+		CREATE EXTENSION sbqueue;
+		SELECT sbq_create_queue('qd');
+	}, extra_params => [ '-U', 'dba' ]);
+	my $su = $node->safe_psql('postgres', 'SELECT current_user');
+	$node->safe_psql('r2', qq{REASSIGN OWNED BY dba TO "$su"; DROP OWNED BY dba;});
+	my ($ret, $out, $err) = $node->psql('r2', 'DROP ROLE dba');
+	like($err, qr/privileges for view sbq.queue_rights/,
+		'the role that installed and created a queue cannot be dropped after REASSIGN OWNED while it holds manage')
+	  or diag("ret $ret: $err");
+}
+
 $node->stop;
 done_testing();

@@ -227,5 +227,38 @@ is( $node->safe_psql('shop2',
 		q{SELECT count(*) FROM pg_namespace WHERE nspname = 'sbq'}), '0',
 	'... and creates nothing');
 
+### installed under hostile or hardened default privileges of the installing role
+{
+	$node->safe_psql('postgres', q{
+		CREATE ROLE alice LOGIN;
+		CREATE DATABASE dp;
+	});
+	$node->safe_psql('dp', q{
+		ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO PUBLIC;
+		ALTER DEFAULT PRIVILEGES GRANT ALL ON FUNCTIONS TO alice;
+		ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+		CREATE EXTENSION sbqueue;
+		SELECT sbq_create_queue('qa');
+		SELECT sbq_grant('qa', 'alice', ARRAY['send', 'listen']);
+	});
+	my ($ret, $out, $err) = $node->psql('dp',
+		q{UPDATE sbq_queues SET max_message_size = 10 WHERE queue = 'qa'},
+		extra_params => [ '-U', 'alice' ]);
+	like($err, qr/permission denied for view sbq_queues/,
+		'a view cannot be written through, whatever the default privileges gave');
+	($ret, $out, $err) = $node->psql('dp', q{SELECT sbq_create_queue('mine')},
+		extra_params => [ '-U', 'alice' ]);
+	like($err, qr/permission denied for function sbq_create_queue/,
+		'... nor sbq_create_queue run by a role the defaults gave functions to');
+	($ret, $out, $err) = $node->psql('dp', q{SELECT sbq_maintain()},
+		extra_params => [ '-U', 'alice' ]);
+	like($err, qr/permission denied for function sbq_maintain/, '... nor sbq_maintain');
+	($ret, $out, $err) = $node->psql('dp',
+		q{SELECT sbq_send('qa', 'x') > 0; SELECT count(*) FROM sbq_queue_stats;},
+		extra_params => [ '-U', 'alice' ]);
+	is($err, '', 'with EXECUTE taken from PUBLIC by default, a role with rights still sends and reads the stats');
+	$node->safe_psql('postgres', 'DROP DATABASE dp');
+}
+
 $node->stop;
 done_testing();
