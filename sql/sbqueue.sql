@@ -224,6 +224,18 @@ CREATE INDEX rights_role_idx ON sbq.rights (role);
  * OWNED by a role revokes nothing here instead of failing.
  */
 CREATE VIEW sbq.queue_rights WITH (security_barrier) AS SELECT NULL::regrole AS role WHERE false;
+/*
+ * Owned by the bootstrap superuser, whom nobody can drop or take objects
+ * from: PostgreSQL drops a role's privilege dependency on an object that
+ * becomes the role's own, so ownership that moved (REASSIGN OWNED) to a role
+ * with rights and away again would leave it droppable.
+ */
+DO $$
+BEGIN
+    EXECUTE pg_catalog.format('ALTER VIEW sbq.queue_rights OWNER TO %I',
+        (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) 10));
+END
+$$;
 SELECT pg_catalog.pg_extension_config_dump('sbq.rights', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
 
@@ -766,6 +778,7 @@ $$;
 DO $$
 DECLARE
     q record;
+    g record;
 BEGIN
     FOR q IN
         SELECT c.oid::pg_catalog.regclass AS rel
@@ -777,7 +790,18 @@ BEGIN
                (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
            AND d.deptype OPERATOR(pg_catalog.=) 'e' AND c.relkind OPERATOR(pg_catalog.=) 'v'
     LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM PUBLIC CASCADE', q.rel);
+        -- every role's privileges on it go (with what was granted on from them), then
+        -- PUBLIC may read it
+        FOR g IN
+            SELECT DISTINCT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                 ELSE pg_catalog.quote_ident(o.rolname) END AS name
+              FROM pg_catalog.pg_class c
+             CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+              LEFT JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) a.grantee
+             WHERE c.oid OPERATOR(pg_catalog.=) q.rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        LOOP
+            EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s CASCADE', q.rel, g.name);
+        END LOOP;
         EXECUTE pg_catalog.format('GRANT SELECT ON TABLE %s TO PUBLIC', q.rel);
     END LOOP;
     FOR q IN

@@ -230,7 +230,8 @@ sbq_rights_dependency(Oid relid, Oid role)
 /*
  * The object the privilege dependencies are of: the view sbq.queue_rights, an
  * empty view of sbqueue's own that nobody is meant to grant anything on, so
- * that a dependency there is always one of these. DROP ROLE then reports
+ * that a dependency there is always one of these; owned by the bootstrap
+ * superuser, so that no ownership change drops one (the install says why). DROP ROLE then reports
  * "privileges for view sbq.queue_rights". PUBLIC may read it (it shows
  * nothing), so that DROP OWNED by a role without other privileges on it
  * revokes nothing instead of failing.
@@ -314,9 +315,8 @@ sbq_rights_sync_role(Oid role, bool granted)
 	if (holds == recorded)
 		return;
 	/*
-	 * updateAclDependencies frees the arrays. No owner is given: the marker's
-	 * owner (who installed) may hold rights too, and REASSIGN OWNED would
-	 * leave it without a dependency if its ownership stood for one.
+	 * updateAclDependencies frees the arrays. No owner is given: the marker
+	 * belongs to the bootstrap superuser, which needs none (it is pinned).
 	 */
 	old_roles = palloc(sizeof(Oid));
 	old_roles[0] = role;

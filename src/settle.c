@@ -484,11 +484,13 @@ sbq_check_grown_size(const SbqQueue *queue, int16 subqueue, int64 seq, Jsonb *pr
 	original = isnull ? NULL : DatumGetJsonbP(d);
 	d = sbq_col(0, 6, &isnull);
 	merged = isnull ? NULL : DatumGetJsonbP(d);
-	/* nothing changes (an empty object, or the values it has) */
+	/*
+	 * Nothing changes (an empty object, or the values it has), byte for byte:
+	 * jsonb equality takes 0 and 0.000 for one value, which print apart.
+	 */
 	if (merged == NULL ||
-		(original != NULL && DatumGetBool(DirectFunctionCall2(jsonb_eq,
-															  JsonbPGetDatum(original),
-															  JsonbPGetDatum(merged)))))
+		(original != NULL && VARSIZE(original) == VARSIZE(merged) &&
+		 memcmp(original, merged, VARSIZE(original)) == 0))
 		return;
 	if (original != NULL)
 		before = sbq_jsonb_text_size(original, limit);

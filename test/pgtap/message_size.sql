@@ -9,7 +9,7 @@
 -- application properties went into a 1 MiB queue, and each properties_to_modify
 -- grew a message further.
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 \ir bad_input_setup.psql
 
@@ -187,6 +187,18 @@ SELECT * FROM pg_temp.bad('MS28', 'adding 1 MB of properties to a message that a
     'SB007');
 SELECT lives_ok($$SELECT sbq_abandon('ms_legacy', (SELECT t FROM lg), '{}')$$,
     'MS29: ... while an empty properties_to_modify settles it');
+
+-- a merge equal in value but not in text (0 and 0.000...0) is no way around the limits
+DO $$ BEGIN
+    PERFORM sbq_create_queue('ms_eq', max_message_size => 4096, max_delivery_count => 100);
+    PERFORM sbq_send('ms_eq', 'x', application_properties =>
+        (SELECT jsonb_object_agg('p' || i, 0) FROM generate_series(1, 200) i));
+END $$;
+CREATE TEMP TABLE eq AS SELECT lock_token AS t FROM sbq_receive('ms_eq');
+SELECT * FROM pg_temp.bad('MS30', 'an abandon setting 200 zeros to zeros of 16,383 decimals (3 MB as text)',
+    $$SELECT sbq_abandon('ms_eq', (SELECT t FROM eq),
+          (SELECT jsonb_object_agg('p' || i, ('0.' || repeat('0', 16383))::numeric)
+             FROM generate_series(1, 200) i))$$, 'SB007');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -16,7 +16,7 @@
 -- outside sbqueue's own statements (42501), even granted EXECUTE and USAGE, even by
 -- a superuser, also right after a call of sbqueue's has run or failed.
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 
 CREATE ROLE sbq_rt_nobody;
 
@@ -165,8 +165,11 @@ SELECT is(has_schema_privilege('sbq_rt_nobody', 'sbq', 'USAGE'), false,
 SELECT is(has_schema_privilege('sbq_rt_nobody', 'sbq', 'CREATE'), false,
     'PR4: nor CREATE');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r JOIN pg_class c ON c.oid = r.oid
-            WHERE c.relowner <> (SELECT extowner FROM pg_extension WHERE extname = 'sbqueue')),
+            WHERE c.relowner <> (SELECT extowner FROM pg_extension WHERE extname = 'sbqueue')
+              AND c.oid <> 'sbq.queue_rights'::regclass),
     NULL, 'PR5: every table, sequence and view of the extension and of schema sbq belongs to the extension''s owner');
+SELECT is((SELECT relowner FROM pg_class WHERE oid = 'sbq.queue_rights'::regclass), 10::oid,
+    'PR5b: but the empty marker view sbq.queue_rights, which the bootstrap superuser owns (no ownership change can drop a dependency on it)');
 SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'sbq'),
     (SELECT extowner FROM pg_extension WHERE extname = 'sbqueue'), 'PR6: so does schema sbq');
 -- the views read the tables as their owner and filter the rows by the caller's

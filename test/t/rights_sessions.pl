@@ -240,5 +240,24 @@ sub as_app
 	  or diag("ret $ret: $err");
 }
 
+### the marker's ownership cannot move to a role with rights and away again
+{
+	$node->safe_psql('postgres', q{
+		CREATE ROLE inst SUPERUSER LOGIN;
+		CREATE ROLE bob LOGIN;
+		CREATE DATABASE r3;
+	});
+	$node->safe_psql('r3', q{
+		CREATE EXTENSION sbqueue;
+		SELECT sbq_create_queue('qa');
+		SELECT sbq_grant('qa', 'bob', ARRAY['send']);
+	}, extra_params => [ '-U', 'inst' ]);
+	my $su = $node->safe_psql('postgres', 'SELECT current_user');
+	$node->safe_psql('r3', qq{REASSIGN OWNED BY inst TO bob; REASSIGN OWNED BY bob TO "$su";});
+	my ($ret, $out, $err) = $node->psql('r3', 'DROP ROLE bob');
+	like($err, qr/privileges for view sbq.queue_rights/,
+		'a role with rights cannot be dropped after ownership went to it and away (REASSIGN OWNED twice)');
+}
+
 $node->stop;
 done_testing();

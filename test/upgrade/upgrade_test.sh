@@ -360,6 +360,7 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
             -c "SET ROLE sbq_upgrade_lead" -c "GRANT SELECT ON sbq.queues TO sbq_upgrade_mon" \
             -c "RESET ROLE" \
             -c "ALTER DEFAULT PRIVILEGES IN SCHEMA sbq GRANT SELECT ON TABLES TO sbq_upgrade_mon" \
+            -c "GRANT INSERT, UPDATE, DELETE ON sbq_queues, sbq_queue_stats TO sbq_upgrade_mon" \
             >/dev/null
         got=$(psql -d $db -c "ALTER EXTENSION sbqueue UPDATE TO '0.5'" 2>&1 |
             grep -c 'gave sbq_upgrade_app the rights {send,listen} on every queue')
@@ -394,6 +395,10 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
                  WHERE d.defaclnamespace = 'sbq'::regnamespace) x
                WHERE x.grantee <> x.owner")
         check "at 0.5 nobody but the owner holds a privilege on schema sbq or in it (other tables, columns, grant options passed on, default privileges)" "$got" 0
+        got=$(psql -At -d $db -c "SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
+               WHERE c.relname IN ('sbq_queues', 'sbq_queue_stats', 'sbq_rights') AND c.relkind = 'v'
+                 AND a.grantee <> c.relowner AND NOT (a.grantee = 0 AND a.privilege_type = 'SELECT')")
+        check "at 0.5 the views grant PUBLIC SELECT and nobody anything else (a role could write through them)" "$got" 0
         psql -d $db -c "SELECT sbq_create_queue('app-q2')" >/dev/null
         got=$(PGUSER=sbq_upgrade_app try $db "SELECT sbq_send('app-q2', 'x')")
         check "at 0.5 a queue created after the update needs a grant" "$got" \
