@@ -104,6 +104,7 @@ static MemoryContext sbq_caller_cxt = NULL;
  * from 0.5 on); sbq_switched says it did switch.
  */
 static Oid	sbq_caller_uid = InvalidOid;
+static Oid	sbq_owner_uid = InvalidOid;	/* the tables' owner, from 0.5 on */
 static Oid	sbq_saved_uid = InvalidOid;
 static int	sbq_saved_sec_context = 0;
 static bool sbq_switched = false;
@@ -316,13 +317,13 @@ sbq_storage_begin(void)
 	GetUserIdAndSecContext(&sbq_saved_uid, &sbq_saved_sec_context);
 	sbq_caller_uid = sbq_saved_uid;
 	sbq_switched = false;
+	sbq_owner_uid = InvalidOid;
 	if (OidIsValid(epoch) && sbq_rights_enforced())
 	{
-		Oid			owner = sbq_rel_owner(epoch);
-
-		if (owner != sbq_saved_uid)
+		sbq_owner_uid = sbq_rel_owner(epoch);
+		if (sbq_owner_uid != sbq_saved_uid)
 		{
-			SetUserIdAndSecContext(owner,
+			SetUserIdAndSecContext(sbq_owner_uid,
 								   sbq_saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 			sbq_switched = true;
 		}
@@ -371,6 +372,17 @@ Oid
 sbq_storage_caller(void)
 {
 	return sbq_caller_uid;
+}
+
+/*
+ * sbq_storage_owner
+ *		The owner of the tables, whom the current storage section runs as (from
+ *		0.5 on; InvalidOid before): whoever has its privileges has every right.
+ */
+Oid
+sbq_storage_owner(void)
+{
+	return sbq_owner_uid;
 }
 
 /* The owner of a relation. */

@@ -147,6 +147,7 @@ extern bool sbq_leasing(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_rights_enforced(void);
 extern Oid	sbq_rel_owner(Oid relid);
+extern Oid	sbq_storage_owner(void);
 extern Oid	sbq_queues_oid(void);
 extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
