@@ -735,19 +735,8 @@ BEGIN
           JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
          WHERE d.defaclnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
         UNION
-        SELECT pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s CASCADE',
-                                 c.oid::pg_catalog.regclass, w.name)
-          FROM pg_catalog.pg_depend d
-          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
-         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
-          JOIN who w ON w.oid OPERATOR(pg_catalog.=) a.grantee
-         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-           AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND d.refobjid OPERATOR(pg_catalog.=)
-               (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'sbqueue')
-           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
-        UNION
+        -- the functions outside schema sbq too (the views, in any schema, are
+        -- done below)
         SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE',
                                  p.oid::pg_catalog.regprocedure, w.name)
           FROM pg_catalog.pg_depend d
