@@ -538,6 +538,22 @@ CREATE FUNCTION sbq_maintain() RETURNS jsonb
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION sbq_maintain() FROM PUBLIC;
 
+/*
+ * The maintenance workers of the whole server (src/registry.c): a row per
+ * database that has sbqueue, or that the launcher has yet to look at, with
+ * the worker running there, its last pass, when the next is due, and when
+ * shared memory saw a lock expire or a scheduled message come due there. No
+ * rows without sbqueue in shared_preload_libraries.
+ */
+CREATE FUNCTION sbq_maintenance_status(
+    OUT database name, OUT database_id oid, OUT state text, OUT worker_pid integer,
+    OUT last_pass_started timestamptz, OUT last_pass_duration interval,
+    OUT last_pass_result text, OUT passes bigint, OUT next_pass_due timestamptz,
+    OUT work_due timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'sbq_maintenance_status_sql'
+    LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 10;
+
 /* --------------------------------------------------------------- views */
 
 /*
@@ -668,8 +684,11 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                       AND (m.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(m.role, 'USAGE')));
 
+/* the maintenance workers, for everyone (as pg_stat_activity shows other backends) */
+CREATE VIEW sbq_maintenance_status AS SELECT * FROM sbq_maintenance_status();
+
 /* the views show each caller what its rights let it see */
-GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights TO PUBLIC;
+GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status TO PUBLIC;
 
 /*
  * Nobody but the owner reaches the tables: not even through the default

@@ -1,42 +1,61 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.c
- *	  The maintenance launcher: the process that starts a maintenance worker
- *	  (maintenance_worker.c) in every database that may have sbqueue.
+ *	  The maintenance launcher: the process that shares out at most
+ *	  sbqueue.max_workers maintenance workers (maintenance_worker.c) among
+ *	  the databases that have sbqueue.
  *
  * Only with sbqueue in shared_preload_libraries. The launcher is a static
  * background worker ("sbqueue launcher"), registered by _PG_init, started once
  * recovery has finished (so never on a standby) and restarted
  * SBQ_LAUNCHER_RESTART_S seconds after it dies, and at once after a
- * crash-restart. It connects to no database and reads pg_database. For every
- * database that accepts connections and is not a template it starts a dynamic
- * worker ("sbqueue maintenance"), which connects to it and looks for the
- * extension:
+ * crash-restart. It connects to no database. It reads pg_database (a shared
+ * catalog) for the databases that accept connections and are not templates,
+ * and learns which of them have sbqueue from the database registry
+ * (registry.c):
  *
- *	- not installed: the worker records that answer in the database registry
- *	  (registry.c) and exits. The launcher does not start one there again until
- *	  CREATE EXTENSION sbqueue (or ALTER EXTENSION sbqueue, or CREATE
- *	  DATABASE) commits somewhere, which bumps the registry's recheck
- *	  generation (utility_hook.c), or SBQ_RECHECK_MS pass (a safety net for
- *	  paths the hook cannot see, such as a prepared CREATE EXTENSION). A
- *	  database without sbqueue therefore costs one short-lived process now and
- *	  then.
- *	- installed: the worker maintains the database until the extension is
- *	  dropped, and then exits as above.
+ *	- A database the launcher has not heard of (every database when the
+ *	  server starts, and each one created later) gets one look: a worker
+ *	  connects to it and finds the extension or not. That is the only time a
+ *	  worker visits a database without sbqueue, except that one with a
+ *	  prepared transaction pending is looked at again every SBQ_RECHECK_MS
+ *	  (that transaction may create the extension when it commits, and
+ *	  COMMIT PREPARED runs no hook of ours).
+ *	- The commit of a transaction that creates or drops sbqueue says so in
+ *	  the registry (utility_hook.c), and wakes the launcher.
  *
- * A worker that stops for any other reason (terminated, held off, an error
- * it could not handle) is started again by the launcher after a delay that
- * doubles, from 1 s up to 60 s, while its workers keep dying young. If the
- * launcher dies, the workers keep running and the new launcher adopts them
- * through the registry (each worker records its pid there and wakes the
- * launcher when it exits). sbqueue.enable_maintenance_worker = off (on
- * SIGHUP) makes the launcher idle until it is turned on again.
+ * Every database that has sbqueue is due for a maintenance tick every
+ * sbqueue.maintenance_interval after its last one began (later while its
+ * ticks fail: the worker backs off). A database is due earlier, at most once
+ * per expiry and no sooner than SBQ_EARLY_GAP_MS after its last tick, when
+ * shared memory shows one of its locks has expired or a scheduled message of
+ * one of its queues has come due (lease.c, qstate.c); such a database is
+ * "urgent" and goes before the others. Among the others the one due longest
+ * goes first. The launcher keeps at most sbqueue.max_workers workers alive
+ * and starts one in each due database, in that order, while it has fewer. A
+ * worker runs its tick and then stays in its database, sleeping until the
+ * next one is due, unless databases wait for a slot: the launcher publishes
+ * how many wait, a worker that sees that after its tick (or between two
+ * passes of it) leaves, and the launcher asks sleeping workers to leave, the
+ * latest due first. So with as many databases as slots or fewer, each keeps
+ * a worker as before; with more, the workers take turns, and a database costs
+ * nothing between its ticks.
+ *
+ * A worker that stopped without completing a tick (terminated, refused by a
+ * hold, an error it could not handle) is started again after a delay that
+ * doubles, from 1 s up to 60 s, while that goes on. If the launcher dies,
+ * the workers keep running and the new launcher counts them through the
+ * registry (each worker records its pid there and wakes the launcher when it
+ * exits). sbqueue.enable_maintenance_worker = off (on SIGHUP) makes the
+ * launcher idle until it is turned on again.
  *
  * Owns: what the launcher knows of each database, in its own memory (a hash
- * table of SbqLauncherDb). It publishes its latch in the registry, where
- * commits that concern it and exiting workers set it. Locks: none of its own;
- * the registry's functions take the registry's lock, and a tick reads
- * pg_database in a short transaction of its own.
+ * table of SbqLauncherDb): its name, whether a look found no sbqueue (such a
+ * database has no registry slot), the worker it started there and its
+ * restart delay. It publishes its latch, how many databases wait, and when
+ * work came due in each database in the registry. Locks: none of its own;
+ * the registry's, lease.c's and qstate.c's functions take their locks, and
+ * a scan of pg_database runs in a short transaction of its own.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -70,6 +89,8 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "lease.h"
+#include "qstate.h"
 #include "registry.h"
 #include "worker.h"
 
@@ -77,33 +98,56 @@
 #define SBQ_LAUNCHER_RESTART_S		5
 /* the launcher's longest sleep: it wakes earlier on every event it cares about */
 #define SBQ_LAUNCHER_NAP_MS			10000
-/* how often a database believed to lack sbqueue is looked at anyway */
-#define SBQ_RECHECK_MS				(5 * 60 * 1000)
+/* how often pg_database is read again when nothing said it changed */
+#define SBQ_RESCAN_MS				1000
+/* how often a database without sbqueue but with a prepared transaction is looked at */
+#define SBQ_RECHECK_MS				(60 * 1000)
+/* the earliest an urgent database gets a tick after its last one began */
+#define SBQ_EARLY_GAP_MS			200
 /* worker restart delays: first, and the cap it doubles up to */
 #define SBQ_RESTART_DELAY_MS		1000
 #define SBQ_RESTART_DELAY_MAX_MS	60000
-/* a worker that lived this long did not "die young" */
-#define SBQ_WORKER_HEALTHY_MS		10000
 
 /* What the launcher knows about one database (launcher-local). */
 typedef struct SbqLauncherDb
 {
 	Oid			dbid;			/* hash key */
 	NameData	name;
-	bool		seen;			/* in this tick's pg_database scan */
-	bool		no_extension;	/* its worker found no sbqueue ... */
-	uint64		no_extension_gen;	/* ... at this recheck generation ... */
-	TimestampTz no_extension_at;	/* ... at about this time */
+	bool		seen;			/* in the last pg_database scan */
+	bool		absent;			/* a look found no sbqueue: no registry slot */
+	TimestampTz recheck_at;		/* absent: look again then (0: never) */
+	bool		no_slot_logged; /* the full registry was logged for it */
 	BackgroundWorkerHandle *handle; /* the worker this launcher started */
-	TimestampTz started_at;
+	int64		passes_at_start;	/* its slot's ticks when the worker started */
 	TimestampTz not_before;		/* no new worker before this */
 	int			restart_delay_ms;
+	TimestampTz work_due;		/* this round: earliest expired lock or due message */
+	bool		active;			/* this round: it has counts not yet stored */
+	TimestampTz work_due_shown; /* what the registry was last told of it */
 } SbqLauncherDb;
+
+/* A database that is due and has no worker, in one round of the launcher. */
+typedef struct SbqCandidate
+{
+	SbqLauncherDb *db;
+	bool		urgent;
+	TimestampTz due;
+	int64		passes;			/* its slot's ticks so far */
+} SbqCandidate;
+
+/* A worker that sleeps in its database, in one round of the launcher. */
+typedef struct SbqResident
+{
+	Oid			dbid;
+	TimestampTz next_due;
+} SbqResident;
 
 static HTAB *sbq_launcher_dbs = NULL;
 static MemoryContext sbq_launcher_cxt = NULL;
 static MemoryContext sbq_launcher_tick_cxt = NULL;
 static bool sbq_launcher_warned_slots = false;
+static uint64 sbq_launcher_scan_gen = 0;
+static TimestampTz sbq_launcher_scan_at = 0;
 
 /*
  * sbq_bgworker
@@ -146,12 +190,14 @@ sbq_launcher_register(void)
 /*
  * sbq_launcher_shmem_exit
  *		before_shmem_exit callback: withdraw the launcher's latch, so nobody
- *		signals a launcher that is gone (harmless anyway, but tidy).
+ *		signals a launcher that is gone (harmless anyway, but tidy), and say
+ *		that nobody waits.
  */
 static void
 sbq_launcher_shmem_exit(int code, Datum arg)
 {
 	sbq_registry_set_launcher(NULL);
+	sbq_registry_set_waiting(0);
 }
 
 /*
@@ -199,12 +245,143 @@ sbq_launcher_databases(void)
 }
 
 /*
- * sbq_launcher_start_worker
- *		Register a dynamic worker for one database. False when no background
- *		worker slot is free; the caller then stops trying for this tick.
+ * sbq_launcher_stopped
+ *		Whether the worker db->handle names has stopped (then the handle is
+ *		let go of); exits with the postmaster.
  */
 static bool
-sbq_launcher_start_worker(SbqLauncherDb *db, TimestampTz now)
+sbq_launcher_stopped(SbqLauncherDb *db)
+{
+	pid_t		pid;
+	BgwHandleStatus status;
+
+	if (db->handle == NULL)
+		return true;
+	status = GetBackgroundWorkerPid(db->handle, &pid);
+	if (status == BGWH_POSTMASTER_DIED)
+		proc_exit(1);
+	if (status != BGWH_STOPPED)
+		return false;
+	pfree(db->handle);
+	db->handle = NULL;
+	return true;
+}
+
+/*
+ * sbq_launcher_rescan
+ *		Read pg_database and bring the table up to date: new databases are
+ *		entered (unheard of: they get a look), and those gone or no longer
+ *		eligible are forgotten once their worker, told to stop, has stopped.
+ *		Returns how many of those workers still run.
+ */
+static int
+sbq_launcher_rescan(uint64 gen, TimestampTz now, long *nap_ms)
+{
+	List	   *dbs;
+	ListCell   *lc;
+	HASH_SEQ_STATUS hs;
+	SbqLauncherDb *db;
+	int			running = 0;
+
+	dbs = sbq_launcher_databases();
+	sbq_launcher_scan_gen = gen;
+	sbq_launcher_scan_at = now;
+
+	hash_seq_init(&hs, sbq_launcher_dbs);
+	while ((db = hash_seq_search(&hs)) != NULL)
+		db->seen = false;
+	foreach(lc, dbs)
+	{
+		SbqLauncherDb *stub = lfirst(lc);
+		bool		found;
+
+		db = hash_search(sbq_launcher_dbs, &stub->dbid, HASH_ENTER, &found);
+		if (!found)
+		{
+			memset(((char *) db) + sizeof(Oid), 0, sizeof(SbqLauncherDb) - sizeof(Oid));
+			db->restart_delay_ms = SBQ_RESTART_DELAY_MS;
+			db->passes_at_start = -1;
+		}
+		db->name = stub->name;
+		db->seen = true;
+	}
+
+	hash_seq_init(&hs, sbq_launcher_dbs);
+	while ((db = hash_seq_search(&hs)) != NULL)
+	{
+		SbqDbSlotState slot;
+
+		if (db->seen)
+			continue;
+		if (sbq_dbslot_get(db->dbid, &slot) && slot.pid != 0)
+			(void) kill(slot.pid, SIGTERM);
+		if (!sbq_launcher_stopped(db))
+		{
+			TerminateBackgroundWorker(db->handle);
+			*nap_ms = Min(*nap_ms, 1000);
+			running++;
+			continue;			/* forget it once it has stopped */
+		}
+		sbq_dbslot_free_if_idle(db->dbid);
+		(void) hash_search(sbq_launcher_dbs, &db->dbid, HASH_REMOVE, NULL);
+	}
+	return running;
+}
+
+/*
+ * sbq_launcher_work_due
+ *		Note in each database what shared memory shows of it: the earliest of
+ *		its lock expiries and scheduled messages, and whether something was
+ *		sent, received or settled there since its counts were last stored.
+ */
+static void
+sbq_launcher_work_due(void)
+{
+	HASH_SEQ_STATUS hs;
+	SbqLauncherDb *db;
+	int			max = 4096;
+	Oid		   *dbids = palloc(sizeof(Oid) * max);
+	TimestampTz *due = palloc(sizeof(TimestampTz) * max);
+	bool	   *active = palloc0(sizeof(bool) * max);
+	int			n;
+	int			i;
+
+	hash_seq_init(&hs, sbq_launcher_dbs);
+	while ((db = hash_seq_search(&hs)) != NULL)
+	{
+		db->work_due = 0;
+		db->active = false;
+	}
+	for (int pass = 0; pass < 2; pass++)
+	{
+		if (pass == 0)
+			n = sbq_lease_due_all(dbids, due, max);
+		else
+			n = sbq_qstate_work_all(dbids, due, active, max);
+		for (i = 0; i < n; i++)
+		{
+			db = hash_search(sbq_launcher_dbs, &dbids[i], HASH_FIND, NULL);
+			if (db == NULL)
+				continue;
+			if (pass == 1 && active[i])
+				db->active = true;
+			if (pass == 1 && due[i] == 0)
+				continue;
+			/* a lease share's 0: something expired long ago */
+			due[i] = Max(due[i], 1);
+			if (db->work_due == 0 || due[i] < db->work_due)
+				db->work_due = due[i];
+		}
+	}
+}
+
+/*
+ * sbq_launcher_start_worker
+ *		Register a dynamic worker for one database. False when no background
+ *		worker slot is free; the caller then stops trying for this round.
+ */
+static bool
+sbq_launcher_start_worker(SbqLauncherDb *db, int64 passes)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -216,7 +393,7 @@ sbq_launcher_start_worker(SbqLauncherDb *db, TimestampTz now)
 	worker.bgw_main_arg = ObjectIdGetDatum(db->dbid);
 	worker.bgw_notify_pid = MyProcPid;
 
-	/* the handle lives as long as the launcher's table, not the tick */
+	/* the handle lives as long as the launcher's table, not the round */
 	oldcxt = MemoryContextSwitchTo(sbq_launcher_cxt);
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
@@ -228,14 +405,14 @@ sbq_launcher_start_worker(SbqLauncherDb *db, TimestampTz now)
 					 errmsg("sbqueue launcher could not start a maintenance worker for database \"%s\"",
 							NameStr(db->name)),
 					 errdetail("All background worker slots are in use; the launcher will keep trying."),
-					 errhint("You may need to increase \"max_worker_processes\": sbqueue needs one slot for its launcher and one for every database that has the extension.")));
+					 errhint("You may need to increase \"max_worker_processes\": sbqueue needs one slot for its launcher and up to \"sbqueue.max_workers\" for its workers.")));
 			sbq_launcher_warned_slots = true;
 		}
 		return false;
 	}
 	MemoryContextSwitchTo(oldcxt);
 	db->handle = handle;
-	db->started_at = now;
+	db->passes_at_start = passes;
 	return true;
 }
 
@@ -252,182 +429,317 @@ sbq_launcher_update_nap(long *nap_ms, TimestampTz now, TimestampTz when)
 }
 
 /*
- * sbq_launcher_consider
- *		Decide about one database: collect what its last worker said, notice a
- *		worker that stopped, and start one when it should run and none does.
- *		Returns false when a start failed for lack of worker slots.
+ * sbq_launcher_slot
+ *		The registry slot of a database the launcher considers, made when the
+ *		database has none and is not known to lack sbqueue (or is to be looked
+ *		at again). False when the database needs nothing now: it lacks
+ *		sbqueue, or the registry has no room for it (logged once).
  */
 static bool
-sbq_launcher_consider(SbqLauncherDb *db, uint64 gen, TimestampTz now,
-					  long *nap_ms, bool may_start)
+sbq_launcher_slot(SbqLauncherDb *db, TimestampTz now, long *nap_ms, SbqDbSlotState *slot)
 {
-	SbqDbSlotState slot;
-	uint64		seen_gen;
+	bool		recheck;
 
-	if (sbq_dbslot_take_no_extension(db->dbid, &seen_gen))
+	if (sbq_dbslot_get(db->dbid, slot))
 	{
-		db->no_extension = true;
-		db->no_extension_gen = seen_gen;
-		db->no_extension_at = now;
-	}
-
-	if (db->handle != NULL)
-	{
-		pid_t		pid;
-		BgwHandleStatus status = GetBackgroundWorkerPid(db->handle, &pid);
-
-		if (status == BGWH_POSTMASTER_DIED)
-			proc_exit(1);
-		if (status != BGWH_STOPPED)
-			return true;		/* starting or running */
-		pfree(db->handle);
-		db->handle = NULL;
-		if (!db->no_extension)
+		if (slot->state != SBQ_DB_ABSENT)
 		{
-			/* it stopped without saying why: start it again, later */
-			if (TimestampDifferenceExceeds(db->started_at, now, SBQ_WORKER_HEALTHY_MS))
-				db->restart_delay_ms = SBQ_RESTART_DELAY_MS;
-			else
-				db->restart_delay_ms = Min(Max(db->restart_delay_ms * 2, SBQ_RESTART_DELAY_MS),
-										   SBQ_RESTART_DELAY_MAX_MS);
-			db->not_before = TimestampTzPlusMilliseconds(now, db->restart_delay_ms);
-		}
-	}
-
-	if (!sbq_enable_maintenance_worker)
-		return true;
-
-	if (db->no_extension)
-	{
-		if (db->no_extension_gen == gen &&
-			!TimestampDifferenceExceeds(db->no_extension_at, now, SBQ_RECHECK_MS))
-		{
-			/* its registry slot is not needed until the next look */
-			sbq_dbslot_free_if_idle(db->dbid);
+			db->absent = false;
 			return true;
 		}
-		db->no_extension = false;	/* look again */
+		if (slot->pid != 0 || !sbq_dbslot_take_absent(db->dbid, &recheck))
+			return true;		/* its worker is on the way out, or a hold is on */
+		db->absent = true;
+		db->recheck_at = recheck ? TimestampTzPlusMilliseconds(now, SBQ_RECHECK_MS) : 0;
+		db->work_due_shown = 0;
 	}
-
-	if (sbq_dbslot_get(db->dbid, &slot))
+	if (db->absent)
 	{
-		if (slot.pid != 0)
-			return true;		/* a worker runs (perhaps adopted) */
-		if (slot.hold_until > now)
+		if (db->recheck_at == 0)
+			return false;
+		if (db->recheck_at > now)
 		{
-			sbq_launcher_update_nap(nap_ms, now, slot.hold_until);
-			return true;
+			sbq_launcher_update_nap(nap_ms, now, db->recheck_at);
+			return false;
 		}
 	}
-	if (db->not_before > now)
-	{
-		sbq_launcher_update_nap(nap_ms, now, db->not_before);
-		return true;
-	}
-	if (!may_start)
-		return true;
 	if (!sbq_dbslot_ensure(db->dbid))
 	{
-		/* the registry has max_worker_processes + spare slots: cannot start anyway */
-		*nap_ms = Min(*nap_ms, 1000);
+		if (!db->no_slot_logged)
+			ereport(LOG,
+					(errmsg("sbqueue launcher has no registry slot for database \"%s\"",
+							NameStr(db->name)),
+					 errdetail("The registry has room for %d databases; this one gets no maintenance worker.",
+							   SBQ_REGISTRY_MAX_DBS)));
+		db->no_slot_logged = true;
 		return false;
 	}
-	if (!sbq_launcher_start_worker(db, now))
+	db->absent = false;
+	return sbq_dbslot_get(db->dbid, slot);
+}
+
+/* qsort: urgent first, then the one due longest */
+static int
+sbq_candidate_cmp(const void *a, const void *b)
+{
+	const SbqCandidate *ca = a;
+	const SbqCandidate *cb = b;
+
+	if (ca->urgent != cb->urgent)
+		return ca->urgent ? -1 : 1;
+	if (ca->due != cb->due)
+		return ca->due < cb->due ? -1 : 1;
+	return 0;
+}
+
+/* qsort: the sleeping worker due latest first */
+static int
+sbq_resident_cmp(const void *a, const void *b)
+{
+	const SbqResident *ra = a;
+	const SbqResident *rb = b;
+
+	if (ra->next_due != rb->next_due)
+		return ra->next_due > rb->next_due ? -1 : 1;
+	return 0;
+}
+
+/* What one round of the launcher gathers. */
+typedef struct SbqRound
+{
+	TimestampTz now;
+	long		nap_ms;			/* how long to sleep after the round */
+	int			running;		/* workers alive (started, running or leaving) */
+	SbqCandidate *cand;			/* databases due with no worker */
+	int			ncand;
+	SbqResident *res;			/* workers sleeping in their database */
+	int			nres;
+} SbqRound;
+
+/*
+ * sbq_launcher_reap
+ *		Whether the worker this launcher started in db has stopped (or none
+ *		was started). One that stopped without completing a tick is started
+ *		again only after a delay that doubles while that goes on.
+ */
+static bool
+sbq_launcher_reap(SbqLauncherDb *db, TimestampTz now)
+{
+	SbqDbSlotState slot;
+
+	if (!sbq_launcher_stopped(db))
+		return false;
+	if (db->passes_at_start < 0)
+		return true;
+	if (sbq_dbslot_get(db->dbid, &slot) && slot.state != SBQ_DB_ABSENT &&
+		slot.passes == db->passes_at_start)
 	{
-		*nap_ms = Min(*nap_ms, 1000);
-		return false;
+		db->not_before = TimestampTzPlusMilliseconds(now, db->restart_delay_ms);
+		db->restart_delay_ms = Min(db->restart_delay_ms * 2, SBQ_RESTART_DELAY_MAX_MS);
 	}
+	else
+		db->restart_delay_ms = SBQ_RESTART_DELAY_MS;
+	db->passes_at_start = -1;
 	return true;
 }
 
 /*
+ * sbq_launcher_due
+ *		When db is due for a tick, and whether it is urgent: when its worker
+ *		said; or an interval after its last tick began if something was sent,
+ *		received or settled there since (an idle database's worker backs
+ *		off); or, urgent, when a lock or scheduled message came due after its
+ *		last tick began, but no sooner than SBQ_EARLY_GAP_MS after that tick.
+ */
+static TimestampTz
+sbq_launcher_due(SbqRound *r, SbqLauncherDb *db, const SbqDbSlotState *slot, bool *urgent)
+{
+	TimestampTz due;
+
+	*urgent = false;
+	if (slot->state == SBQ_DB_UNKNOWN)
+		return 0;
+	due = slot->next_due;
+	if (db->active)
+		due = Min(due, TimestampTzPlusMilliseconds(slot->last_start, sbq_maintenance_interval));
+	if (db->work_due != 0 && db->work_due > slot->last_start)
+	{
+		TimestampTz early = TimestampTzPlusMilliseconds(slot->last_start,
+														Min(SBQ_EARLY_GAP_MS,
+															sbq_maintenance_interval));
+
+		early = Max(early, db->work_due);
+		if (early <= r->now)
+			*urgent = true;
+		due = Min(due, early);
+	}
+	return due;
+}
+
+/*
+ * sbq_launcher_consider
+ *		One database in a round: what became of its worker, whether it has
+ *		sbqueue, when it is due; then a sleeping worker there is woken early
+ *		or listed as one that could make room, and a due database without a
+ *		worker becomes a candidate.
+ */
+static void
+sbq_launcher_consider(SbqRound *r, SbqLauncherDb *db)
+{
+	SbqDbSlotState slot;
+	bool		stopped;
+	bool		urgent;
+	TimestampTz due;
+
+	stopped = sbq_launcher_reap(db, r->now);
+	if (!sbq_launcher_slot(db, r->now, &r->nap_ms, &slot))
+	{
+		if (!stopped)
+			r->running++;		/* leaving, but it still holds its process slot */
+		return;
+	}
+
+	/* show when work came due there (the status function reads it) */
+	if (db->work_due != db->work_due_shown)
+	{
+		sbq_dbslot_set_work_due(db->dbid, db->work_due);
+		db->work_due_shown = db->work_due;
+	}
+
+	due = sbq_launcher_due(r, db, &slot, &urgent);
+	if (!stopped || slot.pid != 0)
+	{
+		r->running++;
+		if (slot.pid == 0 || slot.in_pass || !sbq_enable_maintenance_worker)
+			return;
+		/* a sleeping worker: wake it early, or list it as one that could make room */
+		if (due < slot.next_due && due <= r->now)
+			sbq_dbslot_ask(db->dbid, false, true);
+		else
+		{
+			if (due < slot.next_due)
+				sbq_launcher_update_nap(&r->nap_ms, r->now, due);
+			r->res[r->nres].dbid = db->dbid;
+			r->res[r->nres].next_due = due;
+			r->nres++;
+		}
+		return;
+	}
+
+	if (!sbq_enable_maintenance_worker)
+		return;
+	if (slot.hold_until > r->now)
+		due = Max(due, slot.hold_until);
+	if (db->not_before > r->now)
+		due = Max(due, db->not_before);
+	if (due > r->now)
+	{
+		sbq_launcher_update_nap(&r->nap_ms, r->now, due);
+		return;
+	}
+	r->cand[r->ncand].db = db;
+	r->cand[r->ncand].urgent = urgent;
+	r->cand[r->ncand].due = due;
+	r->cand[r->ncand].passes = slot.passes;
+	r->ncand++;
+}
+
+/*
+ * sbq_launcher_dispatch
+ *		Start workers in the candidates, urgent ones first and then the one
+ *		due longest, while fewer than sbqueue.max_workers run; publish how
+ *		many are left waiting, and ask as many sleeping workers (the latest
+ *		due first) to make room, and those above a lowered
+ *		sbqueue.max_workers to go.
+ */
+static void
+sbq_launcher_dispatch(SbqRound *r)
+{
+	int			started = 0;
+	int			waiting;
+	int			i;
+
+	qsort(r->cand, r->ncand, sizeof(SbqCandidate), sbq_candidate_cmp);
+	for (i = 0; i < r->ncand && r->running < sbq_max_workers; i++)
+	{
+		if (!sbq_launcher_start_worker(r->cand[i].db, r->cand[i].passes))
+		{
+			r->nap_ms = Min(r->nap_ms, 1000);
+			break;
+		}
+		r->running++;
+		started++;
+	}
+
+	waiting = r->ncand - started;
+	sbq_registry_set_waiting(waiting);
+	if (sbq_enable_maintenance_worker)
+	{
+		int			surplus = Max(r->running - sbq_max_workers, 0);
+		int			leave = Min(waiting + surplus, r->nres);
+
+		qsort(r->res, r->nres, sizeof(SbqResident), sbq_resident_cmp);
+		for (i = 0; i < leave; i++)
+			sbq_dbslot_ask(r->res[i].dbid, true, false);
+	}
+	if (waiting > 0)
+		r->nap_ms = Min(r->nap_ms, 1000);
+}
+
+/*
  * sbq_launcher_tick
- *		One round of the launcher: scan pg_database, forget the databases that
- *		went away (stopping a worker in one that became a template or stopped
- *		accepting connections), and consider every other one. Returns how long
- *		to sleep before the next round if nothing wakes the launcher earlier.
+ *		One round of the launcher: read pg_database when it may have changed,
+ *		see what each database needs, start workers in the due ones while
+ *		fewer than sbqueue.max_workers run, and ask sleeping workers to make
+ *		room for those that wait. Returns how long to sleep before the next
+ *		round if nothing wakes the launcher earlier: shared memory is looked
+ *		at again within an interval, since the work there wakes nobody.
  */
 static long
 sbq_launcher_tick(void)
 {
-	long		nap_ms = SBQ_LAUNCHER_NAP_MS;
+	SbqRound	r;
 	uint64		gen;
-	List	   *dbs;
-	ListCell   *lc;
 	HASH_SEQ_STATUS hs;
 	SbqLauncherDb *db;
-	TimestampTz now;
-	bool		may_start = true;
 	Oid		   *slot_dbids;
 	int			nslots;
+	int			ndbs;
 	int			i;
 
 	MemoryContextReset(sbq_launcher_tick_cxt);
 	MemoryContextSwitchTo(sbq_launcher_tick_cxt);
+	memset(&r, 0, sizeof(r));
+	r.nap_ms = SBQ_LAUNCHER_NAP_MS;
 
-	/* read before the scan: a CREATE EXTENSION committing later bumps it again */
-	gen = sbq_registry_recheck_generation();
-	dbs = sbq_launcher_databases();
-	now = GetCurrentTimestamp();
-
-	hash_seq_init(&hs, sbq_launcher_dbs);
-	while ((db = hash_seq_search(&hs)) != NULL)
-		db->seen = false;
-	foreach(lc, dbs)
-	{
-		SbqLauncherDb *stub = lfirst(lc);
-		bool		found;
-
-		db = hash_search(sbq_launcher_dbs, &stub->dbid, HASH_ENTER, &found);
-		if (!found)
-		{
-			memset(((char *) db) + sizeof(Oid), 0, sizeof(SbqLauncherDb) - sizeof(Oid));
-			db->restart_delay_ms = SBQ_RESTART_DELAY_MS;
-		}
-		db->name = stub->name;
-		db->seen = true;
-	}
-
-	/* databases gone, or no longer eligible */
-	hash_seq_init(&hs, sbq_launcher_dbs);
-	while ((db = hash_seq_search(&hs)) != NULL)
-	{
-		SbqDbSlotState slot;
-
-		if (db->seen)
-			continue;
-		if (sbq_dbslot_get(db->dbid, &slot) && slot.pid != 0)
-			(void) kill(slot.pid, SIGTERM);
-		if (db->handle != NULL)
-		{
-			pid_t		pid;
-
-			if (GetBackgroundWorkerPid(db->handle, &pid) != BGWH_STOPPED)
-			{
-				TerminateBackgroundWorker(db->handle);
-				nap_ms = Min(nap_ms, 1000);
-				continue;		/* forget it once it has stopped */
-			}
-			pfree(db->handle);
-		}
-		sbq_dbslot_free_if_idle(db->dbid);
-		(void) hash_search(sbq_launcher_dbs, &db->dbid, HASH_REMOVE, NULL);
-	}
+	/* read before the scan: a commit that changes things later bumps it again */
+	gen = sbq_registry_catalog_generation();
+	r.now = GetCurrentTimestamp();
+	if (gen != sbq_launcher_scan_gen ||
+		TimestampDifferenceExceeds(sbq_launcher_scan_at, r.now, SBQ_RESCAN_MS))
+		r.running += sbq_launcher_rescan(gen, r.now, &r.nap_ms);
+	sbq_launcher_update_nap(&r.nap_ms, r.now,
+							TimestampTzPlusMilliseconds(sbq_launcher_scan_at, SBQ_RESCAN_MS));
 
 	/* registry slots of databases the launcher does not track (holds, leftovers) */
-	slot_dbids = palloc(sizeof(Oid) * sbq_dbslot_count());
-	nslots = sbq_dbslot_list(slot_dbids, sbq_dbslot_count());
+	slot_dbids = palloc(sizeof(Oid) * (SBQ_REGISTRY_MAX_DBS + 64));
+	nslots = sbq_dbslot_list(slot_dbids, SBQ_REGISTRY_MAX_DBS + 64);
 	for (i = 0; i < nslots; i++)
 		if (hash_search(sbq_launcher_dbs, &slot_dbids[i], HASH_FIND, NULL) == NULL)
 			sbq_dbslot_free_if_idle(slot_dbids[i]);
 
+	sbq_launcher_work_due();
+
+	ndbs = Max(hash_get_num_entries(sbq_launcher_dbs), 1);
+	r.cand = palloc(sizeof(SbqCandidate) * ndbs);
+	r.res = palloc(sizeof(SbqResident) * ndbs);
 	hash_seq_init(&hs, sbq_launcher_dbs);
 	while ((db = hash_seq_search(&hs)) != NULL)
-	{
-		if (db->seen && !sbq_launcher_consider(db, gen, now, &nap_ms, may_start))
-			may_start = false;
-	}
-	return nap_ms;
+		if (db->seen)
+			sbq_launcher_consider(&r, db);
+
+	sbq_launcher_dispatch(&r);
+	return Min(r.nap_ms, sbq_maintenance_interval);
 }
 
 /*

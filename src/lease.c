@@ -1178,6 +1178,47 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 }
 
 /*
+ * sbq_lease_due_all
+ *		For the launcher: every database that holds leases, with the time
+ *		before which none of them expires (0: one has, or a scan stopped
+ *		short), up to max of them; returns how many.
+ */
+int
+sbq_lease_due_all(Oid *dbids, TimestampTz *until, int max)
+{
+	HASH_SEQ_STATUS status;
+	SbqLeaseShare *share;
+	int			n = 0;
+
+	if (sbq_lease_shares == NULL)
+		return 0;
+	LWLockAcquire(sbq_shares_lock(), LW_SHARED);
+	hash_seq_init(&status, sbq_lease_shares);
+	while ((share = (SbqLeaseShare *) hash_seq_search(&status)) != NULL)
+	{
+		int32		count;
+		TimestampTz min_until;
+
+		SpinLockAcquire(&share->mutex);
+		count = share->count;
+		min_until = share->min_until;
+		SpinLockRelease(&share->mutex);
+		if (count <= 0 || min_until == SBQ_NO_EXPIRY)
+			continue;
+		if (n >= max)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+		dbids[n] = share->dbid;
+		until[n] = min_until;
+		n++;
+	}
+	LWLockRelease(sbq_shares_lock());
+	return n;
+}
+
+/*
  * sbq_lease_take_queue
  *		For a purge or a delete of a queue: take the leases of its messages
  *		(of one sub-queue, or all when subqueue < 0), valid or expired, as

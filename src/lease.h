@@ -96,6 +96,7 @@ extern bool sbq_lease_absent(int64 seq);
 extern int	sbq_lease_take_expired(int32 queue_id, TimestampTz now,
 								   SbqExpiredLease *out, int max);
 extern int	sbq_lease_take_queue(int32 queue_id, int subqueue);
+extern int	sbq_lease_due_all(Oid *dbids, TimestampTz *until, int max);
 
 extern void sbq_lease_internal(const char *name);
 

@@ -1,34 +1,44 @@
 /*-------------------------------------------------------------------------
  *
  * maintenance_worker.c
- *	  The per-database maintenance worker: the process that runs
- *	  sbq_maintain() in one database every sbqueue.maintenance_interval and
- *	  vacuums its message table when enough of it is dead.
+ *	  A maintenance worker: the process that runs sbq_maintain() in one
+ *	  database, as often as that database needs it, and vacuums its message
+ *	  table when enough of it is dead.
  *
- * The launcher (launcher.c) starts one in every database that may have
- * sbqueue, as a dynamic background worker ("sbqueue maintenance") whose
- * bgw_main_arg is the database's OID. The worker connects to the database,
- * claims it in the database registry (registry.c; refused while DDL holds the
- * database or another worker has it: it then leaves quietly) and looks for
- * the extension:
+ * The launcher (launcher.c) starts it in a database that is due for a tick,
+ * as a dynamic background worker ("sbqueue maintenance") whose bgw_main_arg
+ * is the database's OID. The worker connects to the database, claims it in
+ * the database registry (registry.c; refused while DDL holds the database or
+ * another worker has it: it then leaves quietly) and runs a tick at once:
  *
- *	- not installed: it leaves that answer in the registry for the launcher
- *	  and exits. So does it once the extension is dropped.
- *	- installed: every sbqueue.maintenance_interval it runs
- *	  SELECT <schema>.sbq_maintain() in a transaction of its own, as the
- *	  extension's owner with search_path pinned, again at once while the
- *	  result says "more" (at most SBQ_MAX_PASSES_PER_TICK times), and sleeps
- *	  between ticks with no transaction open and no snapshot held. After a
- *	  tick it vacuums sbq.messages when pgstat counts
- *	  sbqueue.vacuum_threshold dead rows there.
+ *	- sbqueue not installed: it leaves that answer in the registry (with
+ *	  whether a prepared transaction is pending there, which may still create
+ *	  it) and exits. So does it once the extension is dropped.
+ *	- installed: it runs SELECT <schema>.sbq_maintain() in a transaction of
+ *	  its own, as the extension's owner with search_path pinned, again at
+ *	  once while the result says "more" (at most SBQ_MAX_PASSES_PER_TICK
+ *	  times, fewer when other databases wait for a worker), then vacuums
+ *	  sbq.messages when pgstat counts sbqueue.vacuum_threshold dead rows
+ *	  there.
+ *
+ * After the tick it tells the registry when it began and ended, how it went,
+ * and when the next is due: sbqueue.maintenance_interval after this one
+ * began; later when the tick found nothing to do (the interval doubles with
+ * each such tick, up to sbqueue.idle_maintenance_interval; the count carries
+ * over to the next worker there through the registry); at once when it
+ * stopped short with more to do. If other databases wait for a worker slot,
+ * or the launcher asks it to, it then exits; otherwise it sleeps in its
+ * database with no transaction open and no snapshot held until the next
+ * tick, or until the launcher wakes it for urgent work (a lock or scheduled
+ * message come due) or asks it to leave.
  *
  * A failed pass is logged and rolled back, and the worker backs off (the
  * interval times 2, 4, 8, ..., at most SBQ_BACKOFF_MAX_MS). An extension
  * version without sbq_maintain() is warned about once per database and
- * treated as a failure. When the recheck generation moves (CREATE or ALTER
- * EXTENSION sbqueue committed somewhere) the worker stops backing off and
- * looks again at once, a few times in quick succession. Nothing runs on a
- * standby. sbqueue.enable_maintenance_worker = off (on SIGHUP) makes it exit.
+ * treated as a failure. When the recheck generation moves (ALTER EXTENSION
+ * sbqueue committed somewhere) the worker stops backing off and looks again
+ * at once, a few times in quick succession. Nothing runs on a standby.
+ * sbqueue.enable_maintenance_worker = off (on SIGHUP) makes it exit.
  *
  * Owns: nothing shared. It holds its database's slot of the registry while
  * it runs and gives it back from a before_shmem_exit callback, which also
@@ -117,30 +127,54 @@ typedef struct SbqWorkerSchedule
 	TimestampTz last_run;		/* when the last tick began, 0 before the first */
 	TimestampTz next_run;		/* when the next one is due */
 	uint64		gen;			/* the recheck generation last seen */
+	int32		idle_ticks;		/* ticks in a row that found nothing to do */
 } SbqWorkerSchedule;
 
 static Oid	sbq_worker_dbid = InvalidOid;
 static char *sbq_worker_dbname = "?";
 static bool sbq_worker_registered = false;
-static bool sbq_worker_no_extension = false;
-static uint64 sbq_worker_no_extension_gen = 0;
+static uint64 sbq_worker_state_gen = 0; /* of the registry slot's state, when claimed */
+static bool sbq_worker_prepared = false;	/* no sbqueue, but prepared transactions */
+static bool sbq_worker_busy = false;	/* the last pass found something to do */
+static int32 sbq_worker_idle_ticks = 0; /* the database's idle ticks, when claimed */
 static MemoryContext sbq_worker_cxt = NULL;
 
 /*
  * sbq_worker_shmem_exit
  *		before_shmem_exit callback of a worker: give the database back in the
- *		registry (with the "no sbqueue here" answer if that is why it exits)
- *		and wake the launcher.
+ *		registry and wake the launcher.
  */
 static void
 sbq_worker_shmem_exit(int code, Datum arg)
 {
 	if (sbq_worker_registered)
-		sbq_dbslot_unregister_worker(sbq_worker_dbid, MyProcPid,
-									 sbq_worker_no_extension,
-									 sbq_worker_no_extension_gen);
+		sbq_dbslot_unregister_worker(sbq_worker_dbid, MyProcPid);
 	else
 		sbq_registry_wake_launcher();
+}
+
+/*
+ * sbq_worker_prepared_pending
+ *		Whether a prepared transaction of this database is pending (it may
+ *		create sbqueue when it commits). Called in a transaction, with SPI
+ *		not connected.
+ */
+static bool
+sbq_worker_prepared_pending(void)
+{
+	bool		pending;
+	bool		isnull;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT pg_catalog.count(*) > 0 FROM pg_catalog.pg_prepared_xacts"
+					" WHERE database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
+					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read pg_prepared_xacts");
+	pending = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										 &isnull));
+	SPI_finish();
+	return pending && !isnull;
 }
 
 /*
@@ -199,6 +233,39 @@ sbq_find_maintain(Oid extoid, Oid nspoid)
 	return funcoid;
 }
 
+/*
+ * sbq_worker_result_busy
+ *		Whether the result of sbq_maintain() says it found something to do: a
+ *		count other than "queues" above zero, or "more" or "skipped" true. A
+ *		database whose passes find nothing is idle; its worker backs off.
+ */
+static bool
+sbq_worker_result_busy(Jsonb *jb)
+{
+	JsonbIterator *it = JsonbIteratorInit(&jb->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		busy = false;
+	bool		skip = false;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			skip = (v.val.string.len == 6 && memcmp(v.val.string.val, "queues", 6) == 0);
+		else if (tok == WJB_VALUE && !skip)
+		{
+			if (v.type == jbvBool && v.val.boolean)
+				busy = true;
+			else if (v.type == jbvNumeric &&
+					 DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(v.val.numeric),
+													   DirectFunctionCall1(int4_numeric,
+																		   Int32GetDatum(0)))) > 0)
+				busy = true;
+		}
+	}
+	return busy;
+}
+
 /* error context of a maintenance pass */
 static void
 sbq_worker_error_context(void *arg)
@@ -215,7 +282,7 @@ sbq_worker_error_context(void *arg)
  *		live in the frame of sbq_worker_pass's PG_TRY (longjmp clobbering).
  */
 pg_noinline static SbqPassStatus
-sbq_worker_call_maintain(uint64 gen, bool *more)
+sbq_worker_call_maintain(bool *more)
 {
 	Oid			extoid;
 	Oid			extowner;
@@ -228,9 +295,10 @@ sbq_worker_call_maintain(uint64 gen, bool *more)
 	int			ret;
 
 	*more = false;
+	sbq_worker_busy = true;		/* until a result says otherwise */
 	if (!sbq_find_extension(&extoid, &extowner, &nspoid))
 	{
-		sbq_worker_no_extension_gen = gen;
+		sbq_worker_prepared = sbq_worker_prepared_pending();
 		return SBQ_PASS_NO_EXTENSION;
 	}
 	if (!OidIsValid(sbq_find_maintain(extoid, nspoid)))
@@ -271,6 +339,7 @@ sbq_worker_call_maintain(uint64 gen, bool *more)
 			key.val.string.len = 4;
 			v = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &key);
 			*more = (v != NULL && v->type == jbvBool && v->val.boolean);
+			sbq_worker_busy = sbq_worker_result_busy(jb);
 			ereport(DEBUG1,
 					(errmsg_internal("sbqueue maintenance: %s",
 									 JsonbToCString(NULL, &jb->root, VARSIZE(jb)))));
@@ -335,10 +404,6 @@ sbq_worker_pass(bool *more)
 	volatile SbqPassStatus status = SBQ_PASS_ERROR;
 	volatile bool more_v = false;
 	ErrorContextCallback errcallback;
-	uint64		gen;
-
-	/* before the look: a CREATE EXTENSION committing after it bumps this again */
-	gen = sbq_registry_recheck_generation();
 
 	sbq_worker_xact_begin(&errcallback);
 
@@ -347,7 +412,7 @@ sbq_worker_pass(bool *more)
 		bool		m;
 
 		PushActiveSnapshot(GetTransactionSnapshot());
-		status = sbq_worker_call_maintain(gen, &m);
+		status = sbq_worker_call_maintain(&m);
 		more_v = m;
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -367,26 +432,41 @@ sbq_worker_pass(bool *more)
 }
 
 /*
+ * sbq_worker_others_wait
+ *		Whether this worker should make room: the launcher asked it to leave,
+ *		or other databases wait for a worker slot.
+ */
+static bool
+sbq_worker_others_wait(void)
+{
+	bool		leave;
+	bool		run_now;
+
+	sbq_dbslot_poll(sbq_worker_dbid, &leave, &run_now);
+	return leave || sbq_registry_waiting() > 0;
+}
+
+/*
  * sbq_worker_tick
  *		Run passes while sbq_maintain() says there is more, at most
- *		SBQ_MAX_PASSES_PER_TICK of them; an interrupt between two passes is
- *		served at once.
+ *		SBQ_MAX_PASSES_PER_TICK of them, and fewer when other databases wait
+ *		for a worker (*more then says the tick stopped short); an interrupt
+ *		between two passes is served at once.
  */
 static SbqPassStatus
-sbq_worker_tick(void)
+sbq_worker_tick(bool *more)
 {
 	SbqPassStatus status = SBQ_PASS_OK;
 	int			i;
 
+	*more = false;
 	for (i = 0; i < SBQ_MAX_PASSES_PER_TICK; i++)
 	{
-		bool		more;
-
-		status = sbq_worker_pass(&more);
-		if (status != SBQ_PASS_OK || !more)
+		status = sbq_worker_pass(more);
+		if (status != SBQ_PASS_OK || !*more)
 			break;
 		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending || !sbq_enable_maintenance_worker)
+		if (ConfigReloadPending || !sbq_enable_maintenance_worker || sbq_worker_others_wait())
 			break;
 	}
 	return status;
@@ -498,7 +578,8 @@ sbq_worker_start(Oid dbid)
 	BackgroundWorkerInitializeConnectionByOid(sbq_worker_dbid, InvalidOid, 0);
 
 	/* a DDL hold, or a worker already here: leave quietly */
-	if (!sbq_dbslot_register_worker(sbq_worker_dbid, MyProcPid, MyLatch))
+	if (!sbq_dbslot_register_worker(sbq_worker_dbid, MyProcPid, MyLatch, &sbq_worker_state_gen,
+									&sbq_worker_idle_ticks))
 		proc_exit(0);
 	sbq_worker_registered = true;
 
@@ -556,11 +637,11 @@ sbq_worker_recheck(SbqWorkerSchedule *s)
 /*
  * sbq_worker_judge
  *		Take in what a tick found: after a good one, vacuum; without the
- *		extension, exit (leaving that answer for the launcher); without
+ *		extension, exit (leaving that answer in the registry); without
  *		sbq_maintain(), look again soon or count a failure; after an error,
- *		count a failure.
+ *		count a failure. Returns how the tick ended, for the registry.
  */
-static void
+static SbqPassResult
 sbq_worker_judge(SbqWorkerSchedule *s, SbqPassStatus status)
 {
 	switch (status)
@@ -569,9 +650,9 @@ sbq_worker_judge(SbqWorkerSchedule *s, SbqPassStatus status)
 			s->failures = 0;
 			s->quick_retries = 0;
 			sbq_worker_vacuum();
-			break;
+			return SBQ_RESULT_OK;
 		case SBQ_PASS_NO_EXTENSION:
-			sbq_worker_no_extension = true;
+			sbq_dbslot_set_absent(sbq_worker_dbid, sbq_worker_state_gen, sbq_worker_prepared);
 			proc_exit(0);
 			break;
 		case SBQ_PASS_NO_FUNCTION:
@@ -585,7 +666,7 @@ sbq_worker_judge(SbqWorkerSchedule *s, SbqPassStatus status)
 			if (s->quick_retries > 0)
 			{
 				s->quick_retries--;
-				break;
+				return SBQ_RESULT_NO_FUNCTION;
 			}
 			if (sbq_dbslot_warn_once(sbq_worker_dbid))
 				ereport(WARNING,
@@ -594,31 +675,51 @@ sbq_worker_judge(SbqWorkerSchedule *s, SbqPassStatus status)
 								sbq_worker_dbname),
 						 errdetail("The installed version of the extension has no maintenance function; the worker looks again later."),
 						 errhint("Update the extension with ALTER EXTENSION sbqueue UPDATE.")));
-			/* FALLTHROUGH */
+			s->failures++;
+			return SBQ_RESULT_NO_FUNCTION;
 		case SBQ_PASS_ERROR:
 			s->failures++;
-			break;
+			return SBQ_RESULT_ERROR;
 	}
+	return SBQ_RESULT_ERROR;
 }
 
 /*
  * sbq_worker_run
  *		A tick is due (now): run it, unless on a standby, and schedule the
  *		next one: after the interval, sooner while looking quickly for a new
- *		sbq_maintain(), later after failures.
+ *		sbq_maintain() or when the tick stopped short with more to do, later
+ *		after failures. The registry learns when the tick began and ended,
+ *		how, and when the next is due.
  */
 static void
 sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 {
 	long		delay_ms = sbq_maintenance_interval;
+	SbqPassResult result = SBQ_RESULT_OK;
+	bool		more = false;
 
 	s->last_run = now;
+	sbq_dbslot_pass_begin(sbq_worker_dbid, now);
 
 	/* nothing to do on a standby: queue state comes from the primary */
 	if (!RecoveryInProgress())
-		sbq_worker_judge(s, sbq_worker_tick());
+		result = sbq_worker_judge(s, sbq_worker_tick(&more));
+	if (result == SBQ_RESULT_OK && !sbq_worker_busy)
+	{
+		/* idle: interval * 2^idle_ticks, at most sbqueue.idle_maintenance_interval */
+		int			shift = Min(s->idle_ticks, 16);
+
+		delay_ms = Min((int64) sbq_maintenance_interval << shift,
+					   (int64) Max(sbq_idle_maintenance_interval, sbq_maintenance_interval));
+		s->idle_ticks++;
+	}
+	else
+		s->idle_ticks = 0;
 	if (s->quick_retries > 0 && s->failures == 0)
 		delay_ms = Min(delay_ms, SBQ_QUICK_RETRY_MS);
+	if (more && result == SBQ_RESULT_OK)
+		delay_ms = 0;
 	if (s->failures > 0)
 	{
 		/* back off: interval * 2^failures, at most SBQ_BACKOFF_MAX_MS */
@@ -627,12 +728,19 @@ sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 		delay_ms = Min((int64) sbq_maintenance_interval << shift,
 					   (int64) Max(SBQ_BACKOFF_MAX_MS, sbq_maintenance_interval));
 	}
-	s->next_run = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
+	now = GetCurrentTimestamp();
+	s->next_run = TimestampTzPlusMilliseconds(s->last_run, delay_ms);
+	if (s->failures > 0 || s->quick_retries > 0)
+		s->next_run = TimestampTzPlusMilliseconds(now, delay_ms);
+	sbq_dbslot_pass_end(sbq_worker_dbid, now, result, s->failures, s->idle_ticks, s->next_run);
 }
 
 /*
  * sbq_worker_main
- *		A per-database worker's entry point; bgw_main_arg is the database OID.
+ *		A worker's entry point; bgw_main_arg is the database OID. It runs a
+ *		tick at once (the launcher started it because one is due), then
+ *		stays, sleeping until the next, unless other databases wait for a
+ *		worker or the launcher asks it to leave (launcher.c).
  */
 void
 sbq_worker_main(Datum main_arg)
@@ -642,12 +750,15 @@ sbq_worker_main(Datum main_arg)
 	sbq_worker_start(DatumGetObjectId(main_arg));
 
 	memset(&s, 0, sizeof(s));
+	s.idle_ticks = sbq_worker_idle_ticks;
 	s.gen = sbq_registry_recheck_generation();
 	s.next_run = GetCurrentTimestamp();
 	for (;;)
 	{
 		TimestampTz now;
 		long		sleep_ms;
+		bool		leave;
+		bool		run_now;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -655,11 +766,17 @@ sbq_worker_main(Datum main_arg)
 		if (!sbq_enable_maintenance_worker)
 			proc_exit(0);
 		sbq_worker_recheck(&s);
+		sbq_dbslot_poll(sbq_worker_dbid, &leave, &run_now);
+		if (leave)
+			proc_exit(0);
 
 		now = GetCurrentTimestamp();
-		if (now >= s.next_run)
+		if (now >= s.next_run || (run_now && s.failures == 0))
 		{
 			sbq_worker_run(&s, now);
+			/* make room for a database that waits */
+			if (sbq_worker_others_wait())
+				proc_exit(0);
 			now = GetCurrentTimestamp();
 		}
 

@@ -512,6 +512,54 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
 }
 
 /*
+ * sbq_qstate_work_all
+ *		For the launcher: for every queue whose next scheduled message is known
+ *		to be due at some time, or that has counts not yet stored (something
+ *		was sent, received or settled there since maintenance last stored
+ *		them), its database, that time (0 if none) and whether it has such
+ *		counts; up to max of them. Returns how many.
+ */
+int
+sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max)
+{
+	HASH_SEQ_STATUS status;
+	SbqQueueState *entry;
+	int			n = 0;
+
+	if (sbq_qstate_hash == NULL)
+		return 0;
+	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+	hash_seq_init(&status, sbq_qstate_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		TimestampTz when;
+		bool		counts = false;
+		int			i;
+
+		if (entry->key.queue_id == 0)
+			continue;
+		SpinLockAcquire(&entry->mutex);
+		when = entry->due_known && entry->next_due != DT_NOEND ? entry->next_due : 0;
+		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+			counts |= entry->pending[i] != 0;
+		SpinLockRelease(&entry->mutex);
+		if (when == 0 && !counts)
+			continue;
+		if (n >= max)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+		dbids[n] = entry->key.dbid;
+		due[n] = when;
+		active[n] = counts;
+		n++;
+	}
+	LWLockRelease(sbq_qstate_lock);
+	return n;
+}
+
+/*
  * sbq_qstate_forget_all
  *		A database (epoch InvalidOid) or an incarnation of the extension in
  *		one was dropped, and that committed: its entries go, so a database

@@ -2,34 +2,45 @@
  *
  * registry.c
  *	  The database registry: the shared memory through which the launcher,
- *	  the maintenance workers and the utility hook know of each other.
+ *	  the maintenance workers, the utility hook and the status function know
+ *	  of each other.
  *
- * One fixed-size struct in shared memory (it exists only when sbqueue is
- * preloaded; shmem.c asks for it and has it made at startup). It holds:
+ * It exists only when sbqueue is preloaded; shmem.c asks for it and has it
+ * made at startup. It holds:
  *
- *	- The launcher's latch and a "recheck generation" that CREATE/ALTER
- *	  EXTENSION sbqueue and CREATE DATABASE bump at commit (utility_hook.c),
- *	  so the launcher looks again at the databases it believed had no
- *	  sbqueue, and a worker backing off (its extension had no sbq_maintain())
- *	  tries again.
- *	- One slot per database the launcher, a worker or the utility hook is
- *	  interested in: the pid and latch of the database's worker, the
- *	  "sbqueue is not installed here" answer its worker left when it exited,
- *	  whether the missing-sbq_maintain() WARNING was logged, and a hold that
- *	  keeps workers out while DROP/RENAME/ALTER DATABASE or CREATE DATABASE
- *	  ... TEMPLATE needs the database to itself. There are
- *	  max_worker_processes + SBQ_SPARE_DB_SLOTS slots: every running worker
- *	  needs a worker process slot anyway.
+ *	- The launcher's latch; a "recheck generation" that ALTER EXTENSION
+ *	  sbqueue and CREATE DATABASE bump at commit (utility_hook.c), so that a
+ *	  worker backing off (its extension had no sbq_maintain()) tries again
+ *	  and the launcher reads pg_database again; a "catalog generation" that
+ *	  the end of every DDL hold bumps (a dropped or renamed database), so
+ *	  that the launcher reads it before it starts another worker; and how many
+ *	  databases are due but wait for a worker slot (the launcher sets it, a
+ *	  worker that sees it leaves after its tick).
+ *	- A slot per database that has sbqueue, may have it (nobody looked yet),
+ *	  or is held by DDL: whether it has sbqueue (told by the commit that
+ *	  creates or drops the extension there, or found by a worker's look),
+ *	  the pid and latch of the worker running there and what the launcher
+ *	  asks of it (leave, run now), its last tick (start, end, result), how
+ *	  many ticks it had, when the next is due, when the launcher saw a lock
+ *	  or a scheduled message come due there, and a hold that keeps workers
+ *	  out while DROP/RENAME/ALTER DATABASE or CREATE DATABASE ... TEMPLATE
+ *	  needs the database to itself. A database without sbqueue has no slot
+ *	  (the launcher remembers that in its own memory) unless a hold made
+ *	  one. There are SBQ_REGISTRY_MAX_DBS slots and a few spare ones for
+ *	  holds.
  *
  * Locking: one LWLock (tranche "sbqueue registry") protects the whole
- * struct; it is taken exclusively to change it and shared to read it, for a
- * scan of the slots and a few loads and stores, never across a call that can
- * fail, sleep or signal. It is the only lock taken here and nothing else is
- * held with it, so taking it cannot fail: the commit and abort callbacks and
- * the shmem-exit callbacks (which must not fail) use it. Latches are set
- * after releasing it. An LWLock needs a PGPROC: every caller is a backend or
- * a background worker (the launcher connects to no database but has one);
- * the postmaster only makes the struct, and no signal handler comes here.
+ * struct, the slot hash table included; it is taken exclusively to change it
+ * and shared to read it, for a look-up or a scan of the slots and a few loads
+ * and stores, never across a call that can fail, sleep or signal. It is the
+ * only lock taken here and nothing else is held with it, so taking it cannot
+ * fail: the commit and abort callbacks and the shmem-exit callbacks (which
+ * must not fail) use it. The table has a fixed size and entries are entered
+ * with HASH_ENTER_NULL, so a full table is an answer, not an error. Latches
+ * are set after releasing the lock. An LWLock needs a PGPROC: every caller
+ * is a backend or a background worker (the launcher connects to no database
+ * but has one); the postmaster only makes the struct, and no signal handler
+ * comes here.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -40,44 +51,51 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "registry.h"
+#include "sbqueue.h"
+
+PG_FUNCTION_INFO_V1(sbq_maintenance_status_sql);
 
 #define SBQ_REGISTRY_TRANCHE	"sbqueue registry"
 
-/* registry slots beyond max_worker_processes: holds of databases with no worker */
-#define SBQ_SPARE_DB_SLOTS		16
+/* slots beyond SBQ_REGISTRY_MAX_DBS: holds on databases without sbqueue */
+#define SBQ_SPARE_DB_SLOTS		64
+#define SBQ_REGISTRY_SLOTS		(SBQ_REGISTRY_MAX_DBS + SBQ_SPARE_DB_SLOTS)
 
 typedef struct SbqRegistry
 {
 	Latch	   *launcher_latch; /* NULL when no launcher runs */
-	uint64		recheck_gen;	/* bumped when sbqueue may have appeared somewhere */
-	int			ndbslots;
-	SbqDbSlotState dbslots[FLEXIBLE_ARRAY_MEMBER];
+	uint64		recheck_gen;	/* bumped when sbqueue was updated somewhere */
+	uint64		catalog_gen;	/* bumped when DDL on a database ended */
+	int			waiting;		/* databases due that wait for a worker slot */
 } SbqRegistry;
 
-/* the struct, and the lock that protects it (NULL without the preload) */
+/* the struct, its slots, and the lock that protects both (NULL without the preload) */
 static SbqRegistry *sbq_registry = NULL;
+static HTAB *sbq_dbslots = NULL;
 static LWLock *sbq_registry_lock = NULL;
-
-static int
-sbq_registry_ndbslots(void)
-{
-	return max_worker_processes + SBQ_SPARE_DB_SLOTS;
-}
 
 /* ---------------------------------------------------------- shared memory */
 
-/* The space to ask for; max_worker_processes is final by now. */
+/* The space to ask for. */
 Size
 sbq_registry_shmem_size(void)
 {
-	return add_size(offsetof(SbqRegistry, dbslots),
-					mul_size(sbq_registry_ndbslots(), sizeof(SbqDbSlotState)));
+	return add_size(MAXALIGN(sizeof(SbqRegistry)),
+					hash_estimate_size(SBQ_REGISTRY_SLOTS, sizeof(SbqDbSlotState)));
 }
 
 /* Ask for the lock (in shmem_request_hook). */
@@ -96,17 +114,30 @@ void
 sbq_registry_shmem_startup(void)
 {
 	bool		found;
+	HASHCTL		info;
 
-	sbq_registry = ShmemInitStruct("sbqueue registry", sbq_registry_shmem_size(), &found);
+	sbq_registry = ShmemInitStruct("sbqueue registry", sizeof(SbqRegistry), &found);
 	if (!found)
 	{
 		sbq_registry->launcher_latch = NULL;
 		sbq_registry->recheck_gen = 1;
-		sbq_registry->ndbslots = sbq_registry_ndbslots();
-		memset(sbq_registry->dbslots, 0,
-			   sizeof(SbqDbSlotState) * sbq_registry->ndbslots);
+		sbq_registry->catalog_gen = 1;
+		sbq_registry->waiting = 0;
 	}
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(Oid);
+	info.entrysize = sizeof(SbqDbSlotState);
+	sbq_dbslots = ShmemInitHash("sbqueue registry databases", SBQ_REGISTRY_SLOTS,
+								SBQ_REGISTRY_SLOTS, &info,
+								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	sbq_registry_lock = &(GetNamedLWLockTranche(SBQ_REGISTRY_TRANCHE))->lock;
+}
+
+/* Whether there is a registry (sbqueue is preloaded). */
+bool
+sbq_registry_available(void)
+{
+	return sbq_registry != NULL;
 }
 
 /* ------------------------------------------------------------- launcher */
@@ -157,34 +188,71 @@ sbq_registry_recheck_generation(void)
 }
 
 /*
+ * sbq_registry_catalog_generation
+ *		A number that moves whenever pg_database may have changed in a way the
+ *		launcher must see before it starts another worker: the recheck
+ *		generation (CREATE DATABASE), plus every end of a DDL hold (DROP or
+ *		RENAME of a database).
+ */
+uint64
+sbq_registry_catalog_generation(void)
+{
+	uint64		gen;
+
+	LWLockAcquire(sbq_registry_lock, LW_SHARED);
+	gen = sbq_registry->recheck_gen + sbq_registry->catalog_gen;
+	LWLockRelease(sbq_registry_lock);
+	return gen;
+}
+
+/*
  * sbq_registry_request_recheck
- *		sbqueue may have been installed or updated somewhere: bump the
- *		generation and wake the launcher and every worker. Cannot fail (called
- *		from a commit callback); latches are set with the lock released, one
- *		slot at a time.
+ *		sbqueue was updated somewhere: bump the generation and wake the
+ *		launcher and every worker. Cannot fail (called from a commit
+ *		callback): the latches are gathered under the lock and set after it.
  */
 void
 sbq_registry_request_recheck(void)
 {
+	Latch	   *latches[SBQ_REGISTRY_SLOTS];
+	int			n = 0;
 	int			i;
+	HASH_SEQ_STATUS hs;
+	SbqDbSlotState *slot;
 
 	if (sbq_registry == NULL)
 		return;
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
 	sbq_registry->recheck_gen++;
+	hash_seq_init(&hs, sbq_dbslots);
+	while ((slot = hash_seq_search(&hs)) != NULL)
+		if (slot->latch != NULL && n < SBQ_REGISTRY_SLOTS)
+			latches[n++] = slot->latch;
 	LWLockRelease(sbq_registry_lock);
 	sbq_registry_wake_launcher();
+	for (i = 0; i < n; i++)
+		SetLatch(latches[i]);
+}
 
-	for (i = 0; i < sbq_registry->ndbslots; i++)
-	{
-		Latch	   *latch;
+/* The launcher: how many due databases wait for a worker slot. */
+void
+sbq_registry_set_waiting(int waiting)
+{
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	sbq_registry->waiting = waiting;
+	LWLockRelease(sbq_registry_lock);
+}
 
-		LWLockAcquire(sbq_registry_lock, LW_SHARED);
-		latch = sbq_registry->dbslots[i].latch;
-		LWLockRelease(sbq_registry_lock);
-		if (latch != NULL)
-			SetLatch(latch);
-	}
+/* A worker: whether databases wait for its slot. */
+int
+sbq_registry_waiting(void)
+{
+	int			waiting;
+
+	LWLockAcquire(sbq_registry_lock, LW_SHARED);
+	waiting = sbq_registry->waiting;
+	LWLockRelease(sbq_registry_lock);
+	return waiting;
 }
 
 /* ------------------------------------------------------- database slots */
@@ -193,41 +261,77 @@ sbq_registry_request_recheck(void)
 static SbqDbSlotState *
 sbq_dbslot_find(Oid dbid)
 {
-	int			i;
-
-	for (i = 0; i < sbq_registry->ndbslots; i++)
-		if (sbq_registry->dbslots[i].dbid == dbid)
-			return &sbq_registry->dbslots[i];
-	return NULL;
+	return (SbqDbSlotState *) hash_search(sbq_dbslots, &dbid, HASH_FIND, NULL);
 }
 
-/* The slot of dbid, taking a free one if it has none; NULL if all are taken. Lock held
- * exclusively. */
+/*
+ * The slot of dbid, taking a free one if it has none; NULL if none is free
+ * (only holds may take the spare ones). Lock held exclusively.
+ */
 static SbqDbSlotState *
-sbq_dbslot_find_or_add(Oid dbid)
+sbq_dbslot_find_or_add(Oid dbid, bool for_hold)
 {
-	SbqDbSlotState *slot = sbq_dbslot_find(dbid);
-	int			i;
+	SbqDbSlotState *slot;
+	bool		found;
 
+	slot = sbq_dbslot_find(dbid);
 	if (slot != NULL)
 		return slot;
-	for (i = 0; i < sbq_registry->ndbslots; i++)
+	if (!for_hold && hash_get_num_entries(sbq_dbslots) >= SBQ_REGISTRY_MAX_DBS)
+		return NULL;
+	slot = (SbqDbSlotState *) hash_search(sbq_dbslots, &dbid, HASH_ENTER_NULL, &found);
+	if (slot != NULL && !found)
 	{
-		slot = &sbq_registry->dbslots[i];
-		if (slot->dbid == InvalidOid)
-		{
-			memset(slot, 0, sizeof(*slot));
-			slot->dbid = dbid;
-			return slot;
-		}
+		memset(((char *) slot) + sizeof(Oid), 0, sizeof(SbqDbSlotState) - sizeof(Oid));
+		slot->state = SBQ_DB_UNKNOWN;
 	}
-	return NULL;
+	return slot;
+}
+
+/* Remove a slot. Lock held exclusively. */
+static void
+sbq_dbslot_remove(SbqDbSlotState *slot)
+{
+	Oid			dbid = slot->dbid;
+
+	(void) hash_search(sbq_dbslots, &dbid, HASH_REMOVE, NULL);
+}
+
+/*
+ * sbq_dbslot_publish
+ *		A committed transaction created sbqueue in dbid (installed) or dropped
+ *		it: say so, so that the launcher schedules passes there (or stops),
+ *		and wake the launcher. An installed database is due at once. Cannot
+ *		fail (a commit callback); a full registry drops the news, and the
+ *		launcher logs that it has no slot for the database.
+ */
+void
+sbq_dbslot_publish(Oid dbid, bool installed)
+{
+	SbqDbSlotState *slot;
+
+	if (sbq_registry == NULL)
+		return;
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = installed ? sbq_dbslot_find_or_add(dbid, false) : sbq_dbslot_find(dbid);
+	if (slot != NULL)
+	{
+		slot->state = installed ? SBQ_DB_INSTALLED : SBQ_DB_ABSENT;
+		slot->state_gen++;
+		slot->recheck = false;
+		slot->warned_no_function = false;
+		if (installed)
+			slot->next_due = 0;
+	}
+	LWLockRelease(sbq_registry_lock);
+	sbq_registry_wake_launcher();
 }
 
 /*
  * sbq_dbslot_ensure
- *		Make sure dbid has a slot (the launcher does this before it starts a
- *		worker there). False when the registry is full.
+ *		Make sure dbid has a slot (the launcher does this for a database it
+ *		has not heard of: its state is then unknown). False when the registry
+ *		is full.
  */
 bool
 sbq_dbslot_ensure(Oid dbid)
@@ -235,7 +339,7 @@ sbq_dbslot_ensure(Oid dbid)
 	bool		ok;
 
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
-	ok = sbq_dbslot_find_or_add(dbid) != NULL;
+	ok = sbq_dbslot_find_or_add(dbid, false) != NULL;
 	LWLockRelease(sbq_registry_lock);
 	return ok;
 }
@@ -255,27 +359,137 @@ sbq_dbslot_get(Oid dbid, SbqDbSlotState *state)
 }
 
 /*
+ * sbq_dbslot_take_absent
+ *		The launcher takes the answer "sbqueue is not installed" of dbid: if
+ *		its slot says so, and neither a worker nor a hold needs the slot, the
+ *		slot goes and *recheck says whether the launcher should look again
+ *		later (a prepared transaction may still create the extension). In one
+ *		step, so that a commit telling "installed" in between is not lost.
+ */
+bool
+sbq_dbslot_take_absent(Oid dbid, bool *recheck)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	SbqDbSlotState *slot;
+	bool		taken = false;
+
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL && slot->state == SBQ_DB_ABSENT && slot->pid == 0 &&
+		slot->hold_until <= now)
+	{
+		*recheck = slot->recheck;
+		sbq_dbslot_remove(slot);
+		taken = true;
+	}
+	LWLockRelease(sbq_registry_lock);
+	return taken;
+}
+
+/*
+ * sbq_dbslot_ask
+ *		The launcher asks the worker of dbid to leave after its tick (or now,
+ *		if it sleeps), or to run a tick now. Sets its latch.
+ */
+void
+sbq_dbslot_ask(Oid dbid, bool leave, bool run_now)
+{
+	SbqDbSlotState *slot;
+	Latch	   *latch = NULL;
+
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL && slot->pid != 0)
+	{
+		slot->leave |= leave;
+		slot->run_now |= run_now;
+		latch = slot->latch;
+	}
+	LWLockRelease(sbq_registry_lock);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/* The launcher: a lock or scheduled message of dbid came due at "when" (0: none). */
+void
+sbq_dbslot_set_work_due(Oid dbid, TimestampTz when)
+{
+	SbqDbSlotState *slot;
+
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL)
+		slot->work_due = when;
+	LWLockRelease(sbq_registry_lock);
+}
+
+/*
+ * sbq_dbslot_free_if_idle
+ *		Give dbid's slot back, unless a worker runs there or a hold is on.
+ *		The launcher calls it for databases that are gone or not eligible.
+ */
+void
+sbq_dbslot_free_if_idle(Oid dbid)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	SbqDbSlotState *slot;
+
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL && slot->pid == 0 && slot->hold_until <= now)
+		sbq_dbslot_remove(slot);
+	LWLockRelease(sbq_registry_lock);
+}
+
+/* The databases that have a slot, up to max of them; returns how many. */
+int
+sbq_dbslot_list(Oid *dbids, int max)
+{
+	HASH_SEQ_STATUS hs;
+	SbqDbSlotState *slot;
+	int			n = 0;
+
+	LWLockAcquire(sbq_registry_lock, LW_SHARED);
+	hash_seq_init(&hs, sbq_dbslots);
+	while ((slot = hash_seq_search(&hs)) != NULL)
+	{
+		if (n < max)
+			dbids[n++] = slot->dbid;
+	}
+	LWLockRelease(sbq_registry_lock);
+	return n;
+}
+
+/*
  * sbq_dbslot_register_worker
  *		A worker, connected to dbid, claims the database. Refused (false) while
  *		a hold is on, when another live worker already claimed it, or when the
  *		registry is full: the worker then exits. Because the DDL hook sets the
  *		hold and reads the pid under the same lock, either the hook sees this
- *		worker (and terminates it) or this worker sees the hold.
+ *		worker (and terminates it) or this worker sees the hold. *state_gen is
+ *		the generation of the slot's state, for sbq_dbslot_set_absent, and
+ *		*idle_ticks how long the database has been idle (its last worker's
+ *		back-off carries over).
  */
 bool
-sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch)
+sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch, uint64 *state_gen,
+						   int32 *idle_ticks)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	SbqDbSlotState *slot;
 	bool		ok = false;
 
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
-	slot = sbq_dbslot_find_or_add(dbid);
+	slot = sbq_dbslot_find_or_add(dbid, false);
 	if (slot != NULL && slot->hold_until <= now && slot->pid == 0)
 	{
 		slot->pid = pid;
 		slot->latch = latch;
-		slot->no_extension = false;
+		slot->in_pass = false;
+		slot->leave = false;
+		slot->run_now = false;
+		*state_gen = slot->state_gen;
+		*idle_ticks = slot->idle_ticks;
 		ok = true;
 	}
 	LWLockRelease(sbq_registry_lock);
@@ -284,14 +498,11 @@ sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch)
 
 /*
  * sbq_dbslot_unregister_worker
- *		The worker pid of dbid is exiting. no_extension: because sbqueue is not
- *		installed there, as seen by a look that began at recheck generation
- *		gen. Wakes the launcher, which may have to start another worker. Cannot
- *		fail (runs in a shmem-exit callback).
+ *		The worker pid of dbid is exiting. Wakes the launcher, which may start
+ *		a worker elsewhere. Cannot fail (runs in a shmem-exit callback).
  */
 void
-sbq_dbslot_unregister_worker(Oid dbid, pid_t pid, bool no_extension,
-							 uint64 gen)
+sbq_dbslot_unregister_worker(Oid dbid, pid_t pid)
 {
 	SbqDbSlotState *slot;
 
@@ -303,44 +514,103 @@ sbq_dbslot_unregister_worker(Oid dbid, pid_t pid, bool no_extension,
 	{
 		slot->pid = 0;
 		slot->latch = NULL;
-		if (no_extension)
-		{
-			slot->no_extension = true;
-			slot->no_extension_gen = gen;
-		}
+		slot->in_pass = false;
+		slot->leave = false;
+		slot->run_now = false;
 	}
 	LWLockRelease(sbq_registry_lock);
 	sbq_registry_wake_launcher();
 }
 
 /*
- * sbq_dbslot_take_no_extension
- *		The launcher collects a worker's "sbqueue is not installed" answer for
- *		dbid (and the generation it was seen at); false if there is none.
+ * sbq_dbslot_set_absent
+ *		A worker's look found no sbqueue in dbid. Recorded only if no commit
+ *		told the state since the worker registered (seen_gen): a CREATE
+ *		EXTENSION that committed after the look began wins. recheck: a
+ *		prepared transaction in the database may still create it.
  */
-bool
-sbq_dbslot_take_no_extension(Oid dbid, uint64 *gen)
+void
+sbq_dbslot_set_absent(Oid dbid, uint64 seen_gen, bool recheck)
 {
 	SbqDbSlotState *slot;
-	bool		found;
 
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
 	slot = sbq_dbslot_find(dbid);
-	found = slot != NULL && slot->no_extension;
-	if (found)
+	if (slot != NULL && slot->state_gen == seen_gen)
 	{
-		*gen = slot->no_extension_gen;
-		slot->no_extension = false;
+		slot->state = SBQ_DB_ABSENT;
+		slot->recheck = recheck;
 	}
 	LWLockRelease(sbq_registry_lock);
-	return found;
+}
+
+/* A worker begins a tick in dbid; its database has sbqueue. */
+void
+sbq_dbslot_pass_begin(Oid dbid, TimestampTz now)
+{
+	SbqDbSlotState *slot;
+
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL)
+	{
+		slot->in_pass = true;
+		slot->run_now = false;
+		slot->last_start = now;
+		slot->last_end = 0;
+	}
+	LWLockRelease(sbq_registry_lock);
+}
+
+/* A worker ended a tick in dbid: how, and when the next one is due. */
+void
+sbq_dbslot_pass_end(Oid dbid, TimestampTz now, SbqPassResult result, int32 failures,
+					int32 idle_ticks, TimestampTz next_due)
+{
+	SbqDbSlotState *slot;
+
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL)
+	{
+		/* a look that found sbqueue (sbq_dbslot_set_absent says otherwise) */
+		if (slot->state == SBQ_DB_UNKNOWN)
+			slot->state = SBQ_DB_INSTALLED;
+		slot->in_pass = false;
+		slot->last_end = now;
+		slot->last_result = result;
+		slot->passes++;
+		slot->failures = failures;
+		slot->idle_ticks = idle_ticks;
+		slot->next_due = next_due;
+	}
+	LWLockRelease(sbq_registry_lock);
+}
+
+/* A worker: what the launcher asks of it (run_now is taken). */
+void
+sbq_dbslot_poll(Oid dbid, bool *leave, bool *run_now)
+{
+	SbqDbSlotState *slot;
+
+	*leave = false;
+	*run_now = false;
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	if (slot != NULL)
+	{
+		*leave = slot->leave;
+		*run_now = slot->run_now;
+		slot->run_now = false;
+	}
+	LWLockRelease(sbq_registry_lock);
 }
 
 /*
  * sbq_dbslot_warn_once
- *		True the first time it is asked for dbid (until the slot is freed or
- *		the server restarts): the worker logs a missing sbq_maintain() once per
- *		database, not once per worker start.
+ *		True the first time it is asked for dbid (until the slot is freed, the
+ *		extension is created again or the server restarts): the worker logs a
+ *		missing sbq_maintain() once per database, not once per worker start.
  */
 bool
 sbq_dbslot_warn_once(Oid dbid)
@@ -363,9 +633,9 @@ sbq_dbslot_warn_once(Oid dbid)
  * sbq_dbslot_hold
  *		Keep workers out of dbid until "until" (or sbq_dbslot_release_hold).
  *		Returns the pid of the worker that runs there now (0 if none), for the
- *		caller to terminate. If the registry is full and dbid has no slot, it
- *		has no worker either: nothing to hold off but a start that would then
- *		wait for the DDL's lock and fail; that is accepted.
+ *		caller to terminate. If even the spare slots are taken and dbid has
+ *		none, it has no worker either: nothing to hold off but a start that
+ *		would then wait for the DDL's lock and fail; that is accepted.
  */
 pid_t
 sbq_dbslot_hold(Oid dbid, TimestampTz until)
@@ -374,7 +644,7 @@ sbq_dbslot_hold(Oid dbid, TimestampTz until)
 	pid_t		pid = 0;
 
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
-	slot = sbq_dbslot_find_or_add(dbid);
+	slot = sbq_dbslot_find_or_add(dbid, true);
 	if (slot != NULL)
 	{
 		if (slot->hold_until < until)
@@ -401,46 +671,99 @@ sbq_dbslot_release_hold(Oid dbid)
 	slot = sbq_dbslot_find(dbid);
 	if (slot != NULL)
 		slot->hold_until = 0;
+	sbq_registry->catalog_gen++;
 	LWLockRelease(sbq_registry_lock);
 	sbq_registry_wake_launcher();
 }
 
-/* The databases that have a slot, up to max of them; returns how many. */
+/* Copies of every slot, up to max of them; returns how many. */
 int
-sbq_dbslot_list(Oid *dbids, int max)
+sbq_dbslot_snapshot(SbqDbSlotState *out, int max)
 {
-	int			i;
+	HASH_SEQ_STATUS hs;
+	SbqDbSlotState *slot;
 	int			n = 0;
 
 	LWLockAcquire(sbq_registry_lock, LW_SHARED);
-	for (i = 0; i < sbq_registry->ndbslots && n < max; i++)
-		if (sbq_registry->dbslots[i].dbid != InvalidOid)
-			dbids[n++] = sbq_registry->dbslots[i].dbid;
+	hash_seq_init(&hs, sbq_dbslots);
+	while ((slot = hash_seq_search(&hs)) != NULL)
+	{
+		if (n < max)
+			out[n++] = *slot;
+	}
 	LWLockRelease(sbq_registry_lock);
 	return n;
 }
 
-/* The size of the registry. */
-int
-sbq_dbslot_count(void)
+/* ------------------------------------------------------- the status function */
+
+static Datum
+sbq_timestamp_or_null(TimestampTz t, bool *isnull)
 {
-	return sbq_registry->ndbslots;
+	*isnull = (t == 0);
+	return TimestampTzGetDatum(t);
 }
 
 /*
- * sbq_dbslot_free_if_idle
- *		Give dbid's slot back, unless a worker runs there or a hold is on.
- *		The launcher calls it for databases that are gone or not eligible.
+ * sbq_maintenance_status_sql
+ *		sbq_maintenance_status(): a row per database that has sbqueue (or may
+ *		have: nobody looked yet) in the registry: its worker, its last tick
+ *		and when the next is due. No rows without the preload.
  */
-void
-sbq_dbslot_free_if_idle(Oid dbid)
+Datum
+sbq_maintenance_status_sql(PG_FUNCTION_ARGS)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	SbqDbSlotState *slot;
+	Tuplestorestate *tupstore;
+	TupleDesc	tupdesc;
+	SbqDbSlotState *slots;
+	int			n;
+	int			i;
 
-	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
-	slot = sbq_dbslot_find(dbid);
-	if (slot != NULL && slot->pid == 0 && slot->hold_until <= now)
-		memset(slot, 0, sizeof(*slot));
-	LWLockRelease(sbq_registry_lock);
+	tupstore = sbq_init_srf(fcinfo, &tupdesc);
+	if (sbq_registry == NULL)
+		return (Datum) 0;
+
+	slots = palloc(sizeof(SbqDbSlotState) * SBQ_REGISTRY_SLOTS);
+	n = sbq_dbslot_snapshot(slots, SBQ_REGISTRY_SLOTS);
+	for (i = 0; i < n; i++)
+	{
+		SbqDbSlotState *s = &slots[i];
+		Datum		values[10];
+		bool		nulls[10];
+		char	   *name;
+		static const char *const results[] = {NULL, "ok", "error", "no sbq_maintain()"};
+
+		CHECK_FOR_INTERRUPTS();
+		if (s->state == SBQ_DB_ABSENT)
+			continue;
+		name = get_database_name(s->dbid);
+		if (name == NULL)
+			continue;			/* dropped: the launcher forgets it */
+		if (s->state == SBQ_DB_UNKNOWN && s->last_start == 0 && s->pid == 0 &&
+			s->hold_until > 0)
+			continue;			/* only a hold made this slot */
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = DirectFunctionCall1(namein, CStringGetDatum(name));
+		values[1] = ObjectIdGetDatum(s->dbid);
+		values[2] = CStringGetTextDatum(s->state == SBQ_DB_INSTALLED ? "installed" : "unknown");
+		values[3] = Int32GetDatum((int32) s->pid);
+		nulls[3] = (s->pid == 0);
+		values[4] = sbq_timestamp_or_null(s->last_start, &nulls[4]);
+		if (s->last_start != 0 && s->last_end >= s->last_start)
+			values[5] = DirectFunctionCall2(timestamp_mi,
+											TimestampTzGetDatum(s->last_end),
+											TimestampTzGetDatum(s->last_start));
+		else
+			nulls[5] = true;
+		nulls[6] = (s->last_result == SBQ_RESULT_NONE);
+		if (!nulls[6])
+			values[6] = CStringGetTextDatum(results[s->last_result]);
+		values[7] = Int64GetDatum(s->passes);
+		values[8] = sbq_timestamp_or_null(s->state == SBQ_DB_INSTALLED ? s->next_due : 0,
+										  &nulls[8]);
+		values[9] = sbq_timestamp_or_null(s->work_due, &nulls[9]);
+		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
+	}
+	return (Datum) 0;
 }

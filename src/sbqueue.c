@@ -45,8 +45,74 @@ bool		sbq_enable_maintenance_worker = true;
 /* sbqueue.maintenance_interval: time between two maintenance ticks, in ms */
 int			sbq_maintenance_interval = 1000;
 
+/* sbqueue.idle_maintenance_interval: the longest an idle database waits for a pass */
+int			sbq_idle_maintenance_interval = 60000;
+
+/* sbqueue.max_workers: how many maintenance workers run at once, at most */
+int			sbq_max_workers = 2;
+
 /* sbqueue.vacuum_threshold: dead message rows that make a worker vacuum them */
 int			sbq_vacuum_threshold = 20000;
+
+/*
+ * sbq_define_worker_settings
+ *		The settings of the launcher and its maintenance workers (all
+ *		PGC_SIGHUP; they need the preload to have an effect).
+ */
+static void
+sbq_define_worker_settings(void)
+{
+	DefineCustomBoolVariable("sbqueue.enable_maintenance_worker",
+							 gettext_noop("Runs maintenance workers in the databases that have sbqueue."),
+							 gettext_noop("Needs sbqueue in shared_preload_libraries."),
+							 &sbq_enable_maintenance_worker,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("sbqueue.maintenance_interval",
+							gettext_noop("Time between two maintenance passes of a maintenance worker."),
+							NULL,
+							&sbq_maintenance_interval,
+							1000, 10, 86400000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("sbqueue.idle_maintenance_interval",
+							gettext_noop("Longest time between two maintenance passes of an idle database."),
+							gettext_noop("After a pass that finds nothing to do, a database's next pass comes "
+										 "twice as late as the last, up to this; a lock or scheduled message "
+										 "coming due, or a send, receive or settlement there, brings it back "
+										 "to sbqueue.maintenance_interval."),
+							&sbq_idle_maintenance_interval,
+							60000, 10, 86400000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("sbqueue.max_workers",
+							gettext_noop("Maximum number of maintenance workers running at once."),
+							gettext_noop("They take turns among the databases that have sbqueue; each takes a "
+										 "slot of max_worker_processes, and the launcher one more."),
+							&sbq_max_workers,
+							2, 1, 64,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("sbqueue.vacuum_threshold",
+							gettext_noop("Dead message rows that make a maintenance worker vacuum the message table."),
+							gettext_noop("The worker runs VACUUM (SKIP_LOCKED) on sbq.messages when pgstat counts "
+										 "this many dead rows there and the oldest transaction has moved since "
+										 "its last vacuum. 0 leaves the table to autovacuum."),
+							&sbq_vacuum_threshold,
+							20000, 0, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+}
 
 void		_PG_init(void);
 
@@ -65,34 +131,7 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
-	DefineCustomBoolVariable("sbqueue.enable_maintenance_worker",
-							 gettext_noop("Starts a maintenance worker in every database that has sbqueue."),
-							 gettext_noop("Needs sbqueue in shared_preload_libraries."),
-							 &sbq_enable_maintenance_worker,
-							 true,
-							 PGC_SIGHUP,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomIntVariable("sbqueue.maintenance_interval",
-							gettext_noop("Time between two maintenance passes of a maintenance worker."),
-							NULL,
-							&sbq_maintenance_interval,
-							1000, 10, 86400000,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("sbqueue.vacuum_threshold",
-							gettext_noop("Dead message rows that make a maintenance worker vacuum the message table."),
-							gettext_noop("The worker runs VACUUM (SKIP_LOCKED) on sbq.messages when pgstat counts "
-										 "this many dead rows there and the oldest transaction has moved since "
-										 "its last vacuum. 0 leaves the table to autovacuum."),
-							&sbq_vacuum_threshold,
-							20000, 0, INT_MAX,
-							PGC_SIGHUP,
-							0,
-							NULL, NULL, NULL);
+	sbq_define_worker_settings();
 
 	DefineCustomBoolVariable("sbqueue.memory_locks",
 							 gettext_noop("Keeps the locks of peek-lock receives in shared memory."),

@@ -23,11 +23,21 @@
  * bumps the registry's recheck generation, which wakes the launcher and every
  * worker (launcher.c, maintenance_worker.c).
  *
- * Owns: the backend-local list of databases this transaction holds, and a
- * transaction callback (registered on first use) that ends the holds and
- * asks for the recheck. Locks: none of its own; the registry's functions
- * take the registry's lock, also from the transaction callback, which must
- * not fail and does nothing else.
+ * The launcher must also know which databases have sbqueue without sending
+ * a worker to look. An object access hook notes that the transaction created
+ * or dropped an extension, by any path (CREATE EXTENSION, its CASCADE, DROP
+ * EXTENSION, DROP SCHEMA ... CASCADE, DROP OWNED). Just before such a
+ * transaction commits, the hook looks whether sbqueue is installed in the
+ * database now, and once it has committed it tells the registry. A prepared
+ * transaction tells nothing: COMMIT PREPARED runs in another session; the
+ * launcher looks again at a database with prepared transactions pending.
+ *
+ * Owns: the backend-local list of databases this transaction holds, whether
+ * it created or dropped an extension, and a transaction callback (registered
+ * on first use) that ends the holds, tells the registry, and asks for the
+ * recheck. Locks: none of its own; the registry's functions take the
+ * registry's lock, also from the transaction callback, which at commit and
+ * abort must not fail and does nothing else.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -41,9 +51,12 @@
 #include <signal.h>
 
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
@@ -60,10 +73,16 @@
 
 #define SBQ_MAX_HELD_DBS	8
 static ProcessUtility_hook_type sbq_prev_process_utility = NULL;
+static object_access_hook_type sbq_prev_object_access = NULL;
 static Oid	sbq_held_dbs[SBQ_MAX_HELD_DBS];
 static int	sbq_nheld_dbs = 0;
 static bool sbq_recheck_at_commit = false;
 static bool sbq_utility_callback_registered = false;
+
+/* this transaction created or dropped an extension; and, just before commit, whether
+ * sbqueue is installed now */
+static bool sbq_extension_changed = false;
+static bool sbq_extension_installed = false;
 
 /*
  * sbq_utility_xact_callback
@@ -79,15 +98,23 @@ sbq_utility_xact_callback(XactEvent event, void *arg)
 
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			/* still in the transaction: the catalogs can be read (and this may fail) */
+			if (sbq_extension_changed)
+				sbq_extension_installed = OidIsValid(get_extension_oid("sbqueue", true));
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 			for (i = 0; i < sbq_nheld_dbs; i++)
 				sbq_dbslot_release_hold(sbq_held_dbs[i]);
 			sbq_nheld_dbs = 0;
+			if (event == XACT_EVENT_COMMIT && sbq_extension_changed)
+				sbq_dbslot_publish(MyDatabaseId, sbq_extension_installed);
 			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
 				sbq_registry_request_recheck();
 			sbq_recheck_at_commit = false;
+			sbq_extension_changed = false;
 			break;
 		default:
 			break;
@@ -216,8 +243,27 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 }
 
 /*
+ * sbq_extension_access
+ *		object_access_hook: note that this transaction creates or drops an
+ *		extension (which one is looked up just before commit).
+ */
+static void
+sbq_extension_access(ObjectAccessType access, Oid classId, Oid objectId,
+					 int subId, void *arg)
+{
+	if (sbq_prev_object_access)
+		sbq_prev_object_access(access, classId, objectId, subId, arg);
+	if ((access == OAT_POST_CREATE || access == OAT_DROP) &&
+		classId == ExtensionRelationId && sbq_shmem_available())
+	{
+		sbq_utility_register_callback();
+		sbq_extension_changed = true;
+	}
+}
+
+/*
  * sbq_utility_hook_install
- *		Install the hook. Called by _PG_init only while
+ *		Install the hooks. Called by _PG_init only while
  *		shared_preload_libraries is processed (and not in binary upgrade
  *		mode).
  */
@@ -226,4 +272,6 @@ sbq_utility_hook_install(void)
 {
 	sbq_prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = sbq_process_utility;
+	sbq_prev_object_access = object_access_hook;
+	object_access_hook = sbq_extension_access;
 }

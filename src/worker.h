@@ -5,8 +5,8 @@
  *	  the way: what _PG_init calls, the bgw_function_name entry points, and
  *	  the settings they read.
  *
- *	  launcher.c            the launcher (starts a worker per database)
- *	  maintenance_worker.c  the per-database maintenance worker
+ *	  launcher.c            the launcher (shares the workers among databases)
+ *	  maintenance_worker.c  a maintenance worker (one database at a time)
  *	  utility_hook.c        the ProcessUtility hook, in every backend
  *
  * Copyright (c) 2026, the sbqueue authors
@@ -24,6 +24,8 @@
 /* settings (defined and registered in sbqueue.c) */
 extern bool sbq_enable_maintenance_worker;
 extern int	sbq_maintenance_interval;
+extern int	sbq_max_workers;
+extern int	sbq_idle_maintenance_interval;
 extern int	sbq_vacuum_threshold;
 
 /* _PG_init, while shared_preload_libraries is processed */

@@ -1,6 +1,8 @@
 # Copyright (c) 2026, the sbqueue authors
 #
-# The maintenance launcher and its per-database workers (sbqueue preloaded):
+# The maintenance launcher and its workers (sbqueue preloaded), with as many
+# worker slots (sbqueue.max_workers) as databases, so that each database keeps
+# its worker between passes (worker_pool.pl has fewer slots than databases):
 # one worker in every database that has the extension and in none that has
 # not, a database created later included; a worker dead-letters an
 # over-delivered message with no receive call; SIGHUP (turning the worker off
@@ -22,6 +24,7 @@ $node->append_conf(
 	'postgresql.conf', qq(
 shared_preload_libraries = 'sbqueue'
 max_worker_processes = 16
+sbqueue.max_workers = 8
 restart_after_crash = on
 log_statement = none
 ));

@@ -313,6 +313,13 @@ got=$(psql -At -d sbq_upgrade_old -c "SELECT convert_from(body, 'UTF8') FROM sbq
 check "the upgraded extension receives the old message" "$got" "sent under $oldest"
 got=$(psql -At -d sbq_upgrade_old -c "SELECT (sbq_maintain() ->> 'skipped')")
 check "functions added by the upgrade work" "$got" "false"
+# 0.6 shows the maintenance workers of the server; with the preload the
+# database is listed from the commit of its CREATE EXTENSION on
+if has_relation sbq_upgrade_old sbq_maintenance_status &&
+    [[ $(psql -At -d postgres -c "SHOW shared_preload_libraries") == *sbqueue* ]]; then
+    got=$(try sbq_upgrade_old "SELECT state FROM sbq_maintenance_status WHERE database = current_database()")
+    check "sbq_maintenance_status, added by the upgrade, lists the upgraded database" "$got" installed
+fi
 
 # From 0.3 to 0.4, dead letters move to a table of their own. The functions
 # run with their caller's rights: an application role with the rights 0.3's
