@@ -19,7 +19,7 @@ CREATE FUNCTION sbq_maintenance_status(
     LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 10;
 
 /* the maintenance workers, for everyone (as pg_stat_activity shows other backends) */
-CREATE VIEW sbq_maintenance_status AS SELECT * FROM sbq_maintenance_status();
+CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
 /*
  * What PUBLIC may use, said here whatever the default privileges of the role

@@ -685,7 +685,7 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                            OR pg_catalog.pg_has_role(m.role, 'USAGE')));
 
 /* the maintenance workers, for everyone (as pg_stat_activity shows other backends) */
-CREATE VIEW sbq_maintenance_status AS SELECT * FROM sbq_maintenance_status();
+CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
 /* the views show each caller what its rights let it see */
 GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status TO PUBLIC;

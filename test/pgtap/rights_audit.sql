@@ -6,7 +6,7 @@
 -- extension: which functions it may execute (every sbq_* function but
 -- sbq_create_queue and sbq_maintain, and the four read-only helpers the views call;
 -- not the three internal functions), which privileges it has on each table, sequence
--- and view (SELECT on the three views, nothing else), and that it has no USAGE on
+-- and view (SELECT on the four views, nothing else), and that it has no USAGE on
 -- schema sbq. A new function, table or grant fails here until the lists are updated
 -- on purpose. Then: no function is SECURITY DEFINER or carries settings (proconfig)
 -- and each is in C (the C code switches to the owner of the tables and pins
@@ -75,6 +75,7 @@ SELECT results_eq(
         ('public.sbq_delete_queue(text)'),
         ('public.sbq_get_queue(text)'),
         ('public.sbq_grant(text, name, text[])'),
+        ('public.sbq_maintenance_status()'),
         ('public.sbq_peek(text, integer, bigint)'),
         ('public.sbq_purge_queue(text)'),
         ('public.sbq_receive(text, integer, interval, text)'),
@@ -142,6 +143,7 @@ SELECT results_eq(
              END
         FROM pg_temp.ext_relations() ORDER BY name COLLATE "C"$$,
     $$VALUES
+        ('public.sbq_maintenance_status', 'v', ARRAY['SELECT']),
         ('public.sbq_queue_stats', 'v', ARRAY['SELECT']),
         ('public.sbq_queues', 'v', ARRAY['SELECT']),
         ('public.sbq_rights', 'v', ARRAY['SELECT']),
@@ -154,7 +156,7 @@ SELECT results_eq(
         ('sbq.queue_rights', 'v', ARRAY['SELECT']),
         ('sbq.queues', 'r', ARRAY[]::text[]),
         ('sbq.rights', 'r', ARRAY[]::text[])$$,
-    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the three views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
+    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the four views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r
             WHERE NOT EXISTS (SELECT FROM pg_depend d
                                WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid
