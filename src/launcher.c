@@ -66,6 +66,7 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
 #include <signal.h>
 
 #include "access/heapam.h"
@@ -118,6 +119,7 @@ typedef struct SbqLauncherDb
 	TimestampTz recheck_at;		/* absent: look again then (0: never) */
 	bool		no_slot_logged; /* the full registry was logged for it */
 	BackgroundWorkerHandle *handle; /* the worker this launcher started */
+	pid_t		adopted_pid;	/* a worker an earlier launcher started, 0 if none */
 	int64		passes_at_start;	/* its slot's ticks when the worker started */
 	TimestampTz not_before;		/* no new worker before this */
 	int			restart_delay_ms;
@@ -527,6 +529,17 @@ sbq_launcher_reap(SbqLauncherDb *db, TimestampTz now)
 {
 	SbqDbSlotState slot;
 
+	/*
+	 * A worker of an earlier launcher has no handle here: it holds its
+	 * process slot until the postmaster has reaped it, after it has left the
+	 * registry, so it is counted until the process is gone.
+	 */
+	if (db->adopted_pid != 0)
+	{
+		if (kill(db->adopted_pid, 0) == 0 || errno == EPERM)
+			return false;
+		db->adopted_pid = 0;
+	}
 	if (!sbq_launcher_stopped(db))
 		return false;
 	if (db->passes_at_start < 0)
@@ -607,6 +620,8 @@ sbq_launcher_consider(SbqRound *r, SbqLauncherDb *db)
 	}
 
 	due = sbq_launcher_due(r, db, &slot, &urgent);
+	if (slot.pid != 0 && db->handle == NULL)
+		db->adopted_pid = slot.pid;
 	if (!stopped || slot.pid != 0)
 	{
 		r->running++;
