@@ -596,7 +596,9 @@ sbq_worker_start(Oid dbid)
 	}
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(sbq_worker_cxt);
+	/* parallel workers would be process slots beyond sbqueue's share */
 	SetConfigOption("max_parallel_workers_per_gather", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("max_parallel_maintenance_workers", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("sbqueue maintenance");
 }
 

@@ -3,7 +3,10 @@
 # The maintenance worker vacuums sbq.messages once sbqueue.vacuum_threshold
 # dead rows are counted there, so that a cycling queue keeps its size; it
 # does not vacuum again while a transaction holds the horizon back (that
-# vacuum could remove nothing), and does once the transaction ends.
+# vacuum could remove nothing), and does once the transaction ends; and its
+# vacuum takes no parallel workers (they would be background worker slots
+# beyond sbqueue's 1 + sbqueue.max_workers, even where an index is large
+# enough for a parallel vacuum, as every index is here).
 # Autovacuum is off on this node: every vacuum counted here is the worker's.
 use strict;
 use warnings;
@@ -12,6 +15,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('vacuum');
 $node->init;
@@ -20,6 +24,7 @@ shared_preload_libraries = 'sbqueue'
 autovacuum = off
 sbqueue.maintenance_interval = '200ms'
 sbqueue.vacuum_threshold = 1000
+min_parallel_index_scan_size = 0
 });
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
@@ -50,6 +55,32 @@ sub vacuumed
 		$name);
 }
 
+# The most parallel workers led by a maintenance worker at once, sampled every
+# few milliseconds (a fresh look each time) until a row appears in
+# sampler_stop; and how many samples. A procedure that commits after each
+# look, so that it never holds back the horizon the vacuums need.
+$node->safe_psql('postgres', q{
+	CREATE TABLE sampler_stop ();
+	CREATE PROCEDURE parallel_under_worker(INOUT most int DEFAULT 0, INOUT samples int DEFAULT 0)
+	LANGUAGE plpgsql AS $$
+	DECLARE n int;
+	BEGIN
+		LOOP
+			SELECT count(*) INTO n FROM pg_stat_activity w JOIN pg_stat_activity l ON w.leader_pid = l.pid
+			 WHERE w.backend_type = 'parallel worker' AND l.backend_type = 'sbqueue maintenance';
+			most := greatest(most, n);
+			samples := samples + 1;
+			EXIT WHEN EXISTS (SELECT FROM sampler_stop);
+			COMMIT;
+			PERFORM pg_sleep(0.002);
+		END LOOP;
+	END $$;
+});
+my ($sampled, $sampler_err) = ('', '');
+my $sampler = IPC::Run::start(
+	[ 'psql', '-XAt', '-d', $node->connstr('postgres'), '-c', 'CALL parallel_under_worker()' ],
+	'>', \$sampled, '2>', \$sampler_err);
+
 is(vacuums(), '0', 'no vacuum yet');
 cycle(1500);
 vacuumed(1, 'the worker vacuums the message table after 1,500 completes');
@@ -66,6 +97,11 @@ for my $round (1 .. 8)
 	$size0 = $node->safe_psql('postgres', "SELECT pg_relation_size('sbq.messages')") if $round == 2;
 }
 my $size1 = $node->safe_psql('postgres', "SELECT pg_relation_size('sbq.messages')");
+$node->safe_psql('postgres', 'INSERT INTO sampler_stop DEFAULT VALUES');
+$sampler->finish;
+my ($most, $samples) = split /\|/, ($sampled =~ s/\s+$//r);
+cmp_ok($samples // 0, '>', 100, "the nine vacuums were watched (samples: $samples) $sampler_err");
+is($most, '0', 'no vacuum of the worker took parallel workers');
 cmp_ok($size1, '<=', $size0 * 1.1, "eight rounds of 1,500 messages: the heap stays at its size ($size0 -> $size1 bytes)");
 
 # a transaction holding the horizon back: at most one vacuum that removes
