@@ -76,6 +76,14 @@
 #define sbq_database_ownercheck(dbid, roleid) pg_database_ownercheck((dbid), (roleid))
 #endif
 
+/* A role's privilege on a database (the per-class aclcheck functions went in 16). */
+#if PG_VERSION_NUM >= 160000
+#define sbq_database_aclcheck(dbid, roleid, mode) \
+	object_aclcheck(DatabaseRelationId, (dbid), (roleid), (mode))
+#else
+#define sbq_database_aclcheck(dbid, roleid, mode) pg_database_aclcheck((dbid), (roleid), (mode))
+#endif
+
 /* The dead rows pgstat counts for a table (the field was renamed in 16). */
 #if PG_VERSION_NUM >= 160000
 #define SBQ_TABENTRY_DEAD(e) ((e)->dead_tuples)

@@ -125,6 +125,8 @@ typedef struct SbqLauncherDb
 	int			restart_delay_ms;
 	TimestampTz work_due;		/* this round: earliest expired lock or due message */
 	bool		active;			/* this round: it has counts not yet stored */
+	bool		evidence;		/* this round: shared memory has state of sbqueue there */
+	TimestampTz evidence_look_at;	/* when such state last made it look again */
 	TimestampTz work_due_shown; /* what the registry was last told of it */
 } SbqLauncherDb;
 
@@ -149,6 +151,7 @@ static MemoryContext sbq_launcher_cxt = NULL;
 static MemoryContext sbq_launcher_tick_cxt = NULL;
 static bool sbq_launcher_warned_slots = false;
 static uint64 sbq_launcher_scan_gen = 0;
+static uint64 sbq_launcher_lost = 0;	/* the registry's dropped news, as last logged */
 static TimestampTz sbq_launcher_scan_at = 0;
 
 /*
@@ -273,17 +276,16 @@ sbq_launcher_stopped(SbqLauncherDb *db)
  * sbq_launcher_rescan
  *		Read pg_database and bring the table up to date: new databases are
  *		entered (unheard of: they get a look), and those gone or no longer
- *		eligible are forgotten once their worker, told to stop, has stopped.
- *		Returns how many of those workers still run.
+ *		eligible are forgotten once their worker, told to stop, has stopped
+ *		(until then the round counts it).
  */
-static int
+static void
 sbq_launcher_rescan(uint64 gen, TimestampTz now, long *nap_ms)
 {
 	List	   *dbs;
 	ListCell   *lc;
 	HASH_SEQ_STATUS hs;
 	SbqLauncherDb *db;
-	int			running = 0;
 
 	dbs = sbq_launcher_databases();
 	sbq_launcher_scan_gen = gen;
@@ -321,20 +323,20 @@ sbq_launcher_rescan(uint64 gen, TimestampTz now, long *nap_ms)
 		{
 			TerminateBackgroundWorker(db->handle);
 			*nap_ms = Min(*nap_ms, 1000);
-			running++;
 			continue;			/* forget it once it has stopped */
 		}
 		sbq_dbslot_free_if_idle(db->dbid);
 		(void) hash_search(sbq_launcher_dbs, &db->dbid, HASH_REMOVE, NULL);
 	}
-	return running;
 }
 
 /*
  * sbq_launcher_work_due
  *		Note in each database what shared memory shows of it: the earliest of
- *		its lock expiries and scheduled messages, and whether something was
- *		sent, received or settled there since its counts were last stored.
+ *		its lock expiries and scheduled messages, whether something was
+ *		sent, received or settled there since its counts were last stored,
+ *		and whether it has any state of sbqueue's at all (then sbqueue is
+ *		installed there, whatever the launcher believed).
  */
 static void
 sbq_launcher_work_due(void)
@@ -353,6 +355,7 @@ sbq_launcher_work_due(void)
 	{
 		db->work_due = 0;
 		db->active = false;
+		db->evidence = false;
 	}
 	for (int pass = 0; pass < 2; pass++)
 	{
@@ -365,6 +368,7 @@ sbq_launcher_work_due(void)
 			db = hash_search(sbq_launcher_dbs, &dbids[i], HASH_FIND, NULL);
 			if (db == NULL)
 				continue;
+			db->evidence = true;
 			if (pass == 1 && active[i])
 				db->active = true;
 			if (pass == 1 && due[i] == 0)
@@ -449,17 +453,34 @@ sbq_launcher_slot(SbqLauncherDb *db, TimestampTz now, long *nap_ms, SbqDbSlotSta
 			db->absent = false;
 			return true;
 		}
-		if (slot->pid != 0 || !sbq_dbslot_take_absent(db->dbid, &recheck))
-			return true;		/* its worker is on the way out, or a hold is on */
+		if (slot->pid != 0)
+		{
+			/* dropped there (a commit said so): its worker may go */
+			sbq_dbslot_ask(db->dbid, true, false);
+			return true;
+		}
+		if (!sbq_dbslot_take_absent(db->dbid, &recheck))
+			return true;		/* a hold is on */
 		db->absent = true;
 		db->recheck_at = recheck ? TimestampTzPlusMilliseconds(now, SBQ_RECHECK_MS) : 0;
 		db->work_due_shown = 0;
 	}
 	if (db->absent)
 	{
-		if (db->recheck_at == 0)
+		/*
+		 * sbqueue state in shared memory says it is installed after all:
+		 * created by a commit no hook saw (COMMIT PREPARED), or told while
+		 * the registry was full. Look again, at most once a recheck period.
+		 */
+		bool		evident = db->evidence &&
+			(db->evidence_look_at == 0 ||
+			 TimestampDifferenceExceeds(db->evidence_look_at, now, SBQ_RECHECK_MS));
+
+		if (evident)
+			db->evidence_look_at = now;
+		else if (db->recheck_at == 0)
 			return false;
-		if (db->recheck_at > now)
+		else if (db->recheck_at > now)
 		{
 			sbq_launcher_update_nap(nap_ms, now, db->recheck_at);
 			return false;
@@ -563,6 +584,9 @@ sbq_launcher_reap(SbqLauncherDb *db, TimestampTz now)
  *		received or settled there since (an idle database's worker backs
  *		off); or, urgent, when a lock or scheduled message came due after its
  *		last tick began, but no sooner than SBQ_EARLY_GAP_MS after that tick.
+ *		A database whose ticks fail is due when its worker's back-off says.
+ *		One that has waited past sbqueue.idle_maintenance_interval counts as
+ *		urgent too, so that urgent databases cannot keep it waiting for ever.
  */
 static TimestampTz
 sbq_launcher_due(SbqRound *r, SbqLauncherDb *db, const SbqDbSlotState *slot, bool *urgent)
@@ -570,9 +594,13 @@ sbq_launcher_due(SbqRound *r, SbqLauncherDb *db, const SbqDbSlotState *slot, boo
 	TimestampTz due;
 
 	*urgent = false;
+	/* not looked at yet: at once, unless a look failed (then it backs off) */
 	if (slot->state == SBQ_DB_UNKNOWN)
-		return 0;
+		return slot->failures > 0 ? slot->next_due : 0;
 	due = slot->next_due;
+	/* a database whose ticks fail keeps to its back-off */
+	if (slot->failures > 0)
+		return due;
 	if (db->active)
 		due = Min(due, TimestampTzPlusMilliseconds(slot->last_start, sbq_maintenance_interval));
 	if (db->work_due != 0 && db->work_due > slot->last_start)
@@ -586,6 +614,8 @@ sbq_launcher_due(SbqRound *r, SbqLauncherDb *db, const SbqDbSlotState *slot, boo
 			*urgent = true;
 		due = Min(due, early);
 	}
+	if (due <= TimestampTzPlusMilliseconds(r->now, -(int64) sbq_idle_maintenance_interval))
+		*urgent = true;
 	return due;
 }
 
@@ -732,7 +762,7 @@ sbq_launcher_tick(void)
 	r.now = GetCurrentTimestamp();
 	if (gen != sbq_launcher_scan_gen ||
 		TimestampDifferenceExceeds(sbq_launcher_scan_at, r.now, SBQ_RESCAN_MS))
-		r.running += sbq_launcher_rescan(gen, r.now, &r.nap_ms);
+		sbq_launcher_rescan(gen, r.now, &r.nap_ms);
 	sbq_launcher_update_nap(&r.nap_ms, r.now,
 							TimestampTzPlusMilliseconds(sbq_launcher_scan_at, SBQ_RESCAN_MS));
 
@@ -744,14 +774,26 @@ sbq_launcher_tick(void)
 			sbq_dbslot_free_if_idle(slot_dbids[i]);
 
 	sbq_launcher_work_due();
+	if (sbq_registry_lost() != sbq_launcher_lost)
+	{
+		sbq_launcher_lost = sbq_registry_lost();
+		ereport(LOG,
+				(errmsg("sbqueue's registry of databases is full"),
+				 errdetail("It has room for %d databases with sbqueue; a database where sbqueue was created since gets no maintenance worker until it is used once a slot is free.",
+						   SBQ_REGISTRY_MAX_DBS)));
+	}
 
 	ndbs = Max(hash_get_num_entries(sbq_launcher_dbs), 1);
 	r.cand = palloc(sizeof(SbqCandidate) * ndbs);
 	r.res = palloc(sizeof(SbqResident) * ndbs);
 	hash_seq_init(&hs, sbq_launcher_dbs);
 	while ((db = hash_seq_search(&hs)) != NULL)
+	{
 		if (db->seen)
 			sbq_launcher_consider(&r, db);
+		else if (!sbq_launcher_stopped(db))
+			r.running++;		/* gone: its worker is still on the way out */
+	}
 
 	sbq_launcher_dispatch(&r);
 	return Min(r.nap_ms, sbq_maintenance_interval);

@@ -133,10 +133,11 @@ typedef struct SbqWorkerSchedule
 static Oid	sbq_worker_dbid = InvalidOid;
 static char *sbq_worker_dbname = "?";
 static bool sbq_worker_registered = false;
-static uint64 sbq_worker_state_gen = 0; /* of the registry slot's state, when claimed */
+static uint64 sbq_worker_state_gen = 0; /* of the registry slot's state, when a tick began */
 static bool sbq_worker_prepared = false;	/* no sbqueue, but prepared transactions */
 static bool sbq_worker_busy = false;	/* the last pass found something to do */
 static int32 sbq_worker_idle_ticks = 0; /* the database's idle ticks, when claimed */
+static int32 sbq_worker_failures = 0;	/* its failed ticks in a row, when claimed */
 static MemoryContext sbq_worker_cxt = NULL;
 
 /*
@@ -167,8 +168,8 @@ sbq_worker_prepared_pending(void)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT pg_catalog.count(*) > 0 FROM pg_catalog.pg_prepared_xacts"
-					" WHERE database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
+	if (SPI_execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_xacts"
+					" WHERE database OPERATOR(pg_catalog.=) pg_catalog.current_database())",
 					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read pg_prepared_xacts");
 	pending = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
@@ -557,6 +558,37 @@ sbq_worker_vacuum(void)
 }
 
 /*
+ * sbq_worker_pin_settings
+ *		Override what the database's settings (ALTER DATABASE ... SET, which
+ *		its owner controls) could do to a worker that runs as the bootstrap
+ *		superuser and holds one of the pool's few slots, as autovacuum does:
+ *		no search_path but pg_catalog's (every statement it runs as superuser
+ *		names its objects, but an operator or function found on a database's
+ *		search_path would run with its rights); transactions that are
+ *		read committed, writable and never wait for a safe snapshot; no
+ *		timeouts; no parallel workers (process slots beyond sbqueue's share).
+ */
+static void
+sbq_worker_pin_settings(void)
+{
+	static const char *const pinned[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_deferrable", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"max_parallel_workers_per_gather", "0"},
+		{"max_parallel_maintenance_workers", "0"},
+	};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
  * sbq_worker_start
  *		Set the worker up in database dbid: its exit callback, signals and
  *		connection, its claim in the registry (or a quiet exit), its memory
@@ -578,8 +610,8 @@ sbq_worker_start(Oid dbid)
 	BackgroundWorkerInitializeConnectionByOid(sbq_worker_dbid, InvalidOid, 0);
 
 	/* a DDL hold, or a worker already here: leave quietly */
-	if (!sbq_dbslot_register_worker(sbq_worker_dbid, MyProcPid, MyLatch, &sbq_worker_state_gen,
-									&sbq_worker_idle_ticks))
+	if (!sbq_dbslot_register_worker(sbq_worker_dbid, MyProcPid, MyLatch, &sbq_worker_idle_ticks,
+									&sbq_worker_failures))
 		proc_exit(0);
 	sbq_worker_registered = true;
 
@@ -596,9 +628,7 @@ sbq_worker_start(Oid dbid)
 	}
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(sbq_worker_cxt);
-	/* parallel workers would be process slots beyond sbqueue's share */
-	SetConfigOption("max_parallel_workers_per_gather", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("max_parallel_maintenance_workers", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	sbq_worker_pin_settings();
 	pgstat_report_appname("sbqueue maintenance");
 }
 
@@ -702,7 +732,7 @@ sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 	bool		more = false;
 
 	s->last_run = now;
-	sbq_dbslot_pass_begin(sbq_worker_dbid, now);
+	sbq_worker_state_gen = sbq_dbslot_pass_begin(sbq_worker_dbid, now);
 
 	/* nothing to do on a standby: queue state comes from the primary */
 	if (!RecoveryInProgress())
@@ -734,7 +764,8 @@ sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 	s->next_run = TimestampTzPlusMilliseconds(s->last_run, delay_ms);
 	if (s->failures > 0 || s->quick_retries > 0)
 		s->next_run = TimestampTzPlusMilliseconds(now, delay_ms);
-	sbq_dbslot_pass_end(sbq_worker_dbid, now, result, s->failures, s->idle_ticks, s->next_run);
+	sbq_dbslot_pass_end(sbq_worker_dbid, sbq_worker_state_gen, now, result, s->failures,
+						s->idle_ticks, s->next_run);
 }
 
 /*
@@ -753,6 +784,7 @@ sbq_worker_main(Datum main_arg)
 
 	memset(&s, 0, sizeof(s));
 	s.idle_ticks = sbq_worker_idle_ticks;
+	s.failures = sbq_worker_failures;
 	s.gen = sbq_registry_recheck_generation();
 	s.next_run = GetCurrentTimestamp();
 	for (;;)

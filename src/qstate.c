@@ -513,11 +513,11 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
 
 /*
  * sbq_qstate_work_all
- *		For the launcher: for every queue whose next scheduled message is known
- *		to be due at some time, or that has counts not yet stored (something
- *		was sent, received or settled there since maintenance last stored
- *		them), its database, that time (0 if none) and whether it has such
- *		counts; up to max of them. Returns how many.
+ *		For the launcher: for every queue in the table (so sbqueue is
+ *		installed in its database), its database, when its next scheduled
+ *		message is due (0 if unknown or none), and whether it has counts not
+ *		yet stored (something was sent, received or settled there since
+ *		maintenance last stored them); up to max of them. Returns how many.
  */
 int
 sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max)
@@ -543,8 +543,6 @@ sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max)
 		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 			counts |= entry->pending[i] != 0;
 		SpinLockRelease(&entry->mutex);
-		if (when == 0 && !counts)
-			continue;
 		if (n >= max)
 		{
 			hash_seq_term(&status);

@@ -52,6 +52,8 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
@@ -59,6 +61,7 @@
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
@@ -81,6 +84,7 @@ typedef struct SbqRegistry
 	uint64		recheck_gen;	/* bumped when sbqueue was updated somewhere */
 	uint64		catalog_gen;	/* bumped when DDL on a database ended */
 	int			waiting;		/* databases due that wait for a worker slot */
+	uint64		lost;			/* "installed" news dropped for want of a slot */
 } SbqRegistry;
 
 /* the struct, its slots, and the lock that protects both (NULL without the preload) */
@@ -123,6 +127,7 @@ sbq_registry_shmem_startup(void)
 		sbq_registry->recheck_gen = 1;
 		sbq_registry->catalog_gen = 1;
 		sbq_registry->waiting = 0;
+		sbq_registry->lost = 0;
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(Oid);
@@ -234,6 +239,18 @@ sbq_registry_request_recheck(void)
 		SetLatch(latches[i]);
 }
 
+/* How many "installed" news a full registry has dropped since startup. */
+uint64
+sbq_registry_lost(void)
+{
+	uint64		lost;
+
+	LWLockAcquire(sbq_registry_lock, LW_SHARED);
+	lost = sbq_registry->lost;
+	LWLockRelease(sbq_registry_lock);
+	return lost;
+}
+
 /* The launcher: how many due databases wait for a worker slot. */
 void
 sbq_registry_set_waiting(int waiting)
@@ -302,8 +319,9 @@ sbq_dbslot_remove(SbqDbSlotState *slot)
  *		A committed transaction created sbqueue in dbid (installed) or dropped
  *		it: say so, so that the launcher schedules passes there (or stops),
  *		and wake the launcher. An installed database is due at once. Cannot
- *		fail (a commit callback); a full registry drops the news, and the
- *		launcher logs that it has no slot for the database.
+ *		fail (a commit callback); a full registry drops the news and counts
+ *		that (the launcher logs it; sbqueue state in shared memory makes it
+ *		look at the database again once a slot is free).
  */
 void
 sbq_dbslot_publish(Oid dbid, bool installed)
@@ -322,6 +340,35 @@ sbq_dbslot_publish(Oid dbid, bool installed)
 		slot->warned_no_function = false;
 		if (installed)
 			slot->next_due = 0;
+	}
+	else if (installed)
+		sbq_registry->lost++;
+	LWLockRelease(sbq_registry_lock);
+	sbq_registry_wake_launcher();
+}
+
+/*
+ * sbq_dbslot_publish_prepared
+ *		A transaction that created or dropped an extension in dbid was
+ *		prepared: its COMMIT PREPARED will run no hook of ours. Unless the
+ *		database is known to have sbqueue (its passes then find out), have the
+ *		launcher look there again every recheck period while prepared
+ *		transactions are pending. Cannot fail (a transaction callback).
+ */
+void
+sbq_dbslot_publish_prepared(Oid dbid)
+{
+	SbqDbSlotState *slot;
+
+	if (sbq_registry == NULL)
+		return;
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find_or_add(dbid, false);
+	if (slot != NULL && slot->state != SBQ_DB_INSTALLED)
+	{
+		slot->state = SBQ_DB_ABSENT;
+		slot->state_gen++;
+		slot->recheck = true;
 	}
 	LWLockRelease(sbq_registry_lock);
 	sbq_registry_wake_launcher();
@@ -466,14 +513,13 @@ sbq_dbslot_list(Oid *dbids, int max)
  *		a hold is on, when another live worker already claimed it, or when the
  *		registry is full: the worker then exits. Because the DDL hook sets the
  *		hold and reads the pid under the same lock, either the hook sees this
- *		worker (and terminates it) or this worker sees the hold. *state_gen is
- *		the generation of the slot's state, for sbq_dbslot_set_absent, and
- *		*idle_ticks how long the database has been idle (its last worker's
- *		back-off carries over).
+ *		worker (and terminates it) or this worker sees the hold. *idle_ticks
+ *		and *failures say how long the database has been idle or failing
+ *		(its last worker's back-off carries over).
  */
 bool
-sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch, uint64 *state_gen,
-						   int32 *idle_ticks)
+sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch, int32 *idle_ticks,
+						   int32 *failures)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	SbqDbSlotState *slot;
@@ -488,8 +534,8 @@ sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch, uint64 *state_gen,
 		slot->in_pass = false;
 		slot->leave = false;
 		slot->run_now = false;
-		*state_gen = slot->state_gen;
 		*idle_ticks = slot->idle_ticks;
+		*failures = slot->failures;
 		ok = true;
 	}
 	LWLockRelease(sbq_registry_lock);
@@ -525,9 +571,10 @@ sbq_dbslot_unregister_worker(Oid dbid, pid_t pid)
 /*
  * sbq_dbslot_set_absent
  *		A worker's look found no sbqueue in dbid. Recorded only if no commit
- *		told the state since the worker registered (seen_gen): a CREATE
- *		EXTENSION that committed after the look began wins. recheck: a
- *		prepared transaction in the database may still create it.
+ *		told the state since the look began (seen_gen, from
+ *		sbq_dbslot_pass_begin): a CREATE EXTENSION that committed after that
+ *		wins. recheck: a prepared transaction in the database may still
+ *		create it.
  */
 void
 sbq_dbslot_set_absent(Oid dbid, uint64 seen_gen, bool recheck)
@@ -544,28 +591,39 @@ sbq_dbslot_set_absent(Oid dbid, uint64 seen_gen, bool recheck)
 	LWLockRelease(sbq_registry_lock);
 }
 
-/* A worker begins a tick in dbid; its database has sbqueue. */
-void
+/*
+ * A worker begins a tick in dbid. Returns the generation of the slot's state
+ * before the tick looks for sbqueue, for sbq_dbslot_set_absent and
+ * sbq_dbslot_pass_end.
+ */
+uint64
 sbq_dbslot_pass_begin(Oid dbid, TimestampTz now)
 {
 	SbqDbSlotState *slot;
+	uint64		gen = 0;
 
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
 	slot = sbq_dbslot_find(dbid);
 	if (slot != NULL)
 	{
+		gen = slot->state_gen;
 		slot->in_pass = true;
 		slot->run_now = false;
 		slot->last_start = now;
 		slot->last_end = 0;
 	}
 	LWLockRelease(sbq_registry_lock);
+	return gen;
 }
 
-/* A worker ended a tick in dbid: how, and when the next one is due. */
+/*
+ * A worker ended a tick in dbid: how, and when the next one is due. A tick
+ * that did not fail found sbqueue there: the state says so, unless a commit
+ * told otherwise since the tick began (gen).
+ */
 void
-sbq_dbslot_pass_end(Oid dbid, TimestampTz now, SbqPassResult result, int32 failures,
-					int32 idle_ticks, TimestampTz next_due)
+sbq_dbslot_pass_end(Oid dbid, uint64 gen, TimestampTz now, SbqPassResult result,
+					int32 failures, int32 idle_ticks, TimestampTz next_due)
 {
 	SbqDbSlotState *slot;
 
@@ -573,8 +631,7 @@ sbq_dbslot_pass_end(Oid dbid, TimestampTz now, SbqPassResult result, int32 failu
 	slot = sbq_dbslot_find(dbid);
 	if (slot != NULL)
 	{
-		/* a look that found sbqueue (sbq_dbslot_set_absent says otherwise) */
-		if (slot->state == SBQ_DB_UNKNOWN)
+		if (result != SBQ_RESULT_ERROR && slot->state_gen == gen)
 			slot->state = SBQ_DB_INSTALLED;
 		slot->in_pass = false;
 		slot->last_end = now;
@@ -708,7 +765,10 @@ sbq_timestamp_or_null(TimestampTz t, bool *isnull)
  * sbq_maintenance_status_sql
  *		sbq_maintenance_status(): a row per database that has sbqueue (or may
  *		have: nobody looked yet) in the registry: its worker, its last tick
- *		and when the next is due. No rows without the preload.
+ *		and when the next is due. No rows without the preload. A role sees
+ *		the databases it may connect to, all of them with the privileges of
+ *		pg_read_all_stats (as for other sessions' queries in
+ *		pg_stat_activity): when another tenant's locks expire is its own.
  */
 Datum
 sbq_maintenance_status_sql(PG_FUNCTION_ARGS)
@@ -718,8 +778,10 @@ sbq_maintenance_status_sql(PG_FUNCTION_ARGS)
 	SbqDbSlotState *slots;
 	int			n;
 	int			i;
+	bool		all;
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
+	all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 	if (sbq_registry == NULL)
 		return (Datum) 0;
 
@@ -735,6 +797,8 @@ sbq_maintenance_status_sql(PG_FUNCTION_ARGS)
 
 		CHECK_FOR_INTERRUPTS();
 		if (s->state == SBQ_DB_ABSENT)
+			continue;
+		if (!all && sbq_database_aclcheck(s->dbid, GetUserId(), ACL_CONNECT) != ACLCHECK_OK)
 			continue;
 		name = get_database_name(s->dbid);
 		if (name == NULL)

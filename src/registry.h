@@ -80,9 +80,11 @@ extern uint64 sbq_registry_catalog_generation(void);
 extern void sbq_registry_request_recheck(void);
 extern void sbq_registry_set_waiting(int waiting);
 extern int	sbq_registry_waiting(void);
+extern uint64 sbq_registry_lost(void);
 
 /* the database slots: commits that create or drop the extension */
 extern void sbq_dbslot_publish(Oid dbid, bool installed);
+extern void sbq_dbslot_publish_prepared(Oid dbid);
 
 /* the database slots: the launcher */
 extern bool sbq_dbslot_ensure(Oid dbid);
@@ -94,12 +96,12 @@ extern void sbq_dbslot_free_if_idle(Oid dbid);
 extern int	sbq_dbslot_list(Oid *dbids, int max);
 
 /* the database slots: a worker */
-extern bool sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch, uint64 *state_gen,
-									   int32 *idle_ticks);
+extern bool sbq_dbslot_register_worker(Oid dbid, pid_t pid, Latch *latch, int32 *idle_ticks,
+									   int32 *failures);
 extern void sbq_dbslot_unregister_worker(Oid dbid, pid_t pid);
 extern void sbq_dbslot_set_absent(Oid dbid, uint64 seen_gen, bool recheck);
-extern void sbq_dbslot_pass_begin(Oid dbid, TimestampTz now);
-extern void sbq_dbslot_pass_end(Oid dbid, TimestampTz now, SbqPassResult result,
+extern uint64 sbq_dbslot_pass_begin(Oid dbid, TimestampTz now);
+extern void sbq_dbslot_pass_end(Oid dbid, uint64 gen, TimestampTz now, SbqPassResult result,
 								int32 failures, int32 idle_ticks, TimestampTz next_due);
 extern void sbq_dbslot_poll(Oid dbid, bool *leave, bool *run_now);
 extern bool sbq_dbslot_warn_once(Oid dbid);

@@ -28,9 +28,11 @@
  * or dropped an extension, by any path (CREATE EXTENSION, its CASCADE, DROP
  * EXTENSION, DROP SCHEMA ... CASCADE, DROP OWNED). Just before such a
  * transaction commits, the hook looks whether sbqueue is installed in the
- * database now, and once it has committed it tells the registry. A prepared
- * transaction tells nothing: COMMIT PREPARED runs in another session; the
- * launcher looks again at a database with prepared transactions pending.
+ * database now, and once it has committed it tells the registry. COMMIT
+ * PREPARED runs no hook: a prepared transaction that created or dropped an
+ * extension has the launcher look at its database again every minute while
+ * prepared transactions are pending there (and sbqueue state in shared
+ * memory makes it look too, launcher.c).
  *
  * Owns: the backend-local list of databases this transaction holds, whether
  * it created or dropped an extension, and a transaction callback (registered
@@ -111,6 +113,8 @@ sbq_utility_xact_callback(XactEvent event, void *arg)
 			sbq_nheld_dbs = 0;
 			if (event == XACT_EVENT_COMMIT && sbq_extension_changed)
 				sbq_dbslot_publish(MyDatabaseId, sbq_extension_installed);
+			if (event == XACT_EVENT_PREPARE && sbq_extension_changed)
+				sbq_dbslot_publish_prepared(MyDatabaseId);
 			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
 				sbq_registry_request_recheck();
 			sbq_recheck_at_commit = false;
