@@ -6,8 +6,9 @@
  * The maintenance workers of the whole server (src/registry.c): a row per
  * database that has sbqueue, or that the launcher has yet to look at, with
  * the worker running there, its last pass, when the next is due, and when
- * shared memory saw a lock expire or a scheduled message come due there. No
- * rows without sbqueue in shared_preload_libraries.
+ * shared memory saw a lock expire or a scheduled message come due there; of
+ * the databases the caller may connect to (all of them for pg_read_all_stats).
+ * No rows without sbqueue in shared_preload_libraries.
  */
 CREATE FUNCTION sbq_maintenance_status(
     OUT database name, OUT database_id oid, OUT state text, OUT worker_pid integer,
@@ -18,7 +19,7 @@ CREATE FUNCTION sbq_maintenance_status(
     AS 'MODULE_PATHNAME', 'sbq_maintenance_status_sql'
     LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 10;
 
-/* the maintenance workers, for everyone (as pg_stat_activity shows other backends) */
+/* the maintenance workers: of the databases the caller may connect to (src/registry.c) */
 CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
 /*

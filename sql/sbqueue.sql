@@ -542,8 +542,9 @@ REVOKE ALL ON FUNCTION sbq_maintain() FROM PUBLIC;
  * The maintenance workers of the whole server (src/registry.c): a row per
  * database that has sbqueue, or that the launcher has yet to look at, with
  * the worker running there, its last pass, when the next is due, and when
- * shared memory saw a lock expire or a scheduled message come due there. No
- * rows without sbqueue in shared_preload_libraries.
+ * shared memory saw a lock expire or a scheduled message come due there; of
+ * the databases the caller may connect to (all of them for pg_read_all_stats).
+ * No rows without sbqueue in shared_preload_libraries.
  */
 CREATE FUNCTION sbq_maintenance_status(
     OUT database name, OUT database_id oid, OUT state text, OUT worker_pid integer,
@@ -684,7 +685,7 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                       AND (m.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(m.role, 'USAGE')));
 
-/* the maintenance workers, for everyone (as pg_stat_activity shows other backends) */
+/* the maintenance workers: of the databases the caller may connect to (src/registry.c) */
 CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
 /* the views show each caller what its rights let it see */
