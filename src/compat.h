@@ -84,6 +84,13 @@
 #define sbq_database_aclcheck(dbid, roleid, mode) pg_database_aclcheck((dbid), (roleid), (mode))
 #endif
 
+/* All the settings, and how many (16 returns the count through its argument). */
+#if PG_VERSION_NUM >= 160000
+#define sbq_guc_variables(n) get_guc_variables(n)
+#else
+#define sbq_guc_variables(n) (*(n) = GetNumConfigOptions(), get_guc_variables())
+#endif
+
 /* The dead rows pgstat counts for a table (the field was renamed in 16). */
 #if PG_VERSION_NUM >= 160000
 #define SBQ_TABENTRY_DEAD(e) ((e)->dead_tuples)

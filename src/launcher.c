@@ -101,10 +101,14 @@
 #define SBQ_LAUNCHER_NAP_MS			10000
 /* how often pg_database is read again when nothing said it changed */
 #define SBQ_RESCAN_MS				1000
+/* ... and at most how often when commits say it changed */
+#define SBQ_RESCAN_MIN_MS			100
 /* how often a database without sbqueue but with a prepared transaction is looked at */
 #define SBQ_RECHECK_MS				(60 * 1000)
 /* the earliest an urgent database gets a tick after its last one began */
 #define SBQ_EARLY_GAP_MS			200
+/* how long a worker of an earlier launcher counts after it left the registry */
+#define SBQ_ADOPTED_GRACE_MS		2000
 /* worker restart delays: first, and the cap it doubles up to */
 #define SBQ_RESTART_DELAY_MS		1000
 #define SBQ_RESTART_DELAY_MAX_MS	60000
@@ -120,6 +124,7 @@ typedef struct SbqLauncherDb
 	bool		no_slot_logged; /* the full registry was logged for it */
 	BackgroundWorkerHandle *handle; /* the worker this launcher started */
 	pid_t		adopted_pid;	/* a worker an earlier launcher started, 0 if none */
+	TimestampTz adopted_left;	/* when it left the registry, 0 while it is there */
 	int64		passes_at_start;	/* its slot's ticks when the worker started */
 	TimestampTz not_before;		/* no new worker before this */
 	int			restart_delay_ms;
@@ -334,9 +339,11 @@ sbq_launcher_rescan(uint64 gen, TimestampTz now, long *nap_ms)
  * sbq_launcher_work_due
  *		Note in each database what shared memory shows of it: the earliest of
  *		its lock expiries and scheduled messages, whether something was
- *		sent, received or settled there since its counts were last stored,
- *		and whether it has any state of sbqueue's at all (then sbqueue is
- *		installed there, whatever the launcher believed).
+ *		sent, received or settled there since its counts were last stored
+ *		(with the table of queues full, any database may have had that
+ *		unseen: then every one is taken as busy), and whether it has any
+ *		state of sbqueue's at all (then sbqueue is installed there, whatever
+ *		the launcher believed).
  */
 static void
 sbq_launcher_work_due(void)
@@ -347,6 +354,7 @@ sbq_launcher_work_due(void)
 	Oid		   *dbids = palloc(sizeof(Oid) * max);
 	TimestampTz *due = palloc(sizeof(TimestampTz) * max);
 	bool	   *active = palloc0(sizeof(bool) * max);
+	bool		blind = sbq_qstate_full();
 	int			n;
 	int			i;
 
@@ -354,7 +362,8 @@ sbq_launcher_work_due(void)
 	while ((db = hash_seq_search(&hs)) != NULL)
 	{
 		db->work_due = 0;
-		db->active = false;
+		/* a full table may hide what happens in a database: take it as busy */
+		db->active = blind;
 		db->evidence = false;
 	}
 	for (int pass = 0; pass < 2; pass++)
@@ -368,7 +377,8 @@ sbq_launcher_work_due(void)
 			db = hash_search(sbq_launcher_dbs, &dbids[i], HASH_FIND, NULL);
 			if (db == NULL)
 				continue;
-			db->evidence = true;
+			if (pass == 1)
+				db->evidence = true;
 			if (pass == 1 && active[i])
 				db->active = true;
 			if (pass == 1 && due[i] == 0)
@@ -553,11 +563,14 @@ sbq_launcher_reap(SbqLauncherDb *db, TimestampTz now)
 	/*
 	 * A worker of an earlier launcher has no handle here: it holds its
 	 * process slot until the postmaster has reaped it, after it has left the
-	 * registry, so it is counted until the process is gone.
+	 * registry, so it is counted until the process is gone, or (its pid
+	 * may have been used again) SBQ_ADOPTED_GRACE_MS after it left.
 	 */
 	if (db->adopted_pid != 0)
 	{
-		if (kill(db->adopted_pid, 0) == 0 || errno == EPERM)
+		if ((db->adopted_left == 0 ||
+			 !TimestampDifferenceExceeds(db->adopted_left, now, SBQ_ADOPTED_GRACE_MS)) &&
+			(kill(db->adopted_pid, 0) == 0 || errno == EPERM))
 			return false;
 		db->adopted_pid = 0;
 	}
@@ -614,7 +627,7 @@ sbq_launcher_due(SbqRound *r, SbqLauncherDb *db, const SbqDbSlotState *slot, boo
 			*urgent = true;
 		due = Min(due, early);
 	}
-	if (due <= TimestampTzPlusMilliseconds(r->now, -(int64) sbq_idle_maintenance_interval))
+	if (due != 0 && due <= TimestampTzPlusMilliseconds(r->now, -(int64) sbq_idle_maintenance_interval))
 		*urgent = true;
 	return due;
 }
@@ -651,7 +664,12 @@ sbq_launcher_consider(SbqRound *r, SbqLauncherDb *db)
 
 	due = sbq_launcher_due(r, db, &slot, &urgent);
 	if (slot.pid != 0 && db->handle == NULL)
+	{
 		db->adopted_pid = slot.pid;
+		db->adopted_left = 0;
+	}
+	else if (db->adopted_pid != 0 && slot.pid == 0 && db->adopted_left == 0)
+		db->adopted_left = r->now;
 	if (!stopped || slot.pid != 0)
 	{
 		r->running++;
@@ -760,9 +778,17 @@ sbq_launcher_tick(void)
 	/* read before the scan: a commit that changes things later bumps it again */
 	gen = sbq_registry_catalog_generation();
 	r.now = GetCurrentTimestamp();
-	if (gen != sbq_launcher_scan_gen ||
-		TimestampDifferenceExceeds(sbq_launcher_scan_at, r.now, SBQ_RESCAN_MS))
+	if (TimestampDifferenceExceeds(sbq_launcher_scan_at, r.now, SBQ_RESCAN_MS) ||
+		(gen != sbq_launcher_scan_gen &&
+		 TimestampDifferenceExceeds(sbq_launcher_scan_at, r.now, SBQ_RESCAN_MIN_MS)))
 		sbq_launcher_rescan(gen, r.now, &r.nap_ms);
+	else if (gen != sbq_launcher_scan_gen)
+	{
+		/* a DDL flood: read it at most every SBQ_RESCAN_MIN_MS, and start nothing meanwhile */
+		sbq_launcher_update_nap(&r.nap_ms, r.now,
+								TimestampTzPlusMilliseconds(sbq_launcher_scan_at, SBQ_RESCAN_MIN_MS));
+		return r.nap_ms;
+	}
 	sbq_launcher_update_nap(&r.nap_ms, r.now,
 							TimestampTzPlusMilliseconds(sbq_launcher_scan_at, SBQ_RESCAN_MS));
 

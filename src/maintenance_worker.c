@@ -64,6 +64,7 @@
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -84,6 +85,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -99,6 +101,10 @@
 #define SBQ_MAX_PASSES_PER_TICK		100
 /* the longest a worker backs off after failed passes */
 #define SBQ_BACKOFF_MAX_MS			60000
+/* the least time between two back-offs cut short by rechecks */
+#define SBQ_RECHECK_MIN_MS			5000
+/* the longest a worker waits for its database's lock when it connects */
+#define SBQ_CONNECT_LOCK_TIMEOUT	"5s"
 /* looks for sbq_maintain() right after an ALTER EXTENSION, and their spacing */
 #define SBQ_QUICK_RETRIES			5
 #define SBQ_QUICK_RETRY_MS			200
@@ -128,6 +134,8 @@ typedef struct SbqWorkerSchedule
 	TimestampTz next_run;		/* when the next one is due */
 	uint64		gen;			/* the recheck generation last seen */
 	int32		idle_ticks;		/* ticks in a row that found nothing to do */
+	bool		no_function;	/* the last tick found no sbq_maintain() */
+	TimestampTz recheck_at;		/* when a recheck last cut the back-off short */
 } SbqWorkerSchedule;
 
 static Oid	sbq_worker_dbid = InvalidOid;
@@ -558,6 +566,63 @@ sbq_worker_vacuum(void)
 }
 
 /*
+ * sbq_worker_drop_database_settings
+ *		Undo every setting the database's settings (ALTER DATABASE ... SET,
+ *		which its owner controls) gave the worker: back to the built-in
+ *		value. The worker runs as the bootstrap superuser and holds one of the
+ *		pool's few slots; what a database's owner sets is meant for the
+ *		owner's sessions (a role to act as, vacuum cost delays that make its
+ *		vacuum last for hours, planner settings that slow its passes), not
+ *		for sbqueue's worker. Called in a transaction (some settings check
+ *		their value in the catalogs). A value that is refused is logged and
+ *		left as it was.
+ */
+static void
+sbq_worker_drop_database_settings(void)
+{
+	struct config_generic **vars;
+	int			nvars;
+	int			i;
+
+	vars = sbq_guc_variables(&nvars);
+	for (i = 0; i < nvars; i++)
+	{
+		struct config_generic *g = vars[i];
+		const char *value = NULL;
+		char		buf[64];
+
+		if (g->source != PGC_S_DATABASE && g->source != PGC_S_DATABASE_USER)
+			continue;
+		switch (g->vartype)
+		{
+			case PGC_BOOL:
+				value = ((struct config_bool *) g)->boot_val ? "on" : "off";
+				break;
+			case PGC_INT:
+				snprintf(buf, sizeof(buf), "%d", ((struct config_int *) g)->boot_val);
+				value = buf;
+				break;
+			case PGC_REAL:
+				snprintf(buf, sizeof(buf), "%.17g", ((struct config_real *) g)->boot_val);
+				value = buf;
+				break;
+			case PGC_STRING:
+				value = ((struct config_string *) g)->boot_val;
+				break;
+			case PGC_ENUM:
+				value = config_enum_lookup_by_value((struct config_enum *) g,
+													((struct config_enum *) g)->boot_val);
+				break;
+		}
+		/* the session's user is the bootstrap superuser, whatever was set */
+		if (strcmp(g->name, "session_authorization") == 0)
+			value = GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false);
+		(void) set_config_option(g->name, value != NULL ? value : "", PGC_SUSET, PGC_S_OVERRIDE,
+								 GUC_ACTION_SET, true, WARNING, false);
+	}
+}
+
+/*
  * sbq_worker_pin_settings
  *		Override what the database's settings (ALTER DATABASE ... SET, which
  *		its owner controls) could do to a worker that runs as the bootstrap
@@ -578,6 +643,7 @@ sbq_worker_pin_settings(void)
 		{"default_transaction_deferrable", "off"},
 		{"statement_timeout", "0"},
 		{"lock_timeout", "0"},
+		{"synchronous_commit", "local"},
 		{"idle_in_transaction_session_timeout", "0"},
 		{"max_parallel_workers_per_gather", "0"},
 		{"max_parallel_maintenance_workers", "0"},
@@ -606,7 +672,15 @@ sbq_worker_start(Oid dbid)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	/* as the bootstrap superuser; a pass switches to the extension's owner */
+	/*
+	 * As the bootstrap superuser; a pass switches to the extension's owner.
+	 * Connecting takes a lock on the database, which an open ALTER DATABASE
+	 * ... RENAME holds for as long as its transaction lasts: a worker that
+	 * waited for it would keep its slot from every other database, so it
+	 * gives up (FATAL; the launcher backs off) after a while instead. The
+	 * database's own settings, applied after that lock, cannot change this.
+	 */
+	SetConfigOption("lock_timeout", SBQ_CONNECT_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
 	BackgroundWorkerInitializeConnectionByOid(sbq_worker_dbid, InvalidOid, 0);
 
 	/* a DDL hold, or a worker already here: leave quietly */
@@ -625,6 +699,7 @@ sbq_worker_start(Oid dbid)
 
 		if (name != NULL)
 			sbq_worker_dbname = MemoryContextStrdup(sbq_worker_cxt, name);
+		sbq_worker_drop_database_settings();
 	}
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(sbq_worker_cxt);
@@ -649,16 +724,22 @@ sbq_worker_reload(SbqWorkerSchedule *s)
 /*
  * sbq_worker_recheck
  *		sbqueue created or updated somewhere (the recheck generation moved):
- *		stop backing off, look now.
+ *		if the back-off is for want of sbq_maintain(), stop it and look now,
+ *		at most once every SBQ_RECHECK_MIN_MS (anybody can move the
+ *		generation, by creating databases; a back-off after errors stays).
  */
 static void
 sbq_worker_recheck(SbqWorkerSchedule *s)
 {
 	if (sbq_registry_recheck_generation() != s->gen)
 	{
+		TimestampTz now = GetCurrentTimestamp();
+
 		s->gen = sbq_registry_recheck_generation();
-		if (s->failures > 0)
+		if (s->failures > 0 && s->no_function &&
+			(s->recheck_at == 0 || TimestampDifferenceExceeds(s->recheck_at, now, SBQ_RECHECK_MIN_MS)))
 		{
+			s->recheck_at = now;
 			s->failures = 0;
 			s->next_run = GetCurrentTimestamp();
 			s->quick_retries = SBQ_QUICK_RETRIES;
@@ -760,6 +841,7 @@ sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 		delay_ms = Min((int64) sbq_maintenance_interval << shift,
 					   (int64) Max(SBQ_BACKOFF_MAX_MS, sbq_maintenance_interval));
 	}
+	s->no_function = (result == SBQ_RESULT_NO_FUNCTION);
 	now = GetCurrentTimestamp();
 	s->next_run = TimestampTzPlusMilliseconds(s->last_run, delay_ms);
 	if (s->failures > 0 || s->quick_retries > 0)

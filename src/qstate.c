@@ -511,6 +511,20 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
 	return n;
 }
 
+/* Whether the table of queues is full (then some queues have no entry). */
+bool
+sbq_qstate_full(void)
+{
+	bool		full;
+
+	if (sbq_qstate_hash == NULL)
+		return false;
+	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+	full = hash_get_num_entries(sbq_qstate_hash) >= SBQ_QSTATE_MAX;
+	LWLockRelease(sbq_qstate_lock);
+	return full;
+}
+
 /*
  * sbq_qstate_work_all
  *		For the launcher: for every queue in the table (so sbqueue is

@@ -8,12 +8,12 @@
  * It exists only when sbqueue is preloaded; shmem.c asks for it and has it
  * made at startup. It holds:
  *
- *	- The launcher's latch; a "recheck generation" that ALTER EXTENSION
- *	  sbqueue and CREATE DATABASE bump at commit (utility_hook.c), so that a
- *	  worker backing off (its extension had no sbq_maintain()) tries again
- *	  and the launcher reads pg_database again; a "catalog generation" that
- *	  the end of every DDL hold bumps (a dropped or renamed database), so
- *	  that the launcher reads it before it starts another worker; and how many
+ *	- The launcher's latch; a "recheck generation" that CREATE and ALTER
+ *	  EXTENSION sbqueue bump at commit (utility_hook.c), so that a worker
+ *	  backing off (its extension had no sbq_maintain()) tries again; a
+ *	  "catalog generation" that CREATE DATABASE and the end of every DDL hold
+ *	  bump (a database created, dropped or renamed), so that the launcher
+ *	  reads pg_database again before it starts another worker; and how many
  *	  databases are due but wait for a worker slot (the launcher sets it, a
  *	  worker that sees it leaves after its tick).
  *	- A slot per database that has sbqueue, may have it (nobody looked yet),
@@ -195,9 +195,9 @@ sbq_registry_recheck_generation(void)
 /*
  * sbq_registry_catalog_generation
  *		A number that moves whenever pg_database may have changed in a way the
- *		launcher must see before it starts another worker: the recheck
- *		generation (CREATE DATABASE), plus every end of a DDL hold (DROP or
- *		RENAME of a database).
+ *		launcher must see before it starts another worker (CREATE DATABASE,
+ *		and every end of a DDL hold: DROP or RENAME of a database), or
+ *		sbqueue was created or updated (the recheck generation).
  */
 uint64
 sbq_registry_catalog_generation(void)
@@ -249,6 +249,22 @@ sbq_registry_lost(void)
 	lost = sbq_registry->lost;
 	LWLockRelease(sbq_registry_lock);
 	return lost;
+}
+
+/*
+ * sbq_registry_request_rescan
+ *		A database was created: the launcher should read pg_database again.
+ *		Cannot fail (a commit callback).
+ */
+void
+sbq_registry_request_rescan(void)
+{
+	if (sbq_registry == NULL)
+		return;
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	sbq_registry->catalog_gen++;
+	LWLockRelease(sbq_registry_lock);
+	sbq_registry_wake_launcher();
 }
 
 /* The launcher: how many due databases wait for a worker slot. */
@@ -334,12 +350,15 @@ sbq_dbslot_publish(Oid dbid, bool installed)
 	slot = installed ? sbq_dbslot_find_or_add(dbid, false) : sbq_dbslot_find(dbid);
 	if (slot != NULL)
 	{
+		/* newly installed: due at once (another extension's news changes nothing) */
+		if (installed && slot->state != SBQ_DB_INSTALLED)
+		{
+			slot->next_due = 0;
+			slot->warned_no_function = false;
+		}
 		slot->state = installed ? SBQ_DB_INSTALLED : SBQ_DB_ABSENT;
 		slot->state_gen++;
 		slot->recheck = false;
-		slot->warned_no_function = false;
-		if (installed)
-			slot->next_due = 0;
 	}
 	else if (installed)
 		sbq_registry->lost++;
@@ -642,6 +661,8 @@ sbq_dbslot_pass_end(Oid dbid, uint64 gen, TimestampTz now, SbqPassResult result,
 		slot->next_due = next_due;
 	}
 	LWLockRelease(sbq_registry_lock);
+	/* the launcher skips a worker in its tick: it may now plan an early one */
+	sbq_registry_wake_launcher();
 }
 
 /* A worker: what the launcher asks of it (run_now is taken). */

@@ -78,6 +78,7 @@ extern void sbq_registry_wake_launcher(void);
 extern uint64 sbq_registry_recheck_generation(void);
 extern uint64 sbq_registry_catalog_generation(void);
 extern void sbq_registry_request_recheck(void);
+extern void sbq_registry_request_rescan(void);
 extern void sbq_registry_set_waiting(int waiting);
 extern int	sbq_registry_waiting(void);
 extern uint64 sbq_registry_lost(void);

@@ -19,9 +19,11 @@
  * that; at abort it starts the worker again), or after SBQ_HOLD_MAX_MS at the
  * latest.
  *
- * After CREATE or ALTER EXTENSION sbqueue, or CREATE DATABASE, commits, it
- * bumps the registry's recheck generation, which wakes the launcher and every
- * worker (launcher.c, maintenance_worker.c).
+ * After CREATE or ALTER EXTENSION sbqueue (statements only a superuser can
+ * run) commits, it bumps the registry's recheck generation, which wakes the
+ * launcher and every worker (launcher.c, maintenance_worker.c); after CREATE
+ * DATABASE, the catalog generation, which wakes the launcher only. Both only
+ * for a statement that succeeded.
  *
  * The launcher must also know which databases have sbqueue without sending
  * a worker to look. An object access hook notes that the transaction created
@@ -79,6 +81,7 @@ static object_access_hook_type sbq_prev_object_access = NULL;
 static Oid	sbq_held_dbs[SBQ_MAX_HELD_DBS];
 static int	sbq_nheld_dbs = 0;
 static bool sbq_recheck_at_commit = false;
+static bool sbq_rescan_at_commit = false;
 static bool sbq_utility_callback_registered = false;
 
 /* this transaction created or dropped an extension; and, just before commit, whether
@@ -117,7 +120,10 @@ sbq_utility_xact_callback(XactEvent event, void *arg)
 				sbq_dbslot_publish_prepared(MyDatabaseId);
 			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
 				sbq_registry_request_recheck();
+			if (event == XACT_EVENT_COMMIT && sbq_rescan_at_commit)
+				sbq_registry_request_rescan();
 			sbq_recheck_at_commit = false;
+			sbq_rescan_at_commit = false;
 			sbq_extension_changed = false;
 			break;
 		default:
@@ -193,6 +199,8 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 					DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	bool		recheck = false;
+	bool		rescan = false;
 
 	if (sbq_shmem_available())
 	{
@@ -216,22 +224,13 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 			case T_CreatedbStmt:
 				sbq_hold_database(sbq_database_option(((CreatedbStmt *) parsetree)->options,
 													  "template"));
-				sbq_utility_register_callback();
-				sbq_recheck_at_commit = true;
+				rescan = true;
 				break;
 			case T_CreateExtensionStmt:
-				if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "sbqueue") == 0)
-				{
-					sbq_utility_register_callback();
-					sbq_recheck_at_commit = true;
-				}
+				recheck = strcmp(((CreateExtensionStmt *) parsetree)->extname, "sbqueue") == 0;
 				break;
 			case T_AlterExtensionStmt:
-				if (strcmp(((AlterExtensionStmt *) parsetree)->extname, "sbqueue") == 0)
-				{
-					sbq_utility_register_callback();
-					sbq_recheck_at_commit = true;
-				}
+				recheck = strcmp(((AlterExtensionStmt *) parsetree)->extname, "sbqueue") == 0;
 				break;
 			default:
 				break;
@@ -244,6 +243,14 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/* only once the statement has succeeded (a refused one asks for nothing) */
+	if (recheck || rescan)
+	{
+		sbq_utility_register_callback();
+		sbq_recheck_at_commit |= recheck;
+		sbq_rescan_at_commit |= rescan;
+	}
 }
 
 /*

@@ -9,13 +9,19 @@
 #
 #	- a search_path with the owner's own operators: a worker's look into the
 #	  database runs none of them (the owner does not become superuser);
+#	- a role and session authorization to act as, and vacuum cost settings
+#	  that would make the worker's vacuum last for hours: ignored;
 #	- transaction defaults that would make a worker wait for ever (serializable
 #	  read-only deferrable, with a serializable transaction kept open): the
 #	  worker neither waits nor takes them, and another database's expired lock
 #	  is still dead-lettered at once;
 #	- sbqueue created by COMMIT PREPARED, which runs no hook: the database
 #	  gets its maintenance once sbqueue is used there;
-#	- a database whose passes fail keeps backing off while workers take turns;
+#	- a database whose passes fail keeps backing off while workers take turns,
+#	  and other roles' failing ALTER EXTENSION statements or new databases do
+#	  not cut its back-off short;
+#	- ALTER DATABASE ... RENAME left open in a transaction (it keeps the
+#	  database locked) holds no worker for longer than a few seconds;
 #	- sbq_maintenance_status shows a role the databases it may connect to;
 #	- DROP EXTENSION sends the worker there away at once.
 use strict;
@@ -25,6 +31,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('worker_hostile');
 $node->init;
@@ -34,6 +41,7 @@ shared_preload_libraries = 'sbqueue'
 max_worker_processes = 8
 sbqueue.max_workers = 2
 max_prepared_transactions = 5
+sbqueue.vacuum_threshold = 1000
 log_statement = none
 ));
 $node->start;
@@ -74,7 +82,10 @@ $node->safe_psql('postgres', q{
 	CREATE DATABASE p1;
 	CREATE DATABASE closed;
 	CREATE DATABASE old;
+	CREATE DATABASE ren1;
+	CREATE DATABASE ren2;
 });
+$node->safe_psql($_, 'CREATE EXTENSION sbqueue') for qw(ren1 ren2);
 $node->safe_psql('app', 'CREATE EXTENSION sbqueue');
 $node->safe_psql('hx', 'CREATE EXTENSION sbqueue');
 $node->safe_psql('closed', 'CREATE EXTENSION sbqueue');
@@ -114,6 +125,16 @@ for my $db (qw(h3 h4 hx))
 		ALTER DATABASE $db SET statement_timeout = '1ms';
 	}, extra_params => [ '-U', 'hostile' ]);
 }
+# hx: act as its owner, and vacuum at a snail's pace
+$node->safe_psql('postgres', q{
+	ALTER DATABASE hx SET role = hostile;
+	ALTER DATABASE hx SET session_authorization = hostile;
+	ALTER DATABASE hx SET vacuum_cost_delay = 100;
+	ALTER DATABASE hx SET vacuum_cost_limit = 1;
+	ALTER DATABASE hx SET vacuum_cost_page_hit = 10000;
+	ALTER DATABASE hx SET vacuum_cost_page_miss = 10000;
+	ALTER DATABASE hx SET vacuum_cost_page_dirty = 10000;
+}, extra_params => [ '-U', 'hostile' ]);
 
 # closed: only roles granted CONNECT may see it in sbq_maintenance_status
 $node->safe_psql('postgres', 'REVOKE CONNECT ON DATABASE closed FROM PUBLIC');
@@ -149,6 +170,39 @@ ok($node->poll_query_until('app',
 	'hx\'s passes succeed: they take neither its transaction defaults nor its statement_timeout');
 $holder->query_safe('COMMIT');
 $holder->quit;
+
+# hx's worker vacuums its message table as the bootstrap superuser (as the
+# role hx sets, VACUUM would skip a table it does not own), and in seconds,
+# not at hx's cost settings (hundreds of seconds a page): 1,500 dead rows
+# are over sbqueue.vacuum_threshold (1000)
+my $bootstrap = $node->safe_psql('postgres', 'SELECT rolname FROM pg_authid WHERE oid = 10');
+$node->safe_psql('postgres', "ALTER SYSTEM SET sbqueue.max_workers = 8");
+$node->reload;
+$node->safe_psql('hx', qq{
+	SET SESSION AUTHORIZATION $bootstrap;
+	SET ROLE NONE;
+	SET default_transaction_read_only = off;
+	SET statement_timeout = 0;
+	SELECT sbq_create_queue('v');
+	SELECT count(*) FROM (SELECT sbq_send('v', 'x') FROM generate_series(1, 1500)) s;
+	SELECT count(*) FROM sbq_receive('v', 1500, receive_mode => 'receive_and_delete');
+	SELECT pg_stat_force_next_flush();
+});
+my $t_vac = time;
+my $vacuumed = '';
+while (time < $t_vac + 60)
+{
+	# (hx's statement_timeout of 1 ms is for this session too)
+	$vacuumed = $node->safe_psql('hx', "SET statement_timeout = 0;
+		SELECT vacuum_count > 0 AND n_dead_tup < 1000 FROM pg_stat_all_tables
+		 WHERE schemaname = 'sbq' AND relname = 'messages'");
+	last if $vacuumed eq 't';
+	usleep(200_000);
+}
+is($vacuumed, 't', 'the worker vacuums hx\'s message table, as the bootstrap superuser');
+cmp_ok(time - $t_vac, '<', 30, 'within 30 s: not at hx\'s vacuum cost settings');
+$node->safe_psql('postgres', "ALTER SYSTEM RESET sbqueue.max_workers");
+$node->reload;
 
 # --- sbqueue created by COMMIT PREPARED: no hook sees it; using it there
 # brings the database its maintenance
@@ -199,17 +253,52 @@ SKIP:
 			"SELECT passes > 0 FROM sbq_maintenance_status WHERE database = 'old'"),
 		'old had its first tick');
 	my $start = $node->safe_psql('app', "SELECT passes FROM sbq_maintenance_status WHERE database = 'old'");
+	# meanwhile other roles' statements that would once have cut its
+	# back-off short: ALTER EXTENSION sbqueue UPDATE refused for want of
+	# rights, each in a transaction of its own, and new databases
+	my $flood = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('app') . ' user=watcher', '-c', q{
+			DO $$ BEGIN FOR i IN 1..300 LOOP
+				BEGIN ALTER EXTENSION sbqueue UPDATE; EXCEPTION WHEN OTHERS THEN NULL; END;
+				COMMIT;
+				PERFORM pg_sleep(0.02);
+			END LOOP; END $$} ],
+		'>', \my $flood_out, '2>', \my $flood_err);
 	my $t_end = time + 15;
+	my $k = 0;
 	while (time < $t_end)
 	{
 		# keep the others busy: a send makes a database due every interval
 		$node->safe_psql($_, "SELECT sbq_send('q', 'x')") for qw(busy1 busy2);
+		$node->safe_psql('postgres', "CREATE DATABASE churn$k", extra_params => [ '-U', 'hostile' ]) if $k < 5;
+		$k++;
 		usleep(200_000);
 	}
+	$flood->finish;
 	my $ticks = $node->safe_psql('app', "SELECT passes FROM sbq_maintenance_status WHERE database = 'old'") - $start;
 	diag("old: $ticks failing ticks in 15 s");
 	cmp_ok($ticks, '<=', 5, 'a database whose ticks fail backs off across workers (at most 5 ticks in 15 s)');
 }
+
+# --- ALTER DATABASE ... RENAME left open in two transactions, one for each
+# worker slot: the hold on each database ends after 60 s, and then a worker
+# that tries to connect there waits for the database's lock. It gives up
+# after a few seconds, so app's expired lock is still dead-lettered.
+my @renamers;
+for my $db (qw(ren1 ren2))
+{
+	my $r = $node->background_psql('postgres', timeout => 600);
+	$r->query_safe("BEGIN; ALTER DATABASE $db RENAME TO ${db}x");
+	push @renamers, $r;
+}
+usleep(62_000_000);
+$until = over_delivered_message('app', 'renamed');
+ok(dead_lettered('app', 'renamed'), 'with two renames left open, app\'s expired lock is dead-lettered');
+$delay = time - $until;
+diag(sprintf('dead-lettered %.2f s after the lock expired, with two renames open', $delay));
+cmp_ok($delay, '<', 15, 'within 15 s of the lock\'s expiry (no worker waits for ever at a locked database)');
+$_->query_safe('ROLLBACK') for @renamers;
+$_->quit for @renamers;
 
 # --- DROP EXTENSION: the worker there goes at once, even with a long idle
 # interval ahead of it
