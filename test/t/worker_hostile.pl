@@ -200,7 +200,7 @@ while (time < $t_vac + 60)
 	usleep(200_000);
 }
 is($vacuumed, 't', 'the worker vacuums hx\'s message table, as the bootstrap superuser');
-cmp_ok(time - $t_vac, '<', 30, 'within 30 s: not at hx\'s vacuum cost settings');
+cmp_ok(time - $t_vac, '<', 10, 'within 10 s: not at hx\'s vacuum cost settings');
 $node->safe_psql('postgres', "ALTER SYSTEM RESET sbqueue.max_workers");
 $node->reload;
 
