@@ -20,18 +20,25 @@
  *	  worker visits a database without sbqueue, except that one with a
  *	  prepared transaction pending is looked at again every SBQ_RECHECK_MS
  *	  (that transaction may create the extension when it commits, and
- *	  COMMIT PREPARED runs no hook of ours).
+ *	  COMMIT PREPARED runs no hook of ours), and one that shared memory
+ *	  shows sbqueue state of (a queue used there) is looked at at once.
  *	- The commit of a transaction that creates or drops sbqueue says so in
- *	  the registry (utility_hook.c), and wakes the launcher.
+ *	  the registry (utility_hook.c), and wakes the launcher; so does the
+ *	  commit of CREATE DATABASE, and the end of DDL on a database, after
+ *	  which the launcher reads pg_database again (at most every
+ *	  SBQ_RESCAN_MIN_MS) before it starts another worker.
  *
- * Every database that has sbqueue is due for a maintenance tick every
- * sbqueue.maintenance_interval after its last one began (later while its
- * ticks fail: the worker backs off). A database is due earlier, at most once
- * per expiry and no sooner than SBQ_EARLY_GAP_MS after its last tick, when
- * shared memory shows one of its locks has expired or a scheduled message of
- * one of its queues has come due (lease.c, qstate.c); such a database is
- * "urgent" and goes before the others. Among the others the one due longest
- * goes first. The launcher keeps at most sbqueue.max_workers workers alive
+ * Every database that has sbqueue is due for a maintenance tick when its
+ * worker said: sbqueue.maintenance_interval after its last one began, later
+ * while its ticks find nothing to do (up to sbqueue.idle_maintenance_interval)
+ * or fail. Shared memory (lease.c, qstate.c) brings it forward: counts of
+ * sends, receives or settlements not yet stored make it due an interval
+ * after its last tick; a lock that has expired or a scheduled message that
+ * has come due makes it "urgent", due at once (at most once per expiry, no
+ * sooner than SBQ_EARLY_GAP_MS after its last tick). Urgent databases go
+ * first, and so does one that has waited past the idle interval; among the
+ * others the one due longest goes first. A database whose ticks fail keeps
+ * to its back-off. The launcher keeps at most sbqueue.max_workers workers alive
  * and starts one in each due database, in that order, while it has fewer. A
  * worker runs its tick and then stays in its database, sleeping until the
  * next one is due, unless databases wait for a slot: the launcher publishes
