@@ -361,7 +361,7 @@ sbq_launcher_work_due(void)
 	Oid		   *dbids = palloc(sizeof(Oid) * max);
 	TimestampTz *due = palloc(sizeof(TimestampTz) * max);
 	bool	   *active = palloc0(sizeof(bool) * max);
-	bool		blind = sbq_qstate_full();
+	bool		blind = false;
 	int			n;
 	int			i;
 
@@ -369,8 +369,7 @@ sbq_launcher_work_due(void)
 	while ((db = hash_seq_search(&hs)) != NULL)
 	{
 		db->work_due = 0;
-		/* a full table may hide what happens in a database: take it as busy */
-		db->active = blind;
+		db->active = false;
 		db->evidence = false;
 	}
 	for (int pass = 0; pass < 2; pass++)
@@ -378,7 +377,7 @@ sbq_launcher_work_due(void)
 		if (pass == 0)
 			n = sbq_lease_due_all(dbids, due, max);
 		else
-			n = sbq_qstate_work_all(dbids, due, active, max);
+			n = sbq_qstate_work_all(dbids, due, active, max, &blind);
 		for (i = 0; i < n; i++)
 		{
 			db = hash_search(sbq_launcher_dbs, &dbids[i], HASH_FIND, NULL);
@@ -395,6 +394,14 @@ sbq_launcher_work_due(void)
 			if (db->work_due == 0 || due[i] < db->work_due)
 				db->work_due = due[i];
 		}
+	}
+
+	/* a full table may hide what happens in a database: take every one as busy */
+	if (blind)
+	{
+		hash_seq_init(&hs, sbq_launcher_dbs);
+		while ((db = hash_seq_search(&hs)) != NULL)
+			db->active = true;
 	}
 }
 
@@ -503,7 +510,7 @@ sbq_launcher_slot(SbqLauncherDb *db, TimestampTz now, long *nap_ms, SbqDbSlotSta
 			return false;
 		}
 	}
-	if (!sbq_dbslot_ensure(db->dbid))
+	if (!sbq_dbslot_ensure(db->dbid, slot))
 	{
 		if (!db->no_slot_logged)
 			ereport(LOG,
@@ -515,7 +522,7 @@ sbq_launcher_slot(SbqLauncherDb *db, TimestampTz now, long *nap_ms, SbqDbSlotSta
 		return false;
 	}
 	db->absent = false;
-	return sbq_dbslot_get(db->dbid, slot);
+	return true;
 }
 
 /* qsort: urgent first, then the one due longest */

@@ -511,38 +511,28 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
 	return n;
 }
 
-/* Whether the table of queues is full (then some queues have no entry). */
-bool
-sbq_qstate_full(void)
-{
-	bool		full;
-
-	if (sbq_qstate_hash == NULL)
-		return false;
-	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
-	full = hash_get_num_entries(sbq_qstate_hash) >= SBQ_QSTATE_MAX;
-	LWLockRelease(sbq_qstate_lock);
-	return full;
-}
-
 /*
  * sbq_qstate_work_all
  *		For the launcher: for every queue in the table (so sbqueue is
  *		installed in its database), its database, when its next scheduled
  *		message is due (0 if unknown or none), and whether it has counts not
  *		yet stored (something was sent, received or settled there since
- *		maintenance last stored them); up to max of them. Returns how many.
+ *		maintenance last stored them); up to max of them. Returns how many;
+ *		*full says whether the table is full (then some queues have no
+ *		entry, and what happens there is not seen here).
  */
 int
-sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max)
+sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *full)
 {
 	HASH_SEQ_STATUS status;
 	SbqQueueState *entry;
 	int			n = 0;
 
+	*full = false;
 	if (sbq_qstate_hash == NULL)
 		return 0;
 	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+	*full = hash_get_num_entries(sbq_qstate_hash) >= SBQ_QSTATE_MAX;
 	hash_seq_init(&status, sbq_qstate_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{

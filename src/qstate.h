@@ -55,8 +55,8 @@ extern bool sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *g
 extern void sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any,
 							   TimestampTz next);
 extern void sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when);
-extern bool sbq_qstate_full(void);
-extern int	sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max);
+extern int	sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max,
+								bool *full);
 
 /* the head of a queue */
 extern void sbq_qstate_send_begin(Oid epoch, int32 queue_id);

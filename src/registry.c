@@ -396,18 +396,20 @@ sbq_dbslot_publish_prepared(Oid dbid)
 /*
  * sbq_dbslot_ensure
  *		Make sure dbid has a slot (the launcher does this for a database it
- *		has not heard of: its state is then unknown). False when the registry
- *		is full.
+ *		has not heard of: its state is then unknown), and copy it to *state.
+ *		False when the registry is full.
  */
 bool
-sbq_dbslot_ensure(Oid dbid)
+sbq_dbslot_ensure(Oid dbid, SbqDbSlotState *state)
 {
-	bool		ok;
+	SbqDbSlotState *slot;
 
 	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
-	ok = sbq_dbslot_find_or_add(dbid, false) != NULL;
+	slot = sbq_dbslot_find_or_add(dbid, false);
+	if (slot != NULL)
+		*state = *slot;
 	LWLockRelease(sbq_registry_lock);
-	return ok;
+	return slot != NULL;
 }
 
 /* A copy of dbid's slot; false if it has none. */

@@ -88,7 +88,7 @@ extern void sbq_dbslot_publish(Oid dbid, bool installed);
 extern void sbq_dbslot_publish_prepared(Oid dbid);
 
 /* the database slots: the launcher */
-extern bool sbq_dbslot_ensure(Oid dbid);
+extern bool sbq_dbslot_ensure(Oid dbid, SbqDbSlotState *state);
 extern bool sbq_dbslot_get(Oid dbid, SbqDbSlotState *state);
 extern bool sbq_dbslot_take_absent(Oid dbid, bool *recheck);
 extern void sbq_dbslot_ask(Oid dbid, bool leave, bool run_now);
