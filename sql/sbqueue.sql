@@ -241,6 +241,47 @@ SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
 
 /* ---------------------------------------------------------------- types */
 
+/*
+ * Sessions of the queues that require them (src/session.c): one row per
+ * session that has messages, state or a holder. session_key numbers the row;
+ * a session token carries it (as a lock token carries its message's sequence
+ * number). A session is held while session_token is set, locked_until has
+ * not passed and locked_boot is the start time of the running server (a
+ * crash or a restart loses every session lock). ready_seq is set while the
+ * session may have available messages and nobody holds it: accepting the
+ * next session walks sessions_ready_idx, so it never meets held or emptied
+ * sessions. lock_min and lock_max bound the sequence numbers the holder has
+ * locked, where a release or an expiry looks for its message locks. state is
+ * the session state the holder keeps (NULL: none).
+ */
+CREATE SEQUENCE sbq.session_seq AS bigint;
+CREATE TABLE sbq.sessions (
+    session_key bigint NOT NULL DEFAULT pg_catalog.nextval('sbq.session_seq'),
+    queue_id integer NOT NULL,
+    ready_seq bigint,
+    session_token uuid,
+    locked_until timestamptz,
+    locked_boot timestamptz,
+    lock_min bigint,
+    lock_max bigint,
+    last_updated timestamptz NOT NULL,
+    session_id text NOT NULL,
+    state bytea,
+    CONSTRAINT sessions_pkey PRIMARY KEY (session_key),
+    CONSTRAINT sessions_queue_session_key UNIQUE (queue_id, session_id)
+);
+ALTER SEQUENCE sbq.session_seq OWNED BY sbq.sessions.session_key;
+CREATE INDEX sessions_ready_idx ON sbq.sessions (queue_id, ready_seq)
+    WHERE ready_seq IS NOT NULL;
+/* held sessions by expiry: maintenance and accept find the expired ones */
+CREATE INDEX sessions_held_idx ON sbq.sessions (queue_id, locked_until)
+    WHERE session_token IS NOT NULL;
+/* a session's messages in sequence order, by state */
+CREATE INDEX messages_session_idx ON sbq.messages (queue_id, session_id, state, sequence_number)
+    WHERE session_id IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('sbq.sessions', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.session_seq', '');
+
 CREATE TYPE sbq_queue_properties AS (
     queue text,
     lock_duration interval,
@@ -555,6 +596,50 @@ CREATE FUNCTION sbq_maintenance_status(
     AS 'MODULE_PATHNAME', 'sbq_maintenance_status_sql'
     LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 10;
 
+/* ------------------------------------------------------------ sessions */
+
+CREATE FUNCTION sbq_accept_session(queue text, session_id text DEFAULT NULL,
+    max_wait interval DEFAULT '0')
+    RETURNS TABLE(session_id text, session_token uuid, locked_until timestamptz)
+    AS 'MODULE_PATHNAME', 'sbq_accept_session'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION sbq_receive_session(queue text, session_token uuid,
+    max_messages integer DEFAULT 1, max_wait interval DEFAULT '0')
+    RETURNS SETOF sbq_message
+    AS 'MODULE_PATHNAME', 'sbq_receive_session'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+/* the deferred messages of a session, for its holder */
+CREATE FUNCTION sbq_receive_deferred(queue text, sequence_numbers bigint[],
+    session_token uuid)
+    RETURNS SETOF sbq_message
+    AS 'MODULE_PATHNAME', 'sbq_receive_deferred_session'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION sbq_renew_session(queue text, session_token uuid) RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'sbq_renew_session'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_get_session_state(queue text, session_token uuid) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sbq_get_session_state'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_set_session_state(queue text, session_token uuid, state bytea)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_set_session_state'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_release_session(queue text, session_token uuid) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_release_session'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_list_sessions(queue text)
+    RETURNS TABLE(session_id text, has_state boolean, available_count bigint,
+                  locked_until timestamptz, last_updated timestamptz)
+    AS 'MODULE_PATHNAME', 'sbq_list_sessions'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
 /* --------------------------------------------------------------- views */
 
 /*
@@ -606,7 +691,9 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
            (coalesce(c.abandoned, 0) OPERATOR(pg_catalog.+) pc.p[4])::bigint AS abandoned,
            (coalesce(c.deferred, 0) OPERATOR(pg_catalog.+) pc.p[5])::bigint AS deferred,
            (coalesce(c.dead_lettered, 0) OPERATOR(pg_catalog.+) pc.p[6])::bigint AS dead_lettered,
-           (coalesce(c.expired, 0) OPERATOR(pg_catalog.+) pc.p[7])::bigint AS expired
+           (coalesce(c.expired, 0) OPERATOR(pg_catalog.+) pc.p[7])::bigint AS expired,
+           ss.session_count,
+           ss.locked_session_count
       FROM sbq.queues q
      CROSS JOIN (SELECT pg_catalog.statement_timestamp() AS t) clk
       LEFT JOIN LATERAL (
@@ -645,6 +732,16 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
      CROSS JOIN LATERAL (
            SELECT sbq.pending_counts('sbq.queues'::pg_catalog.regclass, q.queue_id) AS p
            ) pc
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.count(*) AS session_count,
+                  pg_catalog.count(*) FILTER (
+                      WHERE se.session_token IS NOT NULL
+                        AND se.locked_until OPERATOR(pg_catalog.>) clk.t
+                        AND se.locked_boot OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
+                  ) AS locked_session_count
+             FROM sbq.sessions se
+            WHERE se.queue_id OPERATOR(pg_catalog.=) q.queue_id
+           ) ss
      WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
                                    'USAGE')

@@ -98,6 +98,22 @@ sbq_refuse_dlq_send(const SbqAddress *addr)
 				 errdetail("Messages enter a dead-letter sub-queue only by being dead-lettered.")));
 }
 
+/*
+ * sbq_refuse_sessionless
+ *		SB010 for a call that takes messages of a queue that requires sessions
+ *		without one (its dead-letter sub-queue has none: it is allowed).
+ */
+void
+sbq_refuse_sessionless(const SbqQueue *queue, const SbqAddress *addr, const char *use)
+{
+	if (queue->requires_session && addr->subqueue == SBQ_SUBQUEUE_MAIN)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("queue \"%s\" requires sessions", queue->name),
+				 errdetail("It is not possible for an entity that requires sessions to create a non-sessionful message receiver."),
+				 errhint("Accept a session with sbq_accept_session() and use %s.", use)));
+}
+
 /* ------------------------------------------------------------- sending */
 
 /*
@@ -263,6 +279,13 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 	sbq_lock_queue_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
 	sbq_storage_get_queue_to_send(&addr, &queue);
+	if (queue.requires_session &&
+		(props.session_id == NULL || VARSIZE_ANY_EXHDR(props.session_id) == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the SessionId was not set on a message, and it cannot be sent to queue \"%s\"",
+						queue.name),
+				 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
 	/*
 	 * The bodies as bytes once the queue is known and the caller may send to
 	 * it: work for a queue that is there. Each message, body and properties,
@@ -379,7 +402,7 @@ sbq_send_batch_jsonb(PG_FUNCTION_ARGS)
 
 /* ----------------------------------------------------------- receiving */
 
-static int
+int
 sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno)
 {
 	int32		n;
@@ -448,6 +471,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
+	sbq_refuse_sessionless(&queue, &addr, "sbq_receive_session()");
 	for (;;)
 	{
 		SbqReceiveResult r;
@@ -525,6 +549,20 @@ sbq_lock_lost(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *to
 }
 
 /*
+ * sbq_session_guard
+ *		A message lock of a session queue lives under its session lock: SB002
+ *		unless that is held now (and then it stays held until commit).
+ */
+static void
+sbq_session_guard(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *token)
+{
+	if (queue->requires_session && addr->subqueue == SBQ_SUBQUEUE_MAIN &&
+		!sbq_storage_session_guard(queue, token))
+		sbq_lock_lost_detail(queue->name, token,
+							 "The session lock it was taken under has expired or was released, the message was already settled, or the token was not issued by this queue.");
+}
+
+/*
  * sbq_settle_begin
  *		The checks every settlement shares: queue and token not NULL (the
  *		token a uuid, or its text when text_token), writes allowed, the queue
@@ -546,6 +584,7 @@ sbq_settle_begin(FunctionCallInfo fcinfo, const char *fname, bool text_token,
 	PreventCommandIfReadOnly(fname);
 	sbq_storage_begin();
 	sbq_storage_get_queue(addr, queue, SBQ_RIGHT_LISTEN);
+	sbq_session_guard(queue, addr, token);
 	return token;
 }
 
@@ -643,6 +682,11 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 		PG_RETURN_INT32(0);
 	}
 
+	for (i = 0; i < ntokens; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		sbq_session_guard(&queue, &addr, DatumGetUUIDP(tokens[i]));
+	}
 	settled = palloc(sizeof(bool) * ntokens);
 	n = sbq_storage_complete_many(&queue, addr.subqueue, tokens, ntokens, settled);
 	if (n != ntokens)
@@ -739,7 +783,7 @@ sbq_deadletter(PG_FUNCTION_ARGS)
  *		A bigint[] argument as distinct sequence numbers (22004 for a NULL
  *		element); *n gets their count.
  */
-static Datum *
+Datum *
 sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, const char *why,
 				  int *n)
 {
@@ -822,6 +866,7 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
+	sbq_refuse_sessionless(&queue, &addr, "sbq_receive_deferred(queue, sequence_numbers, session_token)");
 	if (nseqs > 0 &&
 		!sbq_storage_receive_deferred(&queue, addr.subqueue, seqs, nseqs,
 									  tupstore, tupdesc, &missing))
@@ -880,6 +925,12 @@ sbq_renew(PG_FUNCTION_ARGS)
 	TimestampTz locked_until;
 	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_renew()", false, &addr, &queue);
 
+	if (queue.requires_session && addr.subqueue == SBQ_SUBQUEUE_MAIN)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("the lock of a message of queue \"%s\" cannot be renewed", queue.name),
+				 errdetail("The message locks of a session live under its session lock."),
+				 errhint("Renew the session lock with sbq_renew_session().")));
 	if (!sbq_storage_renew(&queue, addr.subqueue, token, &locked_until))
 		sbq_lock_lost(&queue, &addr, token);
 	sbq_storage_end();

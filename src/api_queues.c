@@ -91,11 +91,6 @@ sbq_check_queue_props(SbqQueue *p)
 	if (p->has_dup_window)
 		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
 								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
-	if (p->requires_session)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("sessions are not supported yet"),
-				 errhint("Leave requires_session false.")));
 	if (p->forward_to != NULL || p->forward_dlq_to != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -229,6 +224,11 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
 				 errmsg("queue \"%s\" already exists", existing.name)));
+	if (props.requires_session && !sbq_storage_sessions_available())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sessions need version 0.7 or later of extension sbqueue"),
+				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
 	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
 	result = sbq_properties_result(fcinfo, props.queue_id);
 	sbq_storage_end();
@@ -242,11 +242,18 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 	SbqAddress	addr;
 	SbqQueue	props;
 	Datum		result;
+	bool		was_session;
 
 	/* self-conflicting, so two updates never overwrite each other's change */
 	sbq_queue_call_begin(fcinfo, false, "sbq_update_queue()", ShareUpdateExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &props);
+	was_session = props.requires_session;
 	sbq_overlay_queue_props(fcinfo, &props, false);
+	if (props.requires_session != was_session)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("requires_session of queue \"%s\" cannot be changed", props.name),
+				 errdetail("It is set when a queue is created, and only then.")));
 	sbq_check_queue_props(&props);
 	sbq_storage_update_queue(&props);
 	result = sbq_properties_result(fcinfo, props.queue_id);

@@ -220,6 +220,7 @@ typedef struct SbqMaintainResult
 	int64		expired_dropped;
 	int64		forgotten;
 	int64		dead_letters_removed;
+	int64		sessions_expired;
 	bool		more;
 	bool		skipped;
 } SbqMaintainResult;
@@ -368,6 +369,12 @@ sbq_maintain_queue(const SbqQueue *queue, const SbqQueueWork *work, TimestampTz 
 		res->activated += n;
 		res->more |= n >= SBQ_MAINTAIN_BATCH;
 		released = sbq_expire_row_locks(queue, now, res, &counts);
+		if (queue->requires_session)
+		{
+			n = sbq_session_expire_all(queue, now, SBQ_MAINTAIN_BATCH, &res->dead_lettered);
+			res->sessions_expired += n;
+			res->more |= n >= SBQ_MAINTAIN_BATCH;
+		}
 		sbq_expire_messages(queue, now, res, &counts);
 	}
 	if (work->duplicates)
@@ -471,10 +478,11 @@ sbq_storage_maintain(void)
 					 ", \"expired_dropped\": " INT64_FORMAT
 					 ", \"duplicates_forgotten\": " INT64_FORMAT
 					 ", \"dead_letters_removed\": " INT64_FORMAT
+					 ", \"sessions_expired\": " INT64_FORMAT
 					 ", \"more\": %s, \"skipped\": %s}",
 					 res.queues, res.activated, res.released, res.dead_lettered,
 					 res.expired_dead, res.expired_dropped, res.forgotten,
-					 res.dead_letters_removed,
+					 res.dead_letters_removed, res.sessions_expired,
 					 res.more ? "true" : "false", res.skipped ? "true" : "false");
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

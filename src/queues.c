@@ -123,6 +123,10 @@ static SbqStatement stmt_delete_queue = {"delete queue", 1, {INT4OID},
  * not show the row it moved to. A statement of its own has a snapshot that
  * does (under READ COMMITTED; under REPEATABLE READ the wait was an error).
  */
+static SbqStatement stmt_delete_sessions = {"delete the sessions of a queue", 1, {INT4OID},
+	"DELETE FROM sbq.sessions WHERE queue_id = $1"
+};
+
 static SbqStatement stmt_delete_queue_moved = {"delete moved messages of a queue", 1, {INT4OID},
 	"WITH m AS (DELETE FROM sbq.messages WHERE queue_id = $1)"
 	" DELETE FROM sbq.dead_letters WHERE queue_id = $1",
@@ -503,6 +507,8 @@ sbq_storage_delete_queue(int32 queue_id)
 	sbq_rights_dropped(queue_id);
 	(void) sbq_exec_latest(&stmt_delete_queue, values, NULL);
 	(void) sbq_exec_latest(&stmt_delete_queue_moved, values, NULL);
+	if (sbq_sessions_installed())
+		(void) sbq_exec_latest(&stmt_delete_sessions, values, NULL);
 	/* the leases of its messages go at commit (a claim made since sees the delete) */
 	(void) sbq_lease_take_queue(queue_id, -1);
 	sbq_qstate_forget(sbq_storage_epoch(), queue_id);

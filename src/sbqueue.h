@@ -164,6 +164,14 @@ extern int	sbq_array_subscript(ArrayType *arr, int i);
 extern int	sbq_distinct_int8(Datum *elems, int n);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 
+/* api.c, api_session.c: arguments and errors the calls share */
+extern int	sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno);
+extern Datum *sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname,
+								const char *why, int *n);
+extern void sbq_refuse_sessionless(const SbqQueue *queue, const SbqAddress *addr,
+								   const char *use);
+extern void sbq_session_lock_lost(const SbqQueue *queue, const pg_uuid_t *token);
+
 /* sbqueue.c: settings */
 extern int	sbq_receive_poll_interval;
 

@@ -32,6 +32,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -121,7 +122,7 @@ static SbqStatement stmt_activate = {"activate scheduled", 3, {INT4OID, TIMESTAM
 	" UPDATE sbq.messages m SET sequence_number = n.new_seq, state = 0, enqueued_time = $2"
 	"   FROM n WHERE m.sequence_number = n.old_seq"
 	"    AND m.sequence_number = ANY(ARRAY(SELECT old_seq FROM n))"
-	" RETURNING n.new_seq"
+	" RETURNING n.new_seq, m.session_id"
 };
 
 static SbqStatement stmt_next_due = {"next scheduled time", 1, {INT4OID},
@@ -167,7 +168,7 @@ static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, IN
 	"         d.correlation_id, d.subject, d.content_type, d.reply_to,"
 	"         d.reply_to_session_id, d.to_address, d.application_properties, d.body"
 	"    FROM d)"
-	" SELECT d.sequence_number, d.new_seq FROM d",
+	" SELECT d.sequence_number, d.new_seq, d.session_id FROM d",
 	.old_sql =
 	RESUBMIT_PICK("sbq.messages")
 	" UPDATE sbq.messages m"
@@ -378,6 +379,15 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 
 	for (i = 0; i < nbodies; i++)
 		max_seq = Max(max_seq, seqs[i]);
+	/* the session of a session queue knows it has messages (session.c) */
+	if (!scheduled && queue->requires_session)
+	{
+		int64		min_seq = max_seq;
+
+		for (i = 0; i < nbodies; i++)
+			min_seq = Min(min_seq, seqs[i]);
+		sbq_session_note_sent(queue, PointerGetDatum(props->session_id), min_seq);
+	}
 	if (!scheduled)
 		sbq_qstate_send_done(sbq_storage_epoch(), max_seq);
 	sbq_add_counts(queue->queue_id, &counts);
@@ -386,6 +396,34 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 	else
 		sbq_qstate_scheduled(sbq_storage_epoch(), queue->queue_id, props->scheduled);
 	return nbodies;
+}
+
+/*
+ * sbq_note_sessions
+ *		The n rows of the current SPI result are messages that joined a
+ *		session queue (sequence number in column seq_col, session id in
+ *		sid_col): each session learns of its lowest one (session.c).
+ */
+static void
+sbq_note_sessions(const SbqQueue *queue, uint64 n, int seq_col, int sid_col)
+{
+	SPITupleTable *tt = SPI_tuptable;
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		bool		nosid;
+		Datum		sid = SPI_getbinval(tt->vals[i], tt->tupdesc, sid_col, &nosid);
+		int64		seq = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, seq_col,
+													  &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		/* a message resubmitted or scheduled before 0.7 may have none */
+		if (nosid)
+			continue;
+		sbq_session_note_sent(queue, sid, seq);
+	}
 }
 
 /*
@@ -415,6 +453,8 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 	if (n > 0)
 	{
 		sbq_qstate_send_done(epoch, sbq_max_col(1));
+		if (queue->requires_session)
+			sbq_note_sessions(queue, n, 1, 2);
 		sbq_wait_wake_at_commit(queue->queue_id);
 	}
 
@@ -482,6 +522,15 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 	n = sbq_exec(&stmt_resubmit, values, nulls);
 	if (n > 0)
 		sbq_qstate_send_done(sbq_storage_epoch(), sbq_max_col(2));
+	if (n > 0 && queue->requires_session)
+	{
+		/* the moves are what the code below checks: keep them */
+		SPITupleTable *moved = SPI_tuptable;
+
+		sbq_note_sessions(queue, n, 2, 3);
+		SPI_tuptable = moved;
+		SPI_processed = n;
+	}
 	if (seqs != NULL && n != (uint64) nseqs)
 	{
 		int			i;

@@ -15,6 +15,7 @@
  *	lease_receive.c	peek-lock receive with locks in shared memory, and the
  *					sweep of expired ones
  *	settle.c		complete, abandon, defer, dead-letter, renew
+ *	session.c		sessions: accept, receive, renew, state, release, expiry
  *	maintain.c		one maintenance pass over a database
  * Their shared machinery (statements, the section, counters) is in
  * storage_core.h, for those files only.
@@ -83,6 +84,46 @@ extern bool sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token
 								   text *reason, text *description, Jsonb *props_to_modify);
 extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,
 							  const pg_uuid_t *token, TimestampTz *locked_until);
+
+/* session.c */
+typedef struct SbqSessionLock
+{
+	int64		key;			/* the session's row */
+	char	   *session_id;
+	pg_uuid_t	token;
+	TimestampTz locked_until;
+} SbqSessionLock;
+
+typedef enum SbqAcceptResult
+{
+	SBQ_ACCEPT_OK,
+	SBQ_ACCEPT_HELD,			/* another holder has it (SB005) */
+	SBQ_ACCEPT_NONE				/* no session with available messages */
+} SbqAcceptResult;
+
+extern bool sbq_storage_sessions_available(void);
+extern SbqAcceptResult sbq_storage_accept_session(const SbqQueue *queue, text *session_id,
+												  SbqSessionLock *out);
+extern bool sbq_storage_session_held(const SbqQueue *queue, const pg_uuid_t *token,
+									 SbqSessionLock *out);
+extern bool sbq_storage_session_guard(const SbqQueue *queue, const pg_uuid_t *token);
+extern SbqReceiveResult sbq_storage_receive_session(const SbqQueue *queue,
+													const SbqSessionLock *lock,
+													int max_messages,
+													Tuplestorestate *tupstore,
+													TupleDesc tupdesc);
+extern bool sbq_storage_receive_deferred_session(const SbqQueue *queue,
+												 const SbqSessionLock *lock,
+												 Datum *seqs, int nseqs,
+												 Tuplestorestate *tupstore,
+												 TupleDesc tupdesc, int64 *missing);
+extern bool sbq_storage_renew_session(const SbqQueue *queue, const pg_uuid_t *token,
+									  TimestampTz *locked_until);
+extern bool sbq_storage_session_state(const SbqQueue *queue, const pg_uuid_t *token,
+									  bool set, bytea **state);
+extern bool sbq_storage_release_session(const SbqQueue *queue, const pg_uuid_t *token);
+extern void sbq_storage_list_sessions(const SbqQueue *queue, Tuplestorestate *tupstore,
+									  TupleDesc tupdesc);
 
 /* maintain.c */
 extern Jsonb *sbq_storage_maintain(void);

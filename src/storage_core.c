@@ -83,7 +83,8 @@
 #define SBQ_FLAVOUR_NO_LEASES	0	/* before 0.3 */
 #define SBQ_FLAVOUR_DLQ_INLINE	1	/* 0.3: dead letters in sbq.messages */
 #define SBQ_FLAVOUR_DLQ_TABLE	2	/* 0.4: sbq.dead_letters */
-#define SBQ_FLAVOUR_RIGHTS		3	/* 0.5 on: sbq.rights, calls run as the owner */
+#define SBQ_FLAVOUR_RIGHTS		3	/* 0.5: sbq.rights, calls run as the owner */
+#define SBQ_FLAVOUR_SESSIONS	4	/* 0.7 on: sbq.sessions */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -161,8 +162,10 @@ sbq_flavour(void)
 			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_INLINE;
 		else if (!OidIsValid(get_relname_relid("rights", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_TABLE;
-		else
+		else if (!OidIsValid(get_relname_relid("sessions", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_RIGHTS;
+		else
+			sbq_sql_flavour = SBQ_FLAVOUR_SESSIONS;
 	}
 	return sbq_sql_flavour;
 }
@@ -190,6 +193,13 @@ bool
 sbq_rights_enforced(void)
 {
 	return sbq_flavour() >= SBQ_FLAVOUR_RIGHTS;
+}
+
+/* Whether the installed SQL has sessions (sbq.sessions, 0.7 on). */
+bool
+sbq_sessions_installed(void)
+{
+	return sbq_flavour() >= SBQ_FLAVOUR_SESSIONS;
 }
 
 /* Whether receives in this session take leases (lease.c), as the SQL allows. */

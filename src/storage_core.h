@@ -146,6 +146,7 @@ extern int64 sbq_max_col(int col);
 extern bool sbq_leasing(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_rights_enforced(void);
+extern bool sbq_sessions_installed(void);
 extern Oid	sbq_rel_owner(Oid relid);
 extern Oid	sbq_storage_owner(void);
 extern Oid	sbq_queues_oid(void);
@@ -167,6 +168,11 @@ extern int	sbq_cmp_out_row(const void *a, const void *b);
 /* queues.c */
 extern int	sbq_all_queues(SbqQueue **queues);
 extern void sbq_queue_cache_changed(void);
+
+/* session.c */
+extern void sbq_session_note_sent(const SbqQueue *queue, Datum session_id, int64 seq);
+extern int	sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
+								   int64 *dead_lettered);
 
 /* rights.c */
 extern void sbq_rights_load(SbqQueue *queue);

@@ -1,0 +1,876 @@
+/*-------------------------------------------------------------------------
+ *
+ * session.c
+ *	  Sessions of the queues that require them: accepting a session (named,
+ *	  or the next one with available messages), its messages in sequence
+ *	  order, renewing, releasing and expiring its lock, its state, and the
+ *	  bookkeeping a send does for the session it sends to.
+ *
+ * A session is a row of sbq.sessions (see its comment in sql/sbqueue.sql).
+ * Its lock is held while session_token is set, locked_until has not passed
+ * and locked_boot is this server's start time. The message locks of a
+ * session are stored in the message rows with locked_until 'infinity': they
+ * never run out by themselves, they live under the session lock. Whatever
+ * ends a session lock (release, or the expiry that the next accept,
+ * maintenance or accept-next applies) clears them first, so a message lock
+ * exists only under the lock that took it; and every settlement checks the
+ * session lock too (sbq_storage_session_guard).
+ *
+ * Row locks order the parties:
+ *	- a call that uses a session lock (receive, settle, renew, state) holds
+ *	  the session row FOR KEY SHARE or NO KEY UPDATE and judges the lock
+ *	  with a clock read after it has the row;
+ *	- a call that ends or takes a session lock holds it FOR UPDATE, which
+ *	  waits for those above and for senders, then works with fresh
+ *	  snapshots;
+ *	- a send holds the row FOR KEY SHARE, so that whoever empties a
+ *	  session's ready mark waits for the send's commit and then sees it.
+ * ready_seq is the accept-next index: set by a send to an idle session that
+ * has none, by a release or expiry that leaves available messages; cleared
+ * when the session is taken, or when accept-next finds it empty.
+ *
+ * Owns: nothing shared. Locks: row locks of sbq.sessions and sbq.messages.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/session.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "storage_core.h"
+#include "wait.h"
+
+/* a session lock: $1 key, $2 queue, $3 token, $4 boot */
+#define SESSION_OF_TOKEN \
+	"SELECT s.session_id, s.locked_until FROM sbq.sessions s" \
+	" WHERE s.session_key = $1 AND s.queue_id = $2 AND s.session_token = $3" \
+	"   AND s.locked_boot = $4"
+#define SESSION_OF_TOKEN_ARGS {INT8OID, INT4OID, UUIDOID, TIMESTAMPTZOID}
+
+static SbqStatement stmt_token_share = {"session of a token", 4, SESSION_OF_TOKEN_ARGS,
+	SESSION_OF_TOKEN " FOR KEY SHARE"
+};
+
+static SbqStatement stmt_token_update = {"session of a token, to change", 4,
+	SESSION_OF_TOKEN_ARGS,
+	SESSION_OF_TOKEN " FOR NO KEY UPDATE"
+};
+
+static SbqStatement stmt_token_exclusive = {"session of a token, to end", 4,
+	SESSION_OF_TOKEN_ARGS,
+	SESSION_OF_TOKEN " FOR UPDATE"
+};
+
+/* the session lock a message lock lives under: $1 seq, $2 queue, $3 token, $4 boot */
+static SbqStatement stmt_message_session = {"session of a message lock", 4,
+	{INT8OID, INT4OID, UUIDOID, TIMESTAMPTZOID},
+	"SELECT s.locked_until FROM sbq.messages m"
+	"  JOIN sbq.sessions s ON s.queue_id = m.queue_id AND s.session_id = m.session_id"
+	" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.lock_token = $3"
+	"   AND s.session_token IS NOT NULL AND s.locked_boot = $4"
+	" FOR KEY SHARE OF s"
+};
+
+/* the columns a session row is judged by */
+#define SESSION_COLS \
+	"s.session_key, s.session_id, s.session_token IS NOT NULL, s.locked_until," \
+	" s.locked_boot, s.lock_min, s.lock_max"
+
+/* $1 queue, $2 session id */
+static SbqStatement stmt_for_accept = {"session to accept", 2, {INT4OID, TEXTOID},
+	"SELECT " SESSION_COLS " FROM sbq.sessions s"
+	" WHERE s.queue_id = $1 AND s.session_id = $2 FOR UPDATE"
+};
+
+/* $1 queue: the session first in line for accept-next */
+static SbqStatement stmt_next_ready = {"next ready session", 1, {INT4OID},
+	"SELECT " SESSION_COLS " FROM sbq.sessions s"
+	" WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL"
+	" ORDER BY s.queue_id, s.ready_seq LIMIT 1 FOR UPDATE SKIP LOCKED"
+};
+
+/* $1 queue, $2 now, $3 limit: held sessions whose lock has run out */
+static SbqStatement stmt_expired = {"expired sessions", 3, {INT4OID, TIMESTAMPTZOID, INT4OID},
+	"SELECT " SESSION_COLS " FROM sbq.sessions s"
+	" WHERE s.queue_id = $1 AND s.session_token IS NOT NULL AND s.locked_until <= $2"
+	" ORDER BY s.queue_id, s.locked_until LIMIT $3 FOR UPDATE SKIP LOCKED"
+};
+
+/* $1 queue, $2 session id, $3 now */
+static SbqStatement stmt_available = {"session has available messages", 3,
+	{INT4OID, TEXTOID, TIMESTAMPTZOID},
+	"SELECT EXISTS (SELECT 1 FROM sbq.messages m"
+	"  WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state = 0"
+	"    AND m.lock_token IS NULL AND (m.expires_at IS NULL OR m.expires_at > $3))"
+};
+
+/* $1 queue, $2 session id, $3 now */
+static SbqStatement stmt_insert = {"new session", 3, {INT4OID, TEXTOID, TIMESTAMPTZOID},
+	"INSERT INTO sbq.sessions (queue_id, session_id, last_updated) VALUES ($1, $2, $3)"
+	" ON CONFLICT (queue_id, session_id) DO NOTHING"
+};
+
+/* $1 key, $2 token, $3 locked_until, $4 boot */
+static SbqStatement stmt_take = {"take a session", 4, {INT8OID, UUIDOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID},
+	"UPDATE sbq.sessions s SET session_token = $2, locked_until = $3, locked_boot = $4,"
+	" ready_seq = NULL, lock_min = NULL, lock_max = NULL"
+	" WHERE s.session_key = $1"
+};
+
+static SbqStatement stmt_not_ready = {"session not ready", 1, {INT8OID},
+	"UPDATE sbq.sessions s SET ready_seq = NULL WHERE s.session_key = $1"
+};
+
+/*
+ * The message locks of a session lock that ended, among the sequence
+ * numbers it locked ($3 .. $4): on an expiry ($5 false) those on their last
+ * allowed delivery ($6) are dead-lettered and the others released, each
+ * having counted as a delivery; on a release ($5 true) they are released and
+ * the delivery is not counted.
+ * $1 queue, $2 session id, $3 lock_min, $4 lock_max, $5 released,
+ * $6 max_delivery_count, $7 max delivery description, $8 queue name
+ */
+#define SESSION_LOCKED \
+	"m.queue_id = $1 AND m.session_id = $2 AND m.state IN (0, 1)" \
+	" AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NOT NULL"
+
+static SbqStatement stmt_clear_locks = {"clear the message locks of a session", 8,
+	{INT4OID, TEXTOID, INT8OID, INT8OID, BOOLOID, INT4OID, TEXTOID, TEXTOID},
+	"WITH d AS ("
+	"  DELETE FROM sbq.messages m WHERE " SESSION_LOCKED
+	"     AND NOT $5 AND m.delivery_count >= $6"
+	"  RETURNING m.*),"
+	" i AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
+								 SBQ_SQL_LITERAL(SBQ_DLQ_REASON_MAX_DELIVERY), "$7", "$8") "),"
+	" u AS ("
+	"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
+	"         delivery_count = CASE WHEN $5 THEN m.delivery_count - 1 ELSE m.delivery_count END"
+	"   WHERE " SESSION_LOCKED " AND ($5 OR m.delivery_count < $6)"
+	"  RETURNING 1)"
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM u)::int4"
+};
+
+/* $1 key, $2 queue, $3 session id: the lock gone, ready if messages wait */
+static SbqStatement stmt_unhold = {"end a session lock", 3, {INT8OID, INT4OID, TEXTOID},
+	"UPDATE sbq.sessions s SET session_token = NULL, locked_until = NULL,"
+	" locked_boot = NULL, lock_min = NULL, lock_max = NULL,"
+	" ready_seq = (SELECT m.sequence_number FROM sbq.messages m"
+	"               WHERE m.queue_id = $2 AND m.session_id = $3 AND m.state = 0"
+	"                 AND m.lock_token IS NULL"
+	"               ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1)"
+	" WHERE s.session_key = $1 RETURNING s.ready_seq"
+};
+
+/* $1 key, $2 queue, $3 session id: a session with nothing left goes */
+static SbqStatement stmt_forget = {"forget an empty session", 3, {INT8OID, INT4OID, TEXTOID},
+	"DELETE FROM sbq.sessions s"
+	" WHERE s.session_key = $1 AND s.state IS NULL AND s.session_token IS NULL"
+	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
+	"                    WHERE m.queue_id = $2 AND m.session_id = $3)"
+};
+
+/* $1 queue, $2 session id: a send's hold on its session */
+static SbqStatement stmt_note_share = {"session of a send", 2, {INT4OID, TEXTOID},
+	"SELECT s.ready_seq IS NOT NULL, s.session_token IS NOT NULL FROM sbq.sessions s"
+	" WHERE s.queue_id = $1 AND s.session_id = $2 FOR KEY SHARE"
+};
+
+/* $1 queue, $2 session id, $3 now, $4 seq */
+static SbqStatement stmt_note_insert = {"new session of a send", 4, {INT4OID, TEXTOID,
+		TIMESTAMPTZOID, INT8OID},
+	"INSERT INTO sbq.sessions (queue_id, session_id, last_updated, ready_seq)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT (queue_id, session_id) DO NOTHING"
+};
+
+/* $1 queue, $2 session id, $3 seq */
+static SbqStatement stmt_note_ready = {"session ready", 3, {INT4OID, TEXTOID, INT8OID},
+	"UPDATE sbq.sessions s SET ready_seq = $3"
+	" WHERE s.queue_id = $1 AND s.session_id = $2 AND s.ready_seq IS NULL"
+	"   AND s.session_token IS NULL"
+};
+
+/*
+ * The head of a session: up to $4 messages in sequence order that are
+ * active and unlocked, waiting for rows another transaction changes (only
+ * the holder changes them, and order comes first). Those whose time to live
+ * has passed are dead-lettered or dropped instead of handed out.
+ * $1 queue, $2 session id, $3 now, $4 limit, $5 dead-letter on expiration,
+ * $6 queue name, $7 the session's locked_until
+ */
+static SbqStatement stmt_receive = {"receive in a session", 7, {INT4OID, TEXTOID,
+		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID},
+	"WITH c AS MATERIALIZED ("
+	"  SELECT m.sequence_number,"
+	"         (m.expires_at IS NOT NULL AND m.expires_at <= $3) AS expired"
+	"    FROM sbq.messages m"
+	"   WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state = 0"
+	"     AND m.lock_token IS NULL"
+	"   ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
+	"   LIMIT $4 FOR UPDATE OF m),"
+	" l AS ("
+	"  UPDATE sbq.messages m"
+	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
+	"         locked_until = 'infinity', delivery_count = m.delivery_count + 1"
+	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.expired"
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"  RETURNING " MSG_COLS("m.lock_token", "$7::timestamptz", "m.delivery_count") "),"
+	" d AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.sequence_number AND c.expired AND $5"
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"  RETURNING m.*),"
+	" di AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
+								  SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED),
+								  SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED), "$6") "),"
+	" x AS ("
+	"  DELETE FROM sbq.messages m USING c"
+	"   WHERE m.sequence_number = c.sequence_number AND c.expired AND NOT $5"
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"  RETURNING 1)"
+	" SELECT l.*, s.n_dead, s.n_dropped"
+	"  FROM (SELECT (SELECT count(*) FROM d)::int4 AS n_dead,"
+	"               (SELECT count(*) FROM x)::int4 AS n_dropped) s"
+	"  LEFT JOIN l ON true"
+	" ORDER BY l.sequence_number"
+};
+
+/*
+ * Deferred messages of a session by sequence number, for its holder.
+ * $1 queue, $2 session id, $3 sequence numbers, $4 the session's locked_until
+ */
+static SbqStatement stmt_receive_deferred = {"receive deferred in a session", 4,
+	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID},
+	"WITH c AS MATERIALIZED ("
+	"  SELECT m.sequence_number FROM sbq.messages m"
+	"   WHERE m.sequence_number = ANY($3) AND m.queue_id = $1 AND m.session_id = $2"
+	"     AND m.state = 1 AND m.lock_token IS NULL"
+	"   FOR UPDATE OF m)"
+	" UPDATE sbq.messages m"
+	"    SET lock_token = sbq.new_lock_token(m.sequence_number),"
+	"        locked_until = 'infinity', delivery_count = m.delivery_count + 1"
+	"   FROM c WHERE m.sequence_number = c.sequence_number"
+	"    AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	" RETURNING " MSG_COLS("m.lock_token", "$4::timestamptz", "m.delivery_count")
+};
+
+/* $1 key, $2 lowest, $3 highest sequence number locked now */
+static SbqStatement stmt_lock_range = {"session lock range", 3, {INT8OID, INT8OID, INT8OID},
+	"UPDATE sbq.sessions s SET lock_min = LEAST(coalesce(s.lock_min, $2), $2),"
+	" lock_max = GREATEST(coalesce(s.lock_max, $3), $3)"
+	" WHERE s.session_key = $1"
+};
+
+/* $1 key, $2 locked_until */
+static SbqStatement stmt_renew = {"renew a session", 2, {INT8OID, TIMESTAMPTZOID},
+	"UPDATE sbq.sessions s SET locked_until = $2 WHERE s.session_key = $1"
+};
+
+static SbqStatement stmt_get_state = {"session state", 1, {INT8OID},
+	"SELECT s.state FROM sbq.sessions s WHERE s.session_key = $1"
+};
+
+/* $1 key, $2 state, $3 now */
+static SbqStatement stmt_set_state = {"set session state", 3, {INT8OID, BYTEAOID,
+		TIMESTAMPTZOID},
+	"UPDATE sbq.sessions s SET state = $2, last_updated = $3 WHERE s.session_key = $1"
+};
+
+/*
+ * The sessions of a queue that exist: held, with state or with messages.
+ * $1 queue, $2 now, $3 boot
+ */
+static SbqStatement stmt_list = {"list sessions", 3, {INT4OID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID},
+	"SELECT s.session_id, s.state IS NOT NULL,"
+	"       (SELECT count(*) FROM sbq.messages m"
+	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id"
+	"           AND m.state = 0 AND m.lock_token IS NULL"
+	"           AND (m.expires_at IS NULL OR m.expires_at > $2)),"
+	"       CASE WHEN s.session_token IS NOT NULL AND s.locked_until > $2"
+	"             AND s.locked_boot = $3 THEN s.locked_until END,"
+	"       s.last_updated"
+	"  FROM sbq.sessions s"
+	" WHERE s.queue_id = $1"
+	"   AND (s.state IS NOT NULL OR s.session_token IS NOT NULL"
+	"        OR EXISTS (SELECT 1 FROM sbq.messages m"
+	"                    WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id))"
+	" ORDER BY s.session_id"
+};
+
+/* A session row as SESSION_COLS gives it. */
+typedef struct SbqSessionRow
+{
+	int64		key;
+	text	   *session_id;
+	bool		has_token;
+	TimestampTz locked_until;
+	TimestampTz boot;
+	bool		has_range;
+	int64		lock_min;
+	int64		lock_max;
+} SbqSessionRow;
+
+static void
+sbq_session_row(uint64 row, SbqSessionRow *s)
+{
+	bool		isnull;
+	bool		nmin;
+	bool		nmax;
+
+	s->key = DatumGetInt64(sbq_col(row, 1, &isnull));
+	s->session_id = cstring_to_text(sbq_spi_strdup(sbq_col(row, 2, &isnull), false));
+	s->has_token = DatumGetBool(sbq_col(row, 3, &isnull));
+	s->locked_until = DatumGetTimestampTz(sbq_col(row, 4, &isnull));
+	if (isnull)
+		s->locked_until = DT_NOBEGIN;
+	s->boot = DatumGetTimestampTz(sbq_col(row, 5, &isnull));
+	if (isnull)
+		s->boot = 0;
+	s->lock_min = DatumGetInt64(sbq_col(row, 6, &nmin));
+	s->lock_max = DatumGetInt64(sbq_col(row, 7, &nmax));
+	s->has_range = !nmin && !nmax;
+}
+
+/* Whether a session row's lock is held now (a clock read after its row lock). */
+static bool
+sbq_session_row_held(const SbqSessionRow *s)
+{
+	return s->has_token && s->boot == PgStartTime &&
+		s->locked_until > GetCurrentTimestamp();
+}
+
+/*
+ * sbq_session_end_lock
+ *		End the lock of a session row locked FOR UPDATE: clear its message
+ *		locks (counting the delivery when it expired, not when released),
+ *		then mark it ready if messages wait, or forget it if nothing is left.
+ *		Returns how many messages were dead-lettered.
+ */
+static int
+sbq_session_end_lock(const SbqQueue *queue, const SbqSessionRow *s, bool released)
+{
+	Datum		values[8];
+	bool		isnull;
+	int			dead = 0;
+	char		desc[128];
+
+	if (s->has_range)
+	{
+		sbq_max_delivery_description(queue, desc, sizeof(desc));
+		values[0] = Int32GetDatum(queue->queue_id);
+		values[1] = PointerGetDatum(s->session_id);
+		values[2] = Int64GetDatum(s->lock_min);
+		values[3] = Int64GetDatum(s->lock_max);
+		values[4] = BoolGetDatum(released);
+		values[5] = Int32GetDatum(queue->max_delivery_count);
+		values[6] = CStringGetTextDatum(desc);
+		values[7] = CStringGetTextDatum(queue->name);
+		(void) sbq_exec_latest(&stmt_clear_locks, values, NULL);
+		dead = DatumGetInt32(sbq_col(0, 1, &isnull));
+	}
+	values[0] = Int64GetDatum(s->key);
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = PointerGetDatum(s->session_id);
+	(void) sbq_exec_latest(&stmt_unhold, values, NULL);
+	(void) sbq_col(0, 1, &isnull);
+	if (isnull)
+		(void) sbq_exec_latest(&stmt_forget, values, NULL);
+	else
+		sbq_wait_wake_at_commit(queue->queue_id);
+	if (dead > 0)
+	{
+		SbqCounts	counts = {0};
+
+		counts.dead_lettered = dead;
+		sbq_add_counts(queue->queue_id, &counts);
+	}
+	return dead;
+}
+
+/* Take a session row (locked FOR UPDATE, not held) for the caller. */
+static void
+sbq_session_take(const SbqQueue *queue, const SbqSessionRow *s, SbqSessionLock *out)
+{
+	Datum		values[4];
+
+	out->key = s->key;
+	out->session_id = text_to_cstring(s->session_id);
+	sbq_make_lock_token(s->key, &out->token);
+	out->locked_until = sbq_add_interval(GetCurrentTimestamp(), &queue->lock_duration);
+	values[0] = Int64GetDatum(s->key);
+	values[1] = UUIDPGetDatum(&out->token);
+	values[2] = TimestampTzGetDatum(out->locked_until);
+	values[3] = TimestampTzGetDatum(PgStartTime);
+	(void) sbq_exec_latest(&stmt_take, values, NULL);
+}
+
+/*
+ * sbq_session_accept_named
+ *		Accept the session session_id, held by nobody, creating its row when
+ *		it has none (a requester accepts its reply session before replies
+ *		arrive). False when another holder has it.
+ */
+static bool
+sbq_session_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *out)
+{
+	Datum		values[3];
+	SbqSessionRow s;
+	int			tries;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	for (tries = 0;; tries++)
+	{
+		if (sbq_exec_latest(&stmt_for_accept, values, NULL) == 1)
+			break;
+		/* no row: make one; a concurrent maker wins, and we look again */
+		if (sbq_exec_latest(&stmt_insert, values, NULL) == 1 &&
+			sbq_exec_latest(&stmt_for_accept, values, NULL) == 1)
+			break;
+		if (tries > 10)
+			elog(ERROR, "session row of \"%s\" keeps changing", text_to_cstring(session_id));
+	}
+	sbq_session_row(0, &s);
+	if (sbq_session_row_held(&s))
+		return false;
+	if (s.has_token)
+		(void) sbq_session_end_lock(queue, &s, false);
+	sbq_session_take(queue, &s, out);
+	return true;
+}
+
+/*
+ * sbq_session_expire_all
+ *		End up to limit session locks of a queue that ran out (each
+ *		message lock under them counts as a delivery). Returns how many.
+ */
+int
+sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
+					   int64 *dead_lettered)
+{
+	Datum		values[3];
+	uint64		n;
+	uint64		i;
+	SbqSessionRow *rows;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(limit);
+	n = sbq_exec_latest(&stmt_expired, values, NULL);
+	if (n == 0)
+		return 0;
+	rows = palloc(sizeof(SbqSessionRow) * n);
+	for (i = 0; i < n; i++)
+		sbq_session_row(i, &rows[i]);
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		*dead_lettered += sbq_session_end_lock(queue, &rows[i], false);
+	}
+	pfree(rows);
+	return (int) n;
+}
+
+/* How many candidates one accept-next looks at before it gives up this round. */
+#define SBQ_ACCEPT_NEXT_LOOKS	1000
+
+/*
+ * sbq_session_accept_next
+ *		Accept the unheld session whose oldest available message is oldest.
+ *		Sessions whose lock ran out are ended first (a few, the rest are
+ *		maintenance's); then the ready index is walked: a candidate held
+ *		again or found empty leaves it.
+ */
+static bool
+sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
+{
+	Datum		values[3];
+	int64		dead = 0;
+	int			looks;
+
+	(void) sbq_session_expire_all(queue, GetCurrentTimestamp(), 16, &dead);
+	values[0] = Int32GetDatum(queue->queue_id);
+	for (looks = 0; looks < SBQ_ACCEPT_NEXT_LOOKS; looks++)
+	{
+		SbqSessionRow s;
+		Datum		key;
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		if (sbq_exec_latest(&stmt_next_ready, values, NULL) != 1)
+			return false;
+		sbq_session_row(0, &s);
+		key = Int64GetDatum(s.key);
+		if (sbq_session_row_held(&s))
+		{
+			/* its holder sees the new messages; its release marks it again */
+			(void) sbq_exec_latest(&stmt_not_ready, &key, NULL);
+			continue;
+		}
+		if (s.has_token)
+		{
+			(void) sbq_session_end_lock(queue, &s, false);
+			continue;
+		}
+		values[1] = PointerGetDatum(s.session_id);
+		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+		(void) sbq_exec_latest(&stmt_available, values, NULL);
+		if (!DatumGetBool(sbq_col(0, 1, &isnull)))
+		{
+			Datum		fv[3];
+
+			(void) sbq_exec_latest(&stmt_not_ready, &key, NULL);
+			fv[0] = key;
+			fv[1] = values[0];
+			fv[2] = values[1];
+			(void) sbq_exec_latest(&stmt_forget, fv, NULL);
+			continue;
+		}
+		sbq_session_take(queue, &s, out);
+		return true;
+	}
+	return false;
+}
+
+/* Whether the installed SQL has sessions. */
+bool
+sbq_storage_sessions_available(void)
+{
+	return sbq_sessions_installed();
+}
+
+/*
+ * sbq_storage_accept_session
+ *		Accept a session: session_id, or the next one with available
+ *		messages when NULL.
+ */
+SbqAcceptResult
+sbq_storage_accept_session(const SbqQueue *queue, text *session_id, SbqSessionLock *out)
+{
+	if (session_id != NULL)
+		return sbq_session_accept_named(queue, session_id, out) ?
+			SBQ_ACCEPT_OK : SBQ_ACCEPT_HELD;
+	return sbq_session_accept_next(queue, out) ? SBQ_ACCEPT_OK : SBQ_ACCEPT_NONE;
+}
+
+/*
+ * sbq_session_lookup
+ *		The session lock token holds on queue, with its row locked in the
+ *		statement's mode; false when it is not a valid lock now.
+ */
+static bool
+sbq_session_lookup(SbqStatement *st, const SbqQueue *queue, const pg_uuid_t *token,
+				   SbqSessionLock *out)
+{
+	Datum		values[4];
+	bool		isnull;
+
+	values[0] = Int64GetDatum(sbq_token_sequence(token));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = UUIDPGetDatum(token);
+	values[3] = TimestampTzGetDatum(PgStartTime);
+	if (sbq_exec_latest(st, values, NULL) != 1)
+		return false;
+	out->key = DatumGetInt64(values[0]);
+	out->token = *token;
+	out->session_id = sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
+	out->locked_until = DatumGetTimestampTz(sbq_col(0, 2, &isnull));
+	return !isnull && out->locked_until > GetCurrentTimestamp();
+}
+
+/* sbq_storage_session_held: the session lock of token, held FOR KEY SHARE */
+bool
+sbq_storage_session_held(const SbqQueue *queue, const pg_uuid_t *token, SbqSessionLock *out)
+{
+	return sbq_session_lookup(&stmt_token_share, queue, token, out);
+}
+
+/*
+ * sbq_storage_session_guard
+ *		Whether the message lock token (of a session queue) lives under a
+ *		session lock that is held now; the session row stays locked FOR KEY
+ *		SHARE, so that nothing ends the lock before this transaction does.
+ *		False too when the token is no message lock at all.
+ */
+bool
+sbq_storage_session_guard(const SbqQueue *queue, const pg_uuid_t *token)
+{
+	Datum		values[4];
+	bool		isnull;
+	Datum		until;
+
+	values[0] = Int64GetDatum(sbq_token_sequence(token));
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = UUIDPGetDatum(token);
+	values[3] = TimestampTzGetDatum(PgStartTime);
+	if (sbq_exec_latest(&stmt_message_session, values, NULL) != 1)
+		return false;
+	until = sbq_col(0, 1, &isnull);
+	return !isnull && DatumGetTimestampTz(until) > GetCurrentTimestamp();
+}
+
+/* Widen the range of sequence numbers the session lock has locked. */
+static void
+sbq_session_note_locked(const SbqSessionLock *lock)
+{
+	Datum		values[3];
+	int64		lo = PG_INT64_MAX;
+	int64		hi = PG_INT64_MIN;
+	uint64		row;
+
+	for (row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		Datum		seq = sbq_col(row, 1, &isnull);
+
+		if (isnull)
+			continue;
+		lo = Min(lo, DatumGetInt64(seq));
+		hi = Max(hi, DatumGetInt64(seq));
+	}
+	if (lo > hi)
+		return;
+	values[0] = Int64GetDatum(lock->key);
+	values[1] = Int64GetDatum(lo);
+	values[2] = Int64GetDatum(hi);
+	(void) sbq_exec(&stmt_lock_range, values, NULL);
+}
+
+/*
+ * sbq_storage_receive_session
+ *		Lock up to max_messages of the session's messages in sequence order
+ *		under lock (held FOR KEY SHARE by the caller) into tupstore.
+ */
+SbqReceiveResult
+sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
+							int max_messages, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	SbqReceiveResult r = {0};
+	Datum		values[7];
+	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+	bool		isnull;
+	uint64		n;
+
+	(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = CStringGetTextDatum(lock->session_id);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = Int32GetDatum(max_messages);
+	values[4] = BoolGetDatum(queue->dlq_on_expiration);
+	values[5] = CStringGetTextDatum(queue->name);
+	values[6] = TimestampTzGetDatum(lock->locked_until);
+	n = sbq_exec(&stmt_receive, values, NULL);
+	if (n == 0)
+		return r;
+	r.expired_dead_lettered = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
+	r.expired_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
+	r.delivered = sbq_put_message_rows(tupstore, tupdesc, false, 0);
+	if (r.delivered > 0)
+		sbq_session_note_locked(lock);
+	counts.received = r.delivered;
+	counts.dead_lettered = r.expired_dead_lettered;
+	counts.expired = r.expired_dead_lettered + r.expired_dropped;
+	if (counts.received + counts.expired > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	return r;
+}
+
+/*
+ * sbq_storage_receive_deferred_session
+ *		Lock the session's deferred messages seqs (distinct) under lock, all
+ *		or none: false, with *missing naming one that is not a deferred
+ *		message of the session free to lock.
+ */
+bool
+sbq_storage_receive_deferred_session(const SbqQueue *queue, const SbqSessionLock *lock,
+									 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
+									 TupleDesc tupdesc, int64 *missing)
+{
+	Datum		values[4];
+	SbqCounts	counts = {0};
+	uint64		n;
+	int			i;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = CStringGetTextDatum(lock->session_id);
+	values[2] = PointerGetDatum(construct_array(seqs, nseqs, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[3] = TimestampTzGetDatum(lock->locked_until);
+	n = sbq_exec(&stmt_receive_deferred, values, NULL);
+	if (n != (uint64) nseqs)
+	{
+		for (i = 0; i < nseqs; i++)
+		{
+			uint64		row;
+			bool		found = false;
+
+			for (row = 0; row < n && !found; row++)
+			{
+				bool		isnull;
+
+				found = DatumGetInt64(sbq_col(row, 1, &isnull)) == DatumGetInt64(seqs[i]);
+			}
+			if (!found)
+			{
+				*missing = DatumGetInt64(seqs[i]);
+				break;
+			}
+		}
+		return false;
+	}
+	(void) sbq_put_message_rows(tupstore, tupdesc, false, 0);
+	sbq_session_note_locked(lock);
+	counts.received = n;
+	sbq_add_counts(queue->queue_id, &counts);
+	return true;
+}
+
+/* sbq_storage_renew_session: a new locked_until; false when the lock is lost */
+bool
+sbq_storage_renew_session(const SbqQueue *queue, const pg_uuid_t *token,
+						  TimestampTz *locked_until)
+{
+	SbqSessionLock lock;
+	Datum		values[2];
+
+	if (!sbq_session_lookup(&stmt_token_update, queue, token, &lock))
+		return false;
+	*locked_until = sbq_add_interval(GetCurrentTimestamp(), &queue->lock_duration);
+	values[0] = Int64GetDatum(lock.key);
+	values[1] = TimestampTzGetDatum(*locked_until);
+	(void) sbq_exec(&stmt_renew, values, NULL);
+	return true;
+}
+
+/*
+ * sbq_storage_session_state
+ *		Read (state NULL) or set (*state, NULL clears) the session's state;
+ *		false when the lock is lost. A read returns the state in the
+ *		caller's memory context (NULL: none).
+ */
+bool
+sbq_storage_session_state(const SbqQueue *queue, const pg_uuid_t *token, bool set,
+						  bytea **state)
+{
+	SbqSessionLock lock;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	bool		isnull;
+	Datum		d;
+
+	if (!sbq_session_lookup(set ? &stmt_token_update : &stmt_token_share, queue, token,
+							&lock))
+		return false;
+	values[0] = Int64GetDatum(lock.key);
+	if (set)
+	{
+		values[1] = PointerGetDatum(*state);
+		nulls[1] = *state == NULL;
+		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+		(void) sbq_exec(&stmt_set_state, values, nulls);
+		return true;
+	}
+	(void) sbq_exec(&stmt_get_state, values, NULL);
+	d = sbq_col(0, 1, &isnull);
+	if (isnull)
+		*state = NULL;
+	else
+	{
+		MemoryContext old = MemoryContextSwitchTo(sbq_storage_caller_context());
+
+		*state = DatumGetByteaPCopy(d);
+		MemoryContextSwitchTo(old);
+	}
+	return true;
+}
+
+/*
+ * sbq_storage_release_session
+ *		End the session lock of token: its message locks are released and
+ *		their deliveries not counted. False when the lock is lost.
+ */
+bool
+sbq_storage_release_session(const SbqQueue *queue, const pg_uuid_t *token)
+{
+	SbqSessionLock lock;
+	Datum		values[3];
+	SbqSessionRow s;
+
+	if (!sbq_session_lookup(&stmt_token_exclusive, queue, token, &lock))
+		return false;
+	/* the row again, whole, under its lock */
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = CStringGetTextDatum(lock.session_id);
+	if (sbq_exec_latest(&stmt_for_accept, values, NULL) != 1)
+		return false;
+	sbq_session_row(0, &s);
+	(void) sbq_session_end_lock(queue, &s, true);
+	return true;
+}
+
+/*
+ * sbq_session_note_sent
+ *		A message seq to session_id of a session queue is being stored (or
+ *		activated, or resubmitted): hold the session's row FOR KEY SHARE
+ *		until commit, creating it, and mark it ready when nobody holds it
+ *		and it had nothing available.
+ */
+void
+sbq_session_note_sent(const SbqQueue *queue, Datum session_id, int64 seq)
+{
+	Datum		values[4];
+	bool		isnull;
+	int			tries;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = session_id;
+	for (tries = 0;; tries++)
+	{
+		if (sbq_exec_latest(&stmt_note_share, values, NULL) == 1)
+			break;
+		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+		values[3] = Int64GetDatum(seq);
+		if (sbq_exec_latest(&stmt_note_insert, values, NULL) == 1)
+			return;				/* a new row, ready, ours until commit */
+		if (tries > 10)
+			elog(ERROR, "session row of a send keeps changing");
+	}
+	if (DatumGetBool(sbq_col(0, 1, &isnull)) || DatumGetBool(sbq_col(0, 2, &isnull)))
+		return;
+	values[2] = Int64GetDatum(seq);
+	(void) sbq_exec_latest(&stmt_note_ready, values, NULL);
+}
+
+/* sbq_storage_list_sessions: the sessions of a queue into tupstore */
+void
+sbq_storage_list_sessions(const SbqQueue *queue, Tuplestorestate *tupstore,
+						  TupleDesc tupdesc)
+{
+	Datum		values[5];
+	bool		nulls[5];
+	uint64		n;
+	uint64		row;
+	int			col;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[2] = TimestampTzGetDatum(PgStartTime);
+	n = sbq_exec(&stmt_list, values, NULL);
+	for (row = 0; row < n; row++)
+	{
+		for (col = 0; col < 5; col++)
+			values[col] = sbq_col(row, col + 1, &nulls[col]);
+		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
+	}
+}
