@@ -23,7 +23,9 @@ REGRESS_OPTS = --load-extension=$(EXTENSION)
 ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
             lock_lost_expiry queue_management_delete_in_flight lock_lost_renew_vs_expiry \
             receive_repeatable_read receive_head_hint lease_store_recheck \
-            queue_management_delete_moving rights_dependency_race
+            queue_management_delete_moving rights_dependency_race \
+            session_accept_race session_accept_next_skips_held session_order \
+            session_expiry_vs_settle session_release_unsettled
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration

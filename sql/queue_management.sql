@@ -45,6 +45,11 @@ SELECT regress.err($$SELECT sbq_create_queue('p1', duplicate_detection_window =>
 SELECT queue, duplicate_detection_window FROM sbq_create_queue('dup', duplicate_detection_window => '10 minutes');
 SELECT sbq_delete_queue('dup');
 SELECT regress.err($$SELECT sbq_create_queue('p1', requires_session => true)$$);
+-- requires_session is set at creation only
+SELECT requires_session FROM sbq_get_queue('p1');
+SELECT regress.err($$SELECT sbq_update_queue('p1', requires_session => false)$$);
+SELECT regress.err($$SELECT sbq_update_queue('p1', requires_session => true)$$);
+SELECT sbq_delete_queue('p1');
 SELECT regress.err($$SELECT sbq_create_queue('p1', requires_session => NULL)$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'orders')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'orders')$$);

@@ -6,7 +6,9 @@ Creates a queue, sends a text, a bytea and a jsonb body (plain Python values: st
 and psycopg's Jsonb), receives them, checks bodies, content types, application
 properties, completes and abandons until a message is dead-lettered, reads it from
 "<queue>/$deadletterqueue", checks that bad lock tokens raise SQLSTATE SB002, and
-deletes the queue.
+deletes the queue. Then a session worker: orders sent to a queue with sessions, two
+workers that each accept the next session, process its messages in order and keep
+their progress in the session state.
 
 Usage:
   python3 test/clients/python_client_test.py --host /tmp/sbq-conc --port 54402 \\
@@ -20,6 +22,7 @@ import datetime
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -68,7 +71,12 @@ def main():
     q = "py-client-" + uuid.uuid4().hex[:8]
     try:
         flow(conn, q)
+        session_flow(conn, q + "-sessions")
     finally:
+        try:
+            conn.execute("SELECT sbq_delete_queue(%s)", (q + "-sessions",))
+        except psycopg.Error:
+            pass
         # Leave nothing behind, even when a step failed.
         try:
             conn.execute("SELECT sbq_delete_queue(%s)", (q,))
@@ -274,6 +282,82 @@ def flow(conn, q):
     conn.execute("SELECT sbq_delete_queue(%s)", (q,))
     raises("a deleted queue is gone (SB001)", "SB001",
            lambda: conn.execute("SELECT * FROM sbq_get_queue(%s)", (q,)))
+
+
+def session_worker(q, seen, errors):
+    """Accept the next session, process its messages in order, keep progress in the
+    session state (the number of steps done, as text), release; until none is left."""
+    conn = sbq_db.connect(ARGS, row_factory=dict_row)
+    conn.autocommit = True
+    try:
+        while True:
+            acc = conn.execute("SELECT * FROM sbq_accept_session(%s, max_wait => %s)",
+                               (q, datetime.timedelta(seconds=1))).fetchone()
+            if acc is None:
+                return
+            sid, tok = acc["session_id"], acc["session_token"]
+            while True:
+                state = conn.execute("SELECT sbq_get_session_state(%s, %s) AS s",
+                                     (q, tok)).fetchone()["s"]
+                done = int(bytes(state).decode()) if state is not None else 0
+                msgs = conn.execute("SELECT * FROM sbq_receive_session(%s, %s, 2)",
+                                    (q, tok)).fetchall()
+                if not msgs:
+                    break
+                for m in msgs:
+                    step = json.loads(bytes(m["body"]))["step"]
+                    if step != done + 1:
+                        errors.append("%s: step %d after %d" % (sid, step, done))
+                    # settle and record progress in one transaction
+                    with conn.transaction():
+                        conn.execute("SELECT sbq_complete(%s, %s)", (q, m["lock_token"]))
+                        conn.execute("SELECT sbq_set_session_state(%s, %s, %s)",
+                                     (q, tok, str(step).encode()))
+                    seen.setdefault(sid, []).append(step)
+                    done = step
+            conn.execute("SELECT sbq_release_session(%s, %s)", (q, tok))
+    except Exception as e:      # noqa: BLE001
+        errors.append("worker: %s: %s" % (type(e).__name__, e))
+    finally:
+        conn.close()
+
+
+def session_flow(conn, q):
+    conn.execute("SELECT sbq_create_queue(%s, requires_session => true)", (q,))
+    raises("a send without session_id to a session queue raises 22023", "22023",
+           lambda: conn.execute("SELECT sbq_send(%s, %s)", (q, "x")))
+    raises("a plain receive on a session queue raises SB010", "SB010",
+           lambda: conn.execute("SELECT * FROM sbq_receive(%s)", (q,)).fetchall())
+    orders = ["order-%d" % i for i in range(6)]
+    # the steps of the orders interleaved, as producers would send them
+    for step in range(1, 5):
+        for o in orders:
+            conn.execute("SELECT sbq_send(%s, %s, session_id => %s)",
+                         (q, Jsonb({"order": o, "step": step}), o))
+    listed = conn.execute("SELECT * FROM sbq_list_sessions(%s)", (q,)).fetchall()
+    eq("list_sessions: six sessions of four available messages each",
+       sorted((r["session_id"], r["available_count"]) for r in listed),
+       [(o, 4) for o in orders])
+    seen, errors = {}, []
+    workers = [threading.Thread(target=session_worker, args=(q, seen, errors)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    eq("session workers: no error, every step in order", errors, [])
+    eq("session workers: each order's four steps processed once, in order",
+       {o: seen.get(o) for o in orders}, {o: [1, 2, 3, 4] for o in orders})
+    left = conn.execute("SELECT count(*) AS n FROM sbq_peek(%s, 100)", (q,)).fetchone()["n"]
+    eq("session workers: the queue is empty", left, 0)
+    acc = conn.execute("SELECT * FROM sbq_accept_session(%s, %s)", (q, "order-3")).fetchone()
+    state = conn.execute("SELECT sbq_get_session_state(%s, %s) AS s",
+                         (q, acc["session_token"])).fetchone()["s"]
+    eq("session state outlives the session's messages", bytes(state), b"4")
+    raises("accepting a held session raises SB005", "SB005",
+           lambda: conn.execute("SELECT * FROM sbq_accept_session(%s, %s)", (q, "order-3")))
+    conn.execute("SELECT sbq_release_session(%s, %s)", (q, acc["session_token"]))
+    raises("a released session token raises SB004", "SB004",
+           lambda: conn.execute("SELECT sbq_renew_session(%s, %s)", (q, acc["session_token"])))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ SELECT results_eq(
        WHERE has_function_privilege('sbq_rt_nobody', oid, 'EXECUTE') ORDER BY sig COLLATE "C"$$,
     $$VALUES
         ('public.sbq_abandon(text, uuid, jsonb)'),
+        ('public.sbq_accept_session(text, text, interval)'),
         ('public.sbq_cancel_scheduled(text, bigint)'),
         ('public.sbq_complete(text, text)'),
         ('public.sbq_complete(text, uuid)'),
@@ -74,13 +75,19 @@ SELECT results_eq(
         ('public.sbq_defer(text, uuid, jsonb)'),
         ('public.sbq_delete_queue(text)'),
         ('public.sbq_get_queue(text)'),
+        ('public.sbq_get_session_state(text, uuid)'),
         ('public.sbq_grant(text, name, text[])'),
+        ('public.sbq_list_sessions(text)'),
         ('public.sbq_maintenance_status()'),
         ('public.sbq_peek(text, integer, bigint)'),
         ('public.sbq_purge_queue(text)'),
         ('public.sbq_receive(text, integer, interval, text)'),
         ('public.sbq_receive_deferred(text, bigint[])'),
+        ('public.sbq_receive_deferred(text, bigint[], uuid)'),
+        ('public.sbq_receive_session(text, uuid, integer, interval)'),
+        ('public.sbq_release_session(text, uuid)'),
         ('public.sbq_renew(text, uuid)'),
+        ('public.sbq_renew_session(text, uuid)'),
         ('public.sbq_resubmit(text, bigint[])'),
         ('public.sbq_revoke(text, name, text[])'),
         ('public.sbq_send(text, bytea, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
@@ -89,6 +96,7 @@ SELECT results_eq(
         ('public.sbq_send_batch(text, bytea[], text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_send_batch(text, jsonb[], text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_send_batch(text, text[], text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
+        ('public.sbq_set_session_state(text, uuid, bytea)'),
         ('public.sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'),
         -- read-only helpers the views call as their caller: executable by PUBLIC by
         -- design, and out of reach anyway without USAGE on schema sbq (PF4)
@@ -155,7 +163,9 @@ SELECT results_eq(
         ('sbq.queue_id_seq', 'S', ARRAY[]::text[]),
         ('sbq.queue_rights', 'v', ARRAY['SELECT']),
         ('sbq.queues', 'r', ARRAY[]::text[]),
-        ('sbq.rights', 'r', ARRAY[]::text[])$$,
+        ('sbq.rights', 'r', ARRAY[]::text[]),
+        ('sbq.session_seq', 'S', ARRAY[]::text[]),
+        ('sbq.sessions', 'r', ARRAY[]::text[])$$,
     'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the four views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r
             WHERE NOT EXISTS (SELECT FROM pg_depend d

@@ -111,6 +111,13 @@ old_sql_checks() {
         check "$v: sbq_maintain() runs" "$got" false
     fi
 
+    # sessions need the SQL of 0.7: the current library refuses them before it
+    if ! has_function $db 'sbq_accept_session(text,text,interval)'; then
+        got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-s', requires_session => true)")
+        check "$v: a queue with sessions is refused until the update to 0.7" "$got" \
+            "error: sessions need version 0.7 or later of extension sbqueue"
+    fi
+
     # a lock taken before the update, settled after it
     got=$(try $db "SELECT lock_token || ' ' || convert_from(body, 'UTF8') FROM sbq_receive('$q')")
     held_token=
@@ -313,6 +320,16 @@ got=$(psql -At -d sbq_upgrade_old -c "SELECT convert_from(body, 'UTF8') FROM sbq
 check "the upgraded extension receives the old message" "$got" "sent under $oldest"
 got=$(psql -At -d sbq_upgrade_old -c "SELECT (sbq_maintain() ->> 'skipped')")
 check "functions added by the upgrade work" "$got" "false"
+# 0.7 has sessions: a session queue made after the update works end to end
+if has_function sbq_upgrade_old 'sbq_accept_session(text,text,interval)'; then
+    got=$(try sbq_upgrade_old "SELECT requires_session FROM sbq_create_queue('sq', requires_session => true)")
+    check "after the update to 0.7 a queue with sessions can be created" "$got" t
+    got=$(try sbq_upgrade_old "SELECT sbq_send('sq', 'in a session', session_id => 's1') > 0")
+    check "after the update to 0.7 a message is sent to a session" "$got" t
+    got=$(try sbq_upgrade_old "SELECT convert_from(m.body, 'UTF8') FROM sbq_accept_session('sq') a,
+        LATERAL sbq_receive_session('sq', a.session_token) m")
+    check "after the update to 0.7 the next session is accepted and its message received" "$got" "in a session"
+fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
 if has_relation sbq_upgrade_old sbq_maintenance_status &&
