@@ -117,6 +117,19 @@ CREATE OR REPLACE VIEW sbq_queue_stats WITH (security_barrier) AS
              FROM (SELECT m.enqueued_time,
                           CASE
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
+                            -- locked in a session: by the session's lock (src/session.c)
+                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                                 AND EXISTS (SELECT FROM sbq.sessions se
+                                              WHERE se.queue_id OPERATOR(pg_catalog.=) m.queue_id
+                                                AND se.session_id OPERATOR(pg_catalog.=) m.session_id
+                                                AND se.session_token IS NOT NULL
+                                                AND se.locked_until OPERATOR(pg_catalog.>) clk.t
+                                                AND se.locked_boot OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time())
+                                 THEN 'locked'
+                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                                 AND m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
+                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                                 THEN 'active'
                             WHEN coalesce(sbq.lease_until(m.sequence_number), m.locked_until)
                                  OPERATOR(pg_catalog.>) clk.t THEN 'locked'
                             WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'

@@ -143,23 +143,44 @@ static SbqStatement stmt_receive_delete = {"receive and delete", 9, RECEIVE_ARGS
 };
 
 /* one ordered index scan per state, merged: peek shows every state */
+#define PEEK_FROM \
+	" FROM ((SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2" \
+	"         AND state = 0 AND sequence_number >= $3" \
+	"         ORDER BY sequence_number LIMIT $5)" \
+	"       UNION ALL" \
+	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2" \
+	"         AND state = 1 AND sequence_number >= $3" \
+	"         ORDER BY sequence_number LIMIT $5)" \
+	"       UNION ALL" \
+	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2" \
+	"         AND state = 2 AND sequence_number >= $3" \
+	"         ORDER BY sequence_number LIMIT $5)) m" \
+	" ORDER BY m.sequence_number LIMIT $5"
+
+/*
+ * Peek in a queue with sessions: a message locked in a session (locked_until
+ * 'infinity', session.c) shows its session's lock while that is held.
+ * $6 this server's start time
+ */
+static SbqStatement stmt_peek_session = {"peek with sessions", 6, {INT4OID, INT2OID, INT8OID,
+		TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID},
+	"SELECT " MSG_COLS("NULL::uuid",
+					   "CASE WHEN m.locked_until = 'infinity' THEN"
+					   " (SELECT s.locked_until FROM sbq.sessions s"
+					   "   WHERE s.queue_id = m.queue_id AND s.session_id = m.session_id"
+					   "     AND s.session_token IS NOT NULL AND s.locked_until > $4"
+					   "     AND s.locked_boot = $6)"
+					   " WHEN m.locked_until > $4 THEN m.locked_until END",
+					   "m.delivery_count")
+	PEEK_FROM
+};
+
 static SbqStatement stmt_peek = {"peek", 5, {INT4OID, INT2OID, INT8OID, TIMESTAMPTZOID,
 		INT4OID},
 	"SELECT " MSG_COLS("NULL::uuid",
 					   "CASE WHEN m.locked_until > $4 THEN m.locked_until END",
 					   "m.delivery_count")
-	" FROM ((SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
-	"         AND state = 0 AND sequence_number >= $3"
-	"         ORDER BY sequence_number LIMIT $5)"
-	"       UNION ALL"
-	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
-	"         AND state = 1 AND sequence_number >= $3"
-	"         ORDER BY sequence_number LIMIT $5)"
-	"       UNION ALL"
-	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2"
-	"         AND state = 2 AND sequence_number >= $3"
-	"         ORDER BY sequence_number LIMIT $5)) m"
-	" ORDER BY m.sequence_number LIMIT $5"
+	PEEK_FROM
 };
 
 static SbqStatement stmt_deferred_candidates = {"deferred candidates", 3, {INT8ARRAYOID,
@@ -367,7 +388,7 @@ int
 sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 				 int64 from_seq, Tuplestorestate *tupstore, TupleDesc tupdesc)
 {
-	Datum		values[5];
+	Datum		values[6];
 	TimestampTz now = GetCurrentStatementStartTimestamp();
 
 	values[0] = Int32GetDatum(queue->queue_id);
@@ -375,7 +396,11 @@ sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 	values[2] = Int64GetDatum(from_seq);
 	values[3] = TimestampTzGetDatum(now);
 	values[4] = Int32GetDatum(max_messages);
-	(void) sbq_exec_in(&stmt_peek, subqueue, values, NULL);
+	values[5] = TimestampTzGetDatum(PgStartTime);
+	if (queue->requires_session && subqueue == SBQ_SUBQUEUE_MAIN)
+		(void) sbq_exec(&stmt_peek_session, values, NULL);
+	else
+		(void) sbq_exec_in(&stmt_peek, subqueue, values, NULL);
 	return sbq_put_message_rows(tupstore, tupdesc, sbq_lease_available(), now);
 }
 

@@ -2,7 +2,7 @@
 -- Sleeps: 0.3 s + 1.1 s + 5.2 s. Lock checks use the wall clock, so session locks
 -- expire inside this transaction.
 BEGIN;
-SELECT plan(61);
+SELECT plan(64);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('s9', lock_duration => '5 seconds', requires_session => true);
@@ -106,6 +106,12 @@ SELECT is((SELECT array_agg(name ORDER BY seq) FROM msg), ARRAY['p1', 'p2'],
 SELECT is((SELECT count(*) FROM sbq_peek('s9', 10) p JOIN msg m ON m.seq = p.sequence_number
              WHERE p.lock_token IS NULL), 2::bigint,
     'R9.8: peek shows no lock token for the locked messages');
+SELECT is((SELECT array_agg(p.locked_until = l.locked_until) FROM sbq_peek('s9', 10) p
+             JOIN msg m ON m.seq = p.sequence_number
+             CROSS JOIN (SELECT locked_until FROM sbq_list_sessions('s9') WHERE session_id = 'order-1') l),
+    ARRAY[true, true], 'R9.5: peek shows a message locked in a session with its session''s locked_until');
+SELECT is((SELECT locked_count FROM sbq_queue_stats WHERE queue = 's9'), 2::bigint,
+    'R9.5: sbq_queue_stats counts the messages locked in a session as locked');
 DO $$ BEGIN PERFORM sbq_abandon('s9', (SELECT lock_token FROM msg WHERE name = 'p1')); END $$;
 SELECT is((SELECT array_agg(message_id || ':' || delivery_count ORDER BY sequence_number)
              FROM sbq_receive_session('s9', (SELECT token FROM tok WHERE name = 'b'), 5)),
@@ -181,6 +187,8 @@ SELECT is((SELECT array_agg(name || ':' || dc ORDER BY seq) FROM msg WHERE name 
 
 -- wait for the session locks of s9 and s9_max2 to run out
 DO $$ BEGIN PERFORM pg_sleep(5.2); END $$;
+SELECT is((SELECT locked_count || '/' || active_count FROM sbq_queue_stats WHERE queue = 's9_max2'), '0/2',
+    'R9.7: once the session lock expired, its messages count as active, not locked');
 SELECT throws_ok($$SELECT * FROM sbq_receive_session('s9_max2', (SELECT token FROM tok WHERE name = 'x'))$$,
     'SB004', NULL, 'R9.7: receive with an expired session token fails with SB004 (SessionLockLost)');
 SELECT throws_ok($$SELECT sbq_renew_session('s9_max2', (SELECT token FROM tok WHERE name = 'x'))$$,
