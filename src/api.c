@@ -220,6 +220,23 @@ sbq_send_props(FunctionCallInfo fcinfo, SbqSendProps *props)
 }
 
 /*
+ * sbq_require_session_id
+ *		22023, in Service Bus's words, for a message without a session id to a
+ *		queue that requires sessions.
+ */
+static void
+sbq_require_session_id(const SbqQueue *queue, const SbqSendProps *props)
+{
+	if (queue->requires_session &&
+		(props->session_id == NULL || VARSIZE_ANY_EXHDR(props->session_id) == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the SessionId was not set on a message, and it cannot be sent to queue \"%s\"",
+						queue->name),
+				 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
+}
+
+/*
  * sbq_send_common
  *		Send one body or an array of bodies; fills seqs (palloc'd, one per
  *		body) and returns how many were sent.
@@ -279,13 +296,7 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 	sbq_lock_queue_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
 	sbq_storage_get_queue_to_send(&addr, &queue);
-	if (queue.requires_session &&
-		(props.session_id == NULL || VARSIZE_ANY_EXHDR(props.session_id) == 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the SessionId was not set on a message, and it cannot be sent to queue \"%s\"",
-						queue.name),
-				 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
+	sbq_require_session_id(&queue, &props);
 	/*
 	 * The bodies as bytes once the queue is known and the caller may send to
 	 * it: work for a queue that is there. Each message, body and properties,
