@@ -532,27 +532,7 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 		SPI_processed = n;
 	}
 	if (seqs != NULL && n != (uint64) nseqs)
-	{
-		int			i;
-
-		for (i = 0; i < nseqs; i++)
-		{
-			uint64		row;
-			bool		moved = false;
-
-			for (row = 0; row < n && !moved; row++)
-			{
-				bool		isnull;
-
-				moved = DatumGetInt64(sbq_col(row, 1, &isnull)) == DatumGetInt64(seqs[i]);
-			}
-			if (!moved)
-			{
-				*missing = DatumGetInt64(seqs[i]);
-				break;
-			}
-		}
-	}
+		*missing = sbq_first_missing(seqs, nseqs, n, 1);
 	if (n > 0)
 	{
 		counts.sent = n;

@@ -700,7 +700,6 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, const SbqSessionLock
 	Datum		values[4];
 	SbqCounts	counts = {0};
 	uint64		n;
-	int			i;
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = CStringGetTextDatum(lock->session_id);
@@ -710,23 +709,7 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, const SbqSessionLock
 	n = sbq_exec(&stmt_receive_deferred, values, NULL);
 	if (n != (uint64) nseqs)
 	{
-		for (i = 0; i < nseqs; i++)
-		{
-			uint64		row;
-			bool		found = false;
-
-			for (row = 0; row < n && !found; row++)
-			{
-				bool		isnull;
-
-				found = DatumGetInt64(sbq_col(row, 1, &isnull)) == DatumGetInt64(seqs[i]);
-			}
-			if (!found)
-			{
-				*missing = DatumGetInt64(seqs[i]);
-				break;
-			}
-		}
+		*missing = sbq_first_missing(seqs, nseqs, n, 1);
 		return false;
 	}
 	(void) sbq_put_message_rows(tupstore, tupdesc, false, 0);

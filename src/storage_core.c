@@ -644,6 +644,33 @@ sbq_col(uint64 row, int col, bool *isnull)
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
 }
 
+/*
+ * sbq_first_missing
+ *		The first of seqs (int8 datums) that is not among the first n rows of
+ *		the current SPI result, in int8 column col; 0 when all are.
+ */
+int64
+sbq_first_missing(const Datum *seqs, int nseqs, uint64 n, int col)
+{
+	int			i;
+
+	for (i = 0; i < nseqs; i++)
+	{
+		uint64		row;
+		bool		found = false;
+
+		for (row = 0; row < n && !found; row++)
+		{
+			bool		isnull;
+
+			found = DatumGetInt64(sbq_col(row, col, &isnull)) == DatumGetInt64(seqs[i]);
+		}
+		if (!found)
+			return DatumGetInt64(seqs[i]);
+	}
+	return 0;
+}
+
 /* The highest value of an int8 column of the current SPI result (0 if none). */
 int64
 sbq_max_col(int col)

@@ -141,6 +141,7 @@ extern uint64 sbq_exec_fresh(SbqStatement *st, Datum *values);
 extern uint64 sbq_exec_latest(SbqStatement *st, Datum *values, const bool *isnull);
 extern Datum sbq_col(uint64 row, int col, bool *isnull);
 extern int64 sbq_max_col(int col);
+extern int64 sbq_first_missing(const Datum *seqs, int nseqs, uint64 n, int col);
 
 /* storage_core.c: the section and the installed SQL */
 extern bool sbq_leasing(void);
