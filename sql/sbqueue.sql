@@ -246,8 +246,8 @@ SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
  * session that has messages, state or a holder. session_key numbers the row;
  * a session token carries it (as a lock token carries its message's sequence
  * number). A session is held while session_token is set, locked_until has
- * not passed and locked_boot is the start time of the running server (a
- * crash or a restart loses every session lock). ready_seq is set while the
+ * not passed and locked_boot is sbq.session_boot(), when the running server
+ * made its shared memory (a crash or a restart loses every session lock). ready_seq is set while the
  * session may have available messages and nobody holds it: accepting the
  * next session walks sessions_ready_idx, so it never meets held or emptied
  * sessions. lock_min and lock_max bound the sequence numbers the holder has
@@ -281,6 +281,13 @@ CREATE INDEX messages_session_idx ON sbq.messages (queue_id, session_id, state, 
     WHERE session_id IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('sbq.sessions', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.session_seq', '');
+/*
+ * When the shared memory that session locks are valid in was made (src/shmem.c):
+ * what a session lock is stamped with, for sbq_queue_stats.
+ */
+CREATE FUNCTION sbq.session_boot() RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'sbq_session_boot_sql'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
 
 CREATE TYPE sbq_queue_properties AS (
     queue text,
@@ -712,7 +719,7 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
                                                 AND se.session_id OPERATOR(pg_catalog.=) m.session_id
                                                 AND se.session_token IS NOT NULL
                                                 AND se.locked_until OPERATOR(pg_catalog.>) clk.t
-                                                AND se.locked_boot OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time())
+                                                AND se.locked_boot OPERATOR(pg_catalog.=) sbq.session_boot())
                                  THEN 'locked'
                             WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
                                  AND m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
@@ -750,7 +757,7 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
                   pg_catalog.count(*) FILTER (
                       WHERE se.session_token IS NOT NULL
                         AND se.locked_until OPERATOR(pg_catalog.>) clk.t
-                        AND se.locked_boot OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
+                        AND se.locked_boot OPERATOR(pg_catalog.=) sbq.session_boot()
                   ) AS locked_session_count
              FROM sbq.sessions se
             WHERE se.queue_id OPERATOR(pg_catalog.=) q.queue_id

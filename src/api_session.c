@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "shmem.h"
 #include "storage.h"
 #include "wait.h"
 
@@ -36,6 +37,7 @@ PG_FUNCTION_INFO_V1(sbq_get_session_state);
 PG_FUNCTION_INFO_V1(sbq_set_session_state);
 PG_FUNCTION_INFO_V1(sbq_release_session);
 PG_FUNCTION_INFO_V1(sbq_list_sessions);
+PG_FUNCTION_INFO_V1(sbq_session_boot_sql);
 
 /* SB010 for a session call on a queue without sessions */
 static void
@@ -375,4 +377,11 @@ sbq_list_sessions(PG_FUNCTION_ARGS)
 	sbq_storage_list_sessions(&queue, tupstore, tupdesc);
 	sbq_storage_end();
 	return (Datum) 0;
+}
+
+/* sbq.session_boot(): what session locks are stamped with (shmem.c) */
+Datum
+sbq_session_boot_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TIMESTAMPTZ(sbq_shmem_boot());
 }

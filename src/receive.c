@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+#include "shmem.h"
 #include "storage_core.h"
 #include "wait.h"
 
@@ -396,7 +397,7 @@ sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 	values[2] = Int64GetDatum(from_seq);
 	values[3] = TimestampTzGetDatum(now);
 	values[4] = Int32GetDatum(max_messages);
-	values[5] = TimestampTzGetDatum(PgStartTime);
+	values[5] = TimestampTzGetDatum(sbq_shmem_boot());
 	if (queue->requires_session && subqueue == SBQ_SUBQUEUE_MAIN)
 		(void) sbq_exec(&stmt_peek_session, values, NULL);
 	else

@@ -8,7 +8,8 @@
  *
  * A session is a row of sbq.sessions (see its comment in sql/sbqueue.sql).
  * Its lock is held while session_token is set, locked_until has not passed
- * and locked_boot is this server's start time. The message locks of a
+ * and locked_boot is sbq_shmem_boot(), when this server's shared memory was
+ * made (so a crash-restart ends every session lock). The message locks of a
  * session are stored in the message rows with locked_until 'infinity': they
  * never run out by themselves, they live under the session lock. Whatever
  * ends a session lock (release, or the expiry that the next accept,
@@ -45,6 +46,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "shmem.h"
 #include "storage_core.h"
 #include "wait.h"
 
@@ -90,11 +92,22 @@ static SbqStatement stmt_for_accept = {"session to accept", 2, {INT4OID, TEXTOID
 	" WHERE s.queue_id = $1 AND s.session_id = $2 FOR UPDATE"
 };
 
-/* $1 queue: the session first in line for accept-next */
-static SbqStatement stmt_next_ready = {"next ready session", 1, {INT4OID},
+/*
+ * $1 queue, $2 sessions passed over: the session first in line for
+ * accept-next. FOR NO KEY UPDATE does not wait for (or skip) a sender's FOR
+ * KEY SHARE: a session being sent to can be taken (its release will see the
+ * send); only what empties its ready mark needs it alone (stmt_alone).
+ */
+static SbqStatement stmt_next_ready = {"next ready session", 2, {INT4OID, INT8ARRAYOID},
 	"SELECT " SESSION_COLS " FROM sbq.sessions s"
 	" WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL"
-	" ORDER BY s.queue_id, s.ready_seq LIMIT 1 FOR UPDATE SKIP LOCKED"
+	"   AND NOT (s.session_key = ANY($2))"
+	" ORDER BY s.queue_id, s.ready_seq LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
+};
+
+/* $1 key: the session row alone (no sender in flight), or no row */
+static SbqStatement stmt_alone = {"session row alone", 1, {INT8OID},
+	"SELECT 1 FROM sbq.sessions s WHERE s.session_key = $1 FOR UPDATE SKIP LOCKED"
 };
 
 /* $1 queue, $2 now, $3 limit: held sessions whose lock has run out */
@@ -284,8 +297,13 @@ static SbqStatement stmt_set_state = {"set session state", 3, {INT8OID, BYTEAOID
 	"UPDATE sbq.sessions s SET state = $2, last_updated = $3 WHERE s.session_key = $1"
 };
 
+/* whether the lock of session row s is held at time now, by boot */
+#define SESSION_HELD_AT(now, boot) \
+	"s.session_token IS NOT NULL AND s.locked_until > " now " AND s.locked_boot = " boot
+
 /*
- * The sessions of a queue that exist: held, with state or with messages.
+ * The sessions of a queue that exist: held, with state or with messages; the
+ * messages locked under a lock that is no longer held count as available.
  * $1 queue, $2 now, $3 boot
  */
 static SbqStatement stmt_list = {"list sessions", 3, {INT4OID, TIMESTAMPTZOID,
@@ -293,10 +311,9 @@ static SbqStatement stmt_list = {"list sessions", 3, {INT4OID, TIMESTAMPTZOID,
 	"SELECT s.session_id, s.state IS NOT NULL,"
 	"       (SELECT count(*) FROM sbq.messages m"
 	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id"
-	"           AND m.state = 0 AND m.lock_token IS NULL"
-	"           AND (m.expires_at IS NULL OR m.expires_at > $2)),"
-	"       CASE WHEN s.session_token IS NOT NULL AND s.locked_until > $2"
-	"             AND s.locked_boot = $3 THEN s.locked_until END,"
+	"           AND m.state = 0 AND (m.expires_at IS NULL OR m.expires_at > $2)"
+	"           AND (m.lock_token IS NULL OR NOT (" SESSION_HELD_AT("$2", "$3") "))),"
+	"       CASE WHEN " SESSION_HELD_AT("$2", "$3") " THEN s.locked_until END,"
 	"       s.last_updated"
 	"  FROM sbq.sessions s"
 	" WHERE s.queue_id = $1"
@@ -344,7 +361,7 @@ sbq_session_row(uint64 row, SbqSessionRow *s)
 static bool
 sbq_session_row_held(const SbqSessionRow *s)
 {
-	return s->has_token && s->boot == PgStartTime &&
+	return s->has_token && s->boot == sbq_shmem_boot() &&
 		s->locked_until > GetCurrentTimestamp();
 }
 
@@ -409,7 +426,7 @@ sbq_session_take(const SbqQueue *queue, const SbqSessionRow *s, SbqSessionLock *
 	values[0] = Int64GetDatum(s->key);
 	values[1] = UUIDPGetDatum(&out->token);
 	values[2] = TimestampTzGetDatum(out->locked_until);
-	values[3] = TimestampTzGetDatum(PgStartTime);
+	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
 	(void) sbq_exec_latest(&stmt_take, values, NULL);
 }
 
@@ -496,10 +513,11 @@ sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 {
 	Datum		values[3];
 	int64		dead = 0;
+	int64	   *passed = palloc(sizeof(int64) * SBQ_ACCEPT_NEXT_LOOKS);
+	int			npassed = 0;
 	int			looks;
 
 	(void) sbq_session_expire_all(queue, GetCurrentTimestamp(), 16, &dead);
-	values[0] = Int32GetDatum(queue->queue_id);
 	for (looks = 0; looks < SBQ_ACCEPT_NEXT_LOOKS; looks++)
 	{
 		SbqSessionRow s;
@@ -507,37 +525,56 @@ sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 		bool		isnull;
 
 		CHECK_FOR_INTERRUPTS();
+		values[0] = Int32GetDatum(queue->queue_id);
+		values[1] = sbq_int8_array(passed, npassed);
 		if (sbq_exec_latest(&stmt_next_ready, values, NULL) != 1)
 			return false;
 		sbq_session_row(0, &s);
 		key = Int64GetDatum(s.key);
-		if (sbq_session_row_held(&s))
+		if (!sbq_session_row_held(&s) && !s.has_token)
 		{
+			values[1] = PointerGetDatum(s.session_id);
+			values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+			(void) sbq_exec_latest(&stmt_available, values, NULL);
+			if (DatumGetBool(sbq_col(0, 1, &isnull)))
+			{
+				sbq_session_take(queue, &s, out);
+				return true;
+			}
+		}
+
+		/*
+		 * Held again, its lock expired, or nothing available: its ready mark
+		 * changes, which needs the row alone (a send in flight is waited for
+		 * by whatever empties the mark); when a sender holds it, pass over.
+		 */
+		if (sbq_exec_latest(&stmt_alone, &key, NULL) != 1)
+		{
+			passed[npassed++] = s.key;
+			continue;
+		}
+		if (sbq_session_row_held(&s))
 			/* its holder sees the new messages; its release marks it again */
 			(void) sbq_exec_latest(&stmt_not_ready, &key, NULL);
-			continue;
-		}
-		if (s.has_token)
-		{
+		else if (s.has_token)
 			(void) sbq_session_end_lock(queue, &s, false);
-			continue;
-		}
-		values[1] = PointerGetDatum(s.session_id);
-		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
-		(void) sbq_exec_latest(&stmt_available, values, NULL);
-		if (!DatumGetBool(sbq_col(0, 1, &isnull)))
+		else
 		{
 			Datum		fv[3];
 
+			/* emptied: a fresh look under the row alone, then not ready */
+			(void) sbq_exec_latest(&stmt_available, values, NULL);
+			if (DatumGetBool(sbq_col(0, 1, &isnull)))
+			{
+				sbq_session_take(queue, &s, out);
+				return true;
+			}
 			(void) sbq_exec_latest(&stmt_not_ready, &key, NULL);
 			fv[0] = key;
-			fv[1] = values[0];
-			fv[2] = values[1];
+			fv[1] = Int32GetDatum(queue->queue_id);
+			fv[2] = PointerGetDatum(s.session_id);
 			(void) sbq_exec_latest(&stmt_forget, fv, NULL);
-			continue;
 		}
-		sbq_session_take(queue, &s, out);
-		return true;
 	}
 	return false;
 }
@@ -578,7 +615,7 @@ sbq_session_lookup(SbqStatement *st, const SbqQueue *queue, const pg_uuid_t *tok
 	values[0] = Int64GetDatum(sbq_token_sequence(token));
 	values[1] = Int32GetDatum(queue->queue_id);
 	values[2] = UUIDPGetDatum(token);
-	values[3] = TimestampTzGetDatum(PgStartTime);
+	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
 	if (sbq_exec_latest(st, values, NULL) != 1)
 		return false;
 	out->key = DatumGetInt64(values[0]);
@@ -612,7 +649,7 @@ sbq_storage_session_guard(const SbqQueue *queue, const pg_uuid_t *token)
 	values[0] = Int64GetDatum(sbq_token_sequence(token));
 	values[1] = Int32GetDatum(queue->queue_id);
 	values[2] = UUIDPGetDatum(token);
-	values[3] = TimestampTzGetDatum(PgStartTime);
+	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
 	if (sbq_exec_latest(&stmt_message_session, values, NULL) != 1)
 		return false;
 	until = sbq_col(0, 1, &isnull);
@@ -848,7 +885,7 @@ sbq_storage_list_sessions(const SbqQueue *queue, Tuplestorestate *tupstore,
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	values[2] = TimestampTzGetDatum(PgStartTime);
+	values[2] = TimestampTzGetDatum(sbq_shmem_boot());
 	n = sbq_exec(&stmt_list, values, NULL);
 	for (row = 0; row < n; row++)
 	{

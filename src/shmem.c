@@ -18,7 +18,10 @@
  *	  partition LWLocks);
  *	- qstate.c: per-queue state, counters not yet stored and the next
  *	  scheduled time and the head of each queue (one LWLock), and the
- *	  per-backend send slots.
+ *	  per-backend send slots;
+ *	- and here, the time this shared memory was made (sbq_shmem_boot): a
+ *	  session lock (session.c) is valid only in the shared memory it was
+ *	  taken in, so a crash-restart ends every one.
  *
  * Each owner exports *_shmem_size() (the space to ask for), *_shmem_request()
  * when it needs LWLocks (it asks for its named tranche), and
@@ -37,6 +40,7 @@
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "utils/timestamp.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
@@ -48,6 +52,9 @@
 
 /* whether this process has sbqueue's shared memory */
 static bool sbq_shmem_attached = false;
+
+/* when this shared memory was made (written once, by the postmaster) */
+static TimestampTz *sbq_shmem_made = NULL;
 
 static shmem_request_hook_type sbq_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type sbq_prev_shmem_startup_hook = NULL;
@@ -70,6 +77,7 @@ sbq_shmem_request(void)
 	sbq_lease_shmem_request();
 	RequestAddinShmemSpace(sbq_qstate_shmem_size());
 	sbq_qstate_shmem_request();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(TimestampTz)));
 }
 
 /*
@@ -91,6 +99,13 @@ sbq_shmem_startup(void)
 	sbq_registry_shmem_startup();
 	sbq_lease_shmem_startup();
 	sbq_qstate_shmem_startup();
+	{
+		bool		found;
+
+		sbq_shmem_made = ShmemInitStruct("sbqueue boot", sizeof(TimestampTz), &found);
+		if (!found)
+			*sbq_shmem_made = GetCurrentTimestamp();
+	}
 	LWLockRelease(AddinShmemInitLock);
 	sbq_shmem_attached = true;
 }
@@ -118,4 +133,17 @@ bool
 sbq_shmem_available(void)
 {
 	return sbq_shmem_attached;
+}
+
+/*
+ * sbq_shmem_boot
+ *		What a session lock is stamped with: when this shared memory was made
+ *		(at start and at every crash-restart); without the preload, when the
+ *		server started (a crash that it survives then keeps session locks
+ *		until they expire).
+ */
+TimestampTz
+sbq_shmem_boot(void)
+{
+	return sbq_shmem_attached ? *sbq_shmem_made : PgStartTime;
 }

@@ -17,7 +17,10 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+
 extern bool sbq_shmem_available(void);
+extern TimestampTz sbq_shmem_boot(void);
 extern void sbq_shmem_install_hooks(void);
 
 #endif							/* SBQ_SHMEM_H */
