@@ -273,8 +273,11 @@ CREATE TABLE sbq.sessions (
 ALTER SEQUENCE sbq.session_seq OWNED BY sbq.sessions.session_key;
 CREATE INDEX sessions_ready_idx ON sbq.sessions (queue_id, ready_seq)
     WHERE ready_seq IS NOT NULL;
-/* held sessions by expiry: maintenance and accept find the expired ones */
-CREATE INDEX sessions_held_idx ON sbq.sessions (queue_id, locked_until)
+/*
+ * held sessions by the shared memory their lock was taken in, then by expiry:
+ * maintenance and accept find those whose lock ran out or was lost
+ */
+CREATE INDEX sessions_held_idx ON sbq.sessions (queue_id, locked_boot, locked_until)
     WHERE session_token IS NOT NULL;
 /* a session's messages in sequence order, by state */
 CREATE INDEX messages_session_idx ON sbq.messages (queue_id, session_id, state, sequence_number)

@@ -312,7 +312,8 @@ sbq_get_session_state(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token = sbq_session_token_arg(fcinfo, 1);
 	bytea	   *state = NULL;
 
-	sbq_session_call_begin(fcinfo, NULL, &addr, &queue);
+	/* it locks the session row: not in a read-only transaction */
+	sbq_session_call_begin(fcinfo, "sbq_get_session_state()", &addr, &queue);
 	if (!sbq_storage_session_state(&queue, token, false, &state))
 		sbq_session_lock_lost(&queue, token);
 	sbq_storage_end();

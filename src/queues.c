@@ -529,6 +529,8 @@ sbq_storage_purge(const SbqQueue *queue, int16 subqueue)
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(subqueue);
 	n = (int64) sbq_exec_in(&stmt_purge, subqueue, values, NULL);
+	if (queue->requires_session && subqueue == SBQ_SUBQUEUE_MAIN && n > 0)
+		sbq_session_purged(queue);
 
 	/*
 	 * The leases of its messages go at commit (a claim made since sees the

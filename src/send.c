@@ -398,32 +398,68 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 	return nbodies;
 }
 
+/* A message that joined a session, for sbq_note_sessions. */
+typedef struct SbqJoined
+{
+	text	   *session_id;
+	int64		seq;
+} SbqJoined;
+
+/* by session id (bytes), then sequence number */
+static int
+sbq_cmp_joined(const void *a, const void *b)
+{
+	const SbqJoined *x = a;
+	const SbqJoined *y = b;
+	int			lx = VARSIZE_ANY_EXHDR(x->session_id);
+	int			ly = VARSIZE_ANY_EXHDR(y->session_id);
+	int			c = memcmp(VARDATA_ANY(x->session_id), VARDATA_ANY(y->session_id), Min(lx, ly));
+
+	if (c != 0)
+		return c;
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 /*
  * sbq_note_sessions
  *		The n rows of the current SPI result are messages that joined a
  *		session queue (sequence number in column seq_col, session id in
- *		sid_col): each session learns of its lowest one (session.c).
+ *		sid_col): each session learns of its lowest one (session.c), in the
+ *		order of their ids, so two such calls lock session rows in one order.
  */
 static void
 sbq_note_sessions(const SbqQueue *queue, uint64 n, int seq_col, int sid_col)
 {
 	SPITupleTable *tt = SPI_tuptable;
+	SbqJoined  *joined = palloc(sizeof(SbqJoined) * n);
+	uint64		njoined = 0;
 	uint64		i;
 
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
-		bool		nosid;
-		Datum		sid = SPI_getbinval(tt->vals[i], tt->tupdesc, sid_col, &nosid);
-		int64		seq = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, seq_col,
-													  &isnull));
+		Datum		sid = SPI_getbinval(tt->vals[i], tt->tupdesc, sid_col, &isnull);
 
-		CHECK_FOR_INTERRUPTS();
 		/* a message resubmitted or scheduled before 0.7 may have none */
-		if (nosid)
+		if (isnull)
 			continue;
-		sbq_session_note_sent(queue, sid, seq);
+		joined[njoined].session_id = DatumGetTextPP(sid);
+		joined[njoined++].seq = DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc,
+															seq_col, &isnull));
 	}
+	qsort(joined, njoined, sizeof(SbqJoined), sbq_cmp_joined);
+	for (i = 0; i < njoined; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		/* the lowest of a session comes first */
+		if (i > 0 && sbq_cmp_joined(&(SbqJoined) {joined[i].session_id, 0},
+									&(SbqJoined) {joined[i - 1].session_id, 0}) == 0)
+			continue;
+		sbq_session_note_sent(queue, PointerGetDatum(joined[i].session_id), joined[i].seq);
+	}
+	pfree(joined);
 }
 
 /*

@@ -17,15 +17,25 @@
  * exists only under the lock that took it; and every settlement checks the
  * session lock too (sbq_storage_session_guard).
  *
- * Row locks order the parties:
- *	- a call that uses a session lock (receive, settle, renew, state) holds
- *	  the session row FOR KEY SHARE or NO KEY UPDATE and judges the lock
- *	  with a clock read after it has the row;
- *	- a call that ends or takes a session lock holds it FOR UPDATE, which
- *	  waits for those above and for senders, then works with fresh
- *	  snapshots;
- *	- a send holds the row FOR KEY SHARE, so that whoever empties a
- *	  session's ready mark waits for the send's commit and then sees it.
+ * Row locks of the session row order the parties:
+ *	- a send holds it FOR KEY SHARE until commit;
+ *	- a call that takes message locks under a session lock (receive,
+ *	  receive of deferred messages) or changes it (renew, setting the
+ *	  state) holds it FOR NO KEY UPDATE; one that only reads it (a
+ *	  settlement's check, reading the state) FOR KEY SHARE; each judges the
+ *	  lock with a clock read after it has the row;
+ *	- taking or releasing a session lock holds it FOR NO KEY UPDATE, which
+ *	  waits for the receives above (so no message lock is taken under a
+ *	  lock that has ended) but not for senders or settlements (a settlement
+ *	  and the end of its lock meet at the message's row lock: the one that
+ *	  comes second finds the token changed);
+ *	- what empties a session's ready mark (finding it empty, ending an
+ *	  expired lock in accept-next or maintenance) needs it FOR UPDATE, which
+ *	  also waits for senders, then looks with a fresh snapshot: a send in
+ *	  flight is seen, never lost. When a sender holds it, accept-next passes
+ *	  over, maintenance comes back later, and a release marks the session
+ *	  ready at the back of the line (accept-next cleans that up if it turns
+ *	  out empty).
  * ready_seq is the accept-next index: set by a send to an idle session that
  * has none, by a release or expiry that leaves available messages; cleared
  * when the session is taken, or when accept-next finds it empty.
@@ -50,10 +60,20 @@
 #include "storage_core.h"
 #include "wait.h"
 
-/* a session lock: $1 key, $2 queue, $3 token, $4 boot */
+/* the columns a session row is judged by */
+#define SESSION_COLS \
+	"s.session_key, s.session_id, s.session_token IS NOT NULL, s.locked_until," \
+	" s.locked_boot, s.lock_min, s.lock_max"
+
+/*
+ * a session lock: $1 key, $2 queue, $3 token, $4 boot. Found by its key, the
+ * primary key: "(s.session_token = $3) IS TRUE" keeps sessions_held_idx (by
+ * queue) out of the plan, which statistics taken while few sessions were
+ * held would choose, and then read every held session of the queue.
+ */
 #define SESSION_OF_TOKEN \
-	"SELECT s.session_id, s.locked_until FROM sbq.sessions s" \
-	" WHERE s.session_key = $1 AND s.queue_id = $2 AND s.session_token = $3" \
+	"SELECT " SESSION_COLS " FROM sbq.sessions s" \
+	" WHERE s.session_key = $1 AND s.queue_id = $2 AND (s.session_token = $3) IS TRUE" \
 	"   AND s.locked_boot = $4"
 #define SESSION_OF_TOKEN_ARGS {INT8OID, INT4OID, UUIDOID, TIMESTAMPTZOID}
 
@@ -66,11 +86,6 @@ static SbqStatement stmt_token_update = {"session of a token, to change", 4,
 	SESSION_OF_TOKEN " FOR NO KEY UPDATE"
 };
 
-static SbqStatement stmt_token_exclusive = {"session of a token, to end", 4,
-	SESSION_OF_TOKEN_ARGS,
-	SESSION_OF_TOKEN " FOR UPDATE"
-};
-
 /* the session lock a message lock lives under: $1 seq, $2 queue, $3 token, $4 boot */
 static SbqStatement stmt_message_session = {"session of a message lock", 4,
 	{INT8OID, INT4OID, UUIDOID, TIMESTAMPTZOID},
@@ -81,15 +96,10 @@ static SbqStatement stmt_message_session = {"session of a message lock", 4,
 	" FOR KEY SHARE OF s"
 };
 
-/* the columns a session row is judged by */
-#define SESSION_COLS \
-	"s.session_key, s.session_id, s.session_token IS NOT NULL, s.locked_until," \
-	" s.locked_boot, s.lock_min, s.lock_max"
-
 /* $1 queue, $2 session id */
 static SbqStatement stmt_for_accept = {"session to accept", 2, {INT4OID, TEXTOID},
 	"SELECT " SESSION_COLS " FROM sbq.sessions s"
-	" WHERE s.queue_id = $1 AND s.session_id = $2 FOR UPDATE"
+	" WHERE s.queue_id = $1 AND s.session_id = $2 FOR NO KEY UPDATE"
 };
 
 /*
@@ -110,11 +120,18 @@ static SbqStatement stmt_alone = {"session row alone", 1, {INT8OID},
 	"SELECT 1 FROM sbq.sessions s WHERE s.session_key = $1 FOR UPDATE SKIP LOCKED"
 };
 
-/* $1 queue, $2 now, $3 limit: held sessions whose lock has run out */
-static SbqStatement stmt_expired = {"expired sessions", 3, {INT4OID, TIMESTAMPTZOID, INT4OID},
+/*
+ * $1 queue, $2 now, $3 limit, $4 boot: held sessions whose lock has run out,
+ * or was taken in other shared memory (before a crash or a restart), by
+ * sessions_held_idx: three ranges of it, none over a lock that holds.
+ */
+static SbqStatement stmt_expired = {"expired sessions", 4, {INT4OID, TIMESTAMPTZOID, INT4OID,
+		TIMESTAMPTZOID},
 	"SELECT " SESSION_COLS " FROM sbq.sessions s"
-	" WHERE s.queue_id = $1 AND s.session_token IS NOT NULL AND s.locked_until <= $2"
-	" ORDER BY s.queue_id, s.locked_until LIMIT $3 FOR UPDATE SKIP LOCKED"
+	" WHERE s.queue_id = $1 AND s.session_token IS NOT NULL"
+	"   AND ((s.locked_boot = $4 AND s.locked_until <= $2)"
+	"        OR s.locked_boot < $4 OR s.locked_boot > $4)"
+	" LIMIT $3 FOR UPDATE SKIP LOCKED"
 };
 
 /* $1 queue, $2 session id, $3 now */
@@ -183,12 +200,57 @@ static SbqStatement stmt_unhold = {"end a session lock", 3, {INT8OID, INT4OID, T
 	" WHERE s.session_key = $1 RETURNING s.ready_seq"
 };
 
+/*
+ * $1 key, $2 queue, $3 session id: the lock gone while a sender holds the
+ * row (so a send in flight may be unseen): ready at the back of the line
+ * when no message is seen.
+ */
+static SbqStatement stmt_unhold_maybe = {"end a session lock, a send in flight", 3,
+	{INT8OID, INT4OID, TEXTOID},
+	"UPDATE sbq.sessions s SET session_token = NULL, locked_until = NULL,"
+	" locked_boot = NULL, lock_min = NULL, lock_max = NULL,"
+	" ready_seq = coalesce((SELECT m.sequence_number FROM sbq.messages m"
+	"               WHERE m.queue_id = $2 AND m.session_id = $3 AND m.state = 0"
+	"                 AND m.lock_token IS NULL"
+	"               ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1),"
+	"             " NEXT_SEQUENCE ")"
+	" WHERE s.session_key = $1 RETURNING s.ready_seq"
+};
+
 /* $1 key, $2 queue, $3 session id: a session with nothing left goes */
 static SbqStatement stmt_forget = {"forget an empty session", 3, {INT8OID, INT4OID, TEXTOID},
 	"DELETE FROM sbq.sessions s"
 	" WHERE s.session_key = $1 AND s.state IS NULL AND s.session_token IS NULL"
 	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
 	"                    WHERE m.queue_id = $2 AND m.session_id = $3)"
+};
+
+/*
+ * After a purge of a session queue ($1): its ready sessions that no send
+ * holds, alone, then those of them left without available messages leave
+ * the line ($2 their keys), and those left with nothing go.
+ */
+static SbqStatement stmt_purged_ready = {"ready sessions after a purge", 1, {INT4OID},
+	"SELECT coalesce(array_agg(k.session_key), '{}') FROM"
+	" (SELECT s.session_key FROM sbq.sessions s"
+	"   WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL FOR UPDATE SKIP LOCKED) k"
+};
+
+static SbqStatement stmt_purged_not_ready = {"sessions emptied by a purge", 2, {INT4OID,
+		INT8ARRAYOID},
+	"UPDATE sbq.sessions s SET ready_seq = NULL"
+	" WHERE s.session_key = ANY($2) AND s.session_token IS NULL"
+	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
+	"                    WHERE m.queue_id = $1 AND m.session_id = s.session_id"
+	"                      AND m.state = 0 AND m.lock_token IS NULL)"
+};
+
+static SbqStatement stmt_purged_forget = {"sessions a purge left empty", 2, {INT4OID,
+		INT8ARRAYOID},
+	"DELETE FROM sbq.sessions s"
+	" WHERE s.session_key = ANY($2) AND s.state IS NULL AND s.session_token IS NULL"
+	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
+	"                    WHERE m.queue_id = $1 AND m.session_id = s.session_id)"
 };
 
 /* $1 queue, $2 session id: a send's hold on its session */
@@ -233,21 +295,18 @@ static SbqStatement stmt_receive = {"receive in a session", 7, {INT4OID, TEXTOID
 	"  UPDATE sbq.messages m"
 	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
 	"         locked_until = 'infinity', delivery_count = m.delivery_count + 1"
-	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.expired"
-	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"   WHERE m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE NOT expired))"
 	"  RETURNING " MSG_COLS("m.lock_token", "$7::timestamptz", "m.delivery_count") "),"
 	" d AS ("
-	"  DELETE FROM sbq.messages m USING c"
-	"   WHERE m.sequence_number = c.sequence_number AND c.expired AND $5"
-	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"  DELETE FROM sbq.messages m"
+	"   WHERE $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))"
 	"  RETURNING m.*),"
 	" di AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
 								  SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED),
 								  SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED), "$6") "),"
 	" x AS ("
-	"  DELETE FROM sbq.messages m USING c"
-	"   WHERE m.sequence_number = c.sequence_number AND c.expired AND NOT $5"
-	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"  DELETE FROM sbq.messages m"
+	"   WHERE NOT $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))"
 	"  RETURNING 1)"
 	" SELECT l.*, s.n_dead, s.n_dropped"
 	"  FROM (SELECT (SELECT count(*) FROM d)::int4 AS n_dead,"
@@ -270,8 +329,7 @@ static SbqStatement stmt_receive_deferred = {"receive deferred in a session", 4,
 	" UPDATE sbq.messages m"
 	"    SET lock_token = sbq.new_lock_token(m.sequence_number),"
 	"        locked_until = 'infinity', delivery_count = m.delivery_count + 1"
-	"   FROM c WHERE m.sequence_number = c.sequence_number"
-	"    AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
+	"  WHERE m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
 	" RETURNING " MSG_COLS("m.lock_token", "$4::timestamptz", "m.delivery_count")
 };
 
@@ -366,43 +424,32 @@ sbq_session_row_held(const SbqSessionRow *s)
 }
 
 /*
- * sbq_session_end_lock
- *		End the lock of a session row locked FOR UPDATE: clear its message
- *		locks (counting the delivery when it expired, not when released),
- *		then mark it ready if messages wait, or forget it if nothing is left.
- *		Returns how many messages were dead-lettered.
+ * sbq_session_clear_locks
+ *		Clear the message locks of a session lock that ended (the row held
+ *		FOR NO KEY UPDATE or more): counting the delivery when it expired,
+ *		not when released. Returns how many messages were dead-lettered.
  */
 static int
-sbq_session_end_lock(const SbqQueue *queue, const SbqSessionRow *s, bool released)
+sbq_session_clear_locks(const SbqQueue *queue, const SbqSessionRow *s, bool released)
 {
 	Datum		values[8];
 	bool		isnull;
-	int			dead = 0;
+	int			dead;
 	char		desc[128];
 
-	if (s->has_range)
-	{
-		sbq_max_delivery_description(queue, desc, sizeof(desc));
-		values[0] = Int32GetDatum(queue->queue_id);
-		values[1] = PointerGetDatum(s->session_id);
-		values[2] = Int64GetDatum(s->lock_min);
-		values[3] = Int64GetDatum(s->lock_max);
-		values[4] = BoolGetDatum(released);
-		values[5] = Int32GetDatum(queue->max_delivery_count);
-		values[6] = CStringGetTextDatum(desc);
-		values[7] = CStringGetTextDatum(queue->name);
-		(void) sbq_exec_latest(&stmt_clear_locks, values, NULL);
-		dead = DatumGetInt32(sbq_col(0, 1, &isnull));
-	}
-	values[0] = Int64GetDatum(s->key);
-	values[1] = Int32GetDatum(queue->queue_id);
-	values[2] = PointerGetDatum(s->session_id);
-	(void) sbq_exec_latest(&stmt_unhold, values, NULL);
-	(void) sbq_col(0, 1, &isnull);
-	if (isnull)
-		(void) sbq_exec_latest(&stmt_forget, values, NULL);
-	else
-		sbq_wait_wake_at_commit(queue->queue_id);
+	if (!s->has_range)
+		return 0;
+	sbq_max_delivery_description(queue, desc, sizeof(desc));
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = PointerGetDatum(s->session_id);
+	values[2] = Int64GetDatum(s->lock_min);
+	values[3] = Int64GetDatum(s->lock_max);
+	values[4] = BoolGetDatum(released);
+	values[5] = Int32GetDatum(queue->max_delivery_count);
+	values[6] = CStringGetTextDatum(desc);
+	values[7] = CStringGetTextDatum(queue->name);
+	(void) sbq_exec_latest(&stmt_clear_locks, values, NULL);
+	dead = DatumGetInt32(sbq_col(0, 1, &isnull));
 	if (dead > 0)
 	{
 		SbqCounts	counts = {0};
@@ -410,6 +457,34 @@ sbq_session_end_lock(const SbqQueue *queue, const SbqSessionRow *s, bool release
 		counts.dead_lettered = dead;
 		sbq_add_counts(queue->queue_id, &counts);
 	}
+	return dead;
+}
+
+/*
+ * sbq_session_end_lock
+ *		End the lock of a session row: clear its message locks, then mark it
+ *		ready if messages wait, or forget it if nothing is left. alone says
+ *		the row is held FOR UPDATE (no send in flight); without it, a session
+ *		that looks empty is marked ready at the back of the line instead.
+ *		Returns how many messages were dead-lettered.
+ */
+static int
+sbq_session_end_lock(const SbqQueue *queue, const SbqSessionRow *s, bool released,
+					 bool alone)
+{
+	Datum		values[3];
+	bool		isnull;
+	int			dead = sbq_session_clear_locks(queue, s, released);
+
+	values[0] = Int64GetDatum(s->key);
+	values[1] = Int32GetDatum(queue->queue_id);
+	values[2] = PointerGetDatum(s->session_id);
+	(void) sbq_exec_latest(alone ? &stmt_unhold : &stmt_unhold_maybe, values, NULL);
+	(void) sbq_col(0, 1, &isnull);
+	if (isnull)
+		(void) sbq_exec_latest(&stmt_forget, values, NULL);
+	else
+		sbq_wait_wake_at_commit(queue->queue_id);
 	return dead;
 }
 
@@ -460,8 +535,9 @@ sbq_session_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock
 	sbq_session_row(0, &s);
 	if (sbq_session_row_held(&s))
 		return false;
+	/* a lock that ran out (or a crash ended): its deliveries count */
 	if (s.has_token)
-		(void) sbq_session_end_lock(queue, &s, false);
+		(void) sbq_session_clear_locks(queue, &s, false);
 	sbq_session_take(queue, &s, out);
 	return true;
 }
@@ -475,7 +551,7 @@ int
 sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 					   int64 *dead_lettered)
 {
-	Datum		values[3];
+	Datum		values[4];
 	uint64		n;
 	uint64		i;
 	SbqSessionRow *rows;
@@ -483,6 +559,7 @@ sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = Int32GetDatum(limit);
+	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
 	n = sbq_exec_latest(&stmt_expired, values, NULL);
 	if (n == 0)
 		return 0;
@@ -492,7 +569,7 @@ sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 	for (i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		*dead_lettered += sbq_session_end_lock(queue, &rows[i], false);
+		*dead_lettered += sbq_session_end_lock(queue, &rows[i], false, true);
 	}
 	pfree(rows);
 	return (int) n;
@@ -517,6 +594,8 @@ sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	int			npassed = 0;
 	int			looks;
 
+	/* scheduled messages that came due join their sessions (send.c) */
+	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
 	(void) sbq_session_expire_all(queue, GetCurrentTimestamp(), 16, &dead);
 	for (looks = 0; looks < SBQ_ACCEPT_NEXT_LOOKS; looks++)
 	{
@@ -557,7 +636,7 @@ sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			/* its holder sees the new messages; its release marks it again */
 			(void) sbq_exec_latest(&stmt_not_ready, &key, NULL);
 		else if (s.has_token)
-			(void) sbq_session_end_lock(queue, &s, false);
+			(void) sbq_session_end_lock(queue, &s, false, true);
 		else
 		{
 			Datum		fv[3];
@@ -603,14 +682,15 @@ sbq_storage_accept_session(const SbqQueue *queue, text *session_id, SbqSessionLo
 /*
  * sbq_session_lookup
  *		The session lock token holds on queue, with its row locked in the
- *		statement's mode; false when it is not a valid lock now.
+ *		statement's mode (and the row into *row when not NULL); false when it
+ *		is not a valid lock now.
  */
 static bool
 sbq_session_lookup(SbqStatement *st, const SbqQueue *queue, const pg_uuid_t *token,
-				   SbqSessionLock *out)
+				   SbqSessionLock *out, SbqSessionRow *row)
 {
 	Datum		values[4];
-	bool		isnull;
+	SbqSessionRow s;
 
 	values[0] = Int64GetDatum(sbq_token_sequence(token));
 	values[1] = Int32GetDatum(queue->queue_id);
@@ -618,25 +698,30 @@ sbq_session_lookup(SbqStatement *st, const SbqQueue *queue, const pg_uuid_t *tok
 	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
 	if (sbq_exec_latest(st, values, NULL) != 1)
 		return false;
-	out->key = DatumGetInt64(values[0]);
+	sbq_session_row(0, &s);
+	out->key = s.key;
 	out->token = *token;
-	out->session_id = sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
-	out->locked_until = DatumGetTimestampTz(sbq_col(0, 2, &isnull));
-	return !isnull && out->locked_until > GetCurrentTimestamp();
+	out->session_id = text_to_cstring(s.session_id);
+	out->locked_until = s.locked_until;
+	if (row != NULL)
+		*row = s;
+	return sbq_session_row_held(&s);
 }
 
-/* sbq_storage_session_held: the session lock of token, held FOR KEY SHARE */
+/*
+ * sbq_storage_session_held: the session lock of token, held FOR NO KEY
+ * UPDATE, for a receive under it
+ */
 bool
 sbq_storage_session_held(const SbqQueue *queue, const pg_uuid_t *token, SbqSessionLock *out)
 {
-	return sbq_session_lookup(&stmt_token_share, queue, token, out);
+	return sbq_session_lookup(&stmt_token_update, queue, token, out, NULL);
 }
 
 /*
  * sbq_storage_session_guard
  *		Whether the message lock token (of a session queue) lives under a
- *		session lock that is held now; the session row stays locked FOR KEY
- *		SHARE, so that nothing ends the lock before this transaction does.
+ *		session lock that is held now (the session row locked FOR KEY SHARE).
  *		False too when the token is no message lock at all.
  */
 bool
@@ -686,7 +771,7 @@ sbq_session_note_locked(const SbqSessionLock *lock)
 /*
  * sbq_storage_receive_session
  *		Lock up to max_messages of the session's messages in sequence order
- *		under lock (held FOR KEY SHARE by the caller) into tupstore.
+ *		under lock (held FOR NO KEY UPDATE by the caller) into tupstore.
  */
 SbqReceiveResult
 sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
@@ -764,7 +849,7 @@ sbq_storage_renew_session(const SbqQueue *queue, const pg_uuid_t *token,
 	SbqSessionLock lock;
 	Datum		values[2];
 
-	if (!sbq_session_lookup(&stmt_token_update, queue, token, &lock))
+	if (!sbq_session_lookup(&stmt_token_update, queue, token, &lock, NULL))
 		return false;
 	*locked_until = sbq_add_interval(GetCurrentTimestamp(), &queue->lock_duration);
 	values[0] = Int64GetDatum(lock.key);
@@ -790,7 +875,7 @@ sbq_storage_session_state(const SbqQueue *queue, const pg_uuid_t *token, bool se
 	Datum		d;
 
 	if (!sbq_session_lookup(set ? &stmt_token_update : &stmt_token_share, queue, token,
-							&lock))
+							&lock, NULL))
 		return false;
 	values[0] = Int64GetDatum(lock.key);
 	if (set)
@@ -818,24 +903,21 @@ sbq_storage_session_state(const SbqQueue *queue, const pg_uuid_t *token, bool se
 /*
  * sbq_storage_release_session
  *		End the session lock of token: its message locks are released and
- *		their deliveries not counted. False when the lock is lost.
+ *		their deliveries not counted. False when the lock is lost. Waits for
+ *		the holder's calls in flight, not for senders.
  */
 bool
 sbq_storage_release_session(const SbqQueue *queue, const pg_uuid_t *token)
 {
 	SbqSessionLock lock;
-	Datum		values[3];
 	SbqSessionRow s;
+	Datum		key;
 
-	if (!sbq_session_lookup(&stmt_token_exclusive, queue, token, &lock))
+	if (!sbq_session_lookup(&stmt_token_update, queue, token, &lock, &s))
 		return false;
-	/* the row again, whole, under its lock */
-	values[0] = Int32GetDatum(queue->queue_id);
-	values[1] = CStringGetTextDatum(lock.session_id);
-	if (sbq_exec_latest(&stmt_for_accept, values, NULL) != 1)
-		return false;
-	sbq_session_row(0, &s);
-	(void) sbq_session_end_lock(queue, &s, true);
+	key = Int64GetDatum(s.key);
+	(void) sbq_session_end_lock(queue, &s, true,
+								sbq_exec_latest(&stmt_alone, &key, NULL) == 1);
 	return true;
 }
 
@@ -893,4 +975,23 @@ sbq_storage_list_sessions(const SbqQueue *queue, Tuplestorestate *tupstore,
 			values[col] = sbq_col(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
 	}
+}
+
+/*
+ * sbq_session_purged
+ *		After the messages of a session queue were purged: its sessions that
+ *		were waiting in line with nothing left leave it (and go, when they
+ *		have no state), so that accept-next does not walk them.
+ */
+void
+sbq_session_purged(const SbqQueue *queue)
+{
+	Datum		values[2];
+	bool		isnull;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	(void) sbq_exec_latest(&stmt_purged_ready, values, NULL);
+	values[1] = sbq_col(0, 1, &isnull);
+	(void) sbq_exec_latest(&stmt_purged_not_ready, values, NULL);
+	(void) sbq_exec_latest(&stmt_purged_forget, values, NULL);
 }

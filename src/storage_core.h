@@ -172,6 +172,7 @@ extern void sbq_queue_cache_changed(void);
 
 /* session.c */
 extern void sbq_session_note_sent(const SbqQueue *queue, Datum session_id, int64 seq);
+extern void sbq_session_purged(const SbqQueue *queue);
 extern int	sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 								   int64 *dead_lettered);
 
