@@ -2,7 +2,7 @@
 -- Sleeps: 0.3 s + 1.1 s + 5.2 s. Lock checks use the wall clock, so session locks
 -- expire inside this transaction.
 BEGIN;
-SELECT plan(64);
+SELECT plan(67);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('s9', lock_duration => '5 seconds', requires_session => true);
@@ -12,6 +12,10 @@ DO $$ BEGIN
                              dead_lettering_on_message_expiration => true);
     PERFORM sbq_create_queue('s9_small', requires_session => true, max_message_size => 16);
     PERFORM sbq_create_queue('s9_plain');
+    PERFORM sbq_create_queue('s9_sched', requires_session => true);
+    PERFORM sbq_send('s9_sched', 'later', session_id => 'sch',
+                     scheduled_enqueue_time => clock_timestamp() + interval '1 second');
+    PERFORM sbq_create_queue('s9_purge', requires_session => true);
     -- t1 expires during the sleeps below
     PERFORM sbq_send('s9_ttl', 't1', session_id => 't', message_id => 't1', time_to_live => '1 second');
     PERFORM sbq_send('s9_ttl', 't2', session_id => 't', message_id => 't2');
@@ -213,6 +217,21 @@ SELECT is((SELECT array_agg(message_id) FROM sbq_receive_session('s9_ttl', (SELE
     ARRAY['t2'], 'TTL in sessions: a message past its time to live is not handed out');
 SELECT is((SELECT array_agg(message_id || ':' || dead_letter_reason) FROM sbq_peek('s9_ttl/$deadletterqueue', 10)),
     ARRAY['t1:TTLExpiredException'], 'TTL in sessions: it is dead-lettered as the queue says');
+
+-- scheduled messages join their session when due: accept-next finds it without maintenance
+SELECT is((SELECT session_id FROM sbq_accept_session('s9_sched')), 'sch',
+    'R9.4: accept-next finds a session whose only message was scheduled and came due');
+
+-- a purge takes the sessions it emptied out of accept-next's line
+DO $$ BEGIN
+    PERFORM sbq_send('s9_purge', 'x', session_id => 'p' || g) FROM generate_series(1, 1200) g;
+    PERFORM sbq_purge_queue('s9_purge');
+    PERFORM sbq_send('s9_purge', 'live', session_id => 'LIVE');
+END $$;
+SELECT is((SELECT session_id FROM sbq_accept_session('s9_purge')), 'LIVE',
+    'R9.4: after a purge of 1,200 sessions, accept-next finds the live one at once');
+SELECT is((SELECT count(*) FROM sbq_list_sessions('s9_purge')), 1::bigint,
+    'R9.3: the sessions a purge emptied no longer exist');
 
 -- bad input: SQLSTATE, nothing changed
 SELECT throws_ok($$SELECT * FROM sbq_receive_session('s9', gen_random_uuid())$$, 'SB004', NULL,

@@ -8,8 +8,7 @@
 # call, the message lock tokens taken under it are SB002, and the session is
 # accepted again by name at once (lock_duration is 60 s here, so no expiry
 # can explain it), its messages received again in sequence order. Maintenance
-# and accept-next find such a session once its old lock's time has passed (as
-# the README says; in a queue with lock_duration 5 s here).
+# and accept-next find such a session at once (one held with 5 minutes left).
 #
 # The same holds for a crash that the postmaster survives (a backend killed
 # with SIGKILL, then crash recovery with restart_after_crash): a session lock
@@ -53,6 +52,8 @@ $node->safe_psql('postgres', q{
 	SELECT sbq_create_queue('sh', requires_session => true, lock_duration => '5 s');
 	SELECT sbq_send('sh', 'h1', session_id => 'H');
 	SELECT sbq_send('sh', 'h2', session_id => 'H');
+	SELECT sbq_create_queue('sl', requires_session => true, lock_duration => '5 minutes');
+	SELECT sbq_send('sl', 'l1', session_id => 'L');
 });
 
 sub sql
@@ -99,6 +100,7 @@ is(receive('A_old', 3), 'a1:1 a2:1 a3:1', 'A: the first three in order');
 is(receive('B_old', 1), 'b1:1', 'B: its first');
 is(accept_as('H_old', 'H', 'sh'), 'ok', 'H accepted (lock_duration 5 s)');
 is(receive('H_old', 1, 'sh'), 'h1:1', 'H: its first');
+is(accept_as('L_old', 'L', 'sl'), 'ok', 'L accepted (lock_duration 5 minutes)');
 is(sql(q{SELECT try($$SELECT sbq_complete('sq', tok('a1'))$$)}), 'ok', 'a1 completed');
 sql(q{SELECT sbq_set_session_state('sq', tok('A_old'), 'committed state'::bytea)});
 
@@ -161,6 +163,10 @@ is(accept_as('B_new', 'B'), 'ok', 'B is accepted by name at once');
 is(receive('B_new', 10), 'b1:2 b2:1', 'B\'s messages come again in order');
 is(sql(q{SELECT sbq_complete('sq', ARRAY[tok('b1'), tok('b2')])}), '2', 'and complete');
 is(messages(), '', 'nothing is left');
+
+### L: accept-next finds it at once, its lost lock had minutes to run
+is(sql(q{SELECT session_id FROM sbq_accept_session('sl')}), 'L',
+	'accept-next returns L at once after the crash (its old lock had 5 minutes to run)');
 
 ### H: maintenance ends its lost lock once that lock's time has passed (or
 ### sooner), and then accept-next finds it at once
