@@ -125,12 +125,17 @@ static SbqStatement stmt_alone = {"session row alone", 1, {INT8OID},
  * or was taken in other shared memory (before a crash or a restart), by
  * sessions_held_idx: three ranges of it, none over a lock that holds.
  */
+#define HELD_RANGE(cond) \
+	"(SELECT h.session_key FROM sbq.sessions h" \
+	"  WHERE h.queue_id = $1 AND h.session_token IS NOT NULL AND " cond " LIMIT $3)"
 static SbqStatement stmt_expired = {"expired sessions", 4, {INT4OID, TIMESTAMPTZOID, INT4OID,
 		TIMESTAMPTZOID},
 	"SELECT " SESSION_COLS " FROM sbq.sessions s"
-	" WHERE s.queue_id = $1 AND s.session_token IS NOT NULL"
-	"   AND ((s.locked_boot = $4 AND s.locked_until <= $2)"
-	"        OR s.locked_boot < $4 OR s.locked_boot > $4)"
+	" WHERE s.session_key = ANY(ARRAY("
+	HELD_RANGE("h.locked_boot = $4 AND h.locked_until <= $2")
+	" UNION ALL " HELD_RANGE("h.locked_boot < $4")
+	" UNION ALL " HELD_RANGE("h.locked_boot > $4") "))"
+	"   AND s.session_token IS NOT NULL"
 	" LIMIT $3 FOR UPDATE SKIP LOCKED"
 };
 
