@@ -693,10 +693,11 @@ sbq_complete_many(PG_FUNCTION_ARGS)
 		PG_RETURN_INT32(0);
 	}
 
-	for (i = 0; i < ntokens; i++)
+	if (queue.requires_session && addr.subqueue == SBQ_SUBQUEUE_MAIN)
 	{
-		CHECK_FOR_INTERRUPTS();
-		sbq_session_guard(&queue, &addr, DatumGetUUIDP(tokens[i]));
+		i = sbq_storage_session_guard_many(&queue, tokens, ntokens);
+		if (i >= 0)
+			sbq_session_guard(&queue, &addr, DatumGetUUIDP(tokens[i]));
 	}
 	settled = palloc(sizeof(bool) * ntokens);
 	n = sbq_storage_complete_many(&queue, addr.subqueue, tokens, ntokens, settled);

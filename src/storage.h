@@ -107,6 +107,7 @@ extern SbqAcceptResult sbq_storage_accept_session(const SbqQueue *queue, text *s
 extern bool sbq_storage_session_held(const SbqQueue *queue, const pg_uuid_t *token,
 									 SbqSessionLock *out);
 extern bool sbq_storage_session_guard(const SbqQueue *queue, const pg_uuid_t *token);
+extern int	sbq_storage_session_guard_many(const SbqQueue *queue, Datum *tokens, int ntokens);
 extern SbqReceiveResult sbq_storage_receive_session(const SbqQueue *queue,
 													const SbqSessionLock *lock,
 													int max_messages,
