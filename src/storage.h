@@ -16,6 +16,7 @@
  *					sweep of expired ones
  *	settle.c		complete, abandon, defer, dead-letter, renew
  *	session.c		sessions: accept, receive, renew, state, release, expiry
+ *	session_ready.c	what sends and purges do to sessions, the list of sessions
  *	maintain.c		one maintenance pass over a database
  * Their shared machinery (statements, the section, counters) is in
  * storage_core.h, for those files only.
