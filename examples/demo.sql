@@ -111,6 +111,25 @@ SELECT sbqueue.sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment
        sbqueue.sbq_send('demo/payments', 'charge 10 EUR', message_id => 'payment-1') AS retried_send;
 SELECT count(*) AS stored FROM sbqueue.sbq_peek('demo/payments', 10);
 
+\echo '--- sessions: FIFO per order, one holder at a time, and state kept between holders'
+SELECT queue, requires_session
+  FROM sbqueue.sbq_create_queue('demo/order-steps', requires_session => true);
+SELECT sbqueue.sbq_send('demo/order-steps', step, session_id => order_id)
+  FROM (VALUES ('order-1', 'paid'), ('order-2', 'paid'), ('order-1', 'packed'),
+               ('order-1', 'shipped'), ('order-2', 'packed')) v(order_id, step);
+SELECT session_id, available_count FROM sbqueue.sbq_list_sessions('demo/order-steps');
+-- a worker takes the next session (the one whose oldest message is oldest) ...
+SELECT session_id, session_token FROM sbqueue.sbq_accept_session('demo/order-steps') \gset
+-- ... and gets its messages in order, nobody else can take order-1 meanwhile
+CREATE TEMP TABLE steps AS
+  SELECT * FROM sbqueue.sbq_receive_session('demo/order-steps', :'session_token', 10);
+SELECT sequence_number, convert_from(body, 'UTF8') AS step FROM steps ORDER BY sequence_number;
+SELECT sbqueue.sbq_complete('demo/order-steps', array_agg(lock_token)) AS completed FROM steps;
+SELECT sbqueue.sbq_set_session_state('demo/order-steps', :'session_token', convert_to('shipped', 'UTF8'));
+SELECT sbqueue.sbq_release_session('demo/order-steps', :'session_token');
+SELECT session_id, has_state, available_count, locked_until IS NOT NULL AS held
+  FROM sbqueue.sbq_list_sessions('demo/order-steps');
+
 \echo '--- what happened, counted'
 SELECT queue, active_count, locked_count, dead_letter_count, sent, received, completed,
        abandoned, dead_lettered
