@@ -141,7 +141,9 @@ static SbqStatement stmt_alone = {"session row alone", 1, {INT8OID},
 /*
  * $1 queue, $2 now, $3 limit, $4 boot: held sessions whose lock has run out,
  * or was taken in other shared memory (before a crash or a restart), by
- * sessions_held_idx: three ranges of it, none over a lock that holds.
+ * sessions_held_idx: three ranges of it, none over a lock that holds. The
+ * ranges are read with the statement's snapshot: the condition is asked
+ * again of the row as it is when locked (a session taken since is held).
  */
 #define HELD_RANGE(cond) \
 	"(SELECT h.session_key FROM sbq.sessions h" \
@@ -154,6 +156,7 @@ static SbqStatement stmt_expired = {"expired sessions", 4, {INT4OID, TIMESTAMPTZ
 	" UNION ALL " HELD_RANGE("h.locked_boot < $4")
 	" UNION ALL " HELD_RANGE("h.locked_boot > $4") "))"
 	"   AND s.session_token IS NOT NULL"
+	"   AND (s.locked_boot IS DISTINCT FROM $4 OR s.locked_until <= $2)"
 	" LIMIT $3 FOR UPDATE SKIP LOCKED"
 };
 
@@ -504,6 +507,7 @@ sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 	uint64		n;
 	uint64		i;
 	SbqSessionRow *rows;
+	int			ended = 0;
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(now);
@@ -518,10 +522,14 @@ sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 	for (i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		/* taken again since the look (the row as locked says so): not ours */
+		if (sbq_session_row_held(&rows[i]))
+			continue;
 		*dead_lettered += sbq_session_end_lock(queue, &rows[i], false, true);
+		ended++;
 	}
 	pfree(rows);
-	return (int) n;
+	return ended;
 }
 
 /* How many candidates one accept-next looks at before it gives up this round. */
