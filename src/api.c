@@ -428,6 +428,42 @@ sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno)
 	return n;
 }
 
+/* The max_wait argument in microseconds (saturating), 22023 when negative. */
+int64
+sbq_max_wait_arg(FunctionCallInfo fcinfo, int argno, TimestampTz *deadline)
+{
+	int64		wait_us;
+
+	sbq_require_arg(fcinfo, argno, "max_wait");
+	wait_us = sbq_interval_usecs(PG_GETARG_INTERVAL_P(argno));
+	if (wait_us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_wait must be zero or a finite positive interval")));
+	if (pg_add_s64_overflow(GetCurrentTimestamp(), wait_us, deadline))
+		*deadline = PG_INT64_MAX;
+	return wait_us;
+}
+
+/*
+ * sbq_wait_more
+ *		After a look that found nothing: sleep until a commit on the queue,
+ *		the poll interval or the deadline, and say whether to look again.
+ */
+bool
+sbq_wait_more(int64 wait_us, TimestampTz deadline)
+{
+	TimestampTz now;
+
+	if (wait_us == 0 || IsolationUsesXactSnapshot())
+		return false;
+	now = GetCurrentTimestamp();
+	if (now >= deadline)
+		return false;
+	sbq_wait_sleep(Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval));
+	return true;
+}
+
 /*
  * sbq_receive
  *		(queue or its DLQ, max_messages, max_wait, receive_mode): leases, or
@@ -455,13 +491,8 @@ sbq_receive(PG_FUNCTION_ARGS)
 
 	sbq_queue_address(fcinfo, true, &addr);
 	max_messages = sbq_max_messages_arg(fcinfo, 1);
-	sbq_require_arg(fcinfo, 2, "max_wait");
 	/* saturates: a wait longer than time can hold waits until cancelled */
-	wait_us = sbq_interval_usecs(PG_GETARG_INTERVAL_P(2));
-	if (wait_us < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_wait must be zero or a finite positive interval")));
+	wait_us = sbq_max_wait_arg(fcinfo, 2, &deadline);
 	sbq_require_arg(fcinfo, 3, "receive_mode");
 	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	if (strcmp(mode_name, "peek_lock") == 0)
@@ -476,9 +507,6 @@ sbq_receive(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sbq_receive()");
 
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	/* a wait past the end of time waits until then, not at all */
-	if (pg_add_s64_overflow(GetCurrentTimestamp(), wait_us, &deadline))
-		deadline = PG_INT64_MAX;
 
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
@@ -486,8 +514,6 @@ sbq_receive(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		SbqReceiveResult r;
-		TimestampTz now;
-		long		sleep_ms;
 
 		/* after a sleep: the queue and the caller's right again (a revoke, a delete) */
 		if (looked)
@@ -498,13 +524,8 @@ sbq_receive(PG_FUNCTION_ARGS)
 			sbq_wait_prepare(queue.queue_id);
 		r = sbq_storage_receive(&queue, addr.subqueue, max_messages, mode,
 								tupstore, tupdesc);
-		if (r.delivered > 0 || wait_us == 0 || IsolationUsesXactSnapshot())
+		if (r.delivered > 0 || !sbq_wait_more(wait_us, deadline))
 			break;
-		now = GetCurrentTimestamp();
-		if (now >= deadline)
-			break;
-		sleep_ms = Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval);
-		sbq_wait_sleep(sleep_ms);
 	}
 	if (wait_us > 0)
 		sbq_wait_cancel();

@@ -96,42 +96,6 @@ sbq_session_token_arg(FunctionCallInfo fcinfo, int argno)
 	return PG_GETARG_UUID_P(argno);
 }
 
-/* The max_wait argument in microseconds (saturating), 22023 when negative. */
-static int64
-sbq_max_wait_arg(FunctionCallInfo fcinfo, int argno, TimestampTz *deadline)
-{
-	int64		wait_us;
-
-	sbq_require_arg(fcinfo, argno, "max_wait");
-	wait_us = sbq_interval_usecs(PG_GETARG_INTERVAL_P(argno));
-	if (wait_us < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_wait must be zero or a finite positive interval")));
-	if (pg_add_s64_overflow(GetCurrentTimestamp(), wait_us, deadline))
-		*deadline = PG_INT64_MAX;
-	return wait_us;
-}
-
-/*
- * sbq_wait_more
- *		After a look that found nothing: sleep until a commit on the queue,
- *		the poll interval or the deadline, and say whether to look again.
- */
-static bool
-sbq_wait_more(int64 wait_us, TimestampTz deadline)
-{
-	TimestampTz now;
-
-	if (wait_us == 0 || IsolationUsesXactSnapshot())
-		return false;
-	now = GetCurrentTimestamp();
-	if (now >= deadline)
-		return false;
-	sbq_wait_sleep(Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval));
-	return true;
-}
-
 /*
  * sbq_accept_session
  *		(queue, session_id or NULL for the next, max_wait): lock a session.

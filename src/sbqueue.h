@@ -168,6 +168,8 @@ extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 extern int	sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno);
 extern Datum *sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *argname,
 								const char *why, int *n);
+extern int64 sbq_max_wait_arg(FunctionCallInfo fcinfo, int argno, TimestampTz *deadline);
+extern bool sbq_wait_more(int64 wait_us, TimestampTz deadline);
 extern void sbq_refuse_sessionless(const SbqQueue *queue, const SbqAddress *addr,
 								   const char *use);
 extern void sbq_session_lock_lost(const SbqQueue *queue, const pg_uuid_t *token);
