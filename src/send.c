@@ -405,20 +405,29 @@ typedef struct SbqJoined
 	int64		seq;
 } SbqJoined;
 
-/* by session id (bytes), then sequence number */
+/* two session ids, by their bytes */
+static int
+sbq_cmp_session_id(const text *x, const text *y)
+{
+	int			lx = VARSIZE_ANY_EXHDR(x);
+	int			ly = VARSIZE_ANY_EXHDR(y);
+	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(lx, ly));
+
+	if (c != 0)
+		return c;
+	return (lx > ly) - (lx < ly);
+}
+
+/* by session id, then sequence number */
 static int
 sbq_cmp_joined(const void *a, const void *b)
 {
 	const SbqJoined *x = a;
 	const SbqJoined *y = b;
-	int			lx = VARSIZE_ANY_EXHDR(x->session_id);
-	int			ly = VARSIZE_ANY_EXHDR(y->session_id);
-	int			c = memcmp(VARDATA_ANY(x->session_id), VARDATA_ANY(y->session_id), Min(lx, ly));
+	int			c = sbq_cmp_session_id(x->session_id, y->session_id);
 
 	if (c != 0)
 		return c;
-	if (lx != ly)
-		return lx < ly ? -1 : 1;
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
@@ -454,8 +463,7 @@ sbq_note_sessions(const SbqQueue *queue, uint64 n, int seq_col, int sid_col)
 	{
 		CHECK_FOR_INTERRUPTS();
 		/* the lowest of a session comes first */
-		if (i > 0 && sbq_cmp_joined(&(SbqJoined) {joined[i].session_id, 0},
-									&(SbqJoined) {joined[i - 1].session_id, 0}) == 0)
+		if (i > 0 && sbq_cmp_session_id(joined[i].session_id, joined[i - 1].session_id) == 0)
 			continue;
 		sbq_session_note_sent(queue, PointerGetDatum(joined[i].session_id), joined[i].seq);
 	}

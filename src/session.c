@@ -104,16 +104,6 @@ static SbqStatement stmt_token_update = {"session of a token, to change", 4,
 	SESSION_OF_TOKEN " FOR NO KEY UPDATE"
 };
 
-/* the session lock a message lock lives under: $1 seq, $2 queue, $3 token, $4 boot */
-static SbqStatement stmt_message_session = {"session of a message lock", 4,
-	{INT8OID, INT4OID, UUIDOID, TIMESTAMPTZOID},
-	"SELECT s.locked_until FROM sbq.messages m"
-	"  JOIN sbq.sessions s ON s.queue_id = m.queue_id AND s.session_id = m.session_id"
-	" WHERE m.sequence_number = $1 AND m.queue_id = $2 AND m.lock_token = $3"
-	"   AND s.session_token IS NOT NULL AND s.locked_boot = $4"
-	" FOR KEY SHARE OF s"
-};
-
 /* $1 queue, $2 session id */
 static SbqStatement stmt_for_accept = {"session to accept", 2, {INT4OID, TEXTOID},
 	"SELECT " SESSION_COLS " FROM sbq.sessions s"
@@ -684,18 +674,9 @@ sbq_storage_session_held(const SbqQueue *queue, const pg_uuid_t *token, SbqSessi
 bool
 sbq_storage_session_guard(const SbqQueue *queue, const pg_uuid_t *token)
 {
-	Datum		values[4];
-	bool		isnull;
-	Datum		until;
+	Datum		tokens[1] = {UUIDPGetDatum(token)};
 
-	values[0] = Int64GetDatum(sbq_token_sequence(token));
-	values[1] = Int32GetDatum(queue->queue_id);
-	values[2] = UUIDPGetDatum(token);
-	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
-	if (sbq_exec_latest(&stmt_message_session, values, NULL) != 1)
-		return false;
-	until = sbq_col(0, 1, &isnull);
-	return !isnull && DatumGetTimestampTz(until) > GetCurrentTimestamp();
+	return sbq_storage_session_guard_many(queue, tokens, 1) < 0;
 }
 
 /*
