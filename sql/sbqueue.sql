@@ -245,14 +245,16 @@ SELECT pg_catalog.pg_extension_config_dump('sbq.duplicate_ids', '');
  * Sessions of the queues that require them (src/session.c): one row per
  * session that has messages, state or a holder. session_key numbers the row;
  * a session token carries it (as a lock token carries its message's sequence
- * number). A session is held while session_token is set, locked_until has
- * not passed and locked_boot is sbq.session_boot(), when the running server
- * made its shared memory (a crash or a restart loses every session lock). ready_seq is set while the
- * session may have available messages and nobody holds it: accepting the
- * next session walks sessions_ready_idx, so it never meets held or emptied
- * sessions. lock_min and lock_max bound the sequence numbers the holder has
- * locked, where a release or an expiry looks for its message locks. state is
- * the session state the holder keeps (NULL: none).
+ * number). With sbqueue preloaded, a session's lock lives in shared memory
+ * (src/session_mem.c) and its row only says who the session is. Without it,
+ * a session is held while session_token is set, locked_until has not passed
+ * and locked_boot is sbq.session_boot(), when the running server made its
+ * shared memory (a crash or a restart loses every session lock); lock_min
+ * and lock_max bound the sequence numbers the holder has locked, where a
+ * release or an expiry looks for its message locks. ready_seq puts the
+ * session in line for accept-next (sessions_ready_idx) while it may have
+ * available messages. state is the session state the holder keeps (NULL:
+ * none).
  */
 CREATE SEQUENCE sbq.session_seq AS bigint;
 CREATE TABLE sbq.sessions (
@@ -291,6 +293,13 @@ SELECT pg_catalog.pg_extension_config_dump('sbq.session_seq', '');
 CREATE FUNCTION sbq.session_boot() RETURNS timestamptz
     AS 'MODULE_PATHNAME', 'sbq_session_boot_sql'
     LANGUAGE C VOLATILE PARALLEL SAFE;
+/*
+ * The expiry of the lock of the session session_key when it is kept in shared
+ * memory (src/session_mem.c, 0.8 on; NULL: none there), for sbq_queue_stats.
+ */
+CREATE FUNCTION sbq.session_until(bigint) RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'sbq_session_until_sql'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE TYPE sbq_queue_properties AS (
     queue text,
@@ -758,9 +767,10 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
      CROSS JOIN LATERAL (
            SELECT pg_catalog.count(*) AS session_count,
                   pg_catalog.count(*) FILTER (
-                      WHERE se.session_token IS NOT NULL
-                        AND se.locked_until OPERATOR(pg_catalog.>) clk.t
-                        AND se.locked_boot OPERATOR(pg_catalog.=) sbq.session_boot()
+                      WHERE (se.session_token IS NOT NULL
+                             AND se.locked_until OPERATOR(pg_catalog.>) clk.t
+                             AND se.locked_boot OPERATOR(pg_catalog.=) sbq.session_boot())
+                         OR sbq.session_until(se.session_key) OPERATOR(pg_catalog.>) clk.t
                   ) AS locked_session_count
              FROM sbq.sessions se
             WHERE se.queue_id OPERATOR(pg_catalog.=) q.queue_id

@@ -108,6 +108,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -128,6 +129,7 @@ PG_FUNCTION_INFO_V1(sbq_lease_slot_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_until_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_count_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_pending_sql);
+PG_FUNCTION_INFO_V1(sbq_session_until_sql);
 
 #define SBQ_LEASE_PARTITIONS	16
 #define SBQ_LEASE_TRANCHE		"sbqueue leases"
@@ -164,6 +166,9 @@ typedef struct SbqLease
 	int32		delivery_count; /* the delivery this lease is for */
 	TimestampTz locked_until;
 	pg_uuid_t	token;
+	int64		session_key;	/* a message's lease under a session lock: its key */
+	int64		lo;				/* a session lock (SBQ_SUBQUEUE_SESSION): the */
+	int64		hi;				/* sequence numbers locked under it, or 0 and 0 */
 } SbqLease;
 
 /* A database's share of the table. */
@@ -849,6 +854,9 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 	entry->delivery_count = 0;
 	entry->locked_until = 0;
 	memset(&entry->token, 0, sizeof(pg_uuid_t));
+	entry->session_key = 0;
+	entry->lo = 0;
+	entry->hi = 0;
 	LWLockRelease(lock);
 	return SBQ_CLAIM_OK;
 }
@@ -873,15 +881,20 @@ sbq_lease_mine(int64 seq, SbqLeaseKey *key, uint32 *hash, LWLock **lock)
 	return entry;
 }
 
-/* Give a claim its lock: token, expiry and delivery count. */
+/*
+ * Give a claim its lock: token, expiry and delivery count; session_key is
+ * the session whose lock a message's lease lives under (0: none).
+ */
 void
-sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until, int32 delivery_count)
+sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until, int32 delivery_count,
+				int64 session_key)
 {
 	SbqLeaseKey key;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry = sbq_lease_mine(seq, &key, &hash, &lock);
 
+	entry->session_key = session_key;
 	entry->token = *token;
 	entry->has_token = true;
 	entry->locked_until = until;
@@ -1047,6 +1060,255 @@ sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
 	return ok;
 }
 
+/* ---------------------------------------------------------------- sessions */
+
+/*
+ * A session lock is an entry of this table too (SBQ_SUBQUEUE_SESSION), keyed
+ * by the negated key of its session's row, so that it never meets a
+ * message's. It is taken (sbq_lease_claim, sbq_lease_grant), renewed and
+ * ended (sbq_lease_settle) as a message's lease is; lo and hi are the range
+ * of sequence numbers locked under it. The leases of its messages carry its
+ * key (session_key) and the same expiry: renewing the session lock renews
+ * them, and ending it ends them, in one transaction (session_mem.c), so a
+ * session lock that expires lets its messages' leases expire with it and be
+ * counted as deliveries, as a message lock's expiry is.
+ */
+
+/*
+ * sbq_lease_session
+ *		Whether the session lock of key (with token, when not NULL) is held
+ *		now: committed, or taken by this transaction; one another transaction
+ *		is ending counts until it commits. Its expiry and range into *out.
+ */
+bool
+sbq_lease_session(int64 key, const pg_uuid_t *token, int32 queue_id, TimestampTz now,
+				  SbqSessionLease *out)
+{
+	SbqLeaseKey lkey;
+	uint32		hash;
+	LWLock	   *lock;
+	SbqLease   *entry;
+	bool		held = false;
+
+	if (sbq_lease_hash == NULL)
+		return false;
+	lock = sbq_lease_locate(-key, &lkey, &hash);
+	LWLockAcquire(lock, LW_SHARED);
+	entry = sbq_lease_find(&lkey, hash);
+	if (entry != NULL && entry->has_token && entry->subqueue == SBQ_SUBQUEUE_SESSION &&
+		entry->queue_id == queue_id && entry->locked_until > now &&
+		(token == NULL || memcmp(entry->token.data, token->data, UUID_LEN) == 0))
+	{
+		if (entry->owner == sbq_my_proc())
+			held = entry->state == SBQ_LEASE_CLAIMED;
+		else
+			held = entry->state != SBQ_LEASE_CLAIMED;
+		if (held && out != NULL)
+		{
+			out->token = entry->token;
+			out->locked_until = entry->locked_until;
+			out->lo = entry->lo;
+			out->hi = entry->hi;
+		}
+	}
+	LWLockRelease(lock);
+	return held;
+}
+
+/* Widen the range of sequence numbers locked under the session lock of key. */
+void
+sbq_lease_session_widen(int64 key, int64 lo, int64 hi)
+{
+	SbqLeaseKey lkey;
+	uint32		hash;
+	LWLock	   *lock = sbq_lease_locate(-key, &lkey, &hash);
+	SbqLease   *entry;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	entry = sbq_lease_find(&lkey, hash);
+	if (entry != NULL && entry->subqueue == SBQ_SUBQUEUE_SESSION)
+	{
+		entry->lo = entry->lo == 0 ? lo : Min(entry->lo, lo);
+		entry->hi = Max(entry->hi, hi);
+	}
+	LWLockRelease(lock);
+}
+
+/*
+ * sbq_lease_session_of
+ *		The session key of the valid lease of token on message seq (one this
+ *		transaction has not settled): 0 when it lives under no session lock,
+ *		-1 when there is no such lease.
+ */
+int64
+sbq_lease_session_of(int64 seq, const pg_uuid_t *token, int32 queue_id, TimestampTz now)
+{
+	SbqLeaseKey key;
+	uint32		hash;
+	LWLock	   *lock;
+	SbqLease   *entry;
+	int64		session = -1;
+
+	if (sbq_lease_hash == NULL)
+		return -1;
+	lock = sbq_lease_locate(seq, &key, &hash);
+	LWLockAcquire(lock, LW_SHARED);
+	entry = sbq_lease_find(&key, hash);
+	if (entry != NULL && sbq_lease_matches(entry, token, queue_id, SBQ_SUBQUEUE_MAIN, now) &&
+		(entry->owner == sbq_my_proc() ? entry->state == SBQ_LEASE_CLAIMED :
+		 entry->state != SBQ_LEASE_CLAIMED))
+		session = entry->session_key;
+	LWLockRelease(lock);
+	return session;
+}
+
+/*
+ * sbq_lease_in_session
+ *		Whether seq's entry is a valid lease under the session lock of key,
+ *		committed or this transaction's (a receive passes over those).
+ */
+bool
+sbq_lease_in_session(int64 seq, int64 key, TimestampTz now)
+{
+	SbqLeaseKey lkey;
+	uint32		hash;
+	LWLock	   *lock;
+	SbqLease   *entry;
+	bool		in = false;
+
+	lock = sbq_lease_locate(seq, &lkey, &hash);
+	LWLockAcquire(lock, LW_SHARED);
+	entry = sbq_lease_find(&lkey, hash);
+	if (entry != NULL && entry->has_token && entry->session_key == key &&
+		entry->locked_until > now &&
+		(entry->state == SBQ_LEASE_HELD ||
+		 (entry->state == SBQ_LEASE_CLAIMED && entry->owner == sbq_my_proc())))
+		in = true;
+	LWLockRelease(lock);
+	return in;
+}
+
+/*
+ * sbq_lease_group
+ *		End (until 0) or renew (to until) the valid lease of message seq under
+ *		the session lock of key, for this transaction: an ended one goes at
+ *		commit without its delivery being counted (the row keeps its count).
+ *		SBQ_GROUP_WAIT: another transaction is settling or taking it (wait
+ *		for it, then ask again).
+ */
+SbqGroupResult
+sbq_lease_group(int64 seq, int64 key, TimestampTz now, TimestampTz until)
+{
+	SbqLeaseKey lkey;
+	uint32		hash;
+	LWLock	   *lock;
+	SbqLease   *entry;
+	SbqGroupResult r = SBQ_GROUP_NONE;
+
+	sbq_lease_reserve(1);
+	lock = sbq_lease_locate(seq, &lkey, &hash);
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	entry = sbq_lease_find(&lkey, hash);
+	if (entry == NULL || !entry->has_token || entry->session_key != key ||
+		entry->subqueue != SBQ_SUBQUEUE_MAIN || entry->locked_until <= now)
+		r = SBQ_GROUP_NONE;
+	else if (entry->state != SBQ_LEASE_HELD && entry->owner != sbq_my_proc())
+		r = SBQ_GROUP_WAIT;
+	else if (entry->state == SBQ_LEASE_SETTLING)
+		r = SBQ_GROUP_NONE;		/* this transaction settles it already */
+	else
+	{
+		SbqLeaseUndo *u = sbq_lease_record(&lkey, entry);
+
+		if (until == 0)
+		{
+			entry->state = SBQ_LEASE_SETTLING;
+			entry->has_token = false;
+			entry->owner = sbq_my_proc();
+		}
+		else if (entry->state == SBQ_LEASE_HELD)
+		{
+			u->renew = true;
+			u->renewed_until = until;
+			entry->locked_until = until;
+		}
+		else
+			entry->locked_until = until;
+		r = SBQ_GROUP_DONE;
+	}
+	LWLockRelease(lock);
+	return r;
+}
+
+/*
+ * sbq_lease_owner
+ *		Whether another transaction owns seq's entry (claims it, or settles
+ *		it): 1 with its *vxid, to wait for its end (VirtualXactLock); 2 when
+ *		it is ending now (ask again shortly); 0 when none does. The vxid is
+ *		read under the partition lock, which that transaction's commit needs
+ *		before it lets the entry go, so it is that transaction's.
+ */
+int
+sbq_lease_owner(int64 seq, VirtualTransactionId *vxid)
+{
+	SbqLeaseKey key;
+	uint32		hash;
+	LWLock	   *lock;
+	SbqLease   *entry;
+	int			r = 0;
+
+	lock = sbq_lease_locate(seq, &key, &hash);
+	LWLockAcquire(lock, LW_SHARED);
+	entry = sbq_lease_find(&key, hash);
+	if (entry != NULL && entry->state != SBQ_LEASE_HELD && entry->owner != sbq_my_proc() &&
+		entry->owner >= 0 && entry->owner < (int32) ProcGlobal->allProcCount)
+	{
+		GET_VXID_FROM_PGPROC(*vxid, ProcGlobal->allProcs[entry->owner]);
+		r = VirtualTransactionIdIsValid(*vxid) ? 1 : 2;
+	}
+	LWLockRelease(lock);
+	return r;
+}
+
+/*
+ * sbq_lease_take_sessions
+ *		Take up to max session locks of queue_id that have expired as markers
+ *		of this transaction: they go at its commit (the leases of their
+ *		messages expired with them, and the sweep ends those). Returns how
+ *		many.
+ */
+int
+sbq_lease_take_sessions(int32 queue_id, TimestampTz now, int max)
+{
+	HASH_SEQ_STATUS status;
+	SbqLease   *entry;
+	int			n = 0;
+
+	if (sbq_lease_hash == NULL || max <= 0)
+		return 0;
+	sbq_lease_reserve(max);
+	sbq_lease_lock_all(LW_EXCLUSIVE);
+	hash_seq_init(&status, sbq_lease_hash);
+	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != sbq_lease_epoch ||
+			entry->subqueue != SBQ_SUBQUEUE_SESSION || entry->queue_id != queue_id ||
+			entry->state != SBQ_LEASE_HELD || !sbq_lease_expired(entry, now))
+			continue;
+		sbq_lease_record(&entry->key, entry);
+		entry->state = SBQ_LEASE_SETTLING;
+		entry->has_token = false;
+		entry->owner = sbq_my_proc();
+		if (++n >= max)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+	}
+	sbq_lease_unlock_all();
+	return n;
+}
+
 /* ------------------------------------------------ durable paths, maintenance */
 
 /*
@@ -1145,10 +1407,16 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 			continue;
 		}
 		if (n + orphans >= max || !sbq_lease_expired(entry, now) ||
+			entry->subqueue == SBQ_SUBQUEUE_SESSION ||
 			entry->key.epoch != sbq_lease_epoch ||
 			(queue_id != 0 && entry->queue_id != queue_id))
 		{
-			/* it stays: keep the earliest expiry of what stays */
+			/*
+			 * It stays: keep the earliest expiry of what stays. An expired
+			 * session lock is not this scan's (sbq_lease_take_sessions).
+			 */
+			if (entry->subqueue == SBQ_SUBQUEUE_SESSION && sbq_lease_expired(entry, now))
+				continue;
 			if (entry->has_token && entry->locked_until < next)
 				next = entry->locked_until;
 			if (n + orphans >= max &&
@@ -1457,6 +1725,22 @@ sbq_lease_count_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * sbq.session_until(session_key): the expiry of the session's lock in shared
+ * memory (session_mem.c), NULL without one
+ */
+Datum
+sbq_session_until_sql(PG_FUNCTION_ARGS)
+{
+	SbqLease	lease;
+	int64		key = PG_GETARG_INT64(0);
+
+	if (key <= 0 || !sbq_lease_show(sbq_lease_show_epoch(), -key, &lease) ||
+		lease.subqueue != SBQ_SUBQUEUE_SESSION)
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ(lease.locked_until);
+}
+
+/*
  * sbq.lease_pending_received(queue_id): deliveries of the queue under a lease
  * that the "received" counter does not have yet (it gets them when the lease
  * ends: settled, or taken over after it expired).
@@ -1479,7 +1763,7 @@ sbq_lease_pending_sql(PG_FUNCTION_ARGS)
 	{
 		if (entry->key.dbid == MyDatabaseId && entry->key.epoch == epoch &&
 			entry->queue_id == queue_id && entry->has_token &&
-			!sbq_lease_settled_by_me(entry) &&
+			entry->subqueue != SBQ_SUBQUEUE_SESSION && !sbq_lease_settled_by_me(entry) &&
 			(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
 			n++;
 	}

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "storage/lock.h"
 #include "utils/uuid.h"
 
 /* sbqueue.memory_locks: whether peek-lock receives take leases */
@@ -68,7 +69,7 @@ extern void sbq_lease_at_commit(void);
 extern SbqClaimResult sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue,
 									  TimestampTz now, int32 *prev_count);
 extern void sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until,
-							int32 delivery_count);
+							int32 delivery_count, int64 session_key);
 extern void sbq_lease_make_marker(int64 seq);
 extern void sbq_lease_unclaim(int64 seq);
 
@@ -87,6 +88,33 @@ extern bool sbq_row_busy_infomask(TransactionId xmax, uint16 infomask);
 /* the first row of a leasing receive's scan */
 extern void sbq_lease_scan_start(void);
 extern int64 sbq_lease_scan_first(void);
+
+/* sessions: a session lock is an entry too, keyed by its session's -key */
+typedef struct SbqSessionLease
+{
+	pg_uuid_t	token;
+	TimestampTz locked_until;
+	int64		lo;				/* the sequence numbers locked under it, */
+	int64		hi;				/* or 0 and 0 */
+} SbqSessionLease;
+
+typedef enum SbqGroupResult
+{
+	SBQ_GROUP_DONE,				/* ended, or renewed */
+	SBQ_GROUP_NONE,				/* no valid lease of the session there */
+	SBQ_GROUP_WAIT				/* another transaction settles or takes it */
+} SbqGroupResult;
+
+extern bool sbq_lease_session(int64 key, const pg_uuid_t *token, int32 queue_id,
+							  TimestampTz now, SbqSessionLease *out);
+extern void sbq_lease_session_widen(int64 key, int64 lo, int64 hi);
+extern int64 sbq_lease_session_of(int64 seq, const pg_uuid_t *token, int32 queue_id,
+								  TimestampTz now);
+extern bool sbq_lease_in_session(int64 seq, int64 key, TimestampTz now);
+extern SbqGroupResult sbq_lease_group(int64 seq, int64 key, TimestampTz now,
+									  TimestampTz until);
+extern int	sbq_lease_take_sessions(int32 queue_id, TimestampTz now, int max);
+extern int	sbq_lease_owner(int64 seq, VirtualTransactionId *vxid);
 
 /* peek */
 extern bool sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * lease_receive.c
- *	  The peek-lock receive that locks in shared memory (lease.c), and the
- *	  sweep that ends expired leases.
+ *	  The peek-lock receive that locks in shared memory (lease.c), also
+ *	  under a session lock (session_mem.c).
  *
  * A leasing receive writes nothing for a plain delivery. In named phases:
  *	1. scan the head: read the first available messages of the queue from
@@ -20,11 +20,11 @@
  * When this database's share of the lease table (or the table) is full, the
  * rest of the receive locks in the message rows (receive.c).
  *
- * The sweep ends expired leases: it stores each one's delivery count in its
- * message, or dead-letters the message when that was its last allowed
- * delivery. Maintenance sweeps the whole database; a row-lock receive and a
- * resubmit sweep their queue first, since their statements skip messages
- * that have a lease entry.
+ * Under a session lock the scan reads the session's messages instead, in
+ * sequence order, passes over those the session lock already holds, and
+ * stops at the first it cannot take (order comes first); its leases carry the
+ * session's key and end with the session lock. The statements that write
+ * fates, and the sweep of expired leases, are in lease_sweep.c.
  *
  * Owns: nothing shared (the lease table is lease.c's). Locks: row locks of
  * its statements; lease.c's partition locks through its calls.
@@ -59,18 +59,6 @@
 /* How many times a receive rescans when others keep taking what it finds */
 #define SBQ_MAX_BUSY_ROUNDS		64
 
-/*
- * The (sequence number, count, row version) triples $1, $2, $3 of the lease
- * statements. A leasing receive passes the row versions its scan read: a
- * row that changed since (a settlement of an expired row lock that waited
- * for the row, say) is not written. The sweep passes none: it holds the
- * leases it ends, so nothing else can change those rows.
- */
-#define LEASE_TRIPLES \
-	"WITH c AS MATERIALIZED (" \
-	"  SELECT u.seq, u.cnt, u.tid" \
-	"    FROM unnest($1::int8[], $2::int4[], $3::tid[]) AS u(seq, cnt, tid)) "
-#define LEASE_ROW_AS_SEEN "(c.tid IS NULL OR m.ctid = c.tid)"
 
 /*
  * The head of the queue for a leasing receive: active messages that no lock
@@ -92,299 +80,39 @@ static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, IN
 	" LIMIT $4"
 };
 
+/*
+ * The head of a session for a leasing receive under its lock: its active
+ * messages in sequence order after $5, locked or not (a receive passes over
+ * its own leases, and stops at anything else: order comes first). The
+ * "locked" column is whether a lock is stored in the row.
+ * $1 queue, $2 session id, $3 now (unused), $4 limit, $5 after
+ */
+static SbqStatement stmt_session_candidates = {"session lease candidates", 5, {INT4OID,
+		TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID},
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+	"       m.ctid, m.lock_token IS NOT NULL, m.expires_at"
+	"  FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state = 0"
+	"   AND m.sequence_number > $5 AND $3 IS NOT NULL"
+	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
+	" LIMIT $4"
+};
+
+/* The deferred messages $5 of a session ($1 queue, $2 session id), not locked in rows. */
+static SbqStatement stmt_session_deferred = {"session deferred lease candidates", 5,
+	{INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+	"       m.ctid, false, m.expires_at"
+	"  FROM sbq.messages m"
+	" WHERE m.sequence_number = ANY($5) AND m.queue_id = $1 AND m.session_id = $2"
+	"   AND m.state = 1 AND m.lock_token IS NULL AND $3 IS NOT NULL"
+	" ORDER BY m.sequence_number LIMIT $4"
+};
+
 /* the columns of a candidate after sbq_message's */
 #define CANDIDATE_CTID		(SBQ_MESSAGE_NATTS + 1)
 #define CANDIDATE_LOCKED	(SBQ_MESSAGE_NATTS + 2)
 #define CANDIDATE_EXPIRES	(SBQ_MESSAGE_NATTS + 3)
-
-/* store the delivery counts of expired leases (or row locks) and free the rows */
-static SbqStatement stmt_lease_store = {"lease store", 4, {INT8ARRAYOID, INT4ARRAYOID,
-		TIDARRAYOID, INT4OID},
-	LEASE_TRIPLES
-	"UPDATE " SUBQUEUE_TABLE " m"
-	"   SET delivery_count = GREATEST(m.delivery_count, c.cnt),"
-	"       lock_token = NULL, locked_until = NULL"
-	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
-	"   AND m.queue_id = $4 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number"
-};
-
-/* $4 queue, $5 reason, $6 description, $7 source (the queue's name) */
-static SbqStatement stmt_lease_deadletter = {"lease dead-letter", 7, {INT8ARRAYOID,
-		INT4ARRAYOID, TIDARRAYOID, INT4OID, TEXTOID, TEXTOID, TEXTOID},
-	LEASE_TRIPLES
-	", d AS ("
-	"  DELETE FROM sbq.messages m USING c"
-	"   WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
-	"     AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	"  RETURNING m.*, c.cnt), "
-	" i AS (" DEAD_LETTER_INSERT("d", "GREATEST(d.delivery_count, d.cnt)", "$5", "$6", "$7")
-	") SELECT d.sequence_number FROM d",
-	.old_sql =
-	LEASE_TRIPLES
-	"UPDATE sbq.messages m"
-	"   SET subqueue = 1, state = 0, lock_token = NULL, locked_until = NULL,"
-	"       delivery_count = GREATEST(m.delivery_count, c.cnt),"
-	"       dead_letter_reason = $5, dead_letter_error_description = $6,"
-	"       dead_letter_source = $7"
-	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
-	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number"
-};
-
-static SbqStatement stmt_lease_drop = {"lease drop", 4, {INT8ARRAYOID, INT4ARRAYOID,
-		TIDARRAYOID, INT4OID},
-	LEASE_TRIPLES
-	"DELETE FROM sbq.messages m USING c"
-	" WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
-	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number"
-};
-
-static SbqStatement stmt_queues_exist = {"queues exist", 1, {INT4ARRAYOID},
-	"SELECT queue_id FROM sbq.queues WHERE queue_id = ANY($1)"
-};
-
-/*
- * sbq_lease_rows
- *		Run a lease statement on the table of a sub-queue over the triples
- *		(seqs[i], counts[i], tids[i]) (tids NULL: any row version) with
- *		further arguments extra[] (after $1, $2 and $3); returns how many
- *		rows it changed, and marks done[i] for those it returned (when done
- *		!= NULL).
- */
-static int
-sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 *counts,
-			   const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
-{
-	Datum		values[10];
-	bool		nulls[10] = {false};
-	uint64		rows;
-	uint64		r;
-	int			i;
-
-	if (n == 0)
-		return 0;
-	values[0] = sbq_int8_array(seqs, n);
-	values[1] = sbq_int4_array(counts, n);
-	if (tids != NULL)
-	{
-		Datum	   *d = palloc(sizeof(Datum) * n);
-
-		for (i = 0; i < n; i++)
-			d[i] = PointerGetDatum(&tids[i]);
-		values[2] = PointerGetDatum(construct_array(d, n, TIDOID, sizeof(ItemPointerData),
-													false, TYPALIGN_SHORT));
-	}
-	else
-	{
-		values[2] = (Datum) 0;
-		nulls[2] = true;
-	}
-	for (i = 0; i < nextra; i++)
-		values[3 + i] = extra[i];
-	rows = sbq_exec_in(st, subqueue, values, nulls);
-	if (done != NULL)
-	{
-		for (i = 0; i < n; i++)
-			done[i] = false;
-		for (r = 0; r < rows; r++)
-		{
-			bool		isnull;
-			int64		seq = DatumGetInt64(sbq_col(r, 1, &isnull));
-
-			CHECK_FOR_INTERRUPTS();
-			for (i = 0; i < n; i++)
-				if (seqs[i] == seq)
-					done[i] = true;
-		}
-	}
-	return (int) rows;
-}
-
-/* Move messages to the dead-letter sub-queue with their delivery counts. */
-static int
-sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs, const int32 *counts,
-						  const ItemPointerData *tids, int n, const char *reason,
-						  const char *description, bool *done)
-{
-	Datum		extra[4];
-
-	if (n == 0)
-		return 0;
-	extra[0] = Int32GetDatum(queue->queue_id);
-	extra[1] = CStringGetTextDatum(reason);
-	extra[2] = CStringGetTextDatum(description);
-	extra[3] = CStringGetTextDatum(queue->name);
-	return sbq_lease_rows(&stmt_lease_deadletter, SBQ_SUBQUEUE_MAIN, seqs, counts, tids, n, extra, 4, done);
-}
-
-/* What the sweep does with an expired lease of its queue (sbq_sweep_kind). */
-typedef enum SbqSweepKind
-{
-	SBQ_SWEEP_DEADLETTER,		/* its last allowed delivery: dead-letter */
-	SBQ_SWEEP_STORE,			/* store its delivery count in sbq.messages */
-	SBQ_SWEEP_STORE_DLQ,		/* store its delivery count in the dead letter */
-	SBQ_SWEEP_KINDS
-} SbqSweepKind;
-
-static SbqSweepKind
-sbq_sweep_kind(const SbqQueue *queue, const SbqExpiredLease *item)
-{
-	if (item->subqueue == SBQ_SUBQUEUE_DLQ)
-		return SBQ_SWEEP_STORE_DLQ;
-	if (item->delivery_count >= queue->max_delivery_count)
-		return SBQ_SWEEP_DEADLETTER;
-	return SBQ_SWEEP_STORE;
-}
-
-/*
- * sbq_sweep_queue_leases
- *		End the expired leases among items[] that belong to queue: dead-letter
- *		the messages whose lease was their last allowed delivery, store the
- *		delivery counts of the others. seqs and counts have room for n.
- */
-static void
-sbq_sweep_queue_leases(const SbqQueue *queue, const SbqExpiredLease *items, int n,
-					   int64 *seqs, int32 *counts, int64 *released, int64 *dead_lettered)
-{
-	SbqCounts	c = {0};
-	char		description[128];
-	int			start[SBQ_SWEEP_KINDS + 1];
-	int			kind;
-	int			i;
-	Datum		extra[1];
-
-	/* seqs and counts hold the leases of each kind in turn */
-	start[0] = 0;
-	for (kind = 0; kind < SBQ_SWEEP_KINDS; kind++)
-	{
-		start[kind + 1] = start[kind];
-		for (i = 0; i < n; i++)
-			if (items[i].queue_id == queue->queue_id &&
-				(int) sbq_sweep_kind(queue, &items[i]) == kind)
-			{
-				seqs[start[kind + 1]] = items[i].seq;
-				counts[start[kind + 1]++] = items[i].delivery_count;
-			}
-	}
-	if (start[SBQ_SWEEP_KINDS] == 0)
-		return;
-
-#define SWEEP_SLICE(k) seqs + start[k], counts + start[k], NULL, start[(k) + 1] - start[k]
-	sbq_max_delivery_description(queue, description, sizeof(description));
-	c.dead_lettered = sbq_lease_deadletter_rows(queue, SWEEP_SLICE(SBQ_SWEEP_DEADLETTER),
-												SBQ_DLQ_REASON_MAX_DELIVERY, description,
-												NULL);
-	extra[0] = Int32GetDatum(queue->queue_id);
-	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_MAIN,
-								SWEEP_SLICE(SBQ_SWEEP_STORE), extra, 1, NULL);
-	*released += sbq_lease_rows(&stmt_lease_store, SBQ_SUBQUEUE_DLQ,
-								SWEEP_SLICE(SBQ_SWEEP_STORE_DLQ), extra, 1, NULL);
-#undef SWEEP_SLICE
-	*dead_lettered += c.dead_lettered;
-	c.received = start[SBQ_SWEEP_KINDS];	/* those deliveries are over now */
-	sbq_add_counts(queue->queue_id, &c);
-	sbq_wait_wake_at_commit(queue->queue_id);
-}
-
-/*
- * sbq_sweep_unknown_queues
- *		Leases among items[] of queues not among queues[]: of a deleted queue,
- *		or of one made after the caller's list was read (or that its
- *		transaction snapshot cannot see). Asked with a snapshot taken now: a
- *		queue that exists gets its leases back, for a later pass that knows
- *		it; the leases of a queue that is gone just go.
- */
-static void
-sbq_sweep_unknown_queues(const SbqQueue *queues, int nqueues,
-						 const SbqExpiredLease *items, int n)
-{
-	int32	   *ids = palloc(sizeof(int32) * n);
-	int			nids = 0;
-	int			i;
-	int			q;
-	uint64		rows;
-	uint64		r;
-	Datum		values[1];
-
-	for (i = 0; i < n; i++)
-	{
-		bool		known = false;
-
-		for (q = 0; q < nqueues && !known; q++)
-			known = items[i].queue_id == queues[q].queue_id;
-		if (!known)
-			ids[nids++] = items[i].queue_id;
-	}
-	if (nids == 0)
-		return;
-
-	values[0] = sbq_int4_array(ids, nids);
-	rows = sbq_exec_fresh(&stmt_queues_exist, values);
-	for (r = 0; r < rows; r++)
-	{
-		bool		isnull;
-		int32		id = DatumGetInt32(sbq_col(r, 1, &isnull));
-
-		for (i = 0; i < n; i++)
-			if (items[i].queue_id == id)
-				sbq_lease_unclaim(items[i].seq);
-	}
-}
-
-/*
- * sbq_lease_sweep
- *		End up to SBQ_MAINTAIN_BATCH expired leases of this database (of the
- *		queue only_queue when not 0): store each one's delivery count in its
- *		message, or dead-letter the message when that was its last allowed
- *		delivery. queues[] are the queues to know: a lease of a queue not
- *		among them just goes if its queue is gone, and is given back if the
- *		queue exists (made since the caller read its list). Adds what it did
- *		to *released and *dead_lettered; returns how many leases it took.
- */
-int
-sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, TimestampTz now,
-				int64 *released, int64 *dead_lettered)
-{
-	SbqExpiredLease *items;
-	int64	   *seqs;
-	int32	   *counts;
-	int			n;
-	int			q;
-
-	if (!sbq_lease_available() || RecoveryInProgress())
-		return 0;
-	items = palloc(sizeof(SbqExpiredLease) * SBQ_MAINTAIN_BATCH);
-	n = sbq_lease_take_expired(only_queue, now, items, SBQ_MAINTAIN_BATCH);
-	if (n == 0)
-		return 0;
-	seqs = palloc(sizeof(int64) * n);
-	counts = palloc(sizeof(int32) * n);
-
-	for (q = 0; q < nqueues; q++)
-		sbq_sweep_queue_leases(&queues[q], items, n, seqs, counts, released, dead_lettered);
-	sbq_sweep_unknown_queues(queues, nqueues, items, n);
-	return n;
-}
-
-/*
- * sbq_lease_sweep_queue
- *		Before a statement that skips messages under a lease (a row-lock
- *		receive, a resubmit): end the expired leases of the queue, so their
- *		messages are there for it. Not with sbqueue.memory_locks off: that
- *		session's transactions stay free of lease changes (PREPARE
- *		TRANSACTION refuses those), and maintenance ends them.
- */
-void
-sbq_lease_sweep_queue(const SbqQueue *queue, TimestampTz now)
-{
-	int64		released = 0;
-	int64		dead = 0;
-
-	if (sbq_leasing())
-		(void) sbq_lease_sweep(queue, 1, queue->queue_id, now, &released, &dead);
-}
 
 /* What a leasing receive does with a message it claimed. */
 typedef enum SbqFate
@@ -408,6 +136,11 @@ typedef struct SbqClaimed
 } SbqClaimed;
 
 
+static SbqReceiveResult sbq_receive_leased_in(const SbqQueue *queue, int16 subqueue,
+											  SbqLeaseSession *session,
+											  int max_messages, TimestampTz now,
+											  Tuplestorestate *tupstore, TupleDesc tupdesc);
+
 /* One receive's state across its passes. */
 typedef struct SbqLeaseReceive
 {
@@ -422,6 +155,11 @@ typedef struct SbqLeaseReceive
 	SbqOutRow  *outs;			/* what it hands out, result.delivered of them */
 	bool		rows_instead;	/* no room for leases: lock the rest in rows */
 	int			busy_rounds;
+	SbqLeaseSession *session;	/* under a session lock, or NULL */
+	int64		after;			/* a session's scan goes on after this */
+	int			window;			/* and reads this many */
+	int			want;			/* how many this pass may claim */
+	bool		stop;			/* a session's next message is not ours to take */
 } SbqLeaseReceive;
 
 /* One pass: what its scan read and what it claimed of that. */
@@ -519,6 +257,34 @@ sbq_check_claims(SbqClaimed *claims, int nclaims, const SbqQueue *queue, int16 s
 }
 
 /*
+ * sbq_lease_scan_session
+ *		Phase 1 under a session lock: the session's next messages after
+ *		r->after (or the deferred ones asked for). Their locks end with the
+ *		session lock's.
+ */
+static uint64
+sbq_lease_scan_session(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
+{
+	Datum		values[5];
+	bool		deferred = r->session->seqs != NULL;
+
+	values[0] = Int32GetDatum(r->queue->queue_id);
+	values[1] = PointerGetDatum(r->session->session_id);
+	values[2] = TimestampTzGetDatum(r->now);
+	/* passing over its own leases: a wider window each time */
+	r->window = r->window == 0 ? want : Min(Max(r->window * 2, want), 10000);
+	values[3] = Int32GetDatum(deferred ? r->session->nseqs : r->window);
+	values[4] = deferred ? sbq_int8_array(r->session->seqs, r->session->nseqs) :
+		Int64GetDatum(r->after);
+	pass->nfetched = sbq_exec(deferred ? &stmt_session_deferred : &stmt_session_candidates,
+							  values, NULL);
+	pass->fetched = SPI_tuptable;
+	r->now = GetCurrentTimestamp();
+	r->until = r->session->locked_until;
+	return pass->nfetched;
+}
+
+/*
  * sbq_lease_scan_head
  *		Phase 1: read up to want messages from the head of the queue into
  *		pass->fetched, locking nothing. Returns how many it read.
@@ -536,6 +302,8 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	int64		bound = 0;
 	bool		use_hint;
 
+	if (r->session != NULL)
+		return sbq_lease_scan_session(r, want, pass);
 	values[0] = Int32GetDatum(r->queue->queue_id);
 	values[1] = Int16GetDatum(r->subqueue);
 	values[2] = TimestampTzGetDatum(r->now);
@@ -566,6 +334,78 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	return pass->nfetched;
 }
 
+/* No room for a lease under a session lock: it has no row-stored fallback. */
+static void
+sbq_lease_full_error(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of shared memory for sbqueue locks"),
+			 errdetail("The locks of a session's messages live in shared memory, and this database's share of it is full."),
+			 errhint("Settle or release what is locked, or raise \"sbqueue.max_locks\" or \"sbqueue.max_locks_per_database\".")));
+}
+
+/* The first of the deferred messages asked for that the scan did not read. */
+static int64
+sbq_lease_first_unread(const SbqLeaseSession *session, SbqLeasePass *pass)
+{
+	int			i;
+	uint64		j;
+
+	for (i = 0; i < session->nseqs; i++)
+	{
+		bool		found = false;
+
+		for (j = 0; j < pass->nfetched && !found; j++)
+		{
+			bool		isnull;
+
+			found = DatumGetInt64(SPI_getbinval(pass->fetched->vals[j],
+												pass->fetched->tupdesc, 1,
+												&isnull)) == session->seqs[i];
+		}
+		if (!found)
+			return session->seqs[i];
+	}
+	return session->seqs[0];
+}
+
+/*
+ * sbq_lease_keep_order
+ *		Under a session lock: a claim whose row changed since the scan stops
+ *		the receive there, and the claims after it are given back (a message
+ *		is never handed out before one of its session that comes first). The
+ *		deferred messages asked for are all taken or none.
+ */
+static void
+sbq_lease_keep_order(SbqLeaseReceive *r, SbqLeasePass *pass)
+{
+	int			k;
+	int			first = -1;
+
+	for (k = 0; k < pass->nclaims && first < 0; k++)
+		if (pass->claims[k].row < 0)
+		{
+			first = k;
+			r->session->missing = pass->claims[k].seq;
+		}
+	if (r->session->seqs != NULL && (r->stop || pass->nfetched != (uint64) r->session->nseqs))
+	{
+		first = 0;
+		if (pass->nfetched != (uint64) r->session->nseqs)
+			r->session->missing = sbq_lease_first_unread(r->session, pass);
+	}
+	if (first < 0)
+		return;
+	r->stop = true;
+	for (k = first; k < pass->nclaims; k++)
+		if (pass->claims[k].row >= 0)
+		{
+			sbq_lease_unclaim(pass->claims[k].seq);
+			pass->claims[k].row = -1;
+		}
+}
+
 /*
  * sbq_lease_claim_rows
  *		Phase 2: claim each message the scan read, then check each claim
@@ -590,10 +430,31 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		SbqClaimed *c = &pass->claims[pass->nclaims];
 		SbqClaimResult cr;
 
+		if (r->session != NULL && pass->nclaims >= r->want)
+			break;
+		if (r->session != NULL)
+			r->after = seq;
+		if (r->session != NULL &&
+			DatumGetBool(SPI_getbinval(tup, td, CANDIDATE_LOCKED, &isnull)))
+		{
+			/* a lock stored in the row: not this session lock's */
+			r->stop = true;
+			break;
+		}
 		cr = sbq_lease_claim(seq, r->queue->queue_id, r->subqueue, r->now, &c->prev_lease);
+		if (cr == SBQ_CLAIM_FULL && r->session != NULL)
+			sbq_lease_full_error();
 		if (cr == SBQ_CLAIM_FULL)
 		{
 			r->rows_instead = true;
+			break;
+		}
+		if (cr == SBQ_CLAIM_BUSY && r->session != NULL &&
+			(r->session->seqs != NULL || !sbq_lease_in_session(seq, r->session->key, r->now)))
+		{
+			/* another's, or being settled: the session waits for it */
+			r->stop = true;
+			r->session->missing = seq;
 			break;
 		}
 		if (cr == SBQ_CLAIM_BUSY)
@@ -614,6 +475,8 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 	 * claim, so a check with a snapshot taken now sees it.
 	 */
 	sbq_check_claims(pass->claims, pass->nclaims, r->queue, r->subqueue);
+	if (r->session != NULL)
+		sbq_lease_keep_order(r, pass);
 	return pass->nclaims;
 }
 
@@ -650,7 +513,9 @@ sbq_lease_decide_fates(SbqLeaseReceive *r, SbqLeasePass *pass)
 		prev = Max(row_count, c->prev_lease);
 		had = row_locked || c->prev_lease > 0;
 
-		if (main && had && prev >= r->queue->max_delivery_count)
+		if (r->session != NULL && r->session->seqs != NULL)
+			c->fate = had ? SBQ_FATE_STORE : SBQ_FATE_HAND;
+		else if (main && had && prev >= r->queue->max_delivery_count)
 			c->fate = SBQ_FATE_OVER;
 		else if (main && !isnull && DatumGetTimestampTz(exp) <= r->now)
 			c->fate = r->queue->dlq_on_expiration ? SBQ_FATE_EXPIRED : SBQ_FATE_DROP;
@@ -714,10 +579,10 @@ sbq_write_fate(SbqLeaseReceive *r, SbqLeasePass *pass, SbqFate fate, SbqFateRows
 											SBQ_DLQ_REASON_EXPIRED,
 											SBQ_DLQ_DESCRIPTION_EXPIRED, f->done);
 	else if (fate == SBQ_FATE_DROP)
-		written = sbq_lease_rows(&stmt_lease_drop, SBQ_SUBQUEUE_MAIN, f->seqs, f->counts, f->tids, f->n,
+		written = sbq_lease_rows(&sbq_stmt_lease_drop, SBQ_SUBQUEUE_MAIN, f->seqs, f->counts, f->tids, f->n,
 								 extra, 1, f->done);
 	else if (fate == SBQ_FATE_STORE)
-		written = sbq_lease_rows(&stmt_lease_store, r->subqueue, f->seqs, f->counts, f->tids, f->n,
+		written = sbq_lease_rows(&sbq_stmt_lease_store, r->subqueue, f->seqs, f->counts, f->tids, f->n,
 								 extra, 1, f->done);
 	else
 		elog(ERROR, "leasing receive: nothing to write for fate %d", (int) fate);
@@ -776,13 +641,19 @@ sbq_lease_hand_out(SbqLeaseReceive *r, SbqLeasePass *pass, TupleDesc tupdesc)
 		(void) sbq_message_row(pass->fetched, c->row, out, nulls);
 		token = palloc(sizeof(pg_uuid_t));
 		sbq_make_lock_token(c->seq, token);
-		sbq_lease_grant(c->seq, token, r->until, c->count);
+		sbq_lease_grant(c->seq, token, r->until, c->count,
+						r->session != NULL ? r->session->key : 0);
 		out[2] = UUIDPGetDatum(token);
 		nulls[2] = false;
 		out[3] = TimestampTzGetDatum(r->until);
 		nulls[3] = false;
 		out[4] = Int32GetDatum(c->count);
 		nulls[4] = false;
+		if (r->session != NULL)
+		{
+			r->session->lo = r->session->lo == 0 ? c->seq : Min(r->session->lo, c->seq);
+			r->session->hi = Max(r->session->hi, c->seq);
+		}
 		r->outs[r->result.delivered].seq = c->seq;
 		r->outs[r->result.delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
 	}
@@ -823,52 +694,87 @@ SbqReceiveResult
 sbq_receive_leased(const SbqQueue *queue, int16 subqueue, int max_messages,
 				   TimestampTz now, Tuplestorestate *tupstore, TupleDesc tupdesc)
 {
+	return sbq_receive_leased_in(queue, subqueue, NULL, max_messages, now, tupstore, tupdesc);
+}
+
+/*
+ * sbq_receive_leased_session
+ *		The messages of a session, under its lock (held by the caller, who
+ *		keeps it from ending meanwhile): the next max_messages in sequence
+ *		order, or the deferred session->seqs (all or none), with leases that
+ *		end with the session lock.
+ */
+SbqReceiveResult
+sbq_receive_leased_session(const SbqQueue *queue, SbqLeaseSession *session,
+						   int max_messages, Tuplestorestate *tupstore, TupleDesc tupdesc)
+{
+	return sbq_receive_leased_in(queue, SBQ_SUBQUEUE_MAIN, session, max_messages,
+								 GetCurrentTimestamp(), tupstore, tupdesc);
+}
+
+/* One pass of a leasing receive; false when it is over. */
+static bool
+sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
+{
+	int			want = max_messages - r->result.delivered;
+	int			delivered_before = r->result.delivered;
+	SbqLeasePass pass;
+	uint64		n;
+
+	r->want = want;
+	n = sbq_lease_scan_head(r, want, &pass);
+	if (n == 0)
+		return false;
+	if (sbq_lease_claim_rows(r, &pass) == 0)
+	{
+		/* a session's own leases passed over: read on (r->after moved) */
+		if (r->session != NULL)
+			return r->session->seqs == NULL && !r->stop && n >= (uint64) r->window;
+		/* other receivers took them between our scan and our claims */
+		return !r->rows_instead && ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
+	}
+	sbq_lease_decide_fates(r, &pass);
+
+	/* the writes may have waited for row locks: no lock is handed out expired */
+	if (sbq_lease_write_fates(r, &pass))
+	{
+		r->now = GetCurrentTimestamp();
+		r->until = r->session != NULL ? r->session->locked_until :
+			sbq_add_interval(r->now, &r->queue->lock_duration);
+	}
+	sbq_lease_hand_out(r, &pass, tupdesc);
+
+	if (r->session != NULL)
+		return !r->stop && r->session->seqs == NULL &&
+			(n >= (uint64) r->window || pass.nclaims >= want);
+	/* the scan came back short: the head has nothing more */
+	if (n < (uint64) want || r->rows_instead)
+		return false;
+	/* others keep taking or changing what we find: give up after a while */
+	return r->result.delivered > delivered_before || ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
+}
+
+static SbqReceiveResult
+sbq_receive_leased_in(const SbqQueue *queue, int16 subqueue, SbqLeaseSession *session,
+					  int max_messages, TimestampTz now, Tuplestorestate *tupstore,
+					  TupleDesc tupdesc)
+{
 	SbqLeaseReceive r = {0};
 	int			o;
 
 	sbq_check_message_desc(tupdesc);
 	r.queue = queue;
 	r.subqueue = subqueue;
+	r.session = session;
 	r.epoch = sbq_storage_epoch();
 	r.now = now;
-	r.until = sbq_add_interval(now, &queue->lock_duration);
+	r.until = session != NULL ? session->locked_until :
+		sbq_add_interval(now, &queue->lock_duration);
 	r.outs = palloc(sizeof(SbqOutRow) * max_messages);
 	sbq_max_delivery_description(queue, r.description, sizeof(r.description));
 
-	while (r.result.delivered < max_messages)
-	{
-		int			want = max_messages - r.result.delivered;
-		int			delivered_before = r.result.delivered;
-		SbqLeasePass pass;
-		uint64		n = sbq_lease_scan_head(&r, want, &pass);
-
-		if (n == 0)
-			break;
-		if (sbq_lease_claim_rows(&r, &pass) == 0)
-		{
-			/* other receivers took them between our scan and our claims */
-			if (r.rows_instead || ++r.busy_rounds > SBQ_MAX_BUSY_ROUNDS)
-				break;
-			continue;
-		}
-		sbq_lease_decide_fates(&r, &pass);
-
-		/* the writes may have waited for row locks: no lock is handed out expired */
-		if (sbq_lease_write_fates(&r, &pass))
-		{
-			r.now = GetCurrentTimestamp();
-			r.until = sbq_add_interval(r.now, &queue->lock_duration);
-		}
-		sbq_lease_hand_out(&r, &pass, tupdesc);
-
-		/* the scan came back short: the head has nothing more */
-		if (n < (uint64) want || r.rows_instead)
-			break;
-		/* others keep taking or changing what we find: give up after a while */
-		if (r.result.delivered == delivered_before &&
-			++r.busy_rounds > SBQ_MAX_BUSY_ROUNDS)
-			break;
-	}
+	while (r.result.delivered < max_messages && sbq_lease_pass(&r, max_messages, tupdesc))
+		CHECK_FOR_INTERRUPTS();
 	if (r.rows_instead && r.result.delivered < max_messages)
 		sbq_lease_rows_instead(&r, max_messages, tupdesc);
 

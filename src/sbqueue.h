@@ -55,6 +55,8 @@
 /* sub-queues and message states, as stored */
 #define SBQ_SUBQUEUE_MAIN		0
 #define SBQ_SUBQUEUE_DLQ		1
+/* not a sub-queue: the lock of a session, as an entry of the lease table */
+#define SBQ_SUBQUEUE_SESSION	9
 
 #define SBQ_STATE_ACTIVE		0
 #define SBQ_STATE_DEFERRED		1

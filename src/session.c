@@ -6,6 +6,11 @@
  *	  order, renewing, releasing and expiring its lock, its state, and the
  *	  bookkeeping a send does for the session it sends to.
  *
+ * With sbqueue preloaded (and the SQL of 0.8 on), session locks live in
+ * shared memory instead (session_mem.c): each call here hands over to it,
+ * and serves a lock stored in a row only when it meets one from before a
+ * restart or an update. What follows is the protocol of locks in the rows.
+ *
  * A session is a row of sbq.sessions (see its comment in sql/sbqueue.sql).
  * Its lock is held while session_token is set, locked_until has not passed
  * and locked_boot is sbq_shmem_boot(), when this server's shared memory was
@@ -59,24 +64,12 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "access/xlog.h"
+#include "session_mem.h"
 #include "shmem.h"
 #include "storage_core.h"
 #include "wait.h"
 
-/*
- * The session locks that message locks live under, for many at once: $1 their
- * sequence numbers, $3 their tokens (in the same order), $2 queue, $4 boot.
- */
-static SbqStatement stmt_messages_session = {"session of message locks", 4,
-	{INT8ARRAYOID, INT4OID, UUIDARRAYOID, TIMESTAMPTZOID},
-	"SELECT t.seq, s.locked_until"
-	"  FROM unnest($1::int8[], $3::uuid[]) t(seq, tok)"
-	"  JOIN sbq.messages m ON m.sequence_number = t.seq AND m.queue_id = $2"
-	"       AND m.lock_token = t.tok"
-	"  JOIN sbq.sessions s ON s.queue_id = m.queue_id AND s.session_id = m.session_id"
-	" WHERE s.session_token IS NOT NULL AND s.locked_boot = $4"
-	" FOR KEY SHARE OF s"
-};
 
 /* the columns a session row is judged by */
 #define SESSION_COLS \
@@ -493,6 +486,21 @@ int
 sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 					   int64 *dead_lettered)
 {
+	int			n = sbq_session_expire_rows(queue, now, limit, dead_lettered);
+
+	if (sbq_session_locks_in_memory())
+		n += sbq_mem_expire(queue, now, limit);
+	return n;
+}
+
+/*
+ * sbq_session_expire_rows
+ *		sbq_session_expire_all for the locks stored in session rows.
+ */
+int
+sbq_session_expire_rows(const SbqQueue *queue, TimestampTz now, int limit,
+						int64 *dead_lettered)
+{
 	Datum		values[4];
 	uint64		n;
 	uint64		i;
@@ -520,6 +528,35 @@ sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 	}
 	pfree(rows);
 	return ended;
+}
+
+/* $1 key */
+static SbqStatement stmt_row_by_key = {"session row by key", 1, {INT8OID},
+	"SELECT " SESSION_COLS " FROM sbq.sessions s WHERE s.session_key = $1 FOR NO KEY UPDATE"
+};
+
+/*
+ * sbq_session_row_end_stale
+ *		For session_mem.c, meeting a lock stored in the row of session key:
+ *		true when it holds (taken before an update, in this server's shared
+ *		memory's time); else it is ended, its messages' locks counted as
+ *		deliveries, as an expiry does.
+ */
+bool
+sbq_session_row_end_stale(const SbqQueue *queue, int64 key)
+{
+	Datum		k = Int64GetDatum(key);
+	SbqSessionRow s;
+
+	if (sbq_exec_latest(&stmt_row_by_key, &k, NULL) != 1)
+		return false;
+	sbq_session_row(0, &s);
+	if (sbq_session_row_held(&s))
+		return true;
+	if (s.has_token)
+		(void) sbq_session_end_lock(queue, &s, false,
+									sbq_exec_latest(&stmt_alone, &k, NULL) == 1);
+	return false;
 }
 
 /* How many candidates one accept-next looks at before it gives up this round. */
@@ -620,6 +657,9 @@ sbq_storage_sessions_available(void)
 SbqAcceptResult
 sbq_storage_accept_session(const SbqQueue *queue, text *session_id, SbqSessionLock *out)
 {
+	out->in_memory = sbq_session_locks_in_memory();
+	if (out->in_memory)
+		return sbq_mem_accept(queue, session_id, out);
 	if (session_id != NULL)
 		return sbq_session_accept_named(queue, session_id, out) ?
 			SBQ_ACCEPT_OK : SBQ_ACCEPT_HELD;
@@ -646,6 +686,7 @@ sbq_session_lookup(SbqStatement *st, const SbqQueue *queue, const pg_uuid_t *tok
 	if (sbq_exec_latest(st, values, NULL) != 1)
 		return false;
 	sbq_session_row(0, &s);
+	out->in_memory = false;
 	out->key = s.key;
 	out->token = *token;
 	out->session_id = text_to_cstring(s.session_id);
@@ -662,74 +703,14 @@ sbq_session_lookup(SbqStatement *st, const SbqQueue *queue, const pg_uuid_t *tok
 bool
 sbq_storage_session_held(const SbqQueue *queue, const pg_uuid_t *token, SbqSessionLock *out)
 {
+	SbqSessionLease sl;
+
+	if (sbq_session_locks_in_memory() && sbq_mem_lookup(queue, token, true, out, &sl))
+	{
+		out->in_memory = true;
+		return true;
+	}
 	return sbq_session_lookup(&stmt_token_update, queue, token, out, NULL);
-}
-
-/*
- * sbq_storage_session_guard
- *		Whether the message lock token (of a session queue) lives under a
- *		session lock that is held now (the session row locked FOR KEY SHARE).
- *		False too when the token is no message lock at all.
- */
-bool
-sbq_storage_session_guard(const SbqQueue *queue, const pg_uuid_t *token)
-{
-	Datum		tokens[1] = {UUIDPGetDatum(token)};
-
-	return sbq_storage_session_guard_many(queue, tokens, 1) < 0;
-}
-
-/*
- * sbq_storage_session_guard_many
- *		sbq_storage_session_guard for the (distinct) message lock tokens of a
- *		complete of many: the index of one whose session lock is not held
- *		now, or -1 when all are.
- */
-int
-sbq_storage_session_guard_many(const SbqQueue *queue, Datum *tokens, int ntokens)
-{
-	Datum		values[4];
-	Datum	   *seqs = palloc(sizeof(Datum) * Max(ntokens, 1));
-	TimestampTz now;
-	uint64		n;
-	uint64		row;
-	int			i;
-
-	for (i = 0; i < ntokens; i++)
-		seqs[i] = Int64GetDatum(sbq_token_sequence(DatumGetUUIDP(tokens[i])));
-	values[0] = PointerGetDatum(construct_array(seqs, ntokens, INT8OID, sizeof(int64),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[1] = Int32GetDatum(queue->queue_id);
-	values[2] = PointerGetDatum(construct_array(tokens, ntokens, UUIDOID, UUID_LEN, false,
-												TYPALIGN_CHAR));
-	values[3] = TimestampTzGetDatum(sbq_shmem_boot());
-	n = sbq_exec_latest(&stmt_messages_session, values, NULL);
-	now = GetCurrentTimestamp();
-	for (row = 0; row < n; row++)
-	{
-		bool		isnull;
-		Datum		until = sbq_col(row, 2, &isnull);
-
-		if (isnull || DatumGetTimestampTz(until) <= now)
-		{
-			int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
-
-			for (i = 0; i < ntokens; i++)
-				if (DatumGetInt64(seqs[i]) == seq)
-					return i;
-		}
-	}
-	if (n == (uint64) ntokens)
-		return -1;
-	/* a token without a message lock under a held session lock: the first */
-	{
-		int64		missing = sbq_first_missing(seqs, ntokens, n, 1);
-
-		for (i = 0; i < ntokens; i++)
-			if (DatumGetInt64(seqs[i]) == missing)
-				return i;
-	}
-	return 0;
 }
 
 /* Widen the range of sequence numbers the session lock has locked. */
@@ -775,6 +756,12 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 	bool		isnull;
 	uint64		n;
 
+	if (lock->in_memory)
+	{
+		(void) sbq_mem_receive(queue, lock, NULL, 0, max_messages, tupstore, tupdesc, &r,
+							   NULL);
+		return r;
+	}
 	(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = CStringGetTextDatum(lock->session_id);
@@ -814,6 +801,16 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, const SbqSessionLock
 	SbqCounts	counts = {0};
 	uint64		n;
 
+	if (lock->in_memory)
+	{
+		int64	   *s = palloc(sizeof(int64) * nseqs);
+		SbqReceiveResult r;
+		int			i;
+
+		for (i = 0; i < nseqs; i++)
+			s[i] = DatumGetInt64(seqs[i]);
+		return sbq_mem_receive(queue, lock, s, nseqs, nseqs, tupstore, tupdesc, &r, missing);
+	}
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = CStringGetTextDatum(lock->session_id);
 	values[2] = PointerGetDatum(construct_array(seqs, nseqs, INT8OID, sizeof(int64),
@@ -840,6 +837,8 @@ sbq_storage_renew_session(const SbqQueue *queue, const pg_uuid_t *token,
 	SbqSessionLock lock;
 	Datum		values[2];
 
+	if (sbq_session_locks_in_memory() && sbq_mem_renew(queue, token, locked_until))
+		return true;
 	if (!sbq_session_lookup(&stmt_token_update, queue, token, &lock, NULL))
 		return false;
 	*locked_until = sbq_add_interval(GetCurrentTimestamp(), &queue->lock_duration);
@@ -865,7 +864,8 @@ sbq_storage_session_state(const SbqQueue *queue, const pg_uuid_t *token, bool se
 	bool		isnull;
 	Datum		d;
 
-	if (!sbq_session_lookup(set ? &stmt_token_update : &stmt_token_share, queue, token,
+	if (!(sbq_session_locks_in_memory() && sbq_mem_state_lookup(queue, token, set, &lock)) &&
+		!sbq_session_lookup(set ? &stmt_token_update : &stmt_token_share, queue, token,
 							&lock, NULL))
 		return false;
 	values[0] = Int64GetDatum(lock.key);
@@ -904,6 +904,8 @@ sbq_storage_release_session(const SbqQueue *queue, const pg_uuid_t *token)
 	SbqSessionRow s;
 	Datum		key;
 
+	if (sbq_session_locks_in_memory() && sbq_mem_release(queue, token))
+		return true;
 	if (!sbq_session_lookup(&stmt_token_update, queue, token, &lock, &s))
 		return false;
 	key = Int64GetDatum(s.key);

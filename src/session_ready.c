@@ -73,9 +73,13 @@ static SbqStatement stmt_purged_forget = {"sessions a purge left empty", 2, {INT
 	"                    WHERE m.queue_id = $1 AND m.session_id = s.session_id)"
 };
 
-/* whether the lock of session row s is held at time now, by boot */
+/*
+ * whether the lock of session row s is held at time now, by boot, in the row
+ * or in shared memory (session_mem.c; sbq.lease_until of -key)
+ */
 #define SESSION_HELD_AT(now, boot) \
-	"s.session_token IS NOT NULL AND s.locked_until > " now " AND s.locked_boot = " boot
+	"((s.session_token IS NOT NULL AND s.locked_until > " now " AND s.locked_boot = " boot ")" \
+	" OR coalesce(sbq.lease_until(-s.session_key) > " now ", false))"
 
 /*
  * The sessions of a queue that exist: held, with state or with messages; the
@@ -88,12 +92,17 @@ static SbqStatement stmt_list = {"list sessions", 3, {INT4OID, TIMESTAMPTZOID,
 	"       (SELECT count(*) FROM sbq.messages m"
 	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id"
 	"           AND m.state = 0 AND (m.expires_at IS NULL OR m.expires_at > $2)"
-	"           AND (m.lock_token IS NULL OR NOT (" SESSION_HELD_AT("$2", "$3") "))),"
-	"       CASE WHEN " SESSION_HELD_AT("$2", "$3") " THEN s.locked_until END,"
+	"           AND (m.lock_token IS NULL OR NOT " SESSION_HELD_AT("$2", "$3") ")"
+	"           AND NOT coalesce(sbq.lease_until(m.sequence_number) > $2, false)),"
+	"       CASE WHEN s.session_token IS NOT NULL AND s.locked_until > $2"
+	"                 AND s.locked_boot = $3 THEN s.locked_until"
+	"            WHEN sbq.lease_until(-s.session_key) > $2"
+	"            THEN sbq.lease_until(-s.session_key) END,"
 	"       s.last_updated"
 	"  FROM sbq.sessions s"
 	" WHERE s.queue_id = $1"
 	"   AND (s.state IS NOT NULL OR s.session_token IS NOT NULL"
+	"        OR sbq.lease_until(-s.session_key) IS NOT NULL"
 	"        OR EXISTS (SELECT 1 FROM sbq.messages m"
 	"                    WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id))"
 	" ORDER BY s.session_id"

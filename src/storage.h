@@ -12,10 +12,14 @@
  *					resubmit
  *	receive.c		receive with locks in the rows, receive-and-delete, peek,
  *					receive of deferred messages
- *	lease_receive.c	peek-lock receive with locks in shared memory, and the
- *					sweep of expired ones
+ *	lease_receive.c	peek-lock receive with locks in shared memory (also under
+ *					a session lock)
+ *	lease_sweep.c	what leases leave to store, and the sweep of expired ones
  *	settle.c		complete, abandon, defer, dead-letter, renew
  *	session.c		sessions: accept, receive, renew, state, release, expiry
+ *					(locks in the rows), and the choice of where locks live
+ *	session_mem.c	the same with session locks in shared memory (preloaded)
+ *	session_guard.c	the check a settlement of a session's message makes
  *	session_ready.c	what sends and purges do to sessions, the list of sessions
  *	maintain.c		one maintenance pass over a database
  * Their shared machinery (statements, the section, counters) is in
@@ -93,6 +97,7 @@ typedef struct SbqSessionLock
 	char	   *session_id;
 	pg_uuid_t	token;
 	TimestampTz locked_until;
+	bool		in_memory;		/* kept in shared memory (session_mem.c), not in the row */
 } SbqSessionLock;
 
 typedef enum SbqAcceptResult

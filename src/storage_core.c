@@ -84,7 +84,8 @@
 #define SBQ_FLAVOUR_DLQ_INLINE	1	/* 0.3: dead letters in sbq.messages */
 #define SBQ_FLAVOUR_DLQ_TABLE	2	/* 0.4: sbq.dead_letters */
 #define SBQ_FLAVOUR_RIGHTS		3	/* 0.5: sbq.rights, calls run as the owner */
-#define SBQ_FLAVOUR_SESSIONS	4	/* 0.7 on: sbq.sessions */
+#define SBQ_FLAVOUR_SESSIONS	4	/* 0.7: sbq.sessions */
+#define SBQ_FLAVOUR_SESSION_LOCKS 5	/* 0.8 on: sbq.session_until, locks in memory */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -164,8 +165,11 @@ sbq_flavour(void)
 			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_TABLE;
 		else if (!OidIsValid(get_relname_relid("sessions", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_RIGHTS;
-		else
+		else if (!SearchSysCacheExists3(PROCNAMEARGSNSP, CStringGetDatum("session_until"),
+										PointerGetDatum(args), ObjectIdGetDatum(nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_SESSIONS;
+		else
+			sbq_sql_flavour = SBQ_FLAVOUR_SESSION_LOCKS;
 	}
 	return sbq_sql_flavour;
 }
@@ -200,6 +204,20 @@ bool
 sbq_sessions_installed(void)
 {
 	return sbq_flavour() >= SBQ_FLAVOUR_SESSIONS;
+}
+
+/*
+ * Whether session locks live in shared memory (session_mem.c): with the
+ * preload, on a primary, from 0.8 on. The same for every backend of a
+ * server (sbqueue.memory_locks is not asked), so that two ways of holding a
+ * session never meet, except locks stored in rows before a restart or an
+ * update, which session.c ends or serves.
+ */
+bool
+sbq_session_locks_in_memory(void)
+{
+	return sbq_lease_available() && !RecoveryInProgress() &&
+		sbq_flavour() >= SBQ_FLAVOUR_SESSION_LOCKS;
 }
 
 /* Whether receives in this session take leases (lease.c), as the SQL allows. */

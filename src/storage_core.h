@@ -148,6 +148,7 @@ extern bool sbq_leasing(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_rights_enforced(void);
 extern bool sbq_sessions_installed(void);
+extern bool sbq_session_locks_in_memory(void);
 extern Oid	sbq_rel_owner(Oid relid);
 extern Oid	sbq_storage_owner(void);
 extern Oid	sbq_queues_oid(void);
@@ -195,6 +196,35 @@ extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_mess
 							 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs);
 
 /* lease_receive.c */
+/* lease_sweep.c: what leases leave to store, and the sweep */
+extern SbqStatement sbq_stmt_lease_store;
+extern SbqStatement sbq_stmt_lease_drop;
+extern int	sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs,
+						   const int32 *counts, const ItemPointerData *tids, int n,
+						   Datum *extra, int nextra, bool *done);
+extern int	sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs,
+									  const int32 *counts, const ItemPointerData *tids,
+									  int n, const char *reason, const char *description,
+									  bool *done);
+
+/* a receive under a session lock held in shared memory (session_mem.c) */
+typedef struct SbqLeaseSession
+{
+	int64		key;			/* the session's row */
+	text	   *session_id;
+	TimestampTz locked_until;	/* of the session lock */
+	const int64 *seqs;			/* deferred messages asked for, or NULL */
+	int			nseqs;
+	int64		missing;		/* set: a message it could not take */
+	int64		lo;				/* set: the range of what it locked, */
+	int64		hi;				/* or 0 and 0 */
+} SbqLeaseSession;
+
+extern SbqReceiveResult sbq_receive_leased_session(const SbqQueue *queue,
+												   SbqLeaseSession *session,
+												   int max_messages,
+												   Tuplestorestate *tupstore,
+												   TupleDesc tupdesc);
 extern SbqReceiveResult sbq_receive_leased(const SbqQueue *queue, int16 subqueue,
 										   int max_messages, TimestampTz now,
 										   Tuplestorestate *tupstore, TupleDesc tupdesc);

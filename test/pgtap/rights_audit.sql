@@ -104,7 +104,8 @@ SELECT results_eq(
         ('sbq.lease_pending_received(integer)'),
         ('sbq.lease_until(bigint)'),
         ('sbq.pending_counts(oid, integer)'),
-        ('sbq.session_boot()')$$,
+        ('sbq.session_boot()'),
+        ('sbq.session_until(bigint)')$$,
     'PF1: a role granted nothing may execute exactly these functions of the extension');
 SELECT results_eq(
     $$SELECT sig FROM pg_temp.ext_functions()

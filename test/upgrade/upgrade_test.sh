@@ -277,6 +277,54 @@ dlq_after_update() {
     check "at $v the three dead letters not under a lock resubmit into sbq.messages" "$got" "3 4"
 }
 
+# The version whose library keeps session locks in shared memory (with the
+# preload): a session held before its update, its lock in the session's row,
+# must go on working after it, and no one else may take it meanwhile.
+session_memory_version=0.8
+sess_q=sess-kept
+sess_token=
+sess_msg_token=
+
+# session_before_update VERSION: session S accepted and one message received under VERSION
+session_before_update() {
+    local v=$1 db=sbq_upgrade_old got
+    got=$(try $db "SELECT count(*) FROM sbq_create_queue('$sess_q', requires_session => true)")
+    check "$v: a queue with sessions" "$got" 1
+    got=$(try $db "SELECT count(*) FROM (SELECT sbq_send('$sess_q', 'one', session_id => 'S'),
+                                                sbq_send('$sess_q', 'two', session_id => 'S')) s")
+    check "$v: two messages sent to session S" "$got" 1
+    sess_token=$(try $db "SELECT session_token FROM sbq_accept_session('$sess_q', 'S')")
+    got=$(try $db "SELECT lock_token || ' ' || convert_from(body, 'UTF8')
+                     FROM sbq_receive_session('$sess_q', '$sess_token'::uuid, 1)")
+    sess_msg_token=${got%% *}
+    check "$v: session S accepted and its first message received" "${got#* }" one
+}
+
+# session_after_update VERSION: S, held since before the update to VERSION
+session_after_update() {
+    local v=$1 db=sbq_upgrade_old got
+    got=$(try $db "SELECT count(*) FROM sbq_accept_session('$sess_q', 'S')")
+    check "at $v session S, held since before the update, cannot be accepted by another" "$got" \
+        "error: session \"S\" of queue \"$sess_q\" cannot be locked"
+    got=$(try $db "SELECT 'completed' FROM sbq_complete('$sess_q', '$sess_msg_token'::uuid)")
+    check "at $v its message received before the update completes" "$got" completed
+    got=$(try $db "SELECT convert_from(body, 'UTF8') || ' ' || delivery_count
+                     FROM sbq_receive_session('$sess_q', '$sess_token'::uuid, 5)")
+    check "at $v its holder receives its next message" "$got" "two 1"
+    got=$(try $db "SELECT 'released' FROM sbq_release_session('$sess_q', '$sess_token'::uuid)")
+    check "at $v its holder releases it" "$got" released
+    got=$(try $db "SELECT convert_from(m.body, 'UTF8') || ' ' || m.delivery_count
+                     FROM sbq_accept_session('$sess_q') a,
+                          LATERAL sbq_receive_session('$sess_q', a.session_token) m")
+    check "at $v it is accepted again, the released delivery not counted" "$got" "two 1"
+    if [[ $(psql -At -d postgres -c "SHOW shared_preload_libraries") == *sbqueue* ]]; then
+        got=$(psql -At -d $db -c "SELECT sbq_send('$sess_q', 'three', session_id => 'T')" \
+                  -c "BEGIN" -c "SELECT count(*) FROM sbq_accept_session('$sess_q')" \
+                  -c "SELECT txid_current_if_assigned() IS NULL" -c "COMMIT" | tail -1)
+        check "at $v, preloaded, accepting the next session assigns no transaction id" "$got" t
+    fi
+}
+
 step=$oldest
 while [ "$step" != "$current" ]; do
     next=$(cd "$root/sql" && ls "sbqueue--$step--"*.sql 2>/dev/null | sed "s/sbqueue--$step--\(.*\)\.sql/\1/" | sort -V | tail -1)
@@ -287,6 +335,9 @@ while [ "$step" != "$current" ]; do
     old_sql_checks "$step"
     if [ "$next" = "$dlq_table_version" ]; then
         dlq_before_update "$step"
+    fi
+    if [ "$next" = "$session_memory_version" ]; then
+        session_before_update "$step"
     fi
     psql -d sbq_upgrade_old -c "ALTER EXTENSION sbqueue UPDATE TO '$next'"
     got=$(psql -At -d sbq_upgrade_old -c "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'")
@@ -303,6 +354,9 @@ while [ "$step" != "$current" ]; do
     check "nothing is left in the queue used under $step at $next" "$got" 0
     if [ "$next" = "$dlq_table_version" ]; then
         dlq_after_update "$next"
+    fi
+    if [ "$next" = "$session_memory_version" ]; then
+        session_after_update "$next"
     fi
     step=$next
 done

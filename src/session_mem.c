@@ -1,0 +1,708 @@
+/*-------------------------------------------------------------------------
+ *
+ * session_mem.c
+ *	  Session locks kept in shared memory: with sbqueue preloaded, accepting
+ *	  a session, receiving its messages and releasing it write no WAL.
+ *
+ * A session lock is an entry of the lease table (lease.c, "sessions"),
+ * keyed by its session's row; the message locks under it are leases that
+ * carry its key and its expiry. So a crash loses them together, and never a
+ * message or a session's state, which stay in sbq.messages and
+ * sbq.sessions. Expiry needs nobody: when the session lock runs out, so do
+ * its messages' leases, and the sweep (or the next receive) counts each as
+ * a delivery, as for any message lock. Renewing and releasing renew or end
+ * the leases under the lock in the same transaction; releasing does not
+ * count their deliveries (R9.9).
+ *
+ * What the row of the session keeps in this mode: its key and id, its state,
+ * and its ready mark (ready_seq), which stays set while the session is held:
+ * accept-next passes over held sessions (a look in shared memory each) and
+ * moves them to the back of the line when it passes over more than a few,
+ * so that it never walks many; a release sets the mark to the session's
+ * first available message again, or takes it off when the session is empty
+ * (with the row alone, as session.c's protocol says).
+ *
+ * The calls of a session's holder (receive, renew, release, setting the
+ * state) take a transaction-long heavyweight lock on the session (an
+ * advisory lock tag of sbqueue's own class, which writes no WAL), in place
+ * of session.c's row lock: a release waits for a receive in flight, and no
+ * lease is taken under a lock that has ended. Accepting takes it for the
+ * moment of the claim only, so accept-next passes over a session whose
+ * holder is busy, and a named accept waits for a release in flight.
+ *
+ * Locks stored in the rows (0.7, or a server without the preload) may be
+ * left from before a restart or an update: session.c's paths end them when
+ * they are met (sbq_session_row_end_stale), and keep serving a row lock
+ * that is still valid.
+ *
+ * Owns: nothing shared (the entries are lease.c's). Locks: the heavyweight
+ * session lock above; row locks of sbq.sessions and sbq.messages through
+ * its statements.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/session_mem.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "lease.h"
+#include "session_mem.h"
+#include "storage_core.h"
+#include "wait.h"
+
+/* the class (field4) of sbqueue's session lock tags; advisory locks use 1 and 2 */
+#define SBQ_SESSION_LOCK_CLASS	0x5351
+
+/* How many held sessions accept-next passes over before it moves them back. */
+#define SBQ_PASS_HELD_MAX		8
+
+/* How many candidates one accept-next looks at before it gives up this round. */
+#define SBQ_MEM_ACCEPT_LOOKS	1000
+
+/* $1 queue, $2 session id: the session's row, as it is now */
+static SbqStatement stmt_row = {"session row", 2, {INT4OID, TEXTOID},
+	"SELECT s.session_key, s.session_token IS NOT NULL FROM sbq.sessions s"
+	" WHERE s.queue_id = $1 AND s.session_id = $2"
+};
+
+/* $1 queue, $2 session id, $3 now */
+static SbqStatement stmt_insert = {"new session row", 3, {INT4OID, TEXTOID, TIMESTAMPTZOID},
+	"INSERT INTO sbq.sessions (queue_id, session_id, last_updated) VALUES ($1, $2, $3)"
+	" ON CONFLICT (queue_id, session_id) DO NOTHING"
+};
+
+/* $1 key, $2 now: whether the row is there, and whether a message waits */
+static SbqStatement stmt_look = {"look at a session", 2, {INT8OID, TIMESTAMPTZOID},
+	"SELECT s.session_token IS NOT NULL,"
+	"       EXISTS (SELECT 1 FROM sbq.messages m"
+	"                WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id"
+	"                  AND m.state = 0 AND m.lock_token IS NULL"
+	"                  AND (m.expires_at IS NULL OR m.expires_at > $2))"
+	"  FROM sbq.sessions s WHERE s.session_key = $1"
+};
+
+/* $1 queue, $2 after this ready_seq: the next in line, locking nothing */
+static SbqStatement stmt_line = {"sessions in line", 2, {INT4OID, INT8OID},
+	"SELECT s.session_key, s.ready_seq, s.session_token IS NOT NULL FROM sbq.sessions s"
+	" WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL AND s.ready_seq > $2"
+	" ORDER BY s.queue_id, s.ready_seq LIMIT 16"
+};
+
+/* $1 keys: held sessions accept-next passed over go to the back of the line */
+static SbqStatement stmt_move_back = {"held sessions to the back", 1, {INT8ARRAYOID},
+	"UPDATE sbq.sessions s SET ready_seq = " NEXT_SEQUENCE
+	"  FROM (SELECT h.session_key FROM sbq.sessions h"
+	"         WHERE h.session_key = ANY($1) AND h.ready_seq IS NOT NULL"
+	"         ORDER BY h.session_key FOR NO KEY UPDATE SKIP LOCKED) l"
+	" WHERE s.session_key = l.session_key"
+};
+
+/* $1 key: the row alone (no sender in flight), or no row */
+static SbqStatement stmt_alone = {"session row alone (memory)", 1, {INT8OID},
+	"SELECT 1 FROM sbq.sessions s WHERE s.session_key = $1 FOR UPDATE SKIP LOCKED"
+};
+
+/* $1 key: the mark, and the first available message */
+static SbqStatement stmt_mark = {"session mark", 1, {INT8OID},
+	"SELECT s.ready_seq,"
+	"       (SELECT m.sequence_number FROM sbq.messages m"
+	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id"
+	"           AND m.state = 0 AND m.lock_token IS NULL"
+	"         ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1)"
+	"  FROM sbq.sessions s WHERE s.session_key = $1"
+};
+
+/* $1 key, $2 the mark (NULL: none) */
+static SbqStatement stmt_set_mark = {"set a session mark", 2, {INT8OID, INT8OID},
+	"UPDATE sbq.sessions s SET ready_seq = $2 WHERE s.session_key = $1"
+};
+
+/* $1 key: a session with nothing left goes */
+static SbqStatement stmt_forget = {"forget an empty session (memory)", 1, {INT8OID},
+	"DELETE FROM sbq.sessions s"
+	" WHERE s.session_key = $1 AND s.state IS NULL AND s.session_token IS NULL"
+	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
+	"                    WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id)"
+};
+
+/* $1 queue, $2 session id, $3 lo, $4 hi: what may be locked under a session lock */
+static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID, TEXTOID,
+		INT8OID, INT8OID},
+	"SELECT m.sequence_number FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state IN (0, 1)"
+	"   AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL"
+};
+
+/* $1 seq: wait for whoever settles the message */
+static SbqStatement stmt_wait_row = {"wait for a message's settler", 1, {INT8OID},
+	"SELECT 1 FROM sbq.messages m WHERE m.sequence_number = $1 FOR UPDATE"
+};
+
+/* $1 key: the session's id */
+static SbqStatement stmt_session_id = {"session id", 1, {INT8OID},
+	"SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $1"
+};
+
+/*
+ * sbq_session_mutex
+ *		Take the heavyweight lock of the session key until the transaction
+ *		ends (wait), or try to (!wait: false when another has it). *taken
+ *		says this call took it (it was not held already), for an early
+ *		sbq_session_unmutex.
+ */
+static bool
+sbq_session_mutex(int64 key, bool wait, bool *taken)
+{
+	LOCKTAG		tag;
+	LockAcquireResult r;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) ((uint64) key >> 32), (uint32) key,
+						 SBQ_SESSION_LOCK_CLASS);
+	r = LockAcquire(&tag, ExclusiveLock, false, !wait);
+	if (taken != NULL)
+		*taken = r == LOCKACQUIRE_OK;
+	return r != LOCKACQUIRE_NOT_AVAIL;
+}
+
+static void
+sbq_session_unmutex(int64 key, bool taken)
+{
+	LOCKTAG		tag;
+
+	if (!taken)
+		return;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) ((uint64) key >> 32), (uint32) key,
+						 SBQ_SESSION_LOCK_CLASS);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/* Give the claimed session lock of key to the caller. */
+static void
+sbq_mem_grant(const SbqQueue *queue, int64 key, SbqSessionLock *out)
+{
+	out->key = key;
+	sbq_make_lock_token(key, &out->token);
+	out->locked_until = sbq_add_interval(GetCurrentTimestamp(), &queue->lock_duration);
+	/* a delivery count of 1: a claim that takes it over after it expired can tell */
+	sbq_lease_grant(-key, &out->token, out->locked_until, 1, 0);
+}
+
+/*
+ * After a session lock that had expired was taken over: the leases of its
+ * messages expired with it, and their deliveries count now (dead-lettering
+ * those that had their last), as when a lock stored in the row is ended.
+ */
+static void
+sbq_mem_took_over(const SbqQueue *queue)
+{
+	int64		released = 0;
+	int64		dead = 0;
+
+	(void) sbq_lease_sweep(queue, 1, queue->queue_id, GetCurrentTimestamp(), &released,
+						   &dead);
+}
+
+/*
+ * Claim the session lock of key: false when another holds or takes it.
+ * *expired says it takes over a lock that expired.
+ */
+static bool
+sbq_mem_claim(const SbqQueue *queue, int64 key, bool *expired)
+{
+	int32		prev;
+
+	switch (sbq_lease_claim(-key, queue->queue_id, SBQ_SUBQUEUE_SESSION,
+							GetCurrentTimestamp(), &prev))
+	{
+		case SBQ_CLAIM_OK:
+			*expired = prev > 0;
+			return true;
+		case SBQ_CLAIM_BUSY:
+			return false;
+		case SBQ_CLAIM_FULL:
+			break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of shared memory for sbqueue locks"),
+			 errdetail("Session locks live in shared memory, and this database's share of it is full."),
+			 errhint("Settle or release what is locked, or raise \"sbqueue.max_locks\" or \"sbqueue.max_locks_per_database\".")));
+	return false;
+}
+
+/*
+ * sbq_mem_accept_named
+ *		Accept session_id (making its row when it has none): false when
+ *		another holder has it.
+ */
+static bool
+sbq_mem_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *out)
+{
+	Datum		values[3];
+	int			tries;
+
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = PointerGetDatum(session_id);
+	for (tries = 0;; tries++)
+	{
+		bool		isnull;
+		int64		key;
+		bool		taken;
+		bool		expired;
+		Datum		lv[2];
+
+		if (tries > 10)
+			elog(ERROR, "session row of \"%s\" keeps changing", text_to_cstring(session_id));
+		CHECK_FOR_INTERRUPTS();
+		if (sbq_exec_latest(&stmt_row, values, NULL) != 1)
+		{
+			values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+			(void) sbq_exec_latest(&stmt_insert, values, NULL);
+			continue;
+		}
+		key = DatumGetInt64(sbq_col(0, 1, &isnull));
+		if (DatumGetBool(sbq_col(0, 2, &isnull)) && sbq_session_row_end_stale(queue, key))
+			return false;		/* held in its row, from before an update */
+		(void) sbq_session_mutex(key, true, &taken);
+		if (!sbq_mem_claim(queue, key, &expired))
+		{
+			VirtualTransactionId vxid;
+			int			owned;
+
+			sbq_session_unmutex(key, taken);
+			owned = sbq_lease_owner(-key, &vxid);
+			if (owned == 0)
+				return false;
+			/* another transaction is taking or ending it: its end decides */
+			if (owned == 1)
+				(void) VirtualXactLock(vxid, true);
+			else
+				pg_usleep(100L);
+			tries = 0;
+			continue;
+		}
+		/* claimed: is the row still there (a release may have forgotten it)? */
+		lv[0] = Int64GetDatum(key);
+		lv[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		if (sbq_exec_latest(&stmt_look, lv, NULL) != 1)
+		{
+			sbq_lease_unclaim(-key);
+			sbq_session_unmutex(key, taken);
+			continue;
+		}
+		sbq_mem_grant(queue, key, out);
+		out->session_id = text_to_cstring(session_id);
+		sbq_session_unmutex(key, taken);
+		if (expired)
+			sbq_mem_took_over(queue);
+		return true;
+	}
+}
+
+/*
+ * sbq_mem_try_next
+ *		Accept-next's look at one session in line: claimed, with available
+ *		messages: taken (true). Else its claim is given back; an empty one
+ *		leaves the line (with its row alone), and *held says another holds it.
+ */
+static bool
+sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *held)
+{
+	Datum		lv[2];
+	bool		isnull;
+	bool		taken;
+	bool		expired;
+
+	*held = false;
+	if (!sbq_session_mutex(key, false, &taken))
+		return false;			/* its holder is busy with it */
+	if (!sbq_mem_claim(queue, key, &expired))
+	{
+		sbq_session_unmutex(key, taken);
+		*held = true;
+		return false;
+	}
+	if (expired)
+		sbq_mem_took_over(queue);
+	lv[0] = Int64GetDatum(key);
+	lv[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	if (sbq_exec_latest(&stmt_look, lv, NULL) == 1)
+	{
+		if (DatumGetBool(sbq_col(0, 2, &isnull)))
+		{
+			sbq_mem_grant(queue, key, out);
+			sbq_session_unmutex(key, taken);
+			return true;
+		}
+		/* nothing available: off the line, if no send is in flight */
+		if (sbq_exec_latest(&stmt_alone, lv, NULL) == 1)
+		{
+			(void) sbq_exec_latest(&stmt_look, lv, NULL);
+			if (DatumGetBool(sbq_col(0, 2, &isnull)))
+			{
+				sbq_mem_grant(queue, key, out);
+				sbq_session_unmutex(key, taken);
+				return true;
+			}
+			lv[1] = (Datum) 0;
+			{
+				bool		nulls[2] = {false, true};
+
+				(void) sbq_exec_latest(&stmt_set_mark, lv, nulls);
+			}
+			(void) sbq_exec_latest(&stmt_forget, lv, NULL);
+		}
+	}
+	sbq_lease_unclaim(-key);
+	sbq_session_unmutex(key, taken);
+	return false;
+}
+
+/*
+ * sbq_mem_accept_next
+ *		Accept the first session in line that nobody holds and that has
+ *		available messages. Held sessions it passes over stay in line; when
+ *		it passes over more than a few, they go to the back of it.
+ */
+static bool
+sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
+{
+	int64		after = PG_INT64_MIN;
+	int64	   *held = palloc(sizeof(int64) * SBQ_MEM_ACCEPT_LOOKS);
+	int			nheld = 0;
+	int			looks = 0;
+	bool		found = false;
+	int64		dead = 0;
+
+	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
+	(void) sbq_session_expire_rows(queue, GetCurrentTimestamp(), 16, &dead);
+	while (!found && looks < SBQ_MEM_ACCEPT_LOOKS)
+	{
+		Datum		values[2];
+		uint64		n;
+		uint64		i;
+		int64	   *keys;
+		bool	   *row_held;
+
+		values[0] = Int32GetDatum(queue->queue_id);
+		values[1] = Int64GetDatum(after);
+		n = sbq_exec_latest(&stmt_line, values, NULL);
+		if (n == 0)
+			break;
+		keys = palloc(sizeof(int64) * n);
+		row_held = palloc(sizeof(bool) * n);
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			keys[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+			after = DatumGetInt64(sbq_col(i, 2, &isnull));
+			row_held[i] = DatumGetBool(sbq_col(i, 3, &isnull));
+		}
+		for (i = 0; i < n && !found && looks < SBQ_MEM_ACCEPT_LOOKS; i++, looks++)
+		{
+			bool		is_held;
+
+			CHECK_FOR_INTERRUPTS();
+			if (row_held[i] && sbq_session_row_end_stale(queue, keys[i]))
+				continue;
+			found = sbq_mem_try_next(queue, keys[i], out, &is_held);
+			if (is_held)
+				held[nheld++] = keys[i];
+		}
+	}
+	if (nheld > SBQ_PASS_HELD_MAX)
+	{
+		Datum		values[1];
+
+		values[0] = sbq_int8_array(held, nheld);
+		(void) sbq_exec_latest(&stmt_move_back, values, NULL);
+	}
+	if (found)
+	{
+		Datum		values[1];
+		bool		isnull;
+
+		values[0] = Int64GetDatum(out->key);
+		(void) sbq_exec_latest(&stmt_session_id, values, NULL);
+		out->session_id = sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
+	}
+	return found;
+}
+
+/* sbq_mem_accept: accept session_id, or the next one when NULL */
+SbqAcceptResult
+sbq_mem_accept(const SbqQueue *queue, text *session_id, SbqSessionLock *out)
+{
+	if (session_id != NULL)
+		return sbq_mem_accept_named(queue, session_id, out) ? SBQ_ACCEPT_OK : SBQ_ACCEPT_HELD;
+	return sbq_mem_accept_next(queue, out) ? SBQ_ACCEPT_OK : SBQ_ACCEPT_NONE;
+}
+
+/*
+ * sbq_mem_lookup
+ *		Whether token is a session lock in shared memory that holds now,
+ *		taking its session's heavyweight lock first when mutex (a holder's
+ *		call). *out gets the lock, *sl its entry.
+ */
+bool
+sbq_mem_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool mutex,
+			   SbqSessionLock *out, SbqSessionLease *sl)
+{
+	int64		key = sbq_token_sequence(token);
+	Datum		values[1];
+	bool		isnull;
+
+	if (key <= 0 ||
+		!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), NULL))
+		return false;
+	if (mutex)
+	{
+		(void) sbq_session_mutex(key, true, NULL);
+		/* judged again with a clock read after the lock */
+		if (!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), sl))
+			return false;
+	}
+	else if (!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), sl))
+		return false;
+	values[0] = Int64GetDatum(key);
+	if (sbq_exec_latest(&stmt_session_id, values, NULL) != 1)
+		return false;
+	out->key = key;
+	out->token = *token;
+	out->session_id = sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
+	out->locked_until = sl->locked_until;
+	return true;
+}
+
+/*
+ * sbq_mem_each_lease
+ *		End (until 0) or renew the leases under the session lock of lock,
+ *		waiting for any another transaction is settling. Returns how many.
+ */
+static int
+sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
+				   const SbqSessionLease *sl, TimestampTz until)
+{
+	Datum		values[4];
+	uint64		n;
+	uint64		i;
+	int64	   *seqs;
+	int			done = 0;
+
+	if (sl->hi == 0)
+		return 0;
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = CStringGetTextDatum(lock->session_id);
+	values[2] = Int64GetDatum(sl->lo);
+	values[3] = Int64GetDatum(sl->hi);
+	n = sbq_exec_latest(&stmt_locked, values, NULL);
+	seqs = palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+	}
+	for (i = 0; i < n; i++)
+	{
+		SbqGroupResult r;
+		int			tries = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		while ((r = sbq_lease_group(seqs[i], lock->key, GetCurrentTimestamp(), until)) ==
+			   SBQ_GROUP_WAIT)
+		{
+			Datum		seq = Int64GetDatum(seqs[i]);
+
+			/* a settlement holds the row until it ends; a claim, briefly */
+			if (sbq_exec_latest(&stmt_wait_row, &seq, NULL) == 0)
+				break;
+			if (++tries > 1000)
+				pg_usleep(1000L);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (r == SBQ_GROUP_DONE)
+			done++;
+	}
+	return done;
+}
+
+/*
+ * sbq_mem_receive
+ *		The session's next max_messages, or its deferred messages seqs (all
+ *		or none: false, with *missing), under lock (the caller holds its
+ *		session's heavyweight lock).
+ */
+bool
+sbq_mem_receive(const SbqQueue *queue, const SbqSessionLock *lock, const int64 *seqs,
+				int nseqs, int max_messages, Tuplestorestate *tupstore, TupleDesc tupdesc,
+				SbqReceiveResult *result, int64 *missing)
+{
+	SbqLeaseSession ls = {0};
+
+	if (seqs == NULL)
+		(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
+	ls.key = lock->key;
+	ls.session_id = cstring_to_text(lock->session_id);
+	ls.locked_until = lock->locked_until;
+	ls.seqs = seqs;
+	ls.nseqs = nseqs;
+	ls.missing = 0;
+	*result = sbq_receive_leased_session(queue, &ls, seqs != NULL ? nseqs : max_messages,
+										 tupstore, tupdesc);
+	if (ls.hi > 0)
+		sbq_lease_session_widen(lock->key, ls.lo, ls.hi);
+	if (seqs != NULL && result->delivered != nseqs)
+	{
+		*missing = ls.missing;
+		return false;
+	}
+	return true;
+}
+
+/* sbq_mem_renew: a new locked_until for the session lock of token; false when lost */
+bool
+sbq_mem_renew(const SbqQueue *queue, const pg_uuid_t *token, TimestampTz *locked_until)
+{
+	SbqSessionLock lock;
+	SbqSessionLease sl;
+	TimestampTz now;
+
+	if (!sbq_mem_lookup(queue, token, true, &lock, &sl))
+		return false;
+	now = GetCurrentTimestamp();
+	*locked_until = sbq_add_interval(now, &queue->lock_duration);
+	if (!sbq_lease_renew(-lock.key, token, queue->queue_id, SBQ_SUBQUEUE_SESSION, now,
+						 *locked_until))
+		return false;
+	(void) sbq_mem_each_lease(queue, &lock, &sl, *locked_until);
+	return true;
+}
+
+/*
+ * sbq_mem_remark
+ *		After a release: the session's ready mark is its first available
+ *		message again; an empty session leaves the line (and goes, with no
+ *		state) when no send is in flight.
+ */
+static void
+sbq_mem_remark(const SbqQueue *queue, int64 key)
+{
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	bool		no_mark;
+	bool		none;
+	Datum		first;
+
+	values[0] = Int64GetDatum(key);
+	if (sbq_exec_latest(&stmt_mark, values, NULL) != 1)
+		return;
+	(void) sbq_col(0, 1, &no_mark);
+	first = sbq_col(0, 2, &none);
+	if (!none)
+	{
+		sbq_wait_wake_at_commit(queue->queue_id);
+		if (!no_mark && DatumGetInt64(sbq_col(0, 1, &no_mark)) == DatumGetInt64(first))
+			return;
+		values[1] = first;
+		(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
+		return;
+	}
+	if (sbq_exec_latest(&stmt_alone, values, NULL) != 1)
+		return;					/* a send in flight: accept-next looks later */
+	(void) sbq_exec_latest(&stmt_mark, values, NULL);
+	first = sbq_col(0, 2, &none);
+	values[1] = first;
+	nulls[1] = none;
+	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
+	if (none)
+		(void) sbq_exec_latest(&stmt_forget, values, NULL);
+	else
+		sbq_wait_wake_at_commit(queue->queue_id);
+}
+
+/*
+ * sbq_mem_release
+ *		End the session lock of token and the leases under it (their
+ *		deliveries not counted); false when it is lost.
+ */
+bool
+sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
+{
+	SbqSessionLock lock;
+	SbqSessionLease sl;
+	int32		unused;
+	SbqCounts	counts = {0};
+
+	if (!sbq_mem_lookup(queue, token, true, &lock, &sl))
+		return false;
+	if (!sbq_lease_settle(-lock.key, token, queue->queue_id, SBQ_SUBQUEUE_SESSION,
+						  GetCurrentTimestamp(), &unused))
+		return false;
+	/* those deliveries are over (a plain receive counts them at their end too) */
+	counts.received = sbq_mem_each_lease(queue, &lock, &sl, 0);
+	if (counts.received > 0)
+		sbq_add_counts(queue->queue_id, &counts);
+	sbq_mem_remark(queue, lock.key);
+	return true;
+}
+
+/*
+ * sbq_mem_guard_many
+ *		For a settlement of many message lock tokens of a session queue: the
+ *		index of one that is a lease whose session lock is not held now, or
+ *		-1. Tokens with no lease are marked in *rowed[] for session.c's check
+ *		of locks stored in rows.
+ */
+int
+sbq_mem_guard_many(const SbqQueue *queue, Datum *tokens, int ntokens, bool *rowed)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64		last = 0;
+	int			i;
+
+	for (i = 0; i < ntokens; i++)
+	{
+		const pg_uuid_t *token = DatumGetUUIDP(tokens[i]);
+		int64		key = sbq_lease_session_of(sbq_token_sequence(token), token,
+											   queue->queue_id, now);
+
+		rowed[i] = key < 0;
+		if (key < 0)
+			continue;
+		if (key == 0)
+			return i;
+		if (key != last && !sbq_lease_session(key, NULL, queue->queue_id, now, NULL))
+			return i;
+		last = key;
+	}
+	return -1;
+}
+
+/* sbq_mem_state_lookup: the session lock of token for its state (set: a holder's call) */
+bool
+sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool set,
+					 SbqSessionLock *out)
+{
+	SbqSessionLease sl;
+
+	return sbq_mem_lookup(queue, token, set, out, &sl);
+}
+
+/* sbq_mem_expire: let up to limit expired session locks of queue go; how many */
+int
+sbq_mem_expire(const SbqQueue *queue, TimestampTz now, int limit)
+{
+	return sbq_lease_take_sessions(queue->queue_id, now, limit);
+}
