@@ -6,7 +6,9 @@
 # Measures the sbqueue installed for $PG_CONFIG (it builds nothing: run
 # `make install` first). Starts a throwaway server (scripts/pgserver.sh
 # --preload: fsync on, synchronous_commit on; here also shared_buffers 1GB,
-# max_wal_size 8GB as bench/run.sh, and pg_stat_statements preloaded with
+# max_wal_size 8GB as bench/run.sh, sbqueue.max_locks 262144 with 131072 for
+# one database (B holds 99,000 session locks at once, each an entry of that
+# table), and pg_stat_statements preloaded with
 # track = none, which only the diagnostic runs turn to all) on the first free
 # port of 56200-56299 (SESS_PORT to choose one), and bench/sessions.py
 # measures on it:
@@ -101,6 +103,8 @@ port=$(scripts/pgserver.sh start "$work/pg" "$port" --preload)
 export PGHOST="$work/pg" PGPORT="$port"
 psql -X -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET shared_buffers = '1GB'" \
     -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
+    -c "ALTER SYSTEM SET sbqueue.max_locks = 262144" \
+    -c "ALTER SYSTEM SET sbqueue.max_locks_per_database = 131072" \
     -c "ALTER SYSTEM SET shared_preload_libraries = 'sbqueue', 'pg_stat_statements'"
 scripts/pgserver.sh stop "$work/pg"
 log_from=$(stat -c %s "$work/pg/server.log")

@@ -85,26 +85,28 @@ static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, IN
  * messages in sequence order after $5, locked or not (a receive passes over
  * its own leases, and stops at anything else: order comes first). The
  * "locked" column is whether a lock is stored in the row.
- * $1 queue, $2 session id, $3 now (unused), $4 limit, $5 after
+ * $1 queue, $2 session key, $3 now (unused), $4 limit, $5 after
  */
+#define SESSION_OF_KEY "(SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $2)"
 static SbqStatement stmt_session_candidates = {"session lease candidates", 5, {INT4OID,
-		TEXTOID, TIMESTAMPTZOID, INT4OID, INT8OID},
+		INT8OID, TIMESTAMPTZOID, INT4OID, INT8OID},
 	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
 	"       m.ctid, m.lock_token IS NOT NULL, m.expires_at"
 	"  FROM sbq.messages m"
-	" WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state = 0"
+	" WHERE m.queue_id = $1 AND m.session_id = " SESSION_OF_KEY " AND m.state = 0"
 	"   AND m.sequence_number > $5 AND $3 IS NOT NULL"
 	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
 	" LIMIT $4"
 };
 
-/* The deferred messages $5 of a session ($1 queue, $2 session id), not locked in rows. */
+/* The deferred messages $5 of a session ($1 queue, $2 session key), not locked in rows. */
 static SbqStatement stmt_session_deferred = {"session deferred lease candidates", 5,
-	{INT4OID, TEXTOID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
+	{INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
 	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
 	"       m.ctid, false, m.expires_at"
 	"  FROM sbq.messages m"
-	" WHERE m.sequence_number = ANY($5) AND m.queue_id = $1 AND m.session_id = $2"
+	" WHERE m.sequence_number = ANY($5) AND m.queue_id = $1"
+	"   AND m.session_id = " SESSION_OF_KEY
 	"   AND m.state = 1 AND m.lock_token IS NULL AND $3 IS NOT NULL"
 	" ORDER BY m.sequence_number LIMIT $4"
 };
@@ -269,7 +271,7 @@ sbq_lease_scan_session(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	bool		deferred = r->session->seqs != NULL;
 
 	values[0] = Int32GetDatum(r->queue->queue_id);
-	values[1] = PointerGetDatum(r->session->session_id);
+	values[1] = Int64GetDatum(r->session->key);
 	values[2] = TimestampTzGetDatum(r->now);
 	/* passing over its own leases: a wider window each time */
 	r->window = r->window == 0 ? want : Min(Max(r->window * 2, want), 10000);

@@ -793,7 +793,7 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
  *		message of the session free to lock.
  */
 bool
-sbq_storage_receive_deferred_session(const SbqQueue *queue, const SbqSessionLock *lock,
+sbq_storage_receive_deferred_session(const SbqQueue *queue, SbqSessionLock *lock,
 									 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
 									 TupleDesc tupdesc, int64 *missing)
 {
@@ -809,7 +809,10 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, const SbqSessionLock
 
 		for (i = 0; i < nseqs; i++)
 			s[i] = DatumGetInt64(seqs[i]);
-		return sbq_mem_receive(queue, lock, s, nseqs, nseqs, tupstore, tupdesc, &r, missing);
+		if (sbq_mem_receive(queue, lock, s, nseqs, nseqs, tupstore, tupdesc, &r, missing))
+			return true;
+		lock->session_id = sbq_mem_session_id(lock->key);
+		return false;
 	}
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = CStringGetTextDatum(lock->session_id);

@@ -93,7 +93,8 @@ static SbqStatement stmt_look = {"look at a session", 2, {INT8OID, TIMESTAMPTZOI
 
 /* $1 queue, $2 after this ready_seq: the next in line, locking nothing */
 static SbqStatement stmt_line = {"sessions in line", 2, {INT4OID, INT8OID},
-	"SELECT s.session_key, s.ready_seq, s.session_token IS NOT NULL FROM sbq.sessions s"
+	"SELECT s.session_key, s.ready_seq, s.session_token IS NOT NULL, s.session_id"
+	"  FROM sbq.sessions s"
 	" WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL AND s.ready_seq > $2"
 	" ORDER BY s.queue_id, s.ready_seq LIMIT 16"
 };
@@ -135,11 +136,13 @@ static SbqStatement stmt_forget = {"forget an empty session (memory)", 1, {INT8O
 	"                    WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id)"
 };
 
-/* $1 queue, $2 session id, $3 lo, $4 hi: what may be locked under a session lock */
-static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID, TEXTOID,
+
+/* $1 queue, $2 session key, $3 lo, $4 hi: what may be locked under a session lock */
+static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID, INT8OID,
 		INT8OID, INT8OID},
 	"SELECT m.sequence_number FROM sbq.messages m"
-	" WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state IN (0, 1)"
+	" WHERE m.queue_id = $1 AND m.state IN (0, 1)"
+	"   AND m.session_id = (SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $2)"
 	"   AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL"
 };
 
@@ -382,10 +385,8 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	int			nheld = 0;
 	int			looks = 0;
 	bool		found = false;
-	int64		dead = 0;
 
 	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
-	(void) sbq_session_expire_rows(queue, GetCurrentTimestamp(), 16, &dead);
 	while (!found && looks < SBQ_MEM_ACCEPT_LOOKS)
 	{
 		Datum		values[2];
@@ -393,6 +394,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 		uint64		i;
 		int64	   *keys;
 		bool	   *row_held;
+		char	  **ids;
 
 		values[0] = Int32GetDatum(queue->queue_id);
 		values[1] = Int64GetDatum(after);
@@ -401,6 +403,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			break;
 		keys = palloc(sizeof(int64) * n);
 		row_held = palloc(sizeof(bool) * n);
+		ids = palloc(sizeof(char *) * n);
 		for (i = 0; i < n; i++)
 		{
 			bool		isnull;
@@ -408,6 +411,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			keys[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
 			after = DatumGetInt64(sbq_col(i, 2, &isnull));
 			row_held[i] = DatumGetBool(sbq_col(i, 3, &isnull));
+			ids[i] = sbq_spi_strdup(sbq_col(i, 4, &isnull), false);
 		}
 		for (i = 0; i < n && !found && looks < SBQ_MEM_ACCEPT_LOOKS; i++, looks++)
 		{
@@ -417,6 +421,8 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			if (row_held[i] && sbq_session_row_end_stale(queue, keys[i]))
 				continue;
 			found = sbq_mem_try_next(queue, keys[i], out, &is_held);
+			if (found)
+				out->session_id = ids[i];
 			if (is_held)
 				held[nheld++] = keys[i];
 		}
@@ -427,15 +433,6 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 
 		values[0] = sbq_int8_array(held, nheld);
 		(void) sbq_exec_latest(&stmt_move_back, values, NULL);
-	}
-	if (found)
-	{
-		Datum		values[1];
-		bool		isnull;
-
-		values[0] = Int64GetDatum(out->key);
-		(void) sbq_exec_latest(&stmt_session_id, values, NULL);
-		out->session_id = sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
 	}
 	return found;
 }
@@ -460,8 +457,6 @@ sbq_mem_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool mutex,
 			   SbqSessionLock *out, SbqSessionLease *sl)
 {
 	int64		key = sbq_token_sequence(token);
-	Datum		values[1];
-	bool		isnull;
 
 	if (key <= 0 ||
 		!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), NULL))
@@ -475,14 +470,24 @@ sbq_mem_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool mutex,
 	}
 	else if (!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), sl))
 		return false;
-	values[0] = Int64GetDatum(key);
-	if (sbq_exec_latest(&stmt_session_id, values, NULL) != 1)
-		return false;
 	out->key = key;
 	out->token = *token;
-	out->session_id = sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
+	out->session_id = NULL;
 	out->locked_until = sl->locked_until;
 	return true;
+}
+
+/* The session id of the session key (NULL when it has no row). */
+char *
+sbq_mem_session_id(int64 key)
+{
+	Datum		values[1];
+	bool		isnull;
+
+	values[0] = Int64GetDatum(key);
+	if (sbq_exec_latest(&stmt_session_id, values, NULL) != 1)
+		return NULL;
+	return sbq_spi_strdup(sbq_col(0, 1, &isnull), false);
 }
 
 /*
@@ -503,7 +508,7 @@ sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 	if (sl->hi == 0)
 		return 0;
 	values[0] = Int32GetDatum(queue->queue_id);
-	values[1] = CStringGetTextDatum(lock->session_id);
+	values[1] = Int64GetDatum(lock->key);
 	values[2] = Int64GetDatum(sl->lo);
 	values[3] = Int64GetDatum(sl->hi);
 	n = sbq_exec_latest(&stmt_locked, values, NULL);
@@ -554,7 +559,6 @@ sbq_mem_receive(const SbqQueue *queue, const SbqSessionLock *lock, const int64 *
 	if (seqs == NULL)
 		(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
 	ls.key = lock->key;
-	ls.session_id = cstring_to_text(lock->session_id);
 	ls.locked_until = lock->locked_until;
 	ls.seqs = seqs;
 	ls.nseqs = nseqs;
@@ -619,16 +623,22 @@ sbq_mem_remark(const SbqQueue *queue, int64 key)
 		(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
 		return;
 	}
+	/*
+	 * Empty: with the row alone (no send in flight, and none can start), a
+	 * look with a snapshot taken after that; nothing left and no state, it
+	 * goes. (One statement could not do both: its snapshot would be older
+	 * than its row lock.)
+	 */
 	if (sbq_exec_latest(&stmt_alone, values, NULL) != 1)
 		return;					/* a send in flight: accept-next looks later */
+	if (sbq_exec_latest(&stmt_forget, values, NULL) == 1)
+		return;
 	(void) sbq_exec_latest(&stmt_mark, values, NULL);
 	first = sbq_col(0, 2, &none);
 	values[1] = first;
 	nulls[1] = none;
 	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
-	if (none)
-		(void) sbq_exec_latest(&stmt_forget, values, NULL);
-	else
+	if (!none)
 		sbq_wait_wake_at_commit(queue->queue_id);
 }
 

@@ -33,6 +33,7 @@ extern int	sbq_mem_guard_many(const SbqQueue *queue, Datum *tokens, int ntokens,
 							   bool *rowed);
 extern bool sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool set,
 								 SbqSessionLock *out);
+extern char *sbq_mem_session_id(int64 key);
 extern int	sbq_mem_expire(const SbqQueue *queue, TimestampTz now, int limit);
 
 /* session.c, for this file */

@@ -94,7 +94,7 @@ extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,
 typedef struct SbqSessionLock
 {
 	int64		key;			/* the session's row */
-	char	   *session_id;
+	char	   *session_id;		/* NULL for a lock in shared memory, until needed */
 	pg_uuid_t	token;
 	TimestampTz locked_until;
 	bool		in_memory;		/* kept in shared memory (session_mem.c), not in the row */
@@ -120,7 +120,7 @@ extern SbqReceiveResult sbq_storage_receive_session(const SbqQueue *queue,
 													Tuplestorestate *tupstore,
 													TupleDesc tupdesc);
 extern bool sbq_storage_receive_deferred_session(const SbqQueue *queue,
-												 const SbqSessionLock *lock,
+												 SbqSessionLock *lock,
 												 Datum *seqs, int nseqs,
 												 Tuplestorestate *tupstore,
 												 TupleDesc tupdesc, int64 *missing);

@@ -211,7 +211,6 @@ extern int	sbq_lease_deadletter_rows(const SbqQueue *queue, const int64 *seqs,
 typedef struct SbqLeaseSession
 {
 	int64		key;			/* the session's row */
-	text	   *session_id;
 	TimestampTz locked_until;	/* of the session lock */
 	const int64 *seqs;			/* deferred messages asked for, or NULL */
 	int			nseqs;
