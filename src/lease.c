@@ -178,6 +178,7 @@ typedef struct SbqLeaseShare
 	slock_t		mutex;			/* protects the rest */
 	int32		count;			/* entries of this database */
 	TimestampTz min_until;		/* no lease of it expires before this */
+	TimestampTz session_until;	/* no session lock of it expires before this */
 } SbqLeaseShare;
 
 /* One change of this transaction, with what the entry was before it. */
@@ -359,6 +360,7 @@ sbq_lease_share(void)
 		SpinLockInit(&share->mutex);
 		share->count = 0;
 		share->min_until = SBQ_NO_EXPIRY;
+		share->session_until = SBQ_NO_EXPIRY;
 	}
 	LWLockRelease(sbq_shares_lock());
 	sbq_my_share = share;
@@ -900,6 +902,13 @@ sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until, int32 deli
 	entry->locked_until = until;
 	entry->delivery_count = delivery_count;
 	sbq_lease_note_until(until);
+	if (entry->subqueue == SBQ_SUBQUEUE_SESSION && sbq_my_share != NULL)
+	{
+		SpinLockAcquire(&sbq_my_share->mutex);
+		if (until < sbq_my_share->session_until)
+			sbq_my_share->session_until = until;
+		SpinLockRelease(&sbq_my_share->mutex);
+	}
 	LWLockRelease(lock);
 }
 
@@ -1282,29 +1291,49 @@ sbq_lease_take_sessions(int32 queue_id, TimestampTz now, int max)
 {
 	HASH_SEQ_STATUS status;
 	SbqLease   *entry;
+	SbqLeaseShare *share;
+	TimestampTz next = SBQ_NO_EXPIRY;
 	int			n = 0;
 
 	if (sbq_lease_hash == NULL || max <= 0)
 		return 0;
 	sbq_lease_reserve(max);
+	share = sbq_my_share;
+	if (share == NULL)
+		return 0;
+	/* nothing to scan for until a session lock of this database may have expired */
+	SpinLockAcquire(&share->mutex);
+	if (share->session_until > now)
+	{
+		SpinLockRelease(&share->mutex);
+		return 0;
+	}
+	SpinLockRelease(&share->mutex);
+
 	sbq_lease_lock_all(LW_EXCLUSIVE);
 	hash_seq_init(&status, sbq_lease_hash);
 	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
 	{
 		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != sbq_lease_epoch ||
-			entry->subqueue != SBQ_SUBQUEUE_SESSION || entry->queue_id != queue_id ||
-			entry->state != SBQ_LEASE_HELD || !sbq_lease_expired(entry, now))
+			entry->subqueue != SBQ_SUBQUEUE_SESSION || !entry->has_token)
 			continue;
+		if (n >= max || entry->state != SBQ_LEASE_HELD || !sbq_lease_expired(entry, now) ||
+			(queue_id != 0 && entry->queue_id != queue_id))
+		{
+			/* it stays: an expiry to come back for (now: one left expired) */
+			next = Min(next, Max(entry->locked_until, now));
+			continue;
+		}
 		sbq_lease_record(&entry->key, entry);
 		entry->state = SBQ_LEASE_SETTLING;
 		entry->has_token = false;
 		entry->owner = sbq_my_proc();
-		if (++n >= max)
-		{
-			hash_seq_term(&status);
-			break;
-		}
+		n++;
 	}
+	/* what this transaction took comes back if it aborts: look again then */
+	SpinLockAcquire(&share->mutex);
+	share->session_until = n > 0 ? Min(next, now) : next;
+	SpinLockRelease(&share->mutex);
 	sbq_lease_unlock_all();
 	return n;
 }

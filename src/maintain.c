@@ -40,6 +40,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "session_mem.h"
 #include "storage_core.h"
 #include "wait.h"
 
@@ -449,6 +450,14 @@ sbq_storage_maintain(void)
 		/* expired leases: delivery counts stored, or dead letters */
 		res.more |= sbq_lease_sweep(queues, nqueues, 0, now, &res.released,
 									&res.dead_lettered) >= SBQ_MAINTAIN_BATCH;
+		/* and expired session locks in shared memory, of every queue */
+		if (sbq_sessions_installed())
+		{
+			int			n = sbq_mem_expire(now, SBQ_MAINTAIN_BATCH);
+
+			res.sessions_expired += n;
+			res.more |= n >= SBQ_MAINTAIN_BATCH;
+		}
 
 		/*
 		 * The queues with work, by id as the queues are; a queue made after

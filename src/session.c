@@ -479,27 +479,13 @@ sbq_session_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock
 
 /*
  * sbq_session_expire_all
- *		End up to limit session locks of a queue that ran out (each
- *		message lock under them counts as a delivery). Returns how many.
+ *		End up to limit session locks stored in the rows of a queue that ran
+ *		out (each message lock under them counts as a delivery). Returns how
+ *		many. (Those in shared memory: sbq_mem_expire, for all queues.)
  */
 int
 sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int limit,
 					   int64 *dead_lettered)
-{
-	int			n = sbq_session_expire_rows(queue, now, limit, dead_lettered);
-
-	if (sbq_session_locks_in_memory())
-		n += sbq_mem_expire(queue, now, limit);
-	return n;
-}
-
-/*
- * sbq_session_expire_rows
- *		sbq_session_expire_all for the locks stored in session rows.
- */
-int
-sbq_session_expire_rows(const SbqQueue *queue, TimestampTz now, int limit,
-						int64 *dead_lettered)
 {
 	Datum		values[4];
 	uint64		n;

@@ -710,9 +710,16 @@ sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool set,
 	return sbq_mem_lookup(queue, token, set, out, &sl);
 }
 
-/* sbq_mem_expire: let up to limit expired session locks of queue go; how many */
+/*
+ * sbq_mem_expire
+ *		For maintenance: let up to limit expired session locks of this
+ *		database go (the leases under them expired with them, and the sweep
+ *		ends those). Returns how many.
+ */
 int
-sbq_mem_expire(const SbqQueue *queue, TimestampTz now, int limit)
+sbq_mem_expire(TimestampTz now, int limit)
 {
-	return sbq_lease_take_sessions(queue->queue_id, now, limit);
+	if (!sbq_session_locks_in_memory())
+		return 0;
+	return sbq_lease_take_sessions(0, now, limit);
 }

@@ -34,11 +34,9 @@ extern int	sbq_mem_guard_many(const SbqQueue *queue, Datum *tokens, int ntokens,
 extern bool sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool set,
 								 SbqSessionLock *out);
 extern char *sbq_mem_session_id(int64 key);
-extern int	sbq_mem_expire(const SbqQueue *queue, TimestampTz now, int limit);
+extern int	sbq_mem_expire(TimestampTz now, int limit);
 
 /* session.c, for this file */
 extern bool sbq_session_row_end_stale(const SbqQueue *queue, int64 key);
-extern int	sbq_session_expire_rows(const SbqQueue *queue, TimestampTz now, int limit,
-									int64 *dead_lettered);
 
 #endif							/* SBQ_SESSION_MEM_H */

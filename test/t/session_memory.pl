@@ -1,0 +1,225 @@
+# Copyright (c) 2026, the sbqueue authors
+#
+# Session locks kept in shared memory (sbqueue preloaded, src/session_mem.c):
+#	- accepting a session (the next one, or one by name that has a row),
+#	  receiving its messages and releasing it assign no transaction id, so
+#	  they write no WAL;
+#	- a release waits for a receive of the same session in flight, whose
+#	  locks it then ends (so no message lock outlives its session lock), and
+#	  a named accept waits for another transaction taking the same session:
+#	  SB005 when that one commits, the session when it rolls back;
+#	- the slots of session locks come back: at a rollback, when a queue is
+#	  deleted, when a database is dropped, and when maintenance ends expired
+#	  ones; DROP and CREATE EXTENSION start afresh (a session key of the new
+#	  extension never meets a lock of the old one);
+#	- when this database's share of the table is full, accepting fails with
+#	  53200 and changes nothing.
+# The table is small (sbqueue.max_locks = 1024, all of it for one database),
+# so that leaked slots show: two sets of 700 session locks do not fit.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
+use Time::HiRes qw(usleep);
+
+my $max_locks = 1024;
+my $fill = 700;
+
+my $node = SbqNode::preloaded('session_memory', qq(
+sbqueue.max_locks = $max_locks
+sbqueue.max_locks_per_database = $max_locks
+sbqueue.enable_maintenance_worker = off
+));
+
+sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
+
+# 'ok', or 'error <SQLSTATE>'
+my $try_fn = q{
+	CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $f$
+	BEGIN
+		EXECUTE sql;
+		RETURN 'ok';
+	EXCEPTION WHEN OTHERS THEN
+		RETURN 'error ' || SQLSTATE;
+	END $f$;
+	CREATE TABLE tok (name text PRIMARY KEY, tok uuid);
+	CREATE FUNCTION tok(text) RETURNS uuid LANGUAGE sql
+		AS $f$ SELECT tok FROM tok WHERE name = $1 $f$;
+};
+
+sub new_db
+{
+	my ($db) = @_;
+	sql('postgres', "CREATE DATABASE $db");
+	sql($db, 'CREATE EXTENSION sbqueue');
+	sql($db, $try_fn);
+}
+
+# Accept $n sessions of queue $q by name ($p1 .. $pn, $p by default 's') in
+# one transaction (committed unless $rollback): how many, or the error's
+# SQLSTATE.
+sub hold
+{
+	my ($db, $q, $n, $rollback, $p) = @_;
+	$p //= 's';
+	my $end = $rollback ? 'ROLLBACK' : 'COMMIT';
+	my ($ret, $out, $err) = $node->psql($db, qq{
+		BEGIN;
+		SELECT count(*) FROM generate_series(1, $n) i,
+		       LATERAL sbq_accept_session('$q', '$p' || i) a;
+		$end;
+	}, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	return $ret == 0 ? $out : ($err =~ /ERROR:\s+(\w{5})/ ? "error $1" : "error: $err");
+}
+
+new_db('wal');
+sql('wal', q{
+	SELECT sbq_create_queue('q', requires_session => true);
+	SELECT sbq_send('q', 'a1', session_id => 'A');
+	SELECT sbq_send('q', 'a2', session_id => 'A');
+	SELECT sbq_send('q', 'b1', session_id => 'B');
+	-- B's row exists (a send made it): accepting it by name writes nothing
+});
+
+### no transaction id: accept-next, receive, release; accept by name; renew
+my $no_xid = sql('wal', q{
+	BEGIN;
+	SELECT session_id FROM sbq_accept_session('q');
+	SELECT count(*) FROM sbq_receive_session('q',
+	       (SELECT session_token FROM sbq_accept_session('q', 'B')), 10);
+	SELECT txid_current_if_assigned() IS NULL AS no_xid;
+	COMMIT;
+});
+is($no_xid, "A\n1\nt",
+	'accept-next, a named accept of a session with a row, and a receive under it assign no transaction id');
+is(sql('wal', q{SELECT try($$SELECT sbq_accept_session('q', 'A')$$)}), 'error SB005',
+	'A is held by the committed accept-next above');
+my $cycle = sql('wal', q{
+	SELECT sbq_send('q', 'c1', session_id => 'C');
+	BEGIN;
+	INSERT INTO tok SELECT 'C', session_token FROM sbq_accept_session('q', 'C');
+	COMMIT;
+	BEGIN;
+	SELECT count(*) FROM sbq_receive_session('q', tok('C'), 10);
+	SELECT sbq_renew_session('q', tok('C')) > now();
+	SELECT sbq_release_session('q', tok('C'));
+	SELECT txid_current_if_assigned() IS NULL AS no_xid;
+	COMMIT;
+});
+like($cycle, qr/\n1\nt\n\nt$/,
+	'receive, renew and release (of a session with messages left) assign no transaction id');
+
+### a release waits for a receive of the session in flight, then ends its locks
+sql('wal', q{
+	SELECT sbq_send('q', 'd1', session_id => 'D');
+	SELECT sbq_send('q', 'd2', session_id => 'D');
+	INSERT INTO tok SELECT 'D', session_token FROM sbq_accept_session('q', 'D');
+});
+my $recv = $node->background_psql('wal', on_error_stop => 0);
+$recv->query_safe('BEGIN');
+is($recv->query_safe(q{
+	SELECT string_agg(convert_from(body, 'UTF8'), ' ') FROM (
+	  SELECT body FROM sbq_receive_session('q', tok('D'), 1)) r}), 'd1', 'a receive in flight has d1');
+my $rel = $node->background_psql('wal', on_error_stop => 0);
+$rel->query_until(qr/started/, q{
+	\echo started
+	SELECT sbq_release_session('q', tok('D'));
+});
+ok($node->poll_query_until('wal', q{
+	SELECT count(*) > 0 FROM pg_stat_activity
+	 WHERE wait_event_type = 'Lock' AND query LIKE '%sbq_release_session%'}),
+	'the release waits for the receive in flight');
+$recv->query_safe('COMMIT');
+$rel->quit;
+is(sql('wal', q{SELECT convert_from(body, 'UTF8') || ' ' || (locked_until IS NULL) || ' ' || delivery_count
+                  FROM sbq_peek('q', 100) WHERE session_id = 'D' ORDER BY sequence_number LIMIT 1}),
+	'd1 true 0', 'after it d1 is not locked, its delivery not counted (a release)');
+is(sql('wal', q{SELECT a.session_id || ' ' || convert_from(m.body, 'UTF8') || ' ' || m.delivery_count
+                  FROM sbq_accept_session('q', 'D') a, LATERAL sbq_receive_session('q', a.session_token, 1) m}),
+	'D d1 1', 'D is accepted again, d1 comes first with its delivery counted once');
+$recv->quit;
+
+### a named accept waits for another transaction taking the same session
+sub accept_race
+{
+	my ($end) = @_;
+	my $s = "E$end";
+	sql('wal', "SELECT sbq_send('q', 'e', session_id => '$s')");
+	my $first = $node->background_psql('wal', on_error_stop => 0);
+	$first->query_safe('BEGIN');
+	$first->query_safe("SELECT count(*) FROM sbq_accept_session('q', '$s')");
+	my $second = $node->background_psql('wal', on_error_stop => 0);
+	$second->query_until(qr/started/, qq{
+		\\echo started
+		SELECT try(\$\$SELECT sbq_accept_session('q', '$s')\$\$) AS second;
+	});
+	ok($node->poll_query_until('wal', q{
+		SELECT count(*) > 0 FROM pg_stat_activity
+		 WHERE wait_event_type = 'Lock' AND query LIKE '%AS second%'}),
+		"a second accept of $s waits for the first one's transaction");
+	$first->query_safe($end);
+	my $got = $second->query_safe('SELECT 1');
+	$second->quit;
+	$first->quit;
+	return $got;
+}
+# the second's result comes before the next query's output
+like(accept_race('COMMIT'), qr/error SB005/, 'the first commits: the second gets SB005');
+like(accept_race('ROLLBACK'), qr/^ok$/m, 'the first rolls back: the second gets the session');
+
+### slots come back
+new_db('slots');
+sql('slots', "SELECT sbq_create_queue('q', requires_session => true, lock_duration => '5 s')");
+is(hold('slots', 'q', $fill, 1), $fill, "$fill session locks taken in a transaction that rolls back");
+is(hold('slots', 'q', $fill), $fill, '... and their slots are back: another 700 fit');
+is(hold('slots', 'q', $fill, 0, 't'), 'error 53200',
+	'a third 700 do not (the table holds 1024): 53200, out of shared memory');
+is(sql('slots', q{SELECT locked_session_count || ' ' || session_count FROM sbq_queue_stats}),
+	"$fill $fill", '... and that changed nothing: the 700 held ones, no new session rows');
+usleep(5_200_000);
+is(sql('slots', q{SELECT (sbq_maintain() ->> 'sessions_expired')::int}), $fill,
+	'maintenance ends the 700 expired session locks');
+is(hold('slots', 'q', $fill, 0, 'u'), $fill, '... and their slots are back (700 other sessions fit)');
+sql('slots', q{SELECT sbq_delete_queue('q')});
+sql('slots', "SELECT sbq_create_queue('q2', requires_session => true)");
+is(hold('slots', 'q2', $fill), $fill, 'a deleted queue gives its session locks\' slots back');
+
+new_db('dropped');
+sql('dropped', "SELECT sbq_create_queue('q', requires_session => true)");
+sql('slots', q{SELECT sbq_delete_queue('q2')});
+is(hold('dropped', 'q', $fill), $fill, "$fill held in a database about to be dropped");
+sql('postgres', 'DROP DATABASE dropped WITH (FORCE)');
+sql('slots', "SELECT sbq_create_queue('q3', requires_session => true)");
+is(hold('slots', 'q3', $fill), $fill, 'a dropped database gives its session locks\' slots back');
+sql('slots', q{SELECT sbq_delete_queue('q3')});
+
+### DROP and CREATE EXTENSION: a session of the new one is not held by the old lock
+new_db('reborn');
+sql('reborn', q{
+	SELECT sbq_create_queue('q', requires_session => true, lock_duration => '5 minutes');
+	SELECT sbq_send('q', 'old', session_id => 'S');
+	INSERT INTO tok SELECT 'old', session_token FROM sbq_accept_session('q', 'S');
+});
+my $old_key = sql('reborn', q{SELECT session_key FROM sbq.sessions});
+sql('reborn', q{DROP EXTENSION sbqueue; CREATE EXTENSION sbqueue});
+sql('reborn', q{
+	SELECT sbq_create_queue('q', requires_session => true);
+	SELECT sbq_send('q', 'new', session_id => 'S');
+});
+is(sql('reborn', q{SELECT session_key FROM sbq.sessions}), $old_key,
+	'the new extension numbers its session S as the old one did');
+is(sql('reborn', q{SELECT locked_session_count FROM sbq_queue_stats}), '0',
+	'the new S is not held');
+is(sql('reborn', q{SELECT convert_from(m.body, 'UTF8') FROM sbq_accept_session('q', 'S') a,
+                   LATERAL sbq_receive_session('q', a.session_token) m}), 'new',
+	'it is accepted by name and its message received');
+is(sql('reborn', q{SELECT try($$SELECT sbq_renew_session('q', tok('old'))$$)}), 'error SB004',
+	'the old extension\'s token is lost');
+
+$node->stop;
+done_testing();
