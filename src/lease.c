@@ -613,7 +613,7 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that has received or settled sbqueue messages under locks in shared memory"),
 						 errdetail("Its receives, settlements, maintenance, or a purge or delete of a queue whose messages are locked in shared memory, changed locks that no process would own once it is prepared."),
-						 errhint("Receive and settle outside prepared transactions, or set \"sbqueue.memory_locks\" to off before the transaction receives: its receives then lock in the message rows, which a prepared transaction can keep.")));
+						 errhint("Receive and settle outside prepared transactions, or set \"sbqueue.memory_locks\" to off before the transaction receives: its receives then lock in the message rows, which a prepared transaction can keep (not under a session lock: those stay in shared memory).")));
 			/* the leases of what it dropped expire and are swept instead */
 			sbq_ndrops = 0;
 			break;
@@ -1281,13 +1281,14 @@ sbq_lease_owner(int64 seq, VirtualTransactionId *vxid)
 
 /*
  * sbq_lease_take_sessions
- *		Take up to max session locks of queue_id that have expired as markers
- *		of this transaction: they go at its commit (the leases of their
- *		messages expired with them, and the sweep ends those). Returns how
- *		many.
+ *		Take up to max session locks of queue_id (of every queue, those of
+ *		queues deleted since included, when 0) that have expired as markers
+ *		of this transaction, into out (seq: the session's key): they go at
+ *		its commit (the leases of their messages expired with them, and the
+ *		sweep ends those). Returns how many.
  */
 int
-sbq_lease_take_sessions(int32 queue_id, TimestampTz now, int max)
+sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLease *out, int max)
 {
 	HASH_SEQ_STATUS status;
 	SbqLease   *entry;
@@ -1325,6 +1326,10 @@ sbq_lease_take_sessions(int32 queue_id, TimestampTz now, int max)
 			continue;
 		}
 		sbq_lease_record(&entry->key, entry);
+		out[n].seq = -entry->key.seq;	/* the session's key */
+		out[n].queue_id = entry->queue_id;
+		out[n].subqueue = entry->subqueue;
+		out[n].delivery_count = 0;
 		entry->state = SBQ_LEASE_SETTLING;
 		entry->has_token = false;
 		entry->owner = sbq_my_proc();
@@ -1498,7 +1503,7 @@ sbq_lease_due_all(Oid *dbids, TimestampTz *until, int max)
 
 		SpinLockAcquire(&share->mutex);
 		count = share->count;
-		min_until = share->min_until;
+		min_until = Min(share->min_until, share->session_until);
 		SpinLockRelease(&share->mutex);
 		if (count <= 0 || min_until == SBQ_NO_EXPIRY)
 			continue;

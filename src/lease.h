@@ -113,7 +113,8 @@ extern int64 sbq_lease_session_of(int64 seq, const pg_uuid_t *token, int32 queue
 extern bool sbq_lease_in_session(int64 seq, int64 key, TimestampTz now);
 extern SbqGroupResult sbq_lease_group(int64 seq, int64 key, TimestampTz now,
 									  TimestampTz until);
-extern int	sbq_lease_take_sessions(int32 queue_id, TimestampTz now, int max);
+extern int	sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLease *out,
+									int max);
 extern int	sbq_lease_owner(int64 seq, VirtualTransactionId *vxid);
 
 /* peek */

@@ -427,7 +427,12 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 				held[nheld++] = keys[i];
 		}
 	}
-	if (nheld > SBQ_PASS_HELD_MAX)
+	/*
+	 * Held sessions in the way of a free one go to the back of the line (a
+	 * write, only then: when every session is held, moving them would not
+	 * shorten the next walk, which the look limit bounds).
+	 */
+	if (found && nheld > SBQ_PASS_HELD_MAX)
 	{
 		Datum		values[1];
 
@@ -492,13 +497,18 @@ sbq_mem_session_id(int64 key)
 
 /*
  * sbq_mem_each_lease
- *		End (until 0) or renew the leases under the session lock of lock,
- *		waiting for any another transaction is settling. Returns how many.
+ *		End (until 0) or renew the leases under the session lock of lock.
+ *		Ending waits for those another transaction is settling (at its
+ *		end they are gone, or back to be ended); renewing passes over them
+ *		(it must not wait for a settlement of the holder's own open
+ *		transaction, which may want the session next: one that rolls back
+ *		leaves its message's lock with the expiry it had). Returns how many.
  */
 static int
 sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 				   const SbqSessionLease *sl, TimestampTz until)
 {
+	bool		wait = until == 0;
 	Datum		values[4];
 	uint64		n;
 	uint64		i;
@@ -526,7 +536,7 @@ sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 
 		CHECK_FOR_INTERRUPTS();
 		while ((r = sbq_lease_group(seqs[i], lock->key, GetCurrentTimestamp(), until)) ==
-			   SBQ_GROUP_WAIT)
+			   SBQ_GROUP_WAIT && wait)
 		{
 			Datum		seq = Int64GetDatum(seqs[i]);
 
@@ -601,7 +611,7 @@ sbq_mem_renew(const SbqQueue *queue, const pg_uuid_t *token, TimestampTz *locked
  *		state) when no send is in flight.
  */
 static void
-sbq_mem_remark(const SbqQueue *queue, int64 key)
+sbq_mem_remark(int32 queue_id, int64 key)
 {
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -616,7 +626,7 @@ sbq_mem_remark(const SbqQueue *queue, int64 key)
 	first = sbq_col(0, 2, &none);
 	if (!none)
 	{
-		sbq_wait_wake_at_commit(queue->queue_id);
+		sbq_wait_wake_at_commit(queue_id);
 		if (!no_mark && DatumGetInt64(sbq_col(0, 1, &no_mark)) == DatumGetInt64(first))
 			return;
 		values[1] = first;
@@ -639,7 +649,7 @@ sbq_mem_remark(const SbqQueue *queue, int64 key)
 	nulls[1] = none;
 	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
 	if (!none)
-		sbq_wait_wake_at_commit(queue->queue_id);
+		sbq_wait_wake_at_commit(queue_id);
 }
 
 /*
@@ -664,7 +674,7 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	counts.received = sbq_mem_each_lease(queue, &lock, &sl, 0);
 	if (counts.received > 0)
 		sbq_add_counts(queue->queue_id, &counts);
-	sbq_mem_remark(queue, lock.key);
+	sbq_mem_remark(queue->queue_id, lock.key);
 	return true;
 }
 
@@ -719,7 +729,19 @@ sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool set,
 int
 sbq_mem_expire(TimestampTz now, int limit)
 {
+	SbqExpiredLease *items;
+	int			n;
+	int			i;
+
 	if (!sbq_session_locks_in_memory())
 		return 0;
-	return sbq_lease_take_sessions(0, now, limit);
+	items = palloc(sizeof(SbqExpiredLease) * limit);
+	n = sbq_lease_take_sessions(0, now, items, limit);
+	/* each session left behind: back in line, or gone when nothing is left */
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		sbq_mem_remark(items[i].queue_id, items[i].seq);
+	}
+	return n;
 }

@@ -48,7 +48,8 @@ static SbqStatement stmt_note_ready = {"session ready", 3, {INT4OID, TEXTOID, IN
 /*
  * After a purge of a session queue ($1): its ready sessions that no send
  * holds, alone, then those of them left without available messages leave
- * the line ($2 their keys), and those left with nothing go.
+ * the line ($2 their keys), and those left with nothing go; not those held,
+ * in their rows or in shared memory (whose release does the same).
  */
 static SbqStatement stmt_purged_ready = {"ready sessions after a purge", 1, {INT4OID},
 	"SELECT coalesce(array_agg(k.session_key), '{}') FROM"
@@ -56,10 +57,11 @@ static SbqStatement stmt_purged_ready = {"ready sessions after a purge", 1, {INT
 	"   WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL FOR UPDATE SKIP LOCKED) k"
 };
 
+#define NOT_HELD_IN_MEMORY "coalesce(sbq.lease_until(-s.session_key) <= now(), true)"
 static SbqStatement stmt_purged_not_ready = {"sessions emptied by a purge", 2, {INT4OID,
 		INT8ARRAYOID},
 	"UPDATE sbq.sessions s SET ready_seq = NULL"
-	" WHERE s.session_key = ANY($2) AND s.session_token IS NULL"
+	" WHERE s.session_key = ANY($2) AND s.session_token IS NULL AND " NOT_HELD_IN_MEMORY
 	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
 	"                    WHERE m.queue_id = $1 AND m.session_id = s.session_id"
 	"                      AND m.state = 0 AND m.lock_token IS NULL)"
@@ -69,6 +71,7 @@ static SbqStatement stmt_purged_forget = {"sessions a purge left empty", 2, {INT
 		INT8ARRAYOID},
 	"DELETE FROM sbq.sessions s"
 	" WHERE s.session_key = ANY($2) AND s.state IS NULL AND s.session_token IS NULL"
+	"   AND " NOT_HELD_IN_MEMORY
 	"   AND NOT EXISTS (SELECT 1 FROM sbq.messages m"
 	"                    WHERE m.queue_id = $1 AND m.session_id = s.session_id)"
 };

@@ -198,6 +198,80 @@ sql('slots', "SELECT sbq_create_queue('q3', requires_session => true)");
 is(hold('slots', 'q3', $fill), $fill, 'a dropped database gives its session locks\' slots back');
 sql('slots', q{SELECT sbq_delete_queue('q3')});
 
+### what a review found
+new_db('review');
+sql('review', q{SELECT sbq_create_queue('replies', requires_session => true, lock_duration => '5 s')});
+# reply sessions accepted by name before any reply came, never released
+is(hold('review', 'replies', 10, 0, 'reply'), 10, '10 reply sessions accepted by name, none with messages');
+my $reply_key = sql('review', q{SELECT min(session_key) FROM sbq.sessions});
+# a queue deleted while another transaction's accept of one of its sessions is open
+sql('review', q{
+	SELECT sbq_create_queue('doomed', requires_session => true, lock_duration => '5 s');
+	SELECT sbq_send('doomed', 'x', session_id => 'D');
+});
+my $doomed_key = sql('review', q{SELECT session_key FROM sbq.sessions WHERE session_id = 'D'});
+my $open = $node->background_psql('review', on_error_stop => 0);
+$open->query_safe('BEGIN');
+is($open->query_safe(q{SELECT session_id FROM sbq_accept_session('doomed')}), 'D',
+	'an accept of D, in a transaction left open');
+sql('review', q{SELECT sbq_delete_queue('doomed')});
+$open->query_safe('COMMIT');
+$open->quit;
+ok(sql('review', "SELECT sbq.session_until($doomed_key) IS NOT NULL"),
+	'D\'s lock, committed after its queue was deleted, holds a slot');
+usleep(5_200_000);
+is(sql('review', q{SELECT (sbq_maintain() ->> 'sessions_expired')::int}), '11',
+	'maintenance ends the expired locks of the reply sessions (a queue without messages) and of D (a deleted queue)');
+is(sql('review', "SELECT sbq.session_until($reply_key) IS NULL AND sbq.session_until($doomed_key) IS NULL"),
+	't', '... and their slots are free');
+is(sql('review', q{SELECT session_count FROM sbq_queue_stats WHERE queue = 'replies'}), '0',
+	'... and the reply sessions, empty and without state, are gone');
+
+# accept-next when every session in line is held writes nothing
+sql('review', q{
+	SELECT sbq_create_queue('busy', requires_session => true);
+	SELECT count(sbq_send('busy', 'm', session_id => 'b' || i)) FROM generate_series(1, 12) i;
+});
+is(hold('review', 'busy', 12, 0, 'b'), 12, '12 sessions with messages, all held');
+is(sql('review', q{
+	BEGIN;
+	SELECT count(*) FROM sbq_accept_session('busy');
+	SELECT txid_current_if_assigned() IS NULL;
+	COMMIT;}), "0\nt", 'accept-next passes over the 12 held sessions, finds none, and takes no transaction id');
+
+# a purge keeps the lock of a held session
+sql('review', q{
+	SELECT sbq_create_queue('purged', requires_session => true);
+	SELECT sbq_send('purged', 'p', session_id => 'P');
+	INSERT INTO tok SELECT 'P', session_token FROM sbq_accept_session('purged', 'P');
+	SELECT count(*) FROM sbq_receive_session('purged', tok('P'));
+	SELECT sbq_purge_queue('purged');
+});
+is(sql('review', q{SELECT try($$SELECT sbq_set_session_state('purged', tok('P'), 'x'::bytea)$$)}), 'ok',
+	'after a purge the holder of P still holds it (it sets its state)');
+is(sql('review', q{SELECT try($$SELECT sbq_accept_session('purged', 'P')$$)}), 'error SB005',
+	'... and nobody else can accept P');
+
+# a renew does not wait for a settlement of the holder's own open transaction
+sql('review', q{
+	SELECT sbq_create_queue('renewed', requires_session => true);
+	SELECT sbq_send('renewed', 'r1', session_id => 'R');
+	SELECT sbq_send('renewed', 'r2', session_id => 'R');
+	INSERT INTO tok SELECT 'R', session_token FROM sbq_accept_session('renewed', 'R');
+	INSERT INTO tok SELECT 'r' || sequence_number, lock_token
+	  FROM sbq_receive_session('renewed', tok('R'), 1);
+});
+my $holder = $node->background_psql('review', on_error_stop => 0);
+$holder->query_safe('BEGIN');
+$holder->query_safe(q{SELECT sbq_complete('renewed', (SELECT tok FROM tok WHERE name LIKE 'r%' AND name <> 'R'))});
+is(sql('review', q{SET statement_timeout = '3s';
+                   SELECT try($$SELECT sbq_renew_session('renewed', tok('R'))$$)}), 'ok',
+	'a renew of R while the holder\'s open transaction completes one of its messages: no wait');
+is($holder->query_safe(q{SELECT convert_from(body, 'UTF8') FROM sbq_receive_session('renewed', tok('R'), 5)}),
+	'r2', '... and that transaction receives on');
+$holder->query_safe('COMMIT');
+$holder->quit;
+
 ### DROP and CREATE EXTENSION: a session of the new one is not held by the old lock
 new_db('reborn');
 sql('reborn', q{
