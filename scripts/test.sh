@@ -90,15 +90,22 @@ node_client() {
 
 # the same semantics with locks stored in the message rows (as without the
 # preload): pg_regress (its isolation specs pin lease behaviour, so not those)
-# and pgTAP, with sbqueue.memory_locks off in every session
+# and pgTAP, with sbqueue.memory_locks off in every session; and the sessions'
+# pgTAP with session locks in the rows too, which the library does with the SQL
+# of 0.7 (with the preload and later SQL they live in shared memory whatever
+# sbqueue.memory_locks says)
 row_locks() {
     PGOPTIONS="-c sbqueue.memory_locks=off" make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= ||
         { cat regression.diffs 2>/dev/null; return 1; }
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS sbq_pgtap_rows" \
-        -c "CREATE DATABASE sbq_pgtap_rows" &&
+        -c "CREATE DATABASE sbq_pgtap_rows" -c "DROP DATABASE IF EXISTS sbq_pgtap_rows07" \
+        -c "CREATE DATABASE sbq_pgtap_rows07" &&
         psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap_rows \
             -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue" &&
-        PGOPTIONS="-c sbqueue.memory_locks=off" pg_prove -d sbq_pgtap_rows -of test/pgtap/*.sql
+        psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap_rows07 \
+            -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue VERSION '0.7'" &&
+        PGOPTIONS="-c sbqueue.memory_locks=off" pg_prove -d sbq_pgtap_rows -of test/pgtap/*.sql &&
+        PGOPTIONS="-c sbqueue.memory_locks=off" pg_prove -d sbq_pgtap_rows07 -of test/pgtap/session.sql
 }
 
 upgrade() {
