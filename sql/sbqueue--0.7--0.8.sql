@@ -3,6 +3,16 @@
 \echo Use "ALTER EXTENSION sbqueue UPDATE TO '0.8'" to load this file. \quit
 
 /*
+ * From this update on, with the library preloaded, new session locks are
+ * taken in shared memory, where 0.7 took them in the session rows. A lock
+ * taken in a row by a transaction still open would not be seen by an accept
+ * in shared memory (its row is not committed yet), so the update waits for
+ * every transaction that changed session rows to end, and keeps new ones
+ * out until it commits.
+ */
+LOCK TABLE sbq.sessions IN SHARE MODE;
+
+/*
  * The expiry of the lock of the session session_key when it is kept in shared
  * memory (src/session_mem.c, 0.8 on; NULL: none there), for sbq_queue_stats.
  * Its presence tells the library that this SQL counts such locks: with older

@@ -272,6 +272,36 @@ is($holder->query_safe(q{SELECT convert_from(body, 'UTF8') FROM sbq_receive_sess
 $holder->query_safe('COMMIT');
 $holder->quit;
 
+### the update from 0.7 waits for a session lock taken in a row by an open transaction
+sql('postgres', 'CREATE DATABASE upd');
+sql('upd', "CREATE EXTENSION sbqueue VERSION '0.7'");
+sql('upd', $try_fn);
+sql('upd', q{
+	SELECT sbq_create_queue('q', requires_session => true);
+	SELECT sbq_send('q', 'u1', session_id => 'U');
+});
+my $rowlock = $node->background_psql('upd', on_error_stop => 0);
+$rowlock->query_safe('BEGIN');
+$rowlock->query_safe(q{INSERT INTO tok SELECT 'U', session_token FROM sbq_accept_session('q', 'U')});
+my $upd = $node->background_psql('upd', on_error_stop => 0);
+$upd->query_until(qr/started/, q{
+	\echo started
+	ALTER EXTENSION sbqueue UPDATE;
+});
+ok($node->poll_query_until('upd', q{
+	SELECT count(*) > 0 FROM pg_stat_activity
+	 WHERE wait_event_type = 'Lock' AND query LIKE 'ALTER EXTENSION%'}),
+	'ALTER EXTENSION UPDATE waits for a transaction that accepted a session in its row (0.7)');
+$rowlock->query_safe('COMMIT');
+$upd->quit;
+is(sql('upd', q{SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'}), '0.8',
+	'... and updates once it committed');
+is(sql('upd', q{SELECT try($$SELECT sbq_accept_session('q', 'U')$$)}), 'error SB005',
+	'then U, held in its row, cannot be accepted in shared memory by another');
+is(sql('upd', q{SELECT convert_from(body, 'UTF8') FROM sbq_receive_session('q', tok('U'))}), 'u1',
+	'... and its holder receives under the lock taken before the update');
+$rowlock->quit;
+
 ### DROP and CREATE EXTENSION: a session of the new one is not held by the old lock
 new_db('reborn');
 sql('reborn', q{
