@@ -50,6 +50,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
@@ -155,6 +156,19 @@ static SbqStatement stmt_wait_row = {"wait for a message's settler", 1, {INT8OID
 static SbqStatement stmt_session_id = {"session id", 1, {INT8OID},
 	"SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $1"
 };
+
+/*
+ * Free the result of the statement just run: accept-next may loop for as
+ * long as a max_wait lasts, in one storage section, and would otherwise keep
+ * every look's result until the call returns.
+ */
+static void
+sbq_mem_done(void)
+{
+	if (SPI_tuptable != NULL)
+		SPI_freetuptable(SPI_tuptable);
+	SPI_tuptable = NULL;
+}
 
 /*
  * sbq_session_mutex
@@ -341,7 +355,10 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 	lv[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (sbq_exec_latest(&stmt_look, lv, NULL) == 1)
 	{
-		if (DatumGetBool(sbq_col(0, 2, &isnull)))
+		bool		available = DatumGetBool(sbq_col(0, 2, &isnull));
+
+		sbq_mem_done();
+		if (available)
 		{
 			sbq_mem_grant(queue, key, out);
 			sbq_session_unmutex(key, taken);
@@ -350,8 +367,11 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 		/* nothing available: off the line, if no send is in flight */
 		if (sbq_exec_latest(&stmt_alone, lv, NULL) == 1)
 		{
+			sbq_mem_done();
 			(void) sbq_exec_latest(&stmt_look, lv, NULL);
-			if (DatumGetBool(sbq_col(0, 2, &isnull)))
+			available = DatumGetBool(sbq_col(0, 2, &isnull));
+			sbq_mem_done();
+			if (available)
 			{
 				sbq_mem_grant(queue, key, out);
 				sbq_session_unmutex(key, taken);
@@ -366,6 +386,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 			(void) sbq_exec_latest(&stmt_forget, lv, NULL);
 		}
 	}
+	sbq_mem_done();
 	sbq_lease_unclaim(-key);
 	sbq_session_unmutex(key, taken);
 	return false;
@@ -413,6 +434,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			row_held[i] = DatumGetBool(sbq_col(i, 3, &isnull));
 			ids[i] = sbq_spi_strdup(sbq_col(i, 4, &isnull), false);
 		}
+		sbq_mem_done();
 		for (i = 0; i < n && !found && looks < SBQ_MEM_ACCEPT_LOOKS; i++, looks++)
 		{
 			bool		is_held;
@@ -426,6 +448,12 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			if (is_held)
 				held[nheld++] = keys[i];
 		}
+		for (i = 0; i < n; i++)
+			if (!(found && out->session_id == ids[i]))
+				pfree(ids[i]);
+		pfree(ids);
+		pfree(keys);
+		pfree(row_held);
 	}
 	/*
 	 * Held sessions in the way of a free one go to the back of the line (a
@@ -438,7 +466,9 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 
 		values[0] = sbq_int8_array(held, nheld);
 		(void) sbq_exec_latest(&stmt_move_back, values, NULL);
+		sbq_mem_done();
 	}
+	pfree(held);
 	return found;
 }
 
