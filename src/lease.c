@@ -514,6 +514,40 @@ sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 	return u;
 }
 
+/*
+ * sbq_lease_session_until
+ *		For sbq_lease_restore: the expiry of the session lock (session key,
+ *		of queue_id, in the incarnation of key) that a message's lease with
+ *		expiry until lives under, when it was renewed past until; else 0.
+ *		While until has not passed, that session lock is the lease's own: it
+ *		can be taken over only once expired, and released only after the
+ *		settlement being undone (whose row lock a release waits for). Never
+ *		fails.
+ */
+static TimestampTz
+sbq_lease_session_until(const SbqLeaseKey *key, int64 session_key, int32 queue_id,
+						TimestampTz until)
+{
+	SbqLeaseKey skey = *key;
+	uint32		hash;
+	LWLock	   *lock;
+	SbqLease   *entry;
+	TimestampTz result = 0;
+
+	if (until <= GetCurrentTimestamp())
+		return 0;
+	skey.seq = -session_key;
+	lock = sbq_lease_locate_key(&skey, &hash);
+	LWLockAcquire(lock, LW_SHARED);
+	entry = sbq_lease_find(&skey, hash);
+	if (entry != NULL && entry->subqueue == SBQ_SUBQUEUE_SESSION && entry->has_token &&
+		entry->queue_id == queue_id && entry->state == SBQ_LEASE_HELD &&
+		entry->locked_until > until)
+		result = entry->locked_until;
+	LWLockRelease(lock);
+	return result;
+}
+
 /* Undo one change. Never fails: it only updates or removes an entry. */
 static void
 sbq_lease_restore(const void *undo_entry)
@@ -522,6 +556,18 @@ sbq_lease_restore(const void *undo_entry)
 	uint32		hash;
 	LWLock	   *lock = sbq_lease_locate_key(&u->key, &hash);
 	SbqLease   *entry;
+	TimestampTz session_until = 0;
+
+	/*
+	 * A message's lease under a session lock comes back with its session's
+	 * expiry, if the session was renewed meanwhile (a renew passes over a
+	 * lease being settled). Read first, with no other partition lock held.
+	 */
+	if (u->existed && !u->renew && u->prev.session_key > 0 && u->prev.has_token &&
+		u->prev.subqueue == SBQ_SUBQUEUE_MAIN)
+		session_until = sbq_lease_session_until(&u->key, u->prev.session_key,
+												u->prev.queue_id,
+												u->prev.locked_until);
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	entry = sbq_lease_find(&u->key, hash);
@@ -543,6 +589,8 @@ sbq_lease_restore(const void *undo_entry)
 			if (u->existed)
 			{
 				*entry = u->prev;
+				if (session_until > entry->locked_until)
+					entry->locked_until = session_until;
 				if (entry->has_token)
 					sbq_lease_note_until(entry->locked_until);
 			}

@@ -532,7 +532,8 @@ sbq_mem_session_id(int64 key)
  *		end they are gone, or back to be ended); renewing passes over them
  *		(it must not wait for a settlement of the holder's own open
  *		transaction, which may want the session next: one that rolls back
- *		leaves its message's lock with the expiry it had). Returns how many.
+ *		gives its message's lease back with the session's new expiry, see
+ *		lease.c's sbq_lease_restore). Returns how many.
  */
 static int
 sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
@@ -609,7 +610,8 @@ sbq_mem_receive(const SbqQueue *queue, const SbqSessionLock *lock, const int64 *
 		sbq_lease_session_widen(lock->key, ls.lo, ls.hi);
 	if (seqs != NULL && result->delivered != nseqs)
 	{
-		*missing = ls.missing;
+		/* none of them read at all: the first is not there */
+		*missing = ls.missing != 0 ? ls.missing : seqs[0];
 		return false;
 	}
 	return true;

@@ -2,7 +2,7 @@
 -- Sleeps: 0.3 s + 1.1 s + 5.2 s. Lock checks use the wall clock, so session locks
 -- expire inside this transaction.
 BEGIN;
-SELECT plan(67);
+SELECT plan(68);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('s9', lock_duration => '5 seconds', requires_session => true);
@@ -135,6 +135,10 @@ SELECT is((SELECT message_id FROM sbq_receive_session('s9', (SELECT token FROM t
 SELECT throws_ok(format($$SELECT * FROM sbq_receive_deferred('s9', ARRAY[%s::bigint], %L)$$,
         (SELECT seq FROM msg WHERE name = 'o1'), (SELECT token FROM tok WHERE name = 'b')),
     'SB003', NULL, 'R9.5: another session''s holder cannot receive the deferred message (SB003)');
+SELECT throws_like(format($$SELECT * FROM sbq_receive_deferred('s9', ARRAY[%s::bigint], %L)$$,
+        (SELECT seq FROM msg WHERE name = 'o1'), (SELECT token FROM tok WHERE name = 'b')),
+    format('deferred message %s not found in session %%', (SELECT seq FROM msg WHERE name = 'o1')),
+    'R9.5: ... and the error names that message');
 SELECT is((SELECT message_id || ':' || state FROM sbq_receive_deferred('s9',
         ARRAY[(SELECT seq FROM msg WHERE name = 'o1')], (SELECT token FROM tok WHERE name = 'a'))),
     'o1:deferred', 'R9.5: the holder receives its deferred message by sequence number');

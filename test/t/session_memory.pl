@@ -272,6 +272,30 @@ is($holder->query_safe(q{SELECT convert_from(body, 'UTF8') FROM sbq_receive_sess
 $holder->query_safe('COMMIT');
 $holder->quit;
 
+# ... and when that settlement rolls back, the message's lock comes back with the
+# session's renewed expiry: it does not run out under the session lock
+sql('review', q{
+	SELECT sbq_create_queue('rolled', requires_session => true, lock_duration => '5 s',
+	                        max_delivery_count => 1);
+	SELECT sbq_send('rolled', 'o1', session_id => 'O');
+	SELECT sbq_send('rolled', 'o2', session_id => 'O');
+	INSERT INTO tok SELECT 'O', session_token FROM sbq_accept_session('rolled', 'O');
+	INSERT INTO tok SELECT 'o1', lock_token FROM sbq_receive_session('rolled', tok('O'), 1);
+});
+my $settler = $node->background_psql('review', on_error_stop => 0);
+$settler->query_safe('BEGIN');
+$settler->query_safe(q{SELECT sbq_abandon('rolled', tok('o1'))});
+usleep(3_000_000);
+ok(sql('review', q{SELECT sbq_renew_session('rolled', tok('O')) > now() + interval '4 s'}),
+	'the session is renewed while another transaction abandons o1');
+$settler->query_safe('ROLLBACK');
+$settler->quit;
+usleep(2_500_000);
+is(sql('review', q{SELECT try($$SELECT sbq_complete('rolled', tok('o1'))$$)}), 'ok',
+	'that abandon rolled back: past o1\'s first expiry, under the renewed session lock, o1 completes');
+is(sql('review', q{SELECT count(*) FROM sbq_peek('rolled/$deadletterqueue', 10)}), '0',
+	'... and was never dead-lettered as an expired last delivery');
+
 ### the update from 0.7 waits for a session lock taken in a row by an open transaction
 sql('postgres', 'CREATE DATABASE upd');
 sql('upd', "CREATE EXTENSION sbqueue VERSION '0.7'");
