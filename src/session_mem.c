@@ -494,7 +494,7 @@ sbq_mem_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool mutex,
 	int64		key = sbq_token_sequence(token);
 
 	if (key <= 0 ||
-		!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), NULL))
+		!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), sl))
 		return false;
 	if (mutex)
 	{
@@ -503,8 +503,6 @@ sbq_mem_lookup(const SbqQueue *queue, const pg_uuid_t *token, bool mutex,
 		if (!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), sl))
 			return false;
 	}
-	else if (!sbq_lease_session(key, token, queue->queue_id, GetCurrentTimestamp(), sl))
-		return false;
 	out->key = key;
 	out->token = *token;
 	out->session_id = NULL;
