@@ -53,6 +53,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -146,6 +147,40 @@ static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID,
 	"   AND m.session_id = (SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $2)"
 	"   AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL"
 };
+
+/*
+ * What a release reads in one statement: the session's mark, its first
+ * available message, and what may be locked under its session lock (as
+ * stmt_locked). $1 queue, $2 session key, $3 lo, $4 hi.
+ */
+#define RELEASE_LOOK \
+	"SELECT s.ready_seq," \
+	"       (SELECT m.sequence_number FROM sbq.messages m" \
+	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id" \
+	"           AND m.state = 0 AND m.lock_token IS NULL" \
+	"         ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1)," \
+	"       ARRAY(SELECT m.sequence_number FROM sbq.messages m" \
+	"              WHERE m.queue_id = s.queue_id AND m.state IN (0, 1)" \
+	"                AND m.session_id = s.session_id" \
+	"                AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL)" \
+	"  FROM sbq.sessions s WHERE s.session_key = $2 AND s.queue_id = $1"
+static SbqStatement stmt_release_look = {"session at its release", 4, {INT4OID, INT8OID,
+		INT8OID, INT8OID}, RELEASE_LOOK};
+
+/*
+ * The same, with the row alone (stmt_alone) for a session that its holder
+ * found drained: no row when a send is in flight.
+ */
+static SbqStatement stmt_release_alone = {"drained session at its release", 4, {INT4OID,
+		INT8OID, INT8OID, INT8OID}, RELEASE_LOOK " FOR UPDATE OF s SKIP LOCKED"};
+
+/*
+ * The session key whose last receive in this backend found no active
+ * message at all: its release expects it empty, and takes its row alone in
+ * its first look (a row lock, which a release that leaves messages behind
+ * does without).
+ */
+static int64 drained_key = 0;
 
 /* $1 seq: wait for whoever settles the message */
 static SbqStatement stmt_wait_row = {"wait for a message's settler", 1, {INT8OID},
@@ -524,25 +559,62 @@ sbq_mem_session_id(int64 key)
 }
 
 /*
- * sbq_mem_each_lease
- *		End (until 0) or renew the leases under the session lock of lock.
- *		Ending waits for those another transaction is settling (at its
- *		end they are gone, or back to be ended); renewing passes over them
- *		(it must not wait for a settlement of the holder's own open
- *		transaction, which may want the session next: one that rolls back
- *		gives its message's lease back with the session's new expiry, see
+ * sbq_mem_group
+ *		End (until 0) or renew the leases of seqs under the session lock of
+ *		key. Ending waits for those another transaction is settling (at its
+ *		end they are gone, or back to be ended; *waited says it did); renewing
+ *		passes over them (it must not wait for a settlement of the holder's
+ *		own open transaction, which may want the session next: one that rolls
+ *		back gives its message's lease back with the session's new expiry, see
  *		lease.c's sbq_lease_restore). Returns how many.
+ */
+static int
+sbq_mem_group(int64 key, const int64 *seqs, int n, TimestampTz until, bool *waited)
+{
+	bool		wait = until == 0;
+	int			done = 0;
+	int			i;
+
+	*waited = false;
+	for (i = 0; i < n; i++)
+	{
+		SbqGroupResult r;
+		int			tries = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		while ((r = sbq_lease_group(seqs[i], key, GetCurrentTimestamp(), until)) ==
+			   SBQ_GROUP_WAIT && wait)
+		{
+			Datum		seq = Int64GetDatum(seqs[i]);
+
+			/* a settlement holds the row until it ends; a claim, briefly */
+			*waited = true;
+			if (sbq_exec_latest(&stmt_wait_row, &seq, NULL) == 0)
+				break;
+			if (++tries > 1000)
+				pg_usleep(1000L);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (r == SBQ_GROUP_DONE)
+			done++;
+	}
+	return done;
+}
+
+/*
+ * sbq_mem_each_lease
+ *		sbq_mem_group for every message that may be leased under the session
+ *		lock of lock (sl its entry).
  */
 static int
 sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 				   const SbqSessionLease *sl, TimestampTz until)
 {
-	bool		wait = until == 0;
 	Datum		values[4];
 	uint64		n;
 	uint64		i;
 	int64	   *seqs;
-	int			done = 0;
+	bool		waited;
 
 	if (sl->hi == 0)
 		return 0;
@@ -558,28 +630,7 @@ sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 
 		seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
 	}
-	for (i = 0; i < n; i++)
-	{
-		SbqGroupResult r;
-		int			tries = 0;
-
-		CHECK_FOR_INTERRUPTS();
-		while ((r = sbq_lease_group(seqs[i], lock->key, GetCurrentTimestamp(), until)) ==
-			   SBQ_GROUP_WAIT && wait)
-		{
-			Datum		seq = Int64GetDatum(seqs[i]);
-
-			/* a settlement holds the row until it ends; a claim, briefly */
-			if (sbq_exec_latest(&stmt_wait_row, &seq, NULL) == 0)
-				break;
-			if (++tries > 1000)
-				pg_usleep(1000L);
-			CHECK_FOR_INTERRUPTS();
-		}
-		if (r == SBQ_GROUP_DONE)
-			done++;
-	}
-	return done;
+	return sbq_mem_group(lock->key, seqs, (int) n, until, &waited);
 }
 
 /*
@@ -604,6 +655,8 @@ sbq_mem_receive(const SbqQueue *queue, const SbqSessionLock *lock, const int64 *
 	ls.missing = 0;
 	*result = sbq_receive_leased_session(queue, &ls, seqs != NULL ? nseqs : max_messages,
 										 tupstore, tupdesc);
+	if (seqs == NULL)
+		drained_key = ls.empty ? lock->key : 0;
 	if (ls.hi > 0)
 		sbq_lease_session_widen(lock->key, ls.lo, ls.hi);
 	if (seqs != NULL && result->delivered != nseqs)
@@ -635,31 +688,27 @@ sbq_mem_renew(const SbqQueue *queue, const pg_uuid_t *token, TimestampTz *locked
 }
 
 /*
- * sbq_mem_remark
+ * sbq_mem_remark_as
  *		After a release: the session's ready mark is its first available
  *		message again; an empty session leaves the line (and goes, with no
- *		state) when no send is in flight.
+ *		state) when no send is in flight. mark and first are what a look at
+ *		the session read (NULL: none).
  */
 static void
-sbq_mem_remark(int32 queue_id, int64 key)
+sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum first,
+				  bool alone)
 {
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
-	bool		no_mark;
 	bool		none;
-	Datum		first;
 
 	values[0] = Int64GetDatum(key);
-	if (sbq_exec_latest(&stmt_mark, values, NULL) != 1)
-		return;
-	(void) sbq_col(0, 1, &no_mark);
-	first = sbq_col(0, 2, &none);
-	if (!none)
+	if (!first.isnull)
 	{
 		sbq_wait_wake_at_commit(queue_id);
-		if (!no_mark && DatumGetInt64(sbq_col(0, 1, &no_mark)) == DatumGetInt64(first))
+		if (!mark.isnull && DatumGetInt64(mark.value) == DatumGetInt64(first.value))
 			return;
-		values[1] = first;
+		values[1] = first.value;
 		(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
 		return;
 	}
@@ -669,23 +718,40 @@ sbq_mem_remark(int32 queue_id, int64 key)
 	 * goes. (One statement could not do both: its snapshot would be older
 	 * than its row lock.)
 	 */
-	if (sbq_exec_latest(&stmt_alone, values, NULL) != 1)
+	if (!alone && sbq_exec_latest(&stmt_alone, values, NULL) != 1)
 		return;					/* a send in flight: accept-next looks later */
 	if (sbq_exec_latest(&stmt_forget, values, NULL) == 1)
 		return;
 	(void) sbq_exec_latest(&stmt_mark, values, NULL);
-	first = sbq_col(0, 2, &none);
-	values[1] = first;
+	values[1] = sbq_col(0, 2, &none);
 	nulls[1] = none;
 	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
 	if (!none)
 		sbq_wait_wake_at_commit(queue_id);
 }
 
+/* sbq_mem_remark: sbq_mem_remark_as with a look at the session now */
+static void
+sbq_mem_remark(int32 queue_id, int64 key)
+{
+	Datum		values[1];
+	NullableDatum mark;
+	NullableDatum first;
+
+	values[0] = Int64GetDatum(key);
+	if (sbq_exec_latest(&stmt_mark, values, NULL) != 1)
+		return;
+	mark.value = sbq_col(0, 1, &mark.isnull);
+	first.value = sbq_col(0, 2, &first.isnull);
+	sbq_mem_remark_as(queue_id, key, mark, first, false);
+}
+
 /*
  * sbq_mem_release
  *		End the session lock of token and the leases under it (their
- *		deliveries not counted); false when it is lost.
+ *		deliveries not counted); false when it is lost. One look reads the
+ *		session's mark and what is leased under it; a release that had to wait
+ *		for a settlement looks at the mark again.
  */
 bool
 sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
@@ -694,17 +760,50 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	SbqSessionLease sl;
 	int32		unused;
 	SbqCounts	counts = {0};
+	Datum		values[4];
+	NullableDatum mark;
+	NullableDatum first;
+	int64	   *seqs = NULL;
+	int			nseqs = 0;
+	bool		waited;
+	bool		alone;
 
 	if (!sbq_mem_lookup(queue, token, true, &lock, &sl))
 		return false;
 	if (!sbq_lease_settle(-lock.key, token, queue->queue_id, SBQ_SUBQUEUE_SESSION,
 						  GetCurrentTimestamp(), &unused))
 		return false;
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int64GetDatum(lock.key);
+	values[2] = Int64GetDatum(sl.hi == 0 ? 1 : sl.lo);
+	values[3] = Int64GetDatum(sl.hi);
+	alone = lock.key == drained_key &&
+		sbq_exec_latest(&stmt_release_alone, values, NULL) == 1;
+	drained_key = 0;
+	if (!alone && sbq_exec_latest(&stmt_release_look, values, NULL) != 1)
+		return true;			/* no row: nothing to end or mark */
+	mark.value = sbq_col(0, 1, &mark.isnull);
+	first.value = sbq_col(0, 2, &first.isnull);
+	{
+		bool		isnull;
+		ArrayType  *arr = DatumGetArrayTypeP(sbq_col(0, 3, &isnull));
+		Datum	   *elems;
+		int			i;
+
+		deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, NULL,
+						  &nseqs);
+		seqs = palloc(sizeof(int64) * Max(nseqs, 1));
+		for (i = 0; i < nseqs; i++)
+			seqs[i] = DatumGetInt64(elems[i]);
+	}
 	/* those deliveries are over (a plain receive counts them at their end too) */
-	counts.received = sbq_mem_each_lease(queue, &lock, &sl, 0);
+	counts.received = sbq_mem_group(lock.key, seqs, nseqs, 0, &waited);
 	if (counts.received > 0)
 		sbq_add_counts(queue->queue_id, &counts);
-	sbq_mem_remark(queue->queue_id, lock.key);
+	if (waited)
+		sbq_mem_remark(queue->queue_id, lock.key);
+	else
+		sbq_mem_remark_as(queue->queue_id, lock.key, mark, first, alone);
 	return true;
 }
 

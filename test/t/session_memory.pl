@@ -326,6 +326,73 @@ is(sql('upd', q{SELECT convert_from(body, 'UTF8') FROM sbq_receive_session('q', 
 	'... and its holder receives under the lock taken before the update');
 $rowlock->quit;
 
+### the release of a session its holder found drained (no active message left)
+# A receive that finds nothing lets the release take the session's row alone in
+# its first look. A send in flight keeps the session; one that committed, or a
+# deferred message, is not forgotten with it. The holder keeps one connection.
+new_db('drain');
+sql('drain', q{SELECT sbq_create_queue('q', requires_session => true)});
+my $h = $node->background_psql('drain', on_error_stop => 0);
+$h->query_safe(q{SET lock_timeout = '5s'});
+# accept E by name, complete what a receive brings, receive again: how many
+sub drain_e
+{
+	$h->query_safe(q{DELETE FROM tok; INSERT INTO tok SELECT 'E', session_token
+	                 FROM sbq_accept_session('q', 'E')});
+	$h->query_safe(q{SELECT sbq_complete('q', lock_token)
+	                 FROM sbq_receive_session('q', tok('E'), 10)});
+	return $h->query_safe(q{SELECT count(*) FROM sbq_receive_session('q', tok('E'), 10)});
+}
+# accept-next, receive, complete, release: what it got
+sub next_e
+{
+	return sql('drain', q{
+		WITH a AS MATERIALIZED (SELECT * FROM sbq_accept_session('q')),
+		     m AS MATERIALIZED (SELECT a.session_id, r.body, r.lock_token
+		                          FROM a, sbq_receive_session('q', a.session_token, 10) r),
+		     c AS MATERIALIZED (SELECT sbq_complete('q', lock_token) FROM m),
+		     x AS MATERIALIZED (SELECT sbq_release_session('q', a.session_token) FROM a
+		                         WHERE (SELECT count(*) FROM c) >= 0)
+		SELECT string_agg(session_id || ' ' || convert_from(body, 'UTF8'), ', ')
+		  FROM m, (SELECT count(*) FROM x) released});
+}
+sql('drain', q{SELECT sbq_send('q', 'e1', session_id => 'E')});
+is(drain_e(), '0', 'E drained');
+is($h->query_safe(q{SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r}), '1', 'and released');
+is(sql('drain', q{SELECT count(*) FROM sbq.sessions}), '0', 'so E is forgotten');
+
+sql('drain', q{SELECT sbq_send('q', 'e2', session_id => 'E')});
+is(drain_e(), '0', 'E drained again');
+my $sender = $node->background_psql('drain', on_error_stop => 0);
+$sender->query_safe(q{BEGIN; SELECT sbq_send('q', 'e3', session_id => 'E')});
+is($h->query_safe(q{SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r}), '1',
+	'the release of a drained session does not wait for a send in flight');
+$sender->query_safe('COMMIT');
+$sender->quit;
+is(next_e(), 'E e3', 'and that send is served: E stayed in line');
+
+is(drain_e(), '0', 'E drained once more');
+sql('drain', q{SELECT sbq_send('q', 'e4', session_id => 'E')});
+is($h->query_safe(q{SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r}), '1',
+	'released after a send committed');
+is(next_e(), 'E e4', 'that send is served: the release put E back in line');
+
+sql('drain', q{SELECT sbq_send('q', 'e5', session_id => 'E')});
+$h->query_safe(q{DELETE FROM tok; INSERT INTO tok SELECT 'E', session_token
+                 FROM sbq_accept_session('q', 'E')});
+my $e5 = $h->query_safe(q{SELECT sequence_number || ' ' || (sbq_defer('q', lock_token)::text = '')
+                         FROM sbq_receive_session('q', tok('E'), 10)});
+like($e5, qr/^\d+ true$/, 'e5 deferred');
+$e5 =~ s/ true$//;
+is($h->query_safe(q{SELECT count(*) FROM sbq_receive_session('q', tok('E'), 10)}), '0',
+	'E has no active message left');
+is($h->query_safe(q{SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r}), '1', 'released');
+is(next_e(), '', 'accept-next finds nothing');
+is(sql('drain', qq{SELECT convert_from(m.body, 'UTF8') FROM sbq_accept_session('q', 'E') a,
+                   LATERAL sbq_receive_deferred('q', ARRAY[${e5}::bigint], a.session_token) m}),
+	'e5', 'E was kept with its deferred e5');
+$h->quit;
+
 ### DROP and CREATE EXTENSION: a session of the new one is not held by the old lock
 new_db('reborn');
 sql('reborn', q{
