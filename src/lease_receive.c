@@ -281,8 +281,6 @@ sbq_lease_scan_session(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	pass->nfetched = sbq_exec(deferred ? &stmt_session_deferred : &stmt_session_candidates,
 							  values, NULL);
 	pass->fetched = SPI_tuptable;
-	if (!deferred && r->after == 0 && pass->nfetched == 0)
-		r->session->empty = true;
 	r->now = GetCurrentTimestamp();
 	r->until = r->session->locked_until;
 	return pass->nfetched;

@@ -167,20 +167,6 @@ static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID,
 static SbqStatement stmt_release_look = {"session at its release", 4, {INT4OID, INT8OID,
 		INT8OID, INT8OID}, RELEASE_LOOK};
 
-/*
- * The same, with the row alone (stmt_alone) for a session that its holder
- * found drained: no row when a send is in flight.
- */
-static SbqStatement stmt_release_alone = {"drained session at its release", 4, {INT4OID,
-		INT8OID, INT8OID, INT8OID}, RELEASE_LOOK " FOR UPDATE OF s SKIP LOCKED"};
-
-/*
- * The session key whose last receive in this backend found no active
- * message at all: its release expects it empty, and takes its row alone in
- * its first look (a row lock, which a release that leaves messages behind
- * does without).
- */
-static int64 drained_key = 0;
 
 /* $1 seq: wait for whoever settles the message */
 static SbqStatement stmt_wait_row = {"wait for a message's settler", 1, {INT8OID},
@@ -562,20 +548,23 @@ sbq_mem_session_id(int64 key)
  * sbq_mem_group
  *		End (until 0) or renew the leases of seqs under the session lock of
  *		key. Ending waits for those another transaction is settling (at its
- *		end they are gone, or back to be ended; *waited says it did); renewing
- *		passes over them (it must not wait for a settlement of the holder's
- *		own open transaction, which may want the session next: one that rolls
- *		back gives its message's lease back with the session's new expiry, see
- *		lease.c's sbq_lease_restore). Returns how many.
+ *		end they are gone, or back to be ended); renewing passes over them
+ *		(it must not wait for a settlement of the holder's own open
+ *		transaction, which may want the session next: one that rolls back
+ *		gives its message's lease back with the session's new expiry, see
+ *		lease.c's sbq_lease_restore). Returns how many. *changed says that
+ *		some message was settled meanwhile, or may have been (a lease was
+ *		not there to end, or was waited for): a look at the session taken
+ *		before may be out of date.
  */
 static int
-sbq_mem_group(int64 key, const int64 *seqs, int n, TimestampTz until, bool *waited)
+sbq_mem_group(int64 key, const int64 *seqs, int n, TimestampTz until, bool *changed)
 {
 	bool		wait = until == 0;
 	int			done = 0;
 	int			i;
 
-	*waited = false;
+	*changed = false;
 	for (i = 0; i < n; i++)
 	{
 		SbqGroupResult r;
@@ -588,7 +577,6 @@ sbq_mem_group(int64 key, const int64 *seqs, int n, TimestampTz until, bool *wait
 			Datum		seq = Int64GetDatum(seqs[i]);
 
 			/* a settlement holds the row until it ends; a claim, briefly */
-			*waited = true;
 			if (sbq_exec_latest(&stmt_wait_row, &seq, NULL) == 0)
 				break;
 			if (++tries > 1000)
@@ -597,6 +585,8 @@ sbq_mem_group(int64 key, const int64 *seqs, int n, TimestampTz until, bool *wait
 		}
 		if (r == SBQ_GROUP_DONE)
 			done++;
+		else
+			*changed = true;
 	}
 	return done;
 }
@@ -614,7 +604,7 @@ sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 	uint64		n;
 	uint64		i;
 	int64	   *seqs;
-	bool		waited;
+	bool		changed;
 
 	if (sl->hi == 0)
 		return 0;
@@ -630,7 +620,7 @@ sbq_mem_each_lease(const SbqQueue *queue, const SbqSessionLock *lock,
 
 		seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
 	}
-	return sbq_mem_group(lock->key, seqs, (int) n, until, &waited);
+	return sbq_mem_group(lock->key, seqs, (int) n, until, &changed);
 }
 
 /*
@@ -655,8 +645,6 @@ sbq_mem_receive(const SbqQueue *queue, const SbqSessionLock *lock, const int64 *
 	ls.missing = 0;
 	*result = sbq_receive_leased_session(queue, &ls, seqs != NULL ? nseqs : max_messages,
 										 tupstore, tupdesc);
-	if (seqs == NULL)
-		drained_key = ls.empty ? lock->key : 0;
 	if (ls.hi > 0)
 		sbq_lease_session_widen(lock->key, ls.lo, ls.hi);
 	if (seqs != NULL && result->delivered != nseqs)
@@ -695,8 +683,7 @@ sbq_mem_renew(const SbqQueue *queue, const pg_uuid_t *token, TimestampTz *locked
  *		the session read (NULL: none).
  */
 static void
-sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum first,
-				  bool alone)
+sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum first)
 {
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -718,7 +705,7 @@ sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum f
 	 * goes. (One statement could not do both: its snapshot would be older
 	 * than its row lock.)
 	 */
-	if (!alone && sbq_exec_latest(&stmt_alone, values, NULL) != 1)
+	if (sbq_exec_latest(&stmt_alone, values, NULL) != 1)
 		return;					/* a send in flight: accept-next looks later */
 	if (sbq_exec_latest(&stmt_forget, values, NULL) == 1)
 		return;
@@ -743,7 +730,7 @@ sbq_mem_remark(int32 queue_id, int64 key)
 		return;
 	mark.value = sbq_col(0, 1, &mark.isnull);
 	first.value = sbq_col(0, 2, &first.isnull);
-	sbq_mem_remark_as(queue_id, key, mark, first, false);
+	sbq_mem_remark_as(queue_id, key, mark, first);
 }
 
 /*
@@ -765,8 +752,7 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	NullableDatum first;
 	int64	   *seqs = NULL;
 	int			nseqs = 0;
-	bool		waited;
-	bool		alone;
+	bool		changed;
 
 	if (!sbq_mem_lookup(queue, token, true, &lock, &sl))
 		return false;
@@ -777,10 +763,7 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	values[1] = Int64GetDatum(lock.key);
 	values[2] = Int64GetDatum(sl.hi == 0 ? 1 : sl.lo);
 	values[3] = Int64GetDatum(sl.hi);
-	alone = lock.key == drained_key &&
-		sbq_exec_latest(&stmt_release_alone, values, NULL) == 1;
-	drained_key = 0;
-	if (!alone && sbq_exec_latest(&stmt_release_look, values, NULL) != 1)
+	if (sbq_exec_latest(&stmt_release_look, values, NULL) != 1)
 		return true;			/* no row: nothing to end or mark */
 	mark.value = sbq_col(0, 1, &mark.isnull);
 	first.value = sbq_col(0, 2, &first.isnull);
@@ -797,13 +780,13 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 			seqs[i] = DatumGetInt64(elems[i]);
 	}
 	/* those deliveries are over (a plain receive counts them at their end too) */
-	counts.received = sbq_mem_group(lock.key, seqs, nseqs, 0, &waited);
+	counts.received = sbq_mem_group(lock.key, seqs, nseqs, 0, &changed);
 	if (counts.received > 0)
 		sbq_add_counts(queue->queue_id, &counts);
-	if (waited)
+	if (changed)
 		sbq_mem_remark(queue->queue_id, lock.key);
 	else
-		sbq_mem_remark_as(queue->queue_id, lock.key, mark, first, alone);
+		sbq_mem_remark_as(queue->queue_id, lock.key, mark, first);
 	return true;
 }
 

@@ -217,7 +217,6 @@ typedef struct SbqLeaseSession
 	int64		missing;		/* set: a message it could not take */
 	int64		lo;				/* set: the range of what it locked, */
 	int64		hi;				/* or 0 and 0 */
-	bool		empty;			/* set: it found no active message at all */
 } SbqLeaseSession;
 
 extern SbqReceiveResult sbq_receive_leased_session(const SbqQueue *queue,

@@ -326,10 +326,11 @@ is(sql('upd', q{SELECT convert_from(body, 'UTF8') FROM sbq_receive_session('q', 
 	'... and its holder receives under the lock taken before the update');
 $rowlock->quit;
 
-### the release of a session its holder found drained (no active message left)
-# A receive that finds nothing lets the release take the session's row alone in
-# its first look. A send in flight keeps the session; one that committed, or a
-# deferred message, is not forgotten with it. The holder keeps one connection.
+### the release of a session its holder drained
+# The release reads the session's mark and what is leased under it in one look,
+# before it ends those leases. A send in flight keeps the session; one that
+# committed, or a deferred message, is not forgotten with it. The holder keeps
+# one connection.
 new_db('drain');
 sql('drain', q{SELECT sbq_create_queue('q', requires_session => true)});
 my $h = $node->background_psql('drain', on_error_stop => 0);
@@ -388,9 +389,57 @@ is($h->query_safe(q{SELECT count(*) FROM sbq_receive_session('q', tok('E'), 10)}
 	'E has no active message left');
 is($h->query_safe(q{SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r}), '1', 'released');
 is(next_e(), '', 'accept-next finds nothing');
-is(sql('drain', qq{SELECT convert_from(m.body, 'UTF8') FROM sbq_accept_session('q', 'E') a,
-                   LATERAL sbq_receive_deferred('q', ARRAY[${e5}::bigint], a.session_token) m}),
-	'e5', 'E was kept with its deferred e5');
+
+# a settlement in flight under the lock: the release waits for it while it holds
+# no lock of the session's row, so the settler's send to the session does not
+# wait for it (nor deadlock); then E stays for that send. Again with nothing
+# sent: the session the settlement emptied is forgotten.
+sub release_waits_for
+{
+	my ($send, $what) = @_;
+	$h->query_safe(q{DELETE FROM tok; INSERT INTO tok SELECT 'E', session_token
+	                 FROM sbq_accept_session('q', 'E')});
+	is($h->query_safe(q{SELECT count(*) FROM sbq_receive_session('q', tok('E'), 10)}), '0',
+		"$what: E has no active message");
+	my $tok = $h->query_safe(qq{SELECT lock_token FROM
+	                 sbq_receive_deferred('q', ARRAY[${e5}::bigint], tok('E'))});
+	like($tok, qr/^[0-9a-f-]{36}$/, "$what: the deferred message is received by the holder");
+	my $settler = $node->background_psql('drain', on_error_stop => 0);
+	$settler->query_safe(qq{SET lock_timeout = '5s'; BEGIN; SELECT sbq_complete('q', '$tok')});
+	$h->query_until(qr/started/, q{
+		\echo started
+		SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r;
+	});
+	ok($node->poll_query_until('drain', q{
+		SELECT count(*) > 0 FROM pg_stat_activity
+		 WHERE wait_event_type = 'Lock' AND query LIKE '%sbq_release_session%'}),
+		"$what: the release waits for the completion in flight");
+	if ($send)
+	{
+		is($settler->query_safe(q{SELECT count(*) FROM
+		                          (SELECT sbq_send('q', 'e7', session_id => 'E')) s}), '1',
+			"$what: the settler sends to E without waiting for the release");
+	}
+	$settler->query_safe('COMMIT');
+	$settler->quit;
+	ok($node->poll_query_until('drain', q{
+		SELECT count(*) = 0 FROM pg_stat_activity
+		 WHERE wait_event_type = 'Lock' AND query LIKE '%sbq_release_session%'}),
+		"$what: the release ends when the settler commits");
+	$h->query_safe('SELECT 1');
+}
+release_waits_for(1, 'with a send');
+is(next_e(), 'E e7', 'E stayed in line for the send');
+sql('drain', q{SELECT sbq_send('q', 'e8', session_id => 'E')});
+$h->query_safe(q{DELETE FROM tok; INSERT INTO tok SELECT 'E', session_token
+                 FROM sbq_accept_session('q', 'E')});
+$e5 = $h->query_safe(q{SELECT sequence_number || ' ' || (sbq_defer('q', lock_token)::text = '')
+                      FROM sbq_receive_session('q', tok('E'), 10)});
+$e5 =~ s/ true$//;
+$h->query_safe(q{SELECT count(*) FROM (SELECT sbq_release_session('q', tok('E'))) r});
+release_waits_for(0, 'without');
+is(sql('drain', q{SELECT count(*) FROM sbq.sessions}), '0',
+	'the session the settlement emptied is forgotten');
 $h->quit;
 
 ### DROP and CREATE EXTENSION: a session of the new one is not held by the old lock
