@@ -76,7 +76,15 @@ concurrency() {
 python_client() {
     fresh_db sbq_py &&
         timeout 120 "$PYTHON" test/clients/python_client_test.py \
-            --host "$PGHOST" --port "$PGPORT" --dbname sbq_py
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_py &&
+        fresh_db sbq_pypkg &&
+        PGDATABASE=sbq_pypkg timeout 300 "$PYTHON" -m unittest discover -v \
+            -s clients/python/tests 2>&1 &&
+        # the package installs with no index (psycopg from Debian) and imports
+        "$PYTHON" -m venv --system-site-packages "$work/venv" &&
+        "$work/venv/bin/pip" install --quiet --no-index ./clients/python &&
+        (cd "$work" && "$work/venv/bin/python" -c \
+            'import sbqueue, sys; sys.exit(0 if "site-packages" in sbqueue.__file__ else 1)')
 }
 
 node_client() {

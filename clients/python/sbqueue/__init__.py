@@ -1,0 +1,24 @@
+"""sbqueue: a client for the sbqueue PostgreSQL extension (psycopg 3).
+
+Client (a connection) gives Sender, Receiver and SessionReceiver; Processor runs a
+handler per message on several connections, renewing their locks; errors are the
+typed exceptions of sbqueue.errors.
+"""
+
+from .client import Client, Receiver, Sender, SessionReceiver
+from .errors import (EntityNotFound, InvalidArgument, InvalidOperation, MessageLockLost,
+                     MessageNotFound, MessageTooLarge, NullArgument, OutOfLocks,
+                     PermissionDenied, QueueAlreadyExists, QueueNotFound, ReadOnly, SbqError,
+                     SessionCannotBeLocked, SessionLockLost)
+from .message import MESSAGE_FIELDS, ReceivedMessage
+from .processor import DeadLetter, Processor
+
+__version__ = "0.8.0"
+
+__all__ = [
+    "Client", "Sender", "Receiver", "SessionReceiver", "Processor", "DeadLetter",
+    "ReceivedMessage", "MESSAGE_FIELDS", "SbqError", "QueueNotFound", "MessageLockLost",
+    "MessageNotFound", "SessionLockLost", "SessionCannotBeLocked", "QueueAlreadyExists",
+    "MessageTooLarge", "EntityNotFound", "InvalidOperation", "InvalidArgument",
+    "NullArgument", "PermissionDenied", "OutOfLocks", "ReadOnly",
+]

@@ -1,0 +1,395 @@
+"""Senders and receivers over one psycopg 3 connection.
+
+    with sbqueue.Client.connect("dbname=app") as client:
+        client.sender("orders").send({"id": 42}, subject="created")
+        receiver = client.receiver("orders")
+        for msg in receiver.receive(max_messages=10, max_wait=5):
+            ...
+            receiver.complete(msg)
+
+A Client owns one connection in autocommit mode: each call is a transaction of its
+own, unless it runs inside `with client.transaction():`, which commits (or rolls
+back) what the calls in it did together, as sbqueue's calls commit with the
+caller's transaction. Tokens may be given as a ReceivedMessage, a uuid.UUID or a
+string; bodies as str (text), bytes (bytea) or anything JSON can hold (jsonb).
+Errors come as sbqueue.errors' typed exceptions.
+"""
+
+import datetime
+import threading
+import uuid
+from typing import Iterable, List, Optional, Sequence, Union
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .errors import typed_errors
+from .message import SELECT_LIST, ReceivedMessage
+
+Token = Union[ReceivedMessage, uuid.UUID, str]
+Seconds = Union[int, float, datetime.timedelta]
+
+SEND_OPTIONS = ("message_id", "session_id", "correlation_id", "subject", "content_type",
+                "reply_to", "reply_to_session_id", "to_address", "time_to_live",
+                "scheduled_enqueue_time", "application_properties")
+
+
+def _interval(value: Optional[Seconds]) -> Optional[datetime.timedelta]:
+    if value is None or isinstance(value, datetime.timedelta):
+        return value
+    return datetime.timedelta(seconds=value)
+
+
+def _token(value: Token) -> uuid.UUID:
+    if isinstance(value, ReceivedMessage):
+        if value.lock_token is None:
+            raise ValueError("message %d has no lock token (peeked, or received and deleted)"
+                             % value.sequence_number)
+        return value.lock_token
+    if isinstance(value, uuid.UUID):
+        return value
+    return uuid.UUID(str(value))
+
+
+def _tokens(values) -> List[uuid.UUID]:
+    if isinstance(values, (ReceivedMessage, uuid.UUID, str)):
+        return [_token(values)]
+    return [_token(v) for v in values]
+
+
+def _body(body):
+    """(the value to pass, its SQL type) for a body."""
+    if isinstance(body, str):
+        return body, "text"
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body), "bytea"
+    return Jsonb(body), "jsonb"
+
+
+class Client:
+    """One connection to a database where sbqueue is installed."""
+
+    def __init__(self, conn: psycopg.Connection, schema: Optional[str] = None):
+        self.conn = conn
+        self.schema = schema
+        self._lock = threading.Lock()
+        self._waiting = False
+        self._cancelled = False
+        self._pending = False
+
+    @classmethod
+    def connect(cls, conninfo: str = "", schema: Optional[str] = None, **kwargs) -> "Client":
+        """A new connection (libpq's conninfo and keywords; PG* variables apply)."""
+        conn = psycopg.connect(conninfo, autocommit=True, **kwargs)
+        return cls(conn, schema)
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def transaction(self):
+        """A transaction around several calls (psycopg's Connection.transaction())."""
+        return self.conn.transaction()
+
+    # -- plumbing
+
+    def _fn(self, name: str) -> sql.Composable:
+        if self.schema:
+            return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
+        return sql.Identifier(name)
+
+    def _call(self, name: str, args: Sequence, kwargs=None, select=None, types=None):
+        """Runs SELECT <select> FROM name(args, kw => v, ...); returns all rows."""
+        kwargs = kwargs or {}
+        types = types or {}
+        parts = []
+        params = []
+        for i, value in enumerate(args):
+            t = types.get(i)
+            parts.append(sql.SQL("%s::" + t) if t else sql.SQL("%s"))
+            params.append(value)
+        for key, value in kwargs.items():
+            t = types.get(key)
+            parts.append(sql.SQL("{} => " + ("%s::" + t if t else "%s")).format(sql.Identifier(key)))
+            params.append(value)
+        query = sql.SQL("SELECT {} FROM {}({})").format(
+            sql.SQL(select or "*"), self._fn(name), sql.SQL(", ").join(parts))
+        with typed_errors():
+            return self.conn.execute(query, params).fetchall()
+
+    def _one(self, name, args, kwargs=None, types=None):
+        rows = self._call(name, args, kwargs, types=types)
+        return rows[0][0] if rows else None
+
+    def _messages(self, name, args, kwargs=None, types=None, wait=False) -> List[ReceivedMessage]:
+        if not wait:
+            rows = self._call(name, args, kwargs, select=SELECT_LIST, types=types)
+            return [ReceivedMessage.from_row(r) for r in rows]
+        with self._lock:
+            if self._pending:
+                self._pending = False
+                return []
+            self._waiting = True
+            self._cancelled = False
+        try:
+            rows = self._call(name, args, kwargs, select=SELECT_LIST, types=types)
+        except psycopg.errors.QueryCanceled:
+            with self._lock:
+                ours = self._cancelled
+            if not ours or not self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                raise
+            return []
+        finally:
+            with self._lock:
+                self._waiting = False
+        return [ReceivedMessage.from_row(r) for r in rows]
+
+    def cancel(self, pending: bool = False) -> bool:
+        """From another thread: end a receive or accept of this client that waits
+        (it returns nothing). False when none was waiting; then with pending, the
+        next wait of this client returns nothing at once instead."""
+        with self._lock:
+            if not self._waiting:
+                self._pending = pending
+                return False
+            self._cancelled = True
+        self.conn.cancel()
+        return True
+
+    # -- entities
+
+    def create_queue(self, name: str, **options) -> None:
+        """sbq_create_queue(name, option => value, ...): lock_duration, max_delivery_count,
+        default_message_ttl, requires_session, ... (intervals as seconds or timedelta)."""
+        opts = {k: (_interval(v) if k.endswith(("duration", "ttl", "window")) else v)
+                for k, v in options.items()}
+        self._call("sbq_create_queue", [name], opts)
+
+    def delete_queue(self, name: str) -> None:
+        self._call("sbq_delete_queue", [name])
+
+    def queue_stats(self, name: str) -> Optional[dict]:
+        with typed_errors():
+            cur = self.conn.execute(
+                sql.SQL("SELECT * FROM {} WHERE queue = %s").format(
+                    sql.SQL(self.schema + ".sbq_queue_stats") if self.schema
+                    else sql.SQL("sbq_queue_stats")), [name])
+            row = cur.fetchone()
+            return dict(zip([c.name for c in cur.description], row)) if row else None
+
+    def sender(self, queue: str) -> "Sender":
+        return Sender(self, queue)
+
+    def receiver(self, queue: str, receive_mode: str = "peek_lock") -> "Receiver":
+        return Receiver(self, queue, receive_mode)
+
+    def dead_letter_receiver(self, queue: str) -> "Receiver":
+        return Receiver(self, queue + "/$deadletterqueue")
+
+    def accept_session(self, queue: str, session_id: Optional[str] = None,
+                       max_wait: Seconds = 0) -> Optional["SessionReceiver"]:
+        """The session session_id, or the next one with available messages (None when
+        none came within max_wait)."""
+        with self._lock:
+            if self._pending and max_wait != 0:
+                self._pending = False
+                return None
+            self._waiting = max_wait != 0
+            self._cancelled = False
+        try:
+            rows = self._call("sbq_accept_session", [queue, session_id, _interval(max_wait)],
+                              types={1: "text", 2: "interval"})
+        except psycopg.errors.QueryCanceled:
+            with self._lock:
+                if not self._cancelled:
+                    raise
+            return None
+        finally:
+            with self._lock:
+                self._waiting = False
+        if not rows:
+            return None
+        session_id, token, locked_until = rows[0]
+        return SessionReceiver(self, queue, session_id, token, locked_until)
+
+
+class Sender:
+    """Sends to one queue."""
+
+    def __init__(self, client: Client, queue: str):
+        self.client = client
+        self.queue = queue
+
+    @staticmethod
+    def _options(options):
+        unknown = set(options) - set(SEND_OPTIONS)
+        if unknown:
+            raise TypeError("unknown send options: %s" % ", ".join(sorted(unknown)))
+        out = {}
+        types = {}
+        for k, v in options.items():
+            if k == "time_to_live":
+                v = _interval(v)
+                types[k] = "interval"
+            elif k == "application_properties":
+                v = Jsonb(v) if v is not None else None
+                types[k] = "jsonb"
+            elif k == "scheduled_enqueue_time":
+                types[k] = "timestamptz"
+            else:
+                types[k] = "text"
+            out[k] = v
+        return out, types
+
+    def send(self, body, **options) -> int:
+        """The sequence number of the message sent. Options: message_id, session_id,
+        correlation_id, subject, content_type, reply_to, reply_to_session_id,
+        to_address, time_to_live, scheduled_enqueue_time, application_properties."""
+        value, t = _body(body)
+        opts, types = self._options(options)
+        types[1] = t
+        return self.client._one("sbq_send", [self.queue, value], opts, types=types)
+
+    def send_batch(self, bodies: Iterable, **options) -> List[int]:
+        """Sends the bodies (all of one kind: str, bytes, or JSON values) with the same
+        options, in one call; their sequence numbers, in order."""
+        bodies = list(bodies)
+        if not bodies:
+            return []
+        kinds = {_body(b)[1] for b in bodies}
+        if len(kinds) != 1:
+            raise TypeError("a batch's bodies must be all str, all bytes, or all JSON values")
+        kind = kinds.pop()
+        values = [_body(b)[0] for b in bodies]
+        opts, types = self._options(options)
+        types[1] = kind + "[]"
+        rows = self.client._call("sbq_send_batch", [self.queue, values], opts, types=types)
+        return [r[0] for r in rows]
+
+    def schedule(self, body, when: datetime.datetime, **options) -> int:
+        """Sends body to become available at when; its number for cancel_scheduled."""
+        return self.send(body, scheduled_enqueue_time=when, **options)
+
+    def cancel_scheduled(self, sequence_number: int) -> None:
+        self.client._call("sbq_cancel_scheduled", [self.queue, sequence_number],
+                          types={1: "bigint"})
+
+
+class Receiver:
+    """Receives from one queue (or its "<queue>/$deadletterqueue") and settles."""
+
+    def __init__(self, client: Client, queue: str, receive_mode: str = "peek_lock"):
+        self.client = client
+        self.queue = queue
+        self.receive_mode = receive_mode
+
+    def receive(self, max_messages: int = 1, max_wait: Seconds = 0) -> List[ReceivedMessage]:
+        """Up to max_messages, waiting up to max_wait for the first (Client.cancel() ends
+        the wait early, with nothing)."""
+        return self.client._messages(
+            "sbq_receive", [self.queue, max_messages, _interval(max_wait), self.receive_mode],
+            types={1: "integer", 2: "interval", 3: "text"}, wait=_interval(max_wait) != datetime.timedelta(0))
+
+    def peek(self, max_messages: int = 1, from_sequence_number: Optional[int] = None
+             ) -> List[ReceivedMessage]:
+        return self.client._messages("sbq_peek", [self.queue, max_messages, from_sequence_number],
+                                     types={1: "integer", 2: "bigint"})
+
+    def receive_deferred(self, sequence_numbers: Iterable[int]) -> List[ReceivedMessage]:
+        return self.client._messages("sbq_receive_deferred",
+                                     [self.queue, list(sequence_numbers)], types={1: "bigint[]"})
+
+    def complete(self, messages) -> int:
+        """Completes one message or many (all or nothing); how many."""
+        toks = _tokens(messages)
+        return self.client._one("sbq_complete", [self.queue, toks], types={1: "uuid[]"})
+
+    def _each(self, fn, messages, extra_args=(), extra_types=None, kwargs=None):
+        toks = _tokens(messages)
+        types = {1: "uuid"}
+        types.update(extra_types or {})
+        if len(toks) == 1:
+            self.client._call(fn, [self.queue, toks[0], *extra_args], kwargs, types=types)
+            return
+        with self.client.transaction():
+            for t in toks:
+                self.client._call(fn, [self.queue, t, *extra_args], kwargs, types=types)
+
+    def abandon(self, messages, properties_to_modify: Optional[dict] = None) -> None:
+        """Abandons one message or many (many: in one transaction, all or nothing)."""
+        self._each("sbq_abandon", messages,
+                   [Jsonb(properties_to_modify) if properties_to_modify is not None else None],
+                   {2: "jsonb"})
+
+    def defer(self, messages, properties_to_modify: Optional[dict] = None) -> None:
+        self._each("sbq_defer", messages,
+                   [Jsonb(properties_to_modify) if properties_to_modify is not None else None],
+                   {2: "jsonb"})
+
+    def dead_letter(self, messages, reason: Optional[str] = None,
+                    error_description: Optional[str] = None,
+                    properties_to_modify: Optional[dict] = None) -> None:
+        self._each("sbq_deadletter", messages,
+                   [reason, error_description,
+                    Jsonb(properties_to_modify) if properties_to_modify is not None else None],
+                   {2: "text", 3: "text", 4: "jsonb"})
+
+    def renew(self, message: Token) -> datetime.datetime:
+        """Renews a message's lock; the new locked_until."""
+        return self.client._one("sbq_renew", [self.queue, _token(message)], types={1: "uuid"})
+
+
+class SessionReceiver(Receiver):
+    """A session held by this client: its messages in order, its state, its lock.
+    As a context manager it releases the session at the end."""
+
+    def __init__(self, client, queue, session_id, token, locked_until):
+        super().__init__(client, queue)
+        self.session_id = session_id
+        self.token = token
+        self.locked_until = locked_until
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - the lock may be lost already; the error is theirs
+            if exc[0] is None:
+                raise
+
+    def receive(self, max_messages: int = 1, max_wait: Seconds = 0) -> List[ReceivedMessage]:
+        return self.client._messages(
+            "sbq_receive_session", [self.queue, self.token, max_messages, _interval(max_wait)],
+            types={1: "uuid", 2: "integer", 3: "interval"},
+            wait=_interval(max_wait) != datetime.timedelta(0))
+
+    def receive_deferred(self, sequence_numbers: Iterable[int]) -> List[ReceivedMessage]:
+        return self.client._messages("sbq_receive_deferred",
+                                     [self.queue, list(sequence_numbers), self.token],
+                                     types={1: "bigint[]", 2: "uuid"})
+
+    def renew_session(self) -> datetime.datetime:
+        self.locked_until = self.client._one("sbq_renew_session", [self.queue, self.token],
+                                             types={1: "uuid"})
+        return self.locked_until
+
+    def get_state(self) -> Optional[bytes]:
+        state = self.client._one("sbq_get_session_state", [self.queue, self.token],
+                                 types={1: "uuid"})
+        return bytes(state) if state is not None else None
+
+    def set_state(self, state: Optional[bytes]) -> None:
+        self.client._call("sbq_set_session_state", [self.queue, self.token,
+                                                    bytes(state) if state is not None else None],
+                          types={1: "uuid", 2: "bytea"})
+
+    def release(self) -> None:
+        self.client._call("sbq_release_session", [self.queue, self.token], types={1: "uuid"})

@@ -1,0 +1,384 @@
+"""The Python client against a real server.
+
+    PGHOST=... PGPORT=... PGDATABASE=... python3 -m unittest discover -s clients/python/tests
+
+The database needs sbqueue (CREATE EXTENSION sbqueue) and a role may be created
+(the rights test makes one). Each test makes its queues and deletes them.
+"""
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import psycopg  # noqa: E402
+
+import sbqueue  # noqa: E402
+from sbqueue import errors  # noqa: E402
+
+CONNINFO = os.environ.get("SBQ_CONNINFO", "")
+
+
+def qname(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.client = sbqueue.Client.connect(CONNINFO)
+        self.queues = []
+
+    def tearDown(self):
+        for q in self.queues:
+            try:
+                self.client.delete_queue(q)
+            except sbqueue.SbqError:
+                pass
+        self.client.close()
+
+    def queue(self, prefix="py", **options):
+        q = qname(prefix)
+        self.client.create_queue(q, **options)
+        self.queues.append(q)
+        return q
+
+
+class MessageType(Base):
+    def test_fields_are_sbq_message_columns(self):
+        rows = self.client.conn.execute(
+            "SELECT a.attname FROM pg_attribute a"
+            " WHERE a.attrelid = (SELECT typrelid FROM pg_type WHERE typname = 'sbq_message')"
+            "   AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum").fetchall()
+        self.assertEqual(tuple(r[0] for r in rows), sbqueue.MESSAGE_FIELDS)
+        import dataclasses
+        self.assertEqual(tuple(f.name for f in dataclasses.fields(sbqueue.ReceivedMessage)),
+                         sbqueue.MESSAGE_FIELDS)
+
+
+class SendReceiveSettle(Base):
+    def test_bodies_round_trip(self):
+        q = self.queue()
+        s, r = self.client.sender(q), self.client.receiver(q)
+        every_byte = bytes(range(256)) * 4
+        big = os.urandom(1024 * 1024)
+        s.send("héllo")
+        s.send(every_byte)
+        s.send({"a": [1, 2, {"b": None}]})
+        s.send(big)
+        got = r.receive(10)
+        self.assertEqual(len(got), 4)
+        self.assertEqual(got[0].body_text(), "héllo")
+        self.assertEqual(got[0].content_type, "text/plain; charset=utf-8")
+        self.assertEqual(got[1].body, every_byte)
+        self.assertIsNone(got[1].content_type)
+        self.assertEqual(got[2].body_json(), {"a": [1, 2, {"b": None}]})
+        self.assertEqual(got[2].content_type, "application/json")
+        self.assertEqual(got[3].body, big)
+        self.assertEqual(r.complete(got), 4)
+        self.assertEqual(r.peek(10), [])
+
+    def test_send_options_and_batch(self):
+        q = self.queue()
+        s, r = self.client.sender(q), self.client.receiver(q)
+        seq = s.send("x", message_id="m1", correlation_id="c", subject="s", reply_to="rt",
+                     time_to_live=60, application_properties={"k": 1})
+        seqs = s.send_batch([b"a", b"b", b"c"], subject="batch")
+        self.assertEqual(len(seqs), 3)
+        self.assertEqual(seqs, sorted(seqs))
+        self.assertGreater(seqs[0], seq)
+        msgs = r.receive(10)
+        self.assertEqual([m.sequence_number for m in msgs], [seq] + seqs)
+        m = msgs[0]
+        self.assertEqual((m.message_id, m.correlation_id, m.subject, m.reply_to),
+                         ("m1", "c", "s", "rt"))
+        self.assertEqual(m.application_properties, {"k": 1})
+        self.assertEqual(m.time_to_live, datetime.timedelta(seconds=60))
+        self.assertEqual([x.subject for x in msgs[1:]], ["batch"] * 3)
+        with self.assertRaises(TypeError):
+            s.send_batch(["a", b"b"])
+        with self.assertRaises(TypeError):
+            s.send("x", colour="red")
+
+    def test_settlements(self):
+        q = self.queue(max_delivery_count=5)
+        s, r = self.client.sender(q), self.client.receiver(q)
+        for i in range(5):
+            s.send("m%d" % i)
+        m = r.receive(5)
+        # tokens as messages, UUIDs, strings and lists of strings: no cast needed
+        self.assertEqual(r.complete(str(m[0].lock_token)), 1)
+        self.assertEqual(r.complete([str(m[1].lock_token)]), 1)
+        r.abandon(m[2].lock_token, {"tried": 1})
+        r.defer(m[3])
+        r.dead_letter(m[4], "bad", "it was bad", {"why": "test"})
+        again = r.receive(5)
+        self.assertEqual([x.body_text() for x in again], ["m2"])
+        self.assertEqual(again[0].application_properties, {"tried": 1})
+        self.assertEqual(again[0].delivery_count, 2)
+        before = again[0].locked_until
+        time.sleep(0.01)
+        self.assertGreater(r.renew(again[0]), before)
+        r.complete(again)
+        deferred = r.receive_deferred([m[3].sequence_number])
+        self.assertEqual(deferred[0].body_text(), "m3")
+        r.complete(deferred)
+        dl = self.client.dead_letter_receiver(q).receive(1)
+        self.assertEqual((dl[0].dead_letter_reason, dl[0].dead_letter_error_description),
+                         ("bad", "it was bad"))
+        self.client.dead_letter_receiver(q).complete(dl)
+
+    def test_many_settled_together_or_not_at_all(self):
+        q = self.queue()
+        s, r = self.client.sender(q), self.client.receiver(q)
+        s.send_batch(["a", "b"])
+        m = r.receive(2)
+        with self.assertRaises(sbqueue.MessageLockLost):
+            r.abandon([m[0], uuid.uuid4()])
+        self.assertEqual(r.complete(m), 2)     # the first abandon rolled back
+
+    def test_schedule_and_cancel(self):
+        q = self.queue()
+        s, r = self.client.sender(q), self.client.receiver(q)
+        when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+        seq = s.schedule("later", when)
+        peeked = r.peek(1)
+        self.assertEqual((peeked[0].state, peeked[0].sequence_number), ("scheduled", seq))
+        self.assertEqual(r.receive(1), [])
+        s.cancel_scheduled(seq)
+        self.assertEqual(r.peek(1), [])
+
+    def test_receive_and_delete(self):
+        q = self.queue()
+        self.client.sender(q).send("once")
+        got = self.client.receiver(q, "receive_and_delete").receive(1)
+        self.assertEqual((got[0].body_text(), got[0].lock_token), ("once", None))
+        with self.assertRaises(ValueError):
+            self.client.receiver(q).complete(got[0])
+        self.assertEqual(self.client.receiver(q).peek(1), [])
+
+    def test_transaction(self):
+        q = self.queue()
+        s = self.client.sender(q)
+        try:
+            with self.client.transaction():
+                s.send("rolled back")
+                raise RuntimeError("no")
+        except RuntimeError:
+            pass
+        self.assertEqual(self.client.receiver(q).peek(1), [])
+
+
+class TypedErrors(Base):
+    def test_each_sqlstate(self):
+        q = self.queue(max_message_size=1024)
+        s, r = self.client.sender(q), self.client.receiver(q)
+        cases = [
+            (sbqueue.QueueNotFound, lambda: self.client.sender("no-such-" + q).send("x")),
+            (sbqueue.MessageLockLost, lambda: r.complete(uuid.uuid4())),
+            (sbqueue.MessageNotFound, lambda: r.receive_deferred([10 ** 12])),
+            (sbqueue.QueueAlreadyExists, lambda: self.client.create_queue(q)),
+            (sbqueue.MessageTooLarge, lambda: s.send(b"x" * 2000)),
+            (sbqueue.InvalidOperation,
+             lambda: self.client.dead_letter_receiver(q).dead_letter(self._dead_letter(q))),
+            (sbqueue.InvalidArgument, lambda: r.receive(0)),
+            (sbqueue.NullArgument, lambda: self.client.sender(None).send("x")),
+        ]
+        for cls, fn in cases:
+            with self.subTest(cls=cls.__name__):
+                with self.assertRaises(cls) as cm:
+                    fn()
+                self.assertEqual(cm.exception.sqlstate, cls.sqlstate)
+                self.assertIsInstance(cm.exception.__cause__, psycopg.Error)
+                self.assertEqual(cm.exception.__cause__.sqlstate, cls.sqlstate)
+
+    def _dead_letter(self, q):
+        s, r = self.client.sender(q), self.client.receiver(q)
+        s.send("dl")
+        r.dead_letter(r.receive(1))
+        return self.client.dead_letter_receiver(q).receive(1)[0]
+
+    def test_permission_denied(self):
+        q = self.queue()
+        role = "sbq_py_" + uuid.uuid4().hex[:8]
+        self.client.conn.execute('CREATE ROLE "%s" LOGIN' % role)
+        try:
+            other = sbqueue.Client.connect(CONNINFO, user=role)
+            try:
+                with self.assertRaises(sbqueue.PermissionDenied):
+                    other.sender(q).send("x")
+            finally:
+                other.close()
+        finally:
+            self.client.conn.execute('DROP ROLE "%s"' % role)
+
+
+class Sessions(Base):
+    def test_session_worker(self):
+        q = self.queue(requires_session=True)
+        s = self.client.sender(q)
+        for i in range(3):
+            for sid in ("a", "b"):
+                s.send("%s%d" % (sid, i), session_id=sid)
+        with self.assertRaises(sbqueue.InvalidArgument):
+            s.send("no session")
+        with self.assertRaises(sbqueue.InvalidOperation):
+            self.client.receiver(q).receive(1)
+        seen = {}
+        last = None
+        while True:
+            session = self.client.accept_session(q)
+            if session is None:
+                break
+            last = session
+            with session:
+                other = sbqueue.Client.connect(CONNINFO)
+                try:
+                    with self.assertRaises(sbqueue.SessionCannotBeLocked):
+                        other.accept_session(q, session.session_id)
+                finally:
+                    other.close()
+                state = session.get_state()
+                self.assertIsNone(state)
+                msgs = session.receive(10)
+                seen[session.session_id] = [m.body_text() for m in msgs]
+                session.complete(msgs)
+                session.set_state(b"done")
+                self.assertEqual(session.get_state(), b"done")
+                self.assertGreater(session.renew_session(), datetime.datetime.now(datetime.timezone.utc))
+        self.assertEqual(seen, {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]})
+        with self.assertRaises(sbqueue.SessionLockLost):
+            last.release()
+        kept = self.client.accept_session(q, "a")
+        self.assertEqual(kept.get_state(), b"done")
+        kept.set_state(None)
+        kept.release()
+
+
+class Cancel(Base):
+    def test_waiting_receive_cancelled_quickly(self):
+        q = self.queue()
+        r = self.client.receiver(q)
+        out = {}
+
+        def wait():
+            t = time.monotonic()
+            out["got"] = r.receive(1, max_wait=30)
+            out["ended"] = time.monotonic()
+        th = threading.Thread(target=wait)
+        th.start()
+        time.sleep(0.5)
+        asked = time.monotonic()
+        self.assertTrue(self.client.cancel())
+        th.join(5)
+        self.assertEqual(out["got"], [])
+        self.assertLess(out["ended"] - asked, 0.1)
+        # the connection is usable afterwards
+        self.client.sender(q).send("after")
+        self.assertEqual(r.receive(1)[0].body_text(), "after")
+
+
+class ProcessorTests(Base):
+    def test_handlers_slower_than_the_lock(self):
+        q = self.queue(lock_duration=datetime.timedelta(seconds=5))
+        n = 8
+        self.client.sender(q).send_batch([str(i) for i in range(n)])
+        seen = []
+        lock = threading.Lock()
+
+        def handle(msg):
+            time.sleep(6)                    # longer than the lock: renewal keeps it
+            with lock:
+                seen.append((msg.body_text(), msg.delivery_count))
+            return None
+        p = sbqueue.Processor(CONNINFO, q, handle, concurrency=4, max_wait=1).start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and p.settled["complete"] < n:
+            time.sleep(0.1)
+        p.stop(wait=True, timeout=10)
+        self.assertEqual(sorted(b for b, _ in seen), sorted(str(i) for i in range(n)))
+        self.assertEqual({c for _, c in seen}, {1}, "each delivered once")
+        self.assertEqual(p.settled["complete"], n)
+        self.assertEqual(p.settled["lost"], 0)
+        self.assertGreater(p.renewals, 0)
+        self.assertEqual(self.client.receiver(q).peek(10), [])
+
+    def test_settle_by_result_and_exception(self):
+        q = self.queue(max_delivery_count=2)
+        self.client.sender(q).send_batch(["ok", "fail", "dl", "defer"])
+
+        def handle(msg):
+            body = msg.body_text()
+            if body == "fail":
+                raise RuntimeError("boom")
+            if body == "dl":
+                raise sbqueue.DeadLetter("poison", "it said dl")
+            if body == "defer":
+                return "defer"
+            return None
+        errs = []
+        p = sbqueue.Processor(CONNINFO, q, handle, concurrency=2, max_wait=0.5,
+                              on_error=lambda m, e: errs.append(str(e))).start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(p.settled.values()) < 5:
+            time.sleep(0.1)
+        p.stop(wait=True, timeout=10)
+        # "fail" is abandoned twice, and its second abandon dead-letters it
+        self.assertEqual((p.settled["complete"], p.settled["abandon"], p.settled["deadletter"],
+                          p.settled["defer"]), (1, 2, 1, 1))
+        self.assertEqual(errs, ["boom", "boom"])
+        dls = {m.body_text(): m for m in self.client.dead_letter_receiver(q).peek(10)}
+        self.assertEqual(dls["dl"].dead_letter_reason, "poison")
+        self.assertEqual(dls["fail"].dead_letter_reason, "MaxDeliveryCountExceeded")
+        self.assertEqual([m.state for m in self.client.receiver(q).peek(10)], ["deferred"])
+
+    def test_sigterm_finishes_in_flight(self):
+        q = self.queue(lock_duration=datetime.timedelta(seconds=5))
+        n = 40
+        self.client.sender(q).send_batch([str(i) for i in range(n)])
+        self.client.conn.execute("CREATE TABLE IF NOT EXISTS sbq_py_done (queue text, body text)")
+        script = textwrap.dedent("""
+            import sys, time
+            sys.path.insert(0, %r)
+            import psycopg, sbqueue
+            conn = psycopg.connect(%r, autocommit=True)
+            def handle(msg):
+                time.sleep(0.2)
+                conn_local = psycopg.connect(%r, autocommit=True)
+                conn_local.execute("INSERT INTO sbq_py_done VALUES (%%s, %%s)", (%r, msg.body_text()))
+                conn_local.close()
+            print("ready", flush=True)
+            sbqueue.Processor(%r, %r, handle, concurrency=4, max_wait=5).run()
+            print("stopped", flush=True)
+        """) % (os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."), CONNINFO,
+                CONNINFO, q, CONNINFO, q)
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.assertEqual(proc.stdout.readline().strip(), "ready")
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("stopped", out)
+        done = [r[0] for r in self.client.conn.execute(
+            "SELECT body FROM sbq_py_done WHERE queue = %s", (q,)).fetchall()]
+        left = [m.body_text() for m in self.client.receiver(q).peek(100)]
+        self.assertGreater(len(done), 0)
+        self.assertLess(len(done), n, "stopped before the end")
+        self.assertEqual(len(done), len(set(done)), "nothing handled twice")
+        self.assertEqual(sorted(done + left, key=int), [str(i) for i in range(n)],
+                         "nothing lost: every message handled once or still there")
+        locked = [m for m in self.client.receiver(q).peek(100) if m.locked_until is not None
+                  and m.locked_until > datetime.datetime.now(datetime.timezone.utc)]
+        self.assertEqual(locked, [], "nothing left locked: in-flight messages were settled")
+
+
+if __name__ == "__main__":
+    unittest.main()
