@@ -87,6 +87,11 @@ python_client() {
             'import sbqueue, sys; sys.exit(0 if "site-packages" in sbqueue.__file__ else 1)')
 }
 
+c_example() {
+    fresh_db sbq_c &&
+        PGDATABASE=sbq_c timeout 300 bash examples/c/test.sh
+}
+
 node_client() {
     fresh_db sbq_node || return 1
     (
@@ -136,6 +141,7 @@ suite "pgTAP" pgtap
 suite "concurrency" concurrency
 suite "python client" python_client
 suite "node client" node_client
+suite "c example" c_example
 suite "TAP (worker, wake-ups, faults)" tap
 
 echo
