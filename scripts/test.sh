@@ -98,6 +98,13 @@ node_client() {
         cd test/clients/node &&
             { [ -d node_modules/pg ] || npm install --no-audit --no-fund --silent; } &&
             PGDATABASE=sbq_node timeout 120 node --test client_test.js
+    ) || return 1
+    # the Node package's own tests
+    fresh_db sbq_nodepkg || return 1
+    (
+        cd clients/node &&
+            { [ -d node_modules/pg ] || npm install --no-audit --no-fund --silent; } &&
+            PGDATABASE=sbq_nodepkg timeout 300 node --test test/
     )
 }
 

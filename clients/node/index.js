@@ -1,0 +1,545 @@
+// sbqueue: a client for the sbqueue PostgreSQL extension over node-postgres (pg).
+//
+//   const { Client } = require('sbqueue');
+//   const client = await Client.connect();            // pg's config; PG* variables apply
+//   await client.sender('orders').send({ id: 42 }, { subject: 'created' });
+//   for (const msg of await client.receiver('orders').receive({ maxMessages: 10, maxWait: 5 })) ...
+//
+// Sequence numbers are BigInt; bodies are Buffers (msg.bodyText(), msg.bodyJson());
+// tokens may be messages or strings; a string body is sent as text, a Buffer as bytea,
+// anything else as jsonb. A waiting receive or accept ends early when its AbortSignal
+// fires (the cancel goes through a side connection) and then returns nothing. Errors
+// are the typed errors of errors.js.
+'use strict';
+
+const { EventEmitter } = require('node:events');
+const pg = require('pg');
+const errors = require('./errors');
+
+const { translate } = errors;
+
+// int8 as BigInt; everything else as pg parses it
+const TYPES = {
+    getTypeParser(oid, format) {
+        if (oid === 20 && format !== 'binary') return (v) => BigInt(v);
+        return pg.types.getTypeParser(oid, format);
+    },
+};
+
+const SELECT_LIST = [
+    'sequence_number', 'message_id', 'lock_token', 'locked_until', 'delivery_count',
+    'enqueued_time', 'scheduled_enqueue_time', 'expires_at',
+    'extract(epoch FROM time_to_live)::float8 AS time_to_live', 'state', 'session_id',
+    'correlation_id', 'subject', 'content_type', 'reply_to', 'reply_to_session_id',
+    'to_address', 'application_properties', 'body', 'dead_letter_reason',
+    'dead_letter_error_description', 'dead_letter_source',
+].join(', ');
+
+// sbq_message's columns, in order, and the message's property for each
+const MESSAGE_FIELDS = {
+    sequence_number: 'sequenceNumber', message_id: 'messageId', lock_token: 'lockToken',
+    locked_until: 'lockedUntil', delivery_count: 'deliveryCount', enqueued_time: 'enqueuedTime',
+    scheduled_enqueue_time: 'scheduledEnqueueTime', expires_at: 'expiresAt',
+    time_to_live: 'timeToLive', state: 'state', session_id: 'sessionId',
+    correlation_id: 'correlationId', subject: 'subject', content_type: 'contentType',
+    reply_to: 'replyTo', reply_to_session_id: 'replyToSessionId', to_address: 'toAddress',
+    application_properties: 'applicationProperties', body: 'body',
+    dead_letter_reason: 'deadLetterReason',
+    dead_letter_error_description: 'deadLetterErrorDescription',
+    dead_letter_source: 'deadLetterSource',
+};
+
+class Message {
+    constructor(row) {
+        for (const [col, prop] of Object.entries(MESSAGE_FIELDS)) this[prop] = row[col];
+        if (this.body == null) this.body = Buffer.alloc(0);
+    }
+
+    bodyText(encoding = 'utf8') { return this.body.toString(encoding); }
+
+    bodyJson() { return JSON.parse(this.body.toString('utf8')); }
+}
+
+// send options: option -> [argument, SQL type]
+const SEND_OPTIONS = {
+    messageId: ['message_id', 'text'], sessionId: ['session_id', 'text'],
+    correlationId: ['correlation_id', 'text'], subject: ['subject', 'text'],
+    contentType: ['content_type', 'text'], replyTo: ['reply_to', 'text'],
+    replyToSessionId: ['reply_to_session_id', 'text'], toAddress: ['to_address', 'text'],
+    timeToLive: ['time_to_live', 'interval'], scheduledEnqueueTime: ['scheduled_enqueue_time', 'timestamptz'],
+    applicationProperties: ['application_properties', 'jsonb'],
+};
+
+function bodyOf(body) {
+    if (typeof body === 'string') return [body, 'text'];
+    if (Buffer.isBuffer(body) || body instanceof Uint8Array) return [Buffer.from(body), 'bytea'];
+    return [JSON.stringify(body), 'jsonb'];
+}
+
+function tokenOf(t) {
+    if (t instanceof Message) {
+        if (t.lockToken == null) {
+            throw new TypeError(`message ${t.sequenceNumber} has no lock token (peeked, or received and deleted)`);
+        }
+        return t.lockToken;
+    }
+    if (typeof t !== 'string') throw new TypeError('a lock token is a message or a string');
+    return t;
+}
+
+function tokensOf(x) {
+    return Array.isArray(x) ? x.map(tokenOf) : [tokenOf(x)];
+}
+
+// seconds (a number) as an interval literal
+function interval(seconds) {
+    return seconds == null ? null : `${Number(seconds)} seconds`;
+}
+
+function ident(name) {
+    return '"' + String(name).replace(/"/g, '""') + '"';
+}
+
+class Client {
+    // config: pg.Client's (or a connection string); schema: where sbqueue's functions are
+    constructor(config = {}, { schema } = {}) {
+        this.config = typeof config === 'string' ? { connectionString: config } : { ...config };
+        this.schema = schema || null;
+        this.pg = new pg.Client({ ...this.config, types: TYPES });
+        this._gate = null;
+    }
+
+    static async connect(config = {}, options = {}) {
+        const c = new Client(config, options);
+        await c.pg.connect();
+        return c;
+    }
+
+    async close() { await this.pg.end(); }
+
+    fn(name) { return this.schema ? `${ident(this.schema)}.${name}` : name; }
+
+    async query(sql, params) {
+        while (this._gate) await this._gate;
+        try {
+            return await this.pg.query(sql, params);
+        } catch (err) {
+            throw translate(err);
+        }
+    }
+
+    // Runs fn(client) in a transaction: committed when it resolves, rolled back when it throws.
+    async transaction(fn) {
+        await this.query('BEGIN');
+        try {
+            const out = await fn(this);
+            await this.query('COMMIT');
+            return out;
+        } catch (err) {
+            await this.query('ROLLBACK');
+            throw err;
+        }
+    }
+
+    // A query that may wait: signal's abort cancels it (through a side connection) and
+    // it resolves to null. Later queries of this client wait for the cancel to arrive, so
+    // that it can only end this one (a cancel that finds the server idle is ignored).
+    async waitQuery(sql, params, signal) {
+        if (signal && signal.aborted) return null;
+        let cancelled = false;
+        const onAbort = () => {
+            cancelled = true;
+            this._gate = this._cancelBackend().finally(() => { this._gate = null; });
+        };
+        if (signal) signal.addEventListener('abort', onAbort, { once: true });
+        try {
+            return await this.query(sql, params);
+        } catch (err) {
+            const cause = err.cause || err;
+            if (cancelled && cause.code === '57014') return null;
+            throw err;
+        } finally {
+            if (signal) signal.removeEventListener('abort', onAbort);
+        }
+    }
+
+    async _cancelBackend() {
+        const side = new pg.Client(this.config);
+        try {
+            await side.connect();
+            await side.query('SELECT pg_cancel_backend($1)', [this.pg.processID]);
+        } finally {
+            await side.end().catch(() => {});
+        }
+    }
+
+    async createQueue(name, options = {}) {
+        const names = Object.keys(options);
+        const args = names.map((k, i) => `${ident(k)} => $${i + 2}`);
+        const values = names.map((k) => {
+            const v = options[k];
+            return /(duration|ttl|window)$/.test(k) && typeof v === 'number' ? interval(v) : v;
+        });
+        await this.query(`SELECT ${this.fn('sbq_create_queue')}($1${args.map((a) => ', ' + a).join('')})`,
+                         [name, ...values]);
+    }
+
+    async deleteQueue(name) {
+        await this.query(`SELECT ${this.fn('sbq_delete_queue')}($1)`, [name]);
+    }
+
+    async queueStats(name) {
+        const res = await this.query(`SELECT * FROM ${this.fn('sbq_queue_stats')} WHERE queue = $1`, [name]);
+        return res.rows[0] || null;
+    }
+
+    sender(queue) { return new Sender(this, queue); }
+
+    receiver(queue, { receiveMode = 'peek_lock' } = {}) { return new Receiver(this, queue, receiveMode); }
+
+    deadLetterReceiver(queue) { return new Receiver(this, queue + '/$deadletterqueue'); }
+
+    // The session sessionId, or the next one with available messages; null when none
+    // came within maxWait seconds (or signal aborted the wait).
+    async acceptSession(queue, { sessionId = null, maxWait = 0, signal } = {}) {
+        const res = await this.waitQuery(
+            `SELECT session_id, session_token, locked_until FROM ${this.fn('sbq_accept_session')}($1, $2::text, $3::interval)`,
+            [queue, sessionId, interval(maxWait)], signal);
+        if (!res || res.rows.length === 0) return null;
+        const r = res.rows[0];
+        return new SessionReceiver(this, queue, r.session_id, r.session_token, r.locked_until);
+    }
+}
+
+class Sender {
+    constructor(client, queue) {
+        this.client = client;
+        this.queue = queue;
+    }
+
+    static options(options, first) {
+        const args = [];
+        const values = [];
+        for (const [k, v] of Object.entries(options || {})) {
+            const spec = SEND_OPTIONS[k];
+            if (!spec) throw new TypeError(`unknown send option: ${k}`);
+            let value = v;
+            if (k === 'timeToLive' && typeof v === 'number') value = interval(v);
+            if (k === 'applicationProperties' && v != null) value = JSON.stringify(v);
+            if (k === 'scheduledEnqueueTime' && v instanceof Date) value = v.toISOString();
+            args.push(`${spec[0]} => $${first + values.length}::${spec[1]}`);
+            values.push(value);
+        }
+        return [args, values];
+    }
+
+    // The sequence number (BigInt) of the message sent.
+    async send(body, options = {}) {
+        const [value, type] = bodyOf(body);
+        const [args, values] = Sender.options(options, 3);
+        const res = await this.client.query(
+            `SELECT ${this.client.fn('sbq_send')}($1, $2::${type}${args.map((a) => ', ' + a).join('')}) AS n`,
+            [this.queue, value, ...values]);
+        return res.rows[0].n;
+    }
+
+    // Sends the bodies (all strings, all Buffers, or all JSON values) in one call.
+    async sendBatch(bodies, options = {}) {
+        if (bodies.length === 0) return [];
+        const typed = bodies.map(bodyOf);
+        const kinds = new Set(typed.map((t) => t[1]));
+        if (kinds.size !== 1) throw new TypeError("a batch's bodies must be all strings, all Buffers, or all JSON values");
+        const [args, values] = Sender.options(options, 3);
+        const res = await this.client.query(
+            `SELECT n FROM ${this.client.fn('sbq_send_batch')}($1, $2::${typed[0][1]}[]${args.map((a) => ', ' + a).join('')}) n`,
+            [this.queue, typed.map((t) => t[0]), ...values]);
+        return res.rows.map((r) => r.n);
+    }
+
+    async schedule(body, when, options = {}) {
+        return this.send(body, { ...options, scheduledEnqueueTime: when });
+    }
+
+    async cancelScheduled(sequenceNumber) {
+        await this.client.query(`SELECT ${this.client.fn('sbq_cancel_scheduled')}($1, $2::bigint)`,
+                                [this.queue, String(sequenceNumber)]);
+    }
+}
+
+class Receiver {
+    constructor(client, queue, receiveMode = 'peek_lock') {
+        this.client = client;
+        this.queue = queue;
+        this.receiveMode = receiveMode;
+    }
+
+    async _messages(sql, params, signal) {
+        const res = signal === undefined ? await this.client.query(sql, params)
+            : await this.client.waitQuery(sql, params, signal);
+        return res ? res.rows.map((r) => new Message(r)) : [];
+    }
+
+    // Up to maxMessages, waiting up to maxWait seconds for the first (signal: end the wait).
+    async receive({ maxMessages = 1, maxWait = 0, signal = null } = {}) {
+        return this._messages(
+            `SELECT ${SELECT_LIST} FROM ${this.client.fn('sbq_receive')}($1, $2::int, $3::interval, $4::text)`,
+            [this.queue, maxMessages, interval(maxWait), this.receiveMode], signal);
+    }
+
+    // Every message as it comes (batchSize at a time, each wait up to maxWait), until
+    // signal aborts; the caller settles them.
+    async *messages({ maxWait = 5, batchSize = 1, signal = null } = {}) {
+        while (!(signal && signal.aborted)) {
+            for (const m of await this.receive({ maxMessages: batchSize, maxWait, signal })) yield m;
+        }
+    }
+
+    async peek({ maxMessages = 1, fromSequenceNumber = null } = {}) {
+        return this._messages(
+            `SELECT ${SELECT_LIST} FROM ${this.client.fn('sbq_peek')}($1, $2::int, $3::bigint)`,
+            [this.queue, maxMessages, fromSequenceNumber == null ? null : String(fromSequenceNumber)]);
+    }
+
+    async receiveDeferred(sequenceNumbers) {
+        return this._messages(
+            `SELECT ${SELECT_LIST} FROM ${this.client.fn('sbq_receive_deferred')}($1, $2::bigint[])`,
+            [this.queue, sequenceNumbers.map(String)]);
+    }
+
+    // Completes one message or many (all or nothing); how many.
+    async complete(messages) {
+        const res = await this.client.query(`SELECT ${this.client.fn('sbq_complete')}($1, $2::uuid[]) AS n`,
+                                            [this.queue, tokensOf(messages)]);
+        return res.rows[0].n;
+    }
+
+    async _each(fn, messages, extra, types) {
+        const toks = tokensOf(messages);
+        const sql = `SELECT ${this.client.fn(fn)}($1, $2::uuid${types.map((t, i) => `, $${i + 3}::${t}`).join('')})`;
+        if (toks.length === 1) {
+            await this.client.query(sql, [this.queue, toks[0], ...extra]);
+            return;
+        }
+        await this.client.transaction(async () => {
+            for (const t of toks) await this.client.query(sql, [this.queue, t, ...extra]);
+        });
+    }
+
+    async abandon(messages, propertiesToModify = null) {
+        await this._each('sbq_abandon', messages, [json(propertiesToModify)], ['jsonb']);
+    }
+
+    async defer(messages, propertiesToModify = null) {
+        await this._each('sbq_defer', messages, [json(propertiesToModify)], ['jsonb']);
+    }
+
+    async deadLetter(messages, { reason = null, errorDescription = null, propertiesToModify = null } = {}) {
+        await this._each('sbq_deadletter', messages, [reason, errorDescription, json(propertiesToModify)],
+                         ['text', 'text', 'jsonb']);
+    }
+
+    // Renews a message's lock; the new locked_until (a Date).
+    async renew(message) {
+        const res = await this.client.query(`SELECT ${this.client.fn('sbq_renew')}($1, $2::uuid) AS u`,
+                                            [this.queue, tokenOf(message)]);
+        return res.rows[0].u;
+    }
+}
+
+function json(v) {
+    return v == null ? null : JSON.stringify(v);
+}
+
+class SessionReceiver extends Receiver {
+    constructor(client, queue, sessionId, token, lockedUntil) {
+        super(client, queue);
+        this.sessionId = sessionId;
+        this.token = token;
+        this.lockedUntil = lockedUntil;
+    }
+
+    async receive({ maxMessages = 1, maxWait = 0, signal = null } = {}) {
+        return this._messages(
+            `SELECT ${SELECT_LIST} FROM ${this.client.fn('sbq_receive_session')}($1, $2::uuid, $3::int, $4::interval)`,
+            [this.queue, this.token, maxMessages, interval(maxWait)], signal);
+    }
+
+    async receiveDeferred(sequenceNumbers) {
+        return this._messages(
+            `SELECT ${SELECT_LIST} FROM ${this.client.fn('sbq_receive_deferred')}($1, $2::bigint[], $3::uuid)`,
+            [this.queue, sequenceNumbers.map(String), this.token]);
+    }
+
+    async renewSession() {
+        const res = await this.client.query(`SELECT ${this.client.fn('sbq_renew_session')}($1, $2::uuid) AS u`,
+                                            [this.queue, this.token]);
+        this.lockedUntil = res.rows[0].u;
+        return this.lockedUntil;
+    }
+
+    async getState() {
+        const res = await this.client.query(`SELECT ${this.client.fn('sbq_get_session_state')}($1, $2::uuid) AS s`,
+                                            [this.queue, this.token]);
+        return res.rows[0].s;
+    }
+
+    async setState(state) {
+        await this.client.query(`SELECT ${this.client.fn('sbq_set_session_state')}($1, $2::uuid, $3::bytea)`,
+                                [this.queue, this.token, state == null ? null : Buffer.from(state)]);
+    }
+
+    async release() {
+        await this.client.query(`SELECT ${this.client.fn('sbq_release_session')}($1, $2::uuid)`,
+                                [this.queue, this.token]);
+    }
+}
+
+// Raised by a handler: dead-letter the message with this reason and description.
+class DeadLetter extends Error {
+    constructor(reason = null, description = null) {
+        super(reason || 'dead-lettered by its handler');
+        this.reason = reason;
+        this.description = description;
+    }
+}
+
+// Runs handler(message) for each message of queue, concurrency at a time, each loop on
+// a connection of its own; a renewer connection renews the lock of every message in a
+// handler when half of it has passed. The handler's result settles the message:
+// undefined, true or 'complete' completes it; 'abandon', 'defer', 'deadletter' do
+// those; throwing DeadLetter dead-letters it; throwing anything else abandons it
+// (and emits 'error'). stop() ends the waiting receives at once, lets the handlers in
+// flight finish and settle, then closes the connections.
+class Processor extends EventEmitter {
+    constructor(config, queue, handler, { concurrency = 1, maxWait = 5, renewLocks = true, schema } = {}) {
+        super();
+        if (concurrency < 1) throw new RangeError('concurrency must be at least 1');
+        this.config = config;
+        this.queue = queue;
+        this.handler = handler;
+        this.concurrency = concurrency;
+        this.maxWait = maxWait;
+        this.renewLocks = renewLocks;
+        this.schema = schema;
+        this.settled = { complete: 0, abandon: 0, defer: 0, deadletter: 0, lost: 0 };
+        this.renewals = 0;
+        this._abort = new AbortController();
+        this._held = new Map();      // token -> { until: Date, span: ms }
+        this._loops = [];
+        this._clients = [];
+    }
+
+    async start() {
+        for (let i = 0; i < this.concurrency; i++) {
+            const c = await Client.connect(this.config, { schema: this.schema });
+            this._clients.push(c);
+        }
+        if (this.renewLocks) {
+            this._renewer = await Client.connect(this.config, { schema: this.schema });
+            this._renewing = false;
+            this._timer = setInterval(() => this._renewDue(), 100);
+        }
+        this._loops = this._clients.map((c) => this._loop(c));
+        return this;
+    }
+
+    async stop() {
+        this._abort.abort();
+        await Promise.allSettled(this._loops);
+        if (this._timer) clearInterval(this._timer);
+        while (this._renewing) await new Promise((r) => setTimeout(r, 10));
+        const all = [...this._clients, ...(this._renewer ? [this._renewer] : [])];
+        this._clients = [];
+        this._renewer = null;
+        await Promise.allSettled(all.map((c) => c.close()));
+    }
+
+    // start(), then resolves when stop() has ended it; SIGTERM and SIGINT call stop().
+    async run() {
+        const onSignal = () => { this.stop(); };
+        process.once('SIGTERM', onSignal);
+        process.once('SIGINT', onSignal);
+        try {
+            await this.start();
+            await new Promise((resolve) => this._abort.signal.addEventListener('abort', resolve, { once: true }));
+            await Promise.allSettled(this._loops);
+            await this.stop();
+        } finally {
+            process.removeListener('SIGTERM', onSignal);
+            process.removeListener('SIGINT', onSignal);
+        }
+    }
+
+    async _renewDue() {
+        if (this._renewing || !this._renewer) return;
+        this._renewing = true;
+        try {
+            const r = this._renewer.receiver(this.queue);
+            const now = Date.now();
+            for (const [token, h] of this._held) {
+                if (h.until.getTime() - now > h.span / 2) continue;
+                try {
+                    const until = await r.renew(token);
+                    this.renewals++;
+                    if (this._held.has(token)) this._held.get(token).until = until;
+                } catch (err) {
+                    if (err instanceof errors.MessageLockLost) this._held.delete(token);
+                    else this.emit('warning', err);
+                }
+            }
+        } finally {
+            this._renewing = false;
+        }
+    }
+
+    async _loop(client) {
+        const receiver = client.receiver(this.queue);
+        const signal = this._abort.signal;
+        while (!signal.aborted) {
+            let msgs;
+            try {
+                msgs = await receiver.receive({ maxMessages: 1, maxWait: this.maxWait, signal });
+            } catch (err) {
+                this.emit('warning', err);
+                await new Promise((r) => setTimeout(r, 1000));
+                continue;
+            }
+            for (const m of msgs) await this._handle(receiver, m);
+        }
+    }
+
+    async _handle(receiver, msg) {
+        if (this.renewLocks) {
+            this._held.set(msg.lockToken, { until: msg.lockedUntil, span: msg.lockedUntil.getTime() - Date.now() });
+        }
+        let outcome = 'complete';
+        let error = null;
+        try {
+            const result = await this.handler(msg);
+            if (result === undefined || result === null || result === true || result === 'complete') outcome = 'complete';
+            else if (['abandon', 'defer', 'deadletter'].includes(result)) outcome = result;
+            else throw new TypeError(`a handler returned ${String(result)}`);
+        } catch (err) {
+            error = err;
+            outcome = err instanceof DeadLetter ? 'deadletter' : 'abandon';
+        } finally {
+            this._held.delete(msg.lockToken);
+        }
+        try {
+            if (outcome === 'complete') await receiver.complete(msg);
+            else if (outcome === 'abandon') await receiver.abandon(msg);
+            else if (outcome === 'defer') await receiver.defer(msg);
+            else await receiver.deadLetter(msg, { reason: error && error.reason, errorDescription: error && error.description });
+            this.settled[outcome]++;
+        } catch (err) {
+            if (!(err instanceof errors.MessageLockLost)) throw err;
+            this.settled.lost++;
+        }
+        if (error && !(error instanceof DeadLetter)) this.emit('error', error, msg);
+    }
+}
+
+module.exports = {
+    Client, Sender, Receiver, SessionReceiver, Message, Processor, DeadLetter,
+    MESSAGE_FIELDS, ...errors,
+};
