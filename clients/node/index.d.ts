@@ -60,6 +60,8 @@ export interface ReceiveOptions {
 export class Client {
     constructor(config?: ClientConfig | string, options?: { schema?: string });
     static connect(config?: ClientConfig | string, options?: { schema?: string }): Promise<Client>;
+    /** the connection failed: make a new Client */
+    broken: boolean;
     close(): Promise<void>;
     query(sql: string, params?: unknown[]): Promise<QueryResult>;
     transaction<T>(fn: (client: Client) => Promise<T>): Promise<T>;
@@ -115,7 +117,7 @@ export class Processor extends EventEmitter {
     constructor(config: ClientConfig | string, queue: string,
                 handler: (message: Message) => HandlerResult | Promise<HandlerResult>,
                 options?: { concurrency?: number; maxWait?: number; renewLocks?: boolean; schema?: string });
-    settled: { complete: number; abandon: number; defer: number; deadletter: number; lost: number };
+    settled: { complete: number; abandon: number; defer: number; deadletter: number; lost: number; failed: number };
     renewals: number;
     start(): Promise<this>;
     stop(): Promise<void>;

@@ -107,6 +107,9 @@ class Client {
         this.schema = schema || null;
         this.pg = new pg.Client({ ...this.config, types: TYPES });
         this._gate = null;
+        this._depth = 0;            // transaction() calls in progress
+        this.broken = false;        // the connection failed: make a new Client
+        this.pg.on('error', () => { this.broken = true; });
     }
 
     static async connect(config = {}, options = {}) {
@@ -119,24 +122,33 @@ class Client {
 
     fn(name) { return this.schema ? `${ident(this.schema)}.${name}` : name; }
 
+    // One statement. A Client runs one flow of calls at a time (its calls inside
+    // transaction() would take in another flow's); flows that work at once each want a
+    // Client of their own.
     async query(sql, params) {
         while (this._gate) await this._gate;
         try {
             return await this.pg.query(sql, params);
         } catch (err) {
+            if (!err.code || /^(08|57P)/.test(err.code)) this.broken = true;
             throw translate(err);
         }
     }
 
-    // Runs fn(client) in a transaction: committed when it resolves, rolled back when it throws.
+    // Runs fn(client) in a transaction: committed when it resolves, rolled back when it
+    // throws (nested: a savepoint).
     async transaction(fn) {
-        await this.query('BEGIN');
+        const savepoint = this._depth > 0 ? `sbq_${this._depth}` : null;
+        await this.query(savepoint ? `SAVEPOINT ${savepoint}` : 'BEGIN');
+        this._depth++;
         try {
             const out = await fn(this);
-            await this.query('COMMIT');
+            this._depth--;
+            await this.query(savepoint ? `RELEASE SAVEPOINT ${savepoint}` : 'COMMIT');
             return out;
         } catch (err) {
-            await this.query('ROLLBACK');
+            if (this._depth > (savepoint ? 1 : 0)) this._depth--;
+            if (!this.broken) await this.query(savepoint ? `ROLLBACK TO SAVEPOINT ${savepoint}` : 'ROLLBACK');
             throw err;
         }
     }
@@ -144,21 +156,33 @@ class Client {
     // A query that may wait: signal's abort cancels it (through a side connection) and
     // it resolves to null. Later queries of this client wait for the cancel to arrive, so
     // that it can only end this one (a cancel that finds the server idle is ignored).
+    // Inside a transaction a cancelled wait aborts the transaction: it rejects then.
     async waitQuery(sql, params, signal) {
         if (signal && signal.aborted) return null;
         let cancelled = false;
+        let over = false;
+        let pending;
         const onAbort = () => {
             cancelled = true;
-            this._gate = this._cancelBackend().finally(() => { this._gate = null; });
+            // a cancel that reaches the server before the statement is lost: send again
+            // until the statement is over (for a while)
+            this._gate = (async () => {
+                for (let i = 0; i < 40 && !over; i++) {
+                    await this._cancelBackend().catch(() => {});
+                    await Promise.race([pending.catch(() => {}), new Promise((r) => setTimeout(r, 50))]);
+                }
+            })().finally(() => { this._gate = null; });
         };
         if (signal) signal.addEventListener('abort', onAbort, { once: true });
         try {
-            return await this.query(sql, params);
+            pending = this.query(sql, params);
+            return await pending;
         } catch (err) {
             const cause = err.cause || err;
-            if (cancelled && cause.code === '57014') return null;
+            if (cancelled && cause.code === '57014' && this._depth === 0) return null;
             throw err;
         } finally {
+            over = true;
             if (signal) signal.removeEventListener('abort', onAbort);
         }
     }
@@ -370,6 +394,19 @@ class SessionReceiver extends Receiver {
             [this.queue, sequenceNumbers.map(String), this.token]);
     }
 
+    // The session's messages (sbq_peek of the queue, page by page, kept to this session).
+    async peek({ maxMessages = 1, fromSequenceNumber = null } = {}) {
+        const out = [];
+        let from = fromSequenceNumber;
+        while (out.length < maxMessages) {
+            const page = await super.peek({ maxMessages: 5000, fromSequenceNumber: from });
+            out.push(...page.filter((m) => m.sessionId === this.sessionId));
+            if (page.length < 5000) break;
+            from = page[page.length - 1].sequenceNumber + 1n;
+        }
+        return out.slice(0, maxMessages);
+    }
+
     async renewSession() {
         const res = await this.client.query(`SELECT ${this.client.fn('sbq_renew_session')}($1, $2::uuid) AS u`,
                                             [this.queue, this.token]);
@@ -421,7 +458,7 @@ class Processor extends EventEmitter {
         this.maxWait = maxWait;
         this.renewLocks = renewLocks;
         this.schema = schema;
-        this.settled = { complete: 0, abandon: 0, defer: 0, deadletter: 0, lost: 0 };
+        this.settled = { complete: 0, abandon: 0, defer: 0, deadletter: 0, lost: 0, failed: 0 };
         this.renewals = 0;
         this._abort = new AbortController();
         this._held = new Map();      // token -> { until: Date, span: ms }
@@ -470,10 +507,27 @@ class Processor extends EventEmitter {
         }
     }
 
+    // a new Client in place of a broken one (null when that failed: try again later)
+    async _fresh(old) {
+        if (old) await old.close().catch(() => {});
+        try {
+            return await Client.connect(this.config, { schema: this.schema });
+        } catch (err) {
+            this.emit('warning', err);
+            await new Promise((r) => setTimeout(r, 1000));
+            return null;
+        }
+    }
+
     async _renewDue() {
         if (this._renewing || !this._renewer) return;
         this._renewing = true;
         try {
+            if (this._renewer.broken) {
+                const fresh = await this._fresh(this._renewer);
+                if (!fresh) return;
+                this._renewer = fresh;
+            }
             const r = this._renewer.receiver(this.queue);
             const now = Date.now();
             for (const [token, h] of this._held) {
@@ -483,8 +537,12 @@ class Processor extends EventEmitter {
                     this.renewals++;
                     if (this._held.has(token)) this._held.get(token).until = until;
                 } catch (err) {
-                    if (err instanceof errors.MessageLockLost) this._held.delete(token);
-                    else this.emit('warning', err);
+                    if (err instanceof errors.MessageLockLost) {
+                        this._held.delete(token);
+                        continue;
+                    }
+                    this.emit('warning', err);
+                    break;
                 }
             }
         } finally {
@@ -493,15 +551,21 @@ class Processor extends EventEmitter {
     }
 
     async _loop(client) {
-        const receiver = client.receiver(this.queue);
         const signal = this._abort.signal;
+        const slot = this._clients.indexOf(client);
         while (!signal.aborted) {
+            if (client.broken) {
+                const fresh = await this._fresh(client);
+                if (!fresh) continue;
+                client = this._clients[slot] = fresh;
+            }
+            const receiver = client.receiver(this.queue);
             let msgs;
             try {
                 msgs = await receiver.receive({ maxMessages: 1, maxWait: this.maxWait, signal });
             } catch (err) {
                 this.emit('warning', err);
-                await new Promise((r) => setTimeout(r, 1000));
+                if (!client.broken) await new Promise((r) => setTimeout(r, 1000));
                 continue;
             }
             for (const m of msgs) await this._handle(receiver, m);
@@ -532,10 +596,20 @@ class Processor extends EventEmitter {
             else await receiver.deadLetter(msg, { reason: error && error.reason, errorDescription: error && error.description });
             this.settled[outcome]++;
         } catch (err) {
-            if (!(err instanceof errors.MessageLockLost)) throw err;
-            this.settled.lost++;
+            // its lock expires, and it comes again
+            if (err instanceof errors.MessageLockLost) this.settled.lost++;
+            else {
+                this.settled.failed++;
+                this.emit('warning', err);
+            }
         }
-        if (error && !(error instanceof DeadLetter)) this.emit('error', error, msg);
+        if (error && !(error instanceof DeadLetter)) {
+            try {
+                this.emit('error', error, msg);
+            } catch (err) {
+                this.emit('warning', err);
+            }
+        }
     }
 }
 

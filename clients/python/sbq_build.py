@@ -7,6 +7,7 @@ backend's requirements from an index; this one requires nothing, so
 
 import base64
 import hashlib
+import io
 import os
 import tarfile
 import zipfile
@@ -23,10 +24,20 @@ def _version():
     raise RuntimeError("no __version__ in %s/__init__.py" % NAME)
 
 
+def _project():
+    """pyproject.toml's [project] (tomllib: Python 3.11 and later)."""
+    import tomllib
+    with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]
+
+
 def _metadata():
-    return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
-            "Summary: A client for the sbqueue PostgreSQL extension\n"
-            "Requires-Python: >=3.9\nRequires-Dist: psycopg>=3.1\n" % (NAME, _version()))
+    project = _project()
+    lines = ["Metadata-Version: 2.1", "Name: %s" % project["name"], "Version: %s" % _version(),
+             "Summary: %s" % project["description"],
+             "Requires-Python: %s" % project["requires-python"]]
+    lines += ["Requires-Dist: %s" % d for d in project.get("dependencies", [])]
+    return "\n".join(lines) + "\n"
 
 
 def _files():
@@ -48,11 +59,23 @@ def get_requires_for_build_sdist(config_settings=None):
     return []
 
 
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory, [(arc, open(path, "rb").read()) for arc, path in _files()])
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    """A wheel whose .pth file puts this directory on sys.path (PEP 660)."""
+    return _wheel(wheel_directory, [("%s.pth" % NAME, (HERE + "\n").encode())])
+
+
+def _wheel(wheel_directory, entries):
     version = _version()
     info = "%s-%s.dist-info" % (NAME, version)
     wheel = "%s-%s-py3-none-any.whl" % (NAME, version)
-    entries = [(arc, open(path, "rb").read()) for arc, path in _files()]
     entries.append((info + "/METADATA", _metadata().encode()))
     entries.append((info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: sbq_build\n"
                     b"Root-Is-Purelib: true\nTag: py3-none-any\n"))
@@ -69,6 +92,10 @@ def build_sdist(sdist_directory, config_settings=None):
     base = "%s-%s" % (NAME, _version())
     path = os.path.join(sdist_directory, base + ".tar.gz")
     with tarfile.open(path, "w:gz") as t:
+        info = tarfile.TarInfo(base + "/PKG-INFO")
+        data = _metadata().encode()
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
         for name in ("pyproject.toml", "sbq_build.py", "README.md"):
             if os.path.exists(os.path.join(HERE, name)):
                 t.add(os.path.join(HERE, name), base + "/" + name)

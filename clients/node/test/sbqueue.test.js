@@ -168,7 +168,10 @@ test('a session worker', async () => {
     }
     assert.deepEqual(seen, { a: ['a0', 'a1', 'a2'], b: ['b0', 'b1', 'b2'] });
     await assert.rejects(last.release(), sbq.SessionLockLost);
+    await s.send('a9', { sessionId: 'a' });
+    await s.send('b9', { sessionId: 'b' });
     const kept = await client.acceptSession(q, { sessionId: 'a' });
+    assert.deepEqual((await kept.peek({ maxMessages: 10 })).map((m) => m.bodyText()), ['a9'], 'a session peeks its own');
     assert.ok((await kept.getState()).equals(Buffer.from('done')));
     await kept.setState(null);
     await kept.release();
@@ -201,6 +204,60 @@ test('an aborted waiting receive returns nothing within 100 ms', async () => {
     } finally {
         await c.close();
     }
+});
+
+test('a cancelled wait inside a transaction rejects; a statement_timeout is no cancel', async () => {
+    const q = await queue('node');
+    const other = await queue('node');
+    const c = await sbq.Client.connect();
+    try {
+        const ac = new AbortController();
+        setTimeout(() => ac.abort(), 300);
+        await assert.rejects(c.transaction(async () => {
+            await c.sender(other).send('in the transaction');
+            await c.receiver(q).receive({ maxWait: 30, signal: ac.signal });
+        }), (err) => (err.cause || err).code === '57014');
+        assert.deepEqual(await c.receiver(other).peek(), [], 'the send was rolled back, and said so');
+        await c.query("SET statement_timeout = '300ms'");
+        const ac2 = new AbortController();
+        await assert.rejects(c.receiver(q).receive({ maxWait: 5, signal: ac2.signal }),
+                             (err) => (err.cause || err).code === '57014');
+        await c.query('RESET statement_timeout');
+    } finally {
+        await c.close();
+    }
+});
+
+test('stop() ends the waiting receives at once', async () => {
+    const q = await queue('node');
+    const p = new sbq.Processor({}, q, async () => {}, { concurrency: 3, maxWait: 30 });
+    await p.start();
+    await sleep(500);
+    const t = Date.now();
+    await p.stop();
+    assert.ok(Date.now() - t < 2000, `stop took ${Date.now() - t} ms`);
+});
+
+test('a processor survives terminated connections', async () => {
+    const q = await queue('node');
+    const app = 'sbq-node-' + crypto.randomBytes(4).toString('hex');
+    const done = [];
+    const p = new sbq.Processor({ application_name: app }, q, async (m) => { done.push(m.bodyText()); },
+                                { concurrency: 2, maxWait: 1 });
+    p.on('warning', () => {});
+    await p.start();
+    try {
+        await sleep(500);
+        const res = await client.query(
+            'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [app]);
+        assert.equal(res.rows[0].n, 3, 'two loops and the renewer');
+        await client.sender(q).sendBatch(['a', 'b', 'c']);
+        const deadline = Date.now() + 15000;
+        while (Date.now() < deadline && done.length < 3) await sleep(100);
+    } finally {
+        await p.stop();
+    }
+    assert.deepEqual(done.sort(), ['a', 'b', 'c']);
 });
 
 test('a processor whose handlers outlast the lock', async () => {
@@ -285,4 +342,6 @@ test('SIGTERM: in-flight messages finish and are settled, nothing is lost or han
     assert.deepEqual([...done, ...left.map((m) => m.bodyText())].map(Number).sort((a, b) => a - b),
                      Array.from({ length: n }, (_, i) => i), 'nothing lost');
     assert.deepEqual(left.filter((m) => m.lockedUntil && m.lockedUntil > new Date()), [], 'nothing left locked');
+    assert.deepEqual(left.filter((m) => m.deliveryCount > 0).map((m) => m.bodyText()), [],
+                     'the handlers in flight finished: nothing was abandoned');
 });

@@ -68,14 +68,19 @@ def _body(body):
 
 
 class Client:
-    """One connection to a database where sbqueue is installed."""
+    """One connection to a database where sbqueue is installed. Use it from one thread
+    at a time (a connection runs one statement at a time, and a transaction opened by
+    one caller would take in another's calls); cancel() is the one call another thread
+    may make. Threads that work at once each want a Client of their own."""
 
     def __init__(self, conn: psycopg.Connection, schema: Optional[str] = None):
         self.conn = conn
         self.schema = schema
-        self._lock = threading.Lock()
-        self._waiting = False
-        self._cancelled = False
+        # the state of a call that waits, for cancel() from another thread
+        self._cond = threading.Condition()
+        self._waiting = 0         # the number of the call that waits now, or 0
+        self._calls = 0
+        self._cancelled = 0       # the number of the call a cancel was sent to
         self._pending = False
 
     @classmethod
@@ -128,38 +133,57 @@ class Client:
         return rows[0][0] if rows else None
 
     def _messages(self, name, args, kwargs=None, types=None, wait=False) -> List[ReceivedMessage]:
-        if not wait:
+        if wait:
+            rows = self._waiting_call(name, args, kwargs, SELECT_LIST, types)
+        else:
             rows = self._call(name, args, kwargs, select=SELECT_LIST, types=types)
-            return [ReceivedMessage.from_row(r) for r in rows]
-        with self._lock:
+        return [ReceivedMessage.from_row(r) for r in rows or ()]
+
+    def _waiting_call(self, name, args, kwargs, select, types):
+        """_call for a call that may wait: None when cancel() ended it (or a pending
+        cancel came first). A cancel is sent only while this call runs: cancel() holds
+        the condition's lock while it sends one, and this call takes it before it is
+        over, so a cancel never reaches a later statement (the server ignores one that
+        finds it idle)."""
+        with self._cond:
             if self._pending:
                 self._pending = False
-                return []
-            self._waiting = True
-            self._cancelled = False
+                return None
+            self._calls += 1
+            me = self._waiting = self._calls
         try:
-            rows = self._call(name, args, kwargs, select=SELECT_LIST, types=types)
+            return self._call(name, args, kwargs, select=select, types=types)
         except psycopg.errors.QueryCanceled:
-            with self._lock:
-                ours = self._cancelled
-            if not ours or not self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                raise
-            return []
+            with self._cond:
+                ours = self._cancelled == me
+            idle = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if not ours or not idle:
+                raise           # a statement_timeout, or a cancel inside a transaction
+            return None
         finally:
-            with self._lock:
-                self._waiting = False
-        return [ReceivedMessage.from_row(r) for r in rows]
+            with self._cond:
+                self._waiting = 0
+                self._cond.notify_all()
 
     def cancel(self, pending: bool = False) -> bool:
-        """From another thread: end a receive or accept of this client that waits
-        (it returns nothing). False when none was waiting; then with pending, the
-        next wait of this client returns nothing at once instead."""
-        with self._lock:
-            if not self._waiting:
+        """From another thread: end the receive or accept of this client that waits (it
+        returns nothing; inside a transaction it raises QueryCanceled, as the
+        transaction is then aborted). False when none was waiting; then with pending,
+        the next wait of this client returns nothing at once instead. (A Client is
+        for one thread at a time; cancel() is the one call another thread may make.)"""
+        with self._cond:
+            me = self._waiting
+            if not me:
                 self._pending = pending
                 return False
-            self._cancelled = True
-        self.conn.cancel()
+            self._cancelled = me
+            # a cancel that reaches the server before the call's statement is lost:
+            # send again until the call is over (for a while)
+            for _ in range(40):
+                self.conn.cancel()
+                self._cond.wait(0.05)
+                if self._waiting != me:
+                    break
         return True
 
     # -- entities
@@ -177,9 +201,8 @@ class Client:
     def queue_stats(self, name: str) -> Optional[dict]:
         with typed_errors():
             cur = self.conn.execute(
-                sql.SQL("SELECT * FROM {} WHERE queue = %s").format(
-                    sql.SQL(self.schema + ".sbq_queue_stats") if self.schema
-                    else sql.SQL("sbq_queue_stats")), [name])
+                sql.SQL("SELECT * FROM {} WHERE queue = %s").format(self._fn("sbq_queue_stats")),
+                [name])
             row = cur.fetchone()
             return dict(zip([c.name for c in cur.description], row)) if row else None
 
@@ -196,23 +219,13 @@ class Client:
                        max_wait: Seconds = 0) -> Optional["SessionReceiver"]:
         """The session session_id, or the next one with available messages (None when
         none came within max_wait)."""
-        with self._lock:
-            if self._pending and max_wait != 0:
-                self._pending = False
-                return None
-            self._waiting = max_wait != 0
-            self._cancelled = False
-        try:
-            rows = self._call("sbq_accept_session", [queue, session_id, _interval(max_wait)],
-                              types={1: "text", 2: "interval"})
-        except psycopg.errors.QueryCanceled:
-            with self._lock:
-                if not self._cancelled:
-                    raise
-            return None
-        finally:
-            with self._lock:
-                self._waiting = False
+        wait = _interval(max_wait)
+        args = [queue, session_id, wait]
+        types = {1: "text", 2: "interval"}
+        if wait is None or wait == datetime.timedelta(0):
+            rows = self._call("sbq_accept_session", args, types=types)
+        else:
+            rows = self._waiting_call("sbq_accept_session", args, None, None, types)
         if not rows:
             return None
         session_id, token, locked_until = rows[0]
@@ -375,6 +388,20 @@ class SessionReceiver(Receiver):
         return self.client._messages("sbq_receive_deferred",
                                      [self.queue, list(sequence_numbers), self.token],
                                      types={1: "bigint[]", 2: "uuid"})
+
+    def peek(self, max_messages: int = 1, from_sequence_number: Optional[int] = None
+             ) -> List[ReceivedMessage]:
+        """The session's messages (sbq_peek of the queue, page by page, kept to this
+        session)."""
+        out = []
+        start = from_sequence_number
+        while len(out) < max_messages:
+            page = super().peek(5000, start)
+            out.extend(m for m in page if m.session_id == self.session_id)
+            if len(page) < 5000:
+                break
+            start = page[-1].sequence_number + 1
+        return out[:max_messages]
 
     def renew_session(self) -> datetime.datetime:
         self.locked_until = self.client._one("sbq_renew_session", [self.queue, self.token],

@@ -30,7 +30,7 @@ import threading
 from typing import Callable, Optional
 
 from .client import Client
-from .errors import MessageLockLost, SbqError
+from .errors import MessageLockLost
 from .message import ReceivedMessage
 
 log = logging.getLogger("sbqueue.processor")
@@ -72,13 +72,17 @@ class _Renewer(threading.Thread):
         self._halt.set()
 
     def run(self):
-        client = self._connect()
-        receiver = client.receiver(self._queue)
+        client = None
         try:
             while not self._halt.wait(self._tick):
+                if client is None or client.conn.closed or client.conn.broken:
+                    client = _reconnect(self._connect, client, self._halt)
+                    if client is None:
+                        continue
                 now = datetime.datetime.now(datetime.timezone.utc)
                 with self._lock:
                     due = [t for t, (until, span) in self._held.items() if until - now < span / 2]
+                receiver = client.receiver(self._queue)
                 for token in due:
                     try:
                         until = receiver.renew(token)
@@ -87,15 +91,31 @@ class _Renewer(threading.Thread):
                         with self._lock:
                             self._held.pop(token, None)
                         continue
-                    except SbqError as err:
+                    except Exception as err:  # noqa: BLE001 - logged; the next tick tries again
                         log.warning("renewing a lock of %s: %s", self._queue, err)
-                        continue
+                        break
                     self.renewals += 1
                     with self._lock:
                         if token in self._held:
                             self._held[token][0] = until
         finally:
-            client.close()
+            if client is not None:
+                client.close()
+
+
+def _reconnect(connect, old, stopping):
+    """A new client in place of old (closed); None when it failed (logged, after a pause)."""
+    if old is not None:
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - it is broken already
+            pass
+    try:
+        return connect()
+    except Exception as err:  # noqa: BLE001 - logged; tried again
+        log.error("connecting: %s", err)
+        stopping.wait(1.0)
+        return None
 
 
 class Processor:
@@ -121,7 +141,8 @@ class Processor:
         self._clients = []
         self._clients_lock = threading.Lock()
         self._renewer = _Renewer(self._connect, queue) if renew_locks else None
-        self.settled = {"complete": 0, "abandon": 0, "defer": 0, "deadletter": 0, "lost": 0}
+        self.settled = {"complete": 0, "abandon": 0, "defer": 0, "deadletter": 0, "lost": 0,
+                        "failed": 0}
         self._count_lock = threading.Lock()
 
     def _connect(self) -> Client:
@@ -159,17 +180,20 @@ class Processor:
         deadline = None if timeout is None else (
             datetime.datetime.now() + datetime.timedelta(seconds=timeout))
         for t in self._threads:
+            if t is threading.current_thread():
+                continue        # stop(wait=True) from a handler: it ends after it returns
             left = None if deadline is None else max(
                 0.0, (deadline - datetime.datetime.now()).total_seconds())
             t.join(left)
-        done = not any(t.is_alive() for t in self._threads)
+        done = not any(t.is_alive() for t in self._threads if t is not threading.current_thread())
         if done and self._renewer is not None:
             self._renewer.stop()
             self._renewer.join(5)
         return done
 
-    def run(self, install_signal_handlers: bool = True) -> None:
-        """start(), then blocks until stop() (SIGTERM or SIGINT, from the main thread)."""
+    def run(self, install_signal_handlers: bool = True, stop_timeout: Optional[float] = None) -> None:
+        """start(), then blocks until stop() (SIGTERM or SIGINT, from the main thread) has
+        let the handlers in flight finish, or stop_timeout seconds have passed since."""
         previous = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -178,7 +202,7 @@ class Processor:
             self.start()
             while not self._stopping.wait(0.2):
                 pass
-            self.join()
+            self.join(stop_timeout)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -194,17 +218,25 @@ class Processor:
             self.settled[what] += 1
 
     def _work(self, client: Client):
-        receiver = client.receiver(self.queue)
         try:
             while not self._stopping.is_set():
+                if client.conn.closed or client.conn.broken:
+                    new = _reconnect(self._connect, client, self._stopping)
+                    if new is None:
+                        continue
+                    with self._clients_lock:
+                        self._clients[self._clients.index(client)] = new
+                    client = new
+                    if self._stopping.is_set():
+                        break
                 try:
-                    msgs = receiver.receive(1, self.max_wait)
-                except SbqError as err:
+                    msgs = client.receiver(self.queue).receive(1, self.max_wait)
+                except Exception as err:  # noqa: BLE001 - logged; tried again
                     log.error("receiving from %s: %s", self.queue, err)
                     self._stopping.wait(1.0)
                     continue
                 for msg in msgs:
-                    self._handle(receiver, msg)
+                    self._handle(client.receiver(self.queue), msg)
         finally:
             with self._clients_lock:
                 self._clients.remove(client)
@@ -245,5 +277,14 @@ class Processor:
             self._count("lost")
             log.warning("message %d of %s: its lock was lost before it was settled (%s)",
                         msg.sequence_number, self.queue, outcome)
+        except Exception as err:  # noqa: BLE001 - the message's lock expires; it comes again
+            self._count("failed")
+            log.error("message %d of %s: %s failed: %s", msg.sequence_number, self.queue,
+                      outcome, err)
+            if error is None:
+                error = err
         if error is not None and not isinstance(error, DeadLetter) and self.on_error is not None:
-            self.on_error(msg, error)
+            try:
+                self.on_error(msg, error)
+            except Exception as err:  # noqa: BLE001 - on_error's own failure is logged
+                log.error("on_error raised: %s", err)

@@ -256,7 +256,10 @@ class Sessions(Base):
         self.assertEqual(seen, {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]})
         with self.assertRaises(sbqueue.SessionLockLost):
             last.release()
+        s.send("a9", session_id="a")
+        s.send("b9", session_id="b")
         kept = self.client.accept_session(q, "a")
+        self.assertEqual([m.body_text() for m in kept.peek(10)], ["a9"], "a session peeks its own")
         self.assertEqual(kept.get_state(), b"done")
         kept.set_state(None)
         kept.release()
@@ -283,6 +286,45 @@ class Cancel(Base):
         # the connection is usable afterwards
         self.client.sender(q).send("after")
         self.assertEqual(r.receive(1)[0].body_text(), "after")
+
+    def _cancel_soon(self, client, delay=0.3):
+        t = threading.Timer(delay, client.cancel)
+        t.start()
+        return t
+
+    def test_cancel_inside_a_transaction_raises(self):
+        q = self.queue()
+        other = self.queue()
+        sq = self.queue(requires_session=True)
+        for call in (lambda: self.client.receiver(q).receive(1, max_wait=30),
+                     lambda: self.client.accept_session(sq, max_wait=30)):
+            with self.subTest(call=call):
+                self._cancel_soon(self.client)
+                with self.assertRaises(psycopg.errors.QueryCanceled):
+                    with self.client.transaction():
+                        self.client.sender(other).send("in the transaction")
+                        call()
+                self.assertEqual(self.client.receiver(other).peek(1), [],
+                                 "the transaction's send was rolled back, and said so")
+
+    def test_statement_timeout_is_not_a_cancel(self):
+        q = self.queue()
+        self.client.conn.execute("SET statement_timeout = '300ms'")
+        try:
+            with self.assertRaises(psycopg.errors.QueryCanceled):
+                self.client.receiver(q).receive(1, max_wait=5)
+        finally:
+            self.client.conn.execute("RESET statement_timeout")
+
+    def test_pending_cancel(self):
+        q = self.queue()
+        self.assertFalse(self.client.cancel(pending=True))
+        t = time.monotonic()
+        self.assertEqual(self.client.receiver(q).receive(1, max_wait=10), [])
+        self.assertLess(time.monotonic() - t, 1)
+        self.client.sender(q).send("x")
+        self.assertEqual(len(self.client.receiver(q).receive(1, max_wait=10)), 1,
+                         "a pending cancel ends one wait only")
 
 
 class ProcessorTests(Base):
@@ -339,6 +381,47 @@ class ProcessorTests(Base):
         self.assertEqual(dls["fail"].dead_letter_reason, "MaxDeliveryCountExceeded")
         self.assertEqual([m.state for m in self.client.receiver(q).peek(10)], ["deferred"])
 
+    def test_stop_ends_waiting_receives_at_once(self):
+        q = self.queue()
+        p = sbqueue.Processor(CONNINFO, q, lambda m: None, concurrency=3, max_wait=30).start()
+        time.sleep(0.5)
+        t = time.monotonic()
+        p.stop(wait=True, timeout=20)
+        self.assertLess(time.monotonic() - t, 2, "stop waited for the receives' max_wait")
+
+    def test_stop_at_any_moment_leaves_nothing_locked(self):
+        q = self.queue()
+        self.client.sender(q).send_batch([str(i) for i in range(2000)])
+        for i in range(15):
+            p = sbqueue.Processor(CONNINFO, q, lambda m: None, concurrency=3, max_wait=1).start()
+            time.sleep(0.05 + (i % 5) * 0.04)
+            p.stop(wait=True, timeout=20)
+            self.assertEqual(p.settled["failed"] + p.settled["lost"], 0, p.settled)
+            now = datetime.datetime.now(datetime.timezone.utc)
+            locked = [m.sequence_number for m in self.client.receiver(q).peek(5000)
+                      if m.locked_until is not None and m.locked_until > now]
+            self.assertEqual(locked, [], "round %d left messages locked" % i)
+
+    def test_survives_terminated_connections(self):
+        q = self.queue()
+        app = "sbq-py-" + uuid.uuid4().hex[:8]
+        done = []
+        p = sbqueue.Processor(CONNINFO, q, lambda m: done.append(m.body_text()), concurrency=2,
+                              max_wait=1, application_name=app).start()
+        try:
+            time.sleep(0.5)
+            killed = self.client.conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s", (app,)).fetchone()[0]
+            self.assertEqual(killed, 3, "two handler connections and the renewer's")
+            self.client.sender(q).send_batch(["a", "b", "c"])
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and len(done) < 3:
+                time.sleep(0.1)
+        finally:
+            p.stop(wait=True, timeout=10)
+        self.assertEqual(sorted(done), ["a", "b", "c"])
+
     def test_sigterm_finishes_in_flight(self):
         q = self.queue(lock_duration=datetime.timedelta(seconds=5))
         n = 40
@@ -375,9 +458,12 @@ class ProcessorTests(Base):
         self.assertEqual(len(done), len(set(done)), "nothing handled twice")
         self.assertEqual(sorted(done + left, key=int), [str(i) for i in range(n)],
                          "nothing lost: every message handled once or still there")
-        locked = [m for m in self.client.receiver(q).peek(100) if m.locked_until is not None
+        peeked = self.client.receiver(q).peek(100)
+        locked = [m for m in peeked if m.locked_until is not None
                   and m.locked_until > datetime.datetime.now(datetime.timezone.utc)]
         self.assertEqual(locked, [], "nothing left locked: in-flight messages were settled")
+        self.assertEqual([m.body_text() for m in peeked if m.delivery_count > 0], [],
+                         "the handlers in flight finished: nothing was abandoned")
 
 
 if __name__ == "__main__":
