@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # examples/c/test.sh: builds the worker and runs it against the server of the
 # PG* environment (a database with sbqueue). 12 messages in a queue whose locks
-# last 5 s, batches of 10 that take 6 s each to handle: the worker must renew
-# every lock to complete them, and complete all 12 with none lost.
+# last 5 s, one batch that takes 6 s to handle: the worker must renew every
+# lock to complete them, and complete all 12 with none lost.
 set -euo pipefail
 cd "$(dirname "$0")"
 make -s PG_CONFIG="${PG_CONFIG:-pg_config}"
 q="c-example-$$"
 psql -X -q -v ON_ERROR_STOP=1 -c "SELECT sbq_create_queue('$q', lock_duration => '5 seconds')" \
     -c "SELECT count(sbq_send('$q', 'message ' || i)) FROM generate_series(1, 12) i" >/dev/null
-out=$(./worker -q "$q" -b 10 -w 1 -s 6000)
+out=$(./worker -q "$q" -b 12 -w 1 -s 6000)
 echo "$out"
 left=$(psql -X -A -t -c "SELECT count(*) FROM sbq_peek('$q', 100)")
 stats=$(psql -X -A -t -c "SELECT completed || ' ' || received FROM sbq_queue_stats WHERE queue = '$q'")

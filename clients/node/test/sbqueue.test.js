@@ -262,7 +262,7 @@ test('a processor survives terminated connections', async () => {
 
 test('a processor whose handlers outlast the lock', async () => {
     const q = await queue('node', { lock_duration: 5 });
-    const n = 8;
+    const n = 4;
     await client.sender(q).sendBatch(Array.from({ length: n }, (_, i) => String(i)));
     const seen = [];
     const p = new sbq.Processor({}, q, async (m) => {

@@ -330,7 +330,7 @@ class Cancel(Base):
 class ProcessorTests(Base):
     def test_handlers_slower_than_the_lock(self):
         q = self.queue(lock_duration=datetime.timedelta(seconds=5))
-        n = 8
+        n = 4
         self.client.sender(q).send_batch([str(i) for i in range(n)])
         seen = []
         lock = threading.Lock()
@@ -392,7 +392,7 @@ class ProcessorTests(Base):
     def test_stop_at_any_moment_leaves_nothing_locked(self):
         q = self.queue()
         self.client.sender(q).send_batch([str(i) for i in range(2000)])
-        for i in range(15):
+        for i in range(10):
             p = sbqueue.Processor(CONNINFO, q, lambda m: None, concurrency=3, max_wait=1).start()
             time.sleep(0.05 + (i % 5) * 0.04)
             p.stop(wait=True, timeout=20)
