@@ -84,7 +84,9 @@ python_client() {
         "$PYTHON" -m venv --system-site-packages "$work/venv" &&
         "$work/venv/bin/pip" install --quiet --no-index ./clients/python &&
         (cd "$work" && "$work/venv/bin/python" -c \
-            'import sbqueue, sys; sys.exit(0 if "site-packages" in sbqueue.__file__ else 1)')
+            'import sbqueue, sys; sys.exit(0 if "site-packages" in sbqueue.__file__ else 1)') &&
+        # and its sbq command works
+        PGDATABASE=sbq_pypkg "$work/venv/bin/sbq" --json stats >/dev/null
 }
 
 c_example() {

@@ -67,6 +67,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return _wheel(wheel_directory, [(arc, open(path, "rb").read()) for arc, path in _files()])
 
 
+def _entry_points():
+    scripts = _project().get("scripts", {})
+    return ("[console_scripts]\n" + "".join("%s = %s\n" % kv for kv in scripts.items())).encode()
+
+
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     """A wheel whose .pth file puts this directory on sys.path (PEP 660)."""
     return _wheel(wheel_directory, [("%s.pth" % NAME, (HERE + "\n").encode())])
@@ -77,6 +82,7 @@ def _wheel(wheel_directory, entries):
     info = "%s-%s.dist-info" % (NAME, version)
     wheel = "%s-%s-py3-none-any.whl" % (NAME, version)
     entries.append((info + "/METADATA", _metadata().encode()))
+    entries.append((info + "/entry_points.txt", _entry_points()))
     entries.append((info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: sbq_build\n"
                     b"Root-Is-Purelib: true\nTag: py3-none-any\n"))
     record = "".join("%s,%s,%d\n" % (arc, _digest(data), len(data)) for arc, data in entries)

@@ -265,6 +265,51 @@ class Sessions(Base):
         kept.release()
 
 
+class Console(Base):
+    """The sbq command (python3 -m sbqueue)."""
+
+    def sbq(self, *args, stdin=None):
+        env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        # cwd comes first on sys.path for -m: not a directory where the extension's
+        # sbqueue.so may lie
+        p = subprocess.run([sys.executable, "-m", "sbqueue", *args], input=stdin, env=env,
+                           capture_output=True, text=True, timeout=60,
+                           cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        return p.returncode, p.stdout, p.stderr
+
+    def test_commands(self):
+        import json
+        q = self.queue(max_delivery_count=1)
+        rc, out, err = self.sbq("send", q, "hello", "--subject", "s")
+        self.assertEqual((rc, out.strip().isdigit()), (0, True), err)
+        rc, out, _ = self.sbq("--json", "send", q, "-", "--json-body", stdin='{"a": 1}')
+        seq2 = json.loads(out)["sequence_number"]
+        rc, out, _ = self.sbq("--json", "peek", q, "-n", "5")
+        peeked = json.loads(out)
+        self.assertEqual([(m["body"], m["subject"]) for m in peeked], [("hello", "s"), ('{"a": 1}', None)])
+        self.assertEqual(peeked[1]["sequence_number"], seq2)
+        self.client.sender(q).send(bytes([0xff, 0]))
+        rc, out, _ = self.sbq("--json", "peek", q, "-n", "5")
+        self.assertEqual(json.loads(out)[2]["body_base64"], "/wA=")
+        rc, out, _ = self.sbq("--json", "receive", q, "-n", "1", "--peek-lock")
+        locked = json.loads(out)[0]
+        self.assertIsNotNone(locked["lock_token"])
+        self.client.receiver(q).dead_letter(locked["lock_token"])
+        rc, out, _ = self.sbq("--json", "stats", q)
+        stats = json.loads(out)[0]
+        self.assertEqual((stats["active_count"], stats["dead_letter_count"]), (2, 1))
+        rc, out, _ = self.sbq("--json", "resubmit", q)
+        self.assertEqual(json.loads(out), {"resubmitted": 1})
+        rc, out, _ = self.sbq("--json", "receive", q, "-n", "10")
+        self.assertEqual(len(json.loads(out)), 3, "receive-and-delete took all three")
+        self.client.sender(q).send("x")
+        rc, out, _ = self.sbq("purge", q)
+        self.assertEqual((rc, out.strip()), (0, "1"))
+        rc, out, err = self.sbq("peek", "no-such-" + q)
+        self.assertEqual(rc, 1)
+        self.assertIn("SQLSTATE SB001", err)
+
+
 class Cancel(Base):
     def test_waiting_receive_cancelled_quickly(self):
         q = self.queue()
