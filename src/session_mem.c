@@ -115,13 +115,16 @@ static SbqStatement stmt_alone = {"session row alone (memory)", 1, {INT8OID},
 	"SELECT 1 FROM sbq.sessions s WHERE s.session_key = $1 FOR UPDATE SKIP LOCKED"
 };
 
+/* the first available message of the session s */
+#define FIRST_AVAILABLE \
+	"(SELECT m.sequence_number FROM sbq.messages m" \
+	"  WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id" \
+	"    AND m.state = 0 AND m.lock_token IS NULL" \
+	"  ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1)"
+
 /* $1 key: the mark, and the first available message */
 static SbqStatement stmt_mark = {"session mark", 1, {INT8OID},
-	"SELECT s.ready_seq,"
-	"       (SELECT m.sequence_number FROM sbq.messages m"
-	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id"
-	"           AND m.state = 0 AND m.lock_token IS NULL"
-	"         ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1)"
+	"SELECT s.ready_seq, " FIRST_AVAILABLE
 	"  FROM sbq.sessions s WHERE s.session_key = $1"
 };
 
@@ -153,20 +156,15 @@ static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID,
  * available message, and what may be locked under its session lock (as
  * stmt_locked). $1 queue, $2 session key, $3 lo, $4 hi.
  */
-#define RELEASE_LOOK \
-	"SELECT s.ready_seq," \
-	"       (SELECT m.sequence_number FROM sbq.messages m" \
-	"         WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id" \
-	"           AND m.state = 0 AND m.lock_token IS NULL" \
-	"         ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number LIMIT 1)," \
-	"       ARRAY(SELECT m.sequence_number FROM sbq.messages m" \
-	"              WHERE m.queue_id = s.queue_id AND m.state IN (0, 1)" \
-	"                AND m.session_id = s.session_id" \
-	"                AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL)" \
-	"  FROM sbq.sessions s WHERE s.session_key = $2 AND s.queue_id = $1"
 static SbqStatement stmt_release_look = {"session at its release", 4, {INT4OID, INT8OID,
-		INT8OID, INT8OID}, RELEASE_LOOK};
-
+		INT8OID, INT8OID},
+	"SELECT s.ready_seq, " FIRST_AVAILABLE ","
+	"       ARRAY(SELECT m.sequence_number FROM sbq.messages m"
+	"              WHERE m.queue_id = s.queue_id AND m.state IN (0, 1)"
+	"                AND m.session_id = s.session_id"
+	"                AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL)"
+	"  FROM sbq.sessions s WHERE s.session_key = $2 AND s.queue_id = $1"
+};
 
 /* $1 seq: wait for whoever settles the message */
 static SbqStatement stmt_wait_row = {"wait for a message's settler", 1, {INT8OID},
