@@ -30,12 +30,24 @@ SELECT sent FROM sbq_queue_stats WHERE queue = 'dd';
 SELECT count(DISTINCT seq) AS distinct_numbers FROM (SELECT sbq_send('dd', 'same') AS seq
                                                       UNION ALL SELECT sbq_send('dd', 'same')) s;
 
--- a batch with a message_id stores one message and returns its number for every element
-SELECT count(*) AS returned, count(DISTINCT seq) AS distinct_numbers, min(seq) AS b
-  FROM sbq_send_batch('dd', ARRAY['b1', 'b2', 'b3'], message_id => 'B') AS seq \gset
-\echo batch: :returned numbers returned, :distinct_numbers distinct
+-- a batch cannot share one message_id among several bodies (with detection on, all
+-- but the first would be dropped unseen): 22023 and nothing stored, on any queue
+SELECT regress.err($$SELECT sbq_send_batch('dd', ARRAY['b1', 'b2', 'b3'], message_id => 'B')$$);
+SELECT regress.err($$SELECT sbq_send_batch('dd_off', ARRAY['\x01', '\x02']::bytea[], message_id => 'B')$$);
+SELECT regress.err($$SELECT sbq_send_batch('dd', ARRAY['1', '2']::jsonb[], message_id => 'B')$$);
+SELECT count(*) AS stored FROM sbq_peek('dd', 100) WHERE message_id = 'B';
+SELECT count(*) AS stored_off FROM sbq_peek('dd_off', 100);
+-- one body may have one: a duplicate then returns the first's number
+SELECT seq = :a AS same_number FROM sbq_send_batch('dd', ARRAY['x'], message_id => 'A') AS seq;
+-- each message its own id, in one call: detection applies message by message, in order
+SELECT count(*) AS returned, count(DISTINCT seq) AS distinct_numbers,
+       (array_agg(seq))[1] AS b, (array_agg(seq))[2] = (array_agg(seq))[1] AS b_twice,
+       (array_agg(seq))[3] = :a AS a_again
+  FROM sbq_send_batch('dd', ARRAY[sbq_new_message('b1', message_id => 'B'),
+                                  sbq_new_message('b2', message_id => 'B'),
+                                  sbq_new_message('y', message_id => 'A')]) AS seq \gset
+\echo batch: :returned numbers returned, :distinct_numbers distinct, B twice the same: :b_twice, A the first one: :a_again
 SELECT sequence_number = :b AS returned_number FROM sbq_peek('dd', 100) WHERE message_id = 'B';
-SELECT seq = :a AS same_number FROM sbq_send_batch('dd', ARRAY['x', 'y'], message_id => 'A') AS seq;
 SELECT convert_from(body, 'UTF8') AS body FROM sbq_peek('dd', 100) WHERE message_id IN ('A', 'B') ORDER BY sequence_number;
 
 -- settled messages are still remembered within the window

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * api.c
- *	  The SQL-callable functions on messages: send, receive, peek, complete,
- *	  abandon, defer, dead-letter, renew, cancel of a scheduled message,
- *	  receive of deferred messages, resubmit. (Queue management is in
- *	  api_queues.c.)
+ *	  The SQL-callable functions on messages: send (one, a batch, a batch of
+ *	  sbq_new_message), receive, peek, cancel of a scheduled message, receive
+ *	  of deferred messages, resubmit. (Settlements are in api_settle.c, queue
+ *	  management in api_queues.c.)
  *
  * Each function checks its arguments (22004 for a NULL where a value is
  * required, 22023 for a bad value), refuses to write on a read-only
@@ -47,20 +47,15 @@ PG_FUNCTION_INFO_V1(sbq_send_jsonb);
 PG_FUNCTION_INFO_V1(sbq_send_batch_text);
 PG_FUNCTION_INFO_V1(sbq_send_batch_bytea);
 PG_FUNCTION_INFO_V1(sbq_send_batch_jsonb);
+PG_FUNCTION_INFO_V1(sbq_send_batch_messages);
+PG_FUNCTION_INFO_V1(sbq_new_message_text);
+PG_FUNCTION_INFO_V1(sbq_new_message_bytea);
+PG_FUNCTION_INFO_V1(sbq_new_message_jsonb);
 PG_FUNCTION_INFO_V1(sbq_receive);
 PG_FUNCTION_INFO_V1(sbq_peek);
-PG_FUNCTION_INFO_V1(sbq_complete);
-PG_FUNCTION_INFO_V1(sbq_complete_text);
-PG_FUNCTION_INFO_V1(sbq_complete_many);
-PG_FUNCTION_INFO_V1(sbq_abandon);
-PG_FUNCTION_INFO_V1(sbq_renew);
-PG_FUNCTION_INFO_V1(sbq_defer);
-PG_FUNCTION_INFO_V1(sbq_deadletter);
 PG_FUNCTION_INFO_V1(sbq_cancel_scheduled);
 PG_FUNCTION_INFO_V1(sbq_receive_deferred);
 PG_FUNCTION_INFO_V1(sbq_resubmit);
-
-#define SBQ_MAX_DEAD_LETTER_TEXT	4096
 
 
 /* The argument positions shared by the send functions. */
@@ -162,29 +157,14 @@ sbq_body_bytes(Datum body, SbqBodyType type)
 	return result;
 }
 
-static text *
-sbq_opt_text(FunctionCallInfo fcinfo, int argno)
-{
-	return PG_ARGISNULL(argno) ? NULL : PG_GETARG_TEXT_PP(argno);
-}
-
 /*
- * sbq_send_props
- *		The optional arguments of a send, checked.
+ * sbq_check_send_props
+ *		Check the optional properties of a message, and make its time to live
+ *		exact.
  */
 static void
-sbq_send_props(FunctionCallInfo fcinfo, SbqSendProps *props)
+sbq_check_send_props(SbqSendProps *props)
 {
-	memset(props, 0, sizeof(SbqSendProps));
-	props->message_id = sbq_opt_text(fcinfo, SEND_MESSAGE_ID);
-	props->session_id = sbq_opt_text(fcinfo, SEND_SESSION_ID);
-	props->correlation_id = sbq_opt_text(fcinfo, SEND_CORRELATION_ID);
-	props->subject = sbq_opt_text(fcinfo, SEND_SUBJECT);
-	props->content_type = sbq_opt_text(fcinfo, SEND_CONTENT_TYPE);
-	props->reply_to = sbq_opt_text(fcinfo, SEND_REPLY_TO);
-	props->reply_to_session_id = sbq_opt_text(fcinfo, SEND_REPLY_TO_SESSION_ID);
-	props->to_address = sbq_opt_text(fcinfo, SEND_TO_ADDRESS);
-
 	sbq_check_id_length("message_id", props->message_id);
 	sbq_check_id_length("session_id", props->session_id);
 	sbq_check_id_length("reply_to_session_id", props->reply_to_session_id);
@@ -192,31 +172,71 @@ sbq_send_props(FunctionCallInfo fcinfo, SbqSendProps *props)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("message_id must not be empty")));
-
-	if (!PG_ARGISNULL(SEND_TTL))
+	if (props->has_ttl)
 	{
-		props->has_ttl = true;
-		props->ttl = *PG_GETARG_INTERVAL_P(SEND_TTL);
 		sbq_exact_interval(&props->ttl);
 		if (sbq_interval_usecs(&props->ttl) <= 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("time_to_live must be positive")));
 	}
-	if (!PG_ARGISNULL(SEND_SCHEDULED))
-	{
-		props->has_scheduled = true;
-		props->scheduled = PG_GETARG_TIMESTAMPTZ(SEND_SCHEDULED);
-		if (TIMESTAMP_NOT_FINITE(props->scheduled))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("scheduled_enqueue_time must be finite")));
-	}
-	if (!PG_ARGISNULL(SEND_APP_PROPERTIES))
-	{
-		props->application_properties = PG_GETARG_JSONB_P(SEND_APP_PROPERTIES);
+	if (props->has_scheduled && TIMESTAMP_NOT_FINITE(props->scheduled))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scheduled_enqueue_time must be finite")));
+	if (props->application_properties != NULL)
 		sbq_check_json_object("application_properties", props->application_properties);
+}
+
+/* The i-th optional property of a message from where it is given, 0 being message_id. */
+typedef Datum (*SbqPropGetter) (void *src, int i, bool *isnull);
+
+/*
+ * sbq_fill_send_props
+ *		The optional properties of a message, in sbq_send's order of its
+ *		arguments from message_id on, read with get from src; checked.
+ */
+static void
+sbq_fill_send_props(SbqSendProps *props, SbqPropGetter get, void *src)
+{
+	text	  **texts[] = {
+		&props->message_id, &props->session_id, &props->correlation_id, &props->subject,
+		&props->content_type, &props->reply_to, &props->reply_to_session_id,
+		&props->to_address
+	};
+	int			n = lengthof(texts);
+	bool		isnull;
+	Datum		d;
+	int			i;
+
+	memset(props, 0, sizeof(SbqSendProps));
+	for (i = 0; i < n; i++)
+	{
+		d = get(src, i, &isnull);
+		*texts[i] = isnull ? NULL : DatumGetTextPP(d);
 	}
+	d = get(src, n, &isnull);
+	props->has_ttl = !isnull;
+	if (!isnull)
+		props->ttl = *DatumGetIntervalP(d);
+	d = get(src, n + 1, &isnull);
+	props->has_scheduled = !isnull;
+	if (!isnull)
+		props->scheduled = DatumGetTimestampTz(d);
+	d = get(src, n + 2, &isnull);
+	if (!isnull)
+		props->application_properties = DatumGetJsonbP(d);
+	sbq_check_send_props(props);
+}
+
+/* the optional arguments of a send */
+static Datum
+sbq_send_arg(void *src, int i, bool *isnull)
+{
+	FunctionCallInfo fcinfo = src;
+
+	*isnull = PG_ARGISNULL(SEND_MESSAGE_ID + i);
+	return *isnull ? (Datum) 0 : PG_GETARG_DATUM(SEND_MESSAGE_ID + i);
 }
 
 /*
@@ -234,6 +254,43 @@ sbq_require_session_id(const SbqQueue *queue, const SbqSendProps *props)
 				 errmsg("the SessionId was not set on a message, and it cannot be sent to queue \"%s\"",
 						queue->name),
 				 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
+}
+
+/*
+ * sbq_batch_bodies
+ *		The bodies of a batch: at most SBQ_MAX_BATCH, none NULL, and not
+ *		several under one message id. *nbodies gets their count.
+ */
+static Datum *
+sbq_batch_bodies(FunctionCallInfo fcinfo, const SbqSendProps *props, int *nbodies)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(SEND_BODY);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	bool	   *nulls;
+	Datum	   *bodies;
+	int			i;
+
+	sbq_check_array_size(arr, "bodies", SBQ_MAX_BATCH,
+						 "A batch sends at most " CppAsString2(SBQ_MAX_BATCH) " messages.");
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign, &bodies, &nulls, nbodies);
+	for (i = 0; i < *nbodies; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("bodies must not contain null elements"),
+					 errdetail("Element %d is null.", sbq_array_subscript(arr, i))));
+	/* with duplicate detection all but the first would be dropped unseen */
+	if (props->message_id != NULL && *nbodies > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("message_id cannot be shared by the %d messages of a batch", *nbodies),
+				 errdetail("Every message has its own message id."),
+				 errhint("Leave message_id NULL for new ids, or send an array of sbq_new_message, each with its own.")));
+	return bodies;
 }
 
 /*
@@ -261,30 +318,11 @@ sbq_send_common(FunctionCallInfo fcinfo, SbqBodyType type, bool batch, int64 **s
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_refuse_dlq_send(&addr);
 	sbq_require_arg(fcinfo, SEND_BODY, batch ? "bodies" : "body");
-	sbq_send_props(fcinfo, &props);
+	sbq_fill_send_props(&props, sbq_send_arg, fcinfo);
 	PreventCommandIfReadOnly(batch ? "sbq_send_batch()" : "sbq_send()");
 
 	if (batch)
-	{
-		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(SEND_BODY);
-		Oid			elemtype = ARR_ELEMTYPE(arr);
-		int16		typlen;
-		bool		typbyval;
-		char		typalign;
-		bool	   *nulls;
-
-		sbq_check_array_size(arr, "bodies", SBQ_MAX_BATCH,
-							 "A batch sends at most " CppAsString2(SBQ_MAX_BATCH) " messages.");
-		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-		deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
-						  &bodies, &nulls, &nbodies);
-		for (i = 0; i < nbodies; i++)
-			if (nulls[i])
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("bodies must not contain null elements"),
-						 errdetail("Element %d is null.", sbq_array_subscript(arr, i))));
-	}
+		bodies = sbq_batch_bodies(fcinfo, &props, &nbodies);
 	else
 	{
 		bodies = palloc(sizeof(Datum));
@@ -409,6 +447,240 @@ Datum
 sbq_send_batch_jsonb(PG_FUNCTION_ARGS)
 {
 	return sbq_send_many(fcinfo, SBQ_BODY_JSONB);
+}
+
+/* The attributes of sbq_new_message, in order (from 0.9). */
+enum
+{
+	NEW_BODY = 1,
+	NEW_MESSAGE_ID,
+	NEW_SESSION_ID,
+	NEW_CORRELATION_ID,
+	NEW_SUBJECT,
+	NEW_CONTENT_TYPE,
+	NEW_REPLY_TO,
+	NEW_REPLY_TO_SESSION_ID,
+	NEW_TO_ADDRESS,
+	NEW_TTL,
+	NEW_SCHEDULED,
+	NEW_APP_PROPERTIES,
+	NEW_NATTS = NEW_APP_PROPERTIES
+};
+
+/* the element of messages an error is about, for its context line */
+static void
+sbq_element_context(void *arg)
+{
+	int		   *element = arg;
+
+	if (*element > 0)
+		errcontext("element %d of messages", *element);
+}
+
+/* the attributes of an sbq_new_message after its body */
+static Datum
+sbq_new_message_attr(void *src, int i, bool *isnull)
+{
+	return GetAttributeByNum((HeapTupleHeader) src, NEW_MESSAGE_ID + i, isnull);
+}
+
+/*
+ * sbq_new_message_props
+ *		The body and properties of one sbq_new_message, checked as a send
+ *		checks its arguments.
+ */
+static bytea *
+sbq_new_message_props(HeapTupleHeader msg, SbqSendProps *props)
+{
+	bool		isnull;
+	Datum		body;
+
+	if (HeapTupleHeaderGetNatts(msg) < NEW_NATTS)
+		elog(ERROR, "sbq_new_message has %d attributes, not %d",
+			 HeapTupleHeaderGetNatts(msg), NEW_NATTS);
+	body = GetAttributeByNum(msg, NEW_BODY, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("body must not be null")));
+	sbq_fill_send_props(props, sbq_new_message_attr, msg);
+	return DatumGetByteaPP(body);
+}
+
+/*
+ * sbq_new_message_of
+ *		sbq_new_message(body, properties...): a message for a batch, its body
+ *		as the bytes that would be stored, the properties as given, and the
+ *		content type of a text or JSON body by default, as sbq_send gives it.
+ *		Checks nothing else: the batch checks each message against its queue.
+ */
+static Datum
+sbq_new_message_of(FunctionCallInfo fcinfo, SbqBodyType type)
+{
+	static const char *const default_content_types[] = {
+		[SBQ_BODY_TEXT] = SBQ_CONTENT_TYPE_TEXT,
+		[SBQ_BODY_BYTEA] = NULL,
+		[SBQ_BODY_JSONB] = SBQ_CONTENT_TYPE_JSON,
+	};
+	TupleDesc	tupdesc;
+	Datum		values[NEW_NATTS];
+	bool		nulls[NEW_NATTS];
+	int			i;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE ||
+		tupdesc->natts != NEW_NATTS)
+		elog(ERROR, "sbq_new_message must return a row of %d columns", NEW_NATTS);
+	sbq_require_arg(fcinfo, 0, "body");
+	/* a JSON body that would print larger than any queue takes is not printed */
+	if (type == SBQ_BODY_JSONB &&
+		sbq_jsonb_text_size(PG_GETARG_JSONB_P(0), SBQ_MAX_MESSAGE_SIZE) >
+		SBQ_MAX_MESSAGE_SIZE)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
+				 errmsg("message of more than %d bytes is too large for any queue",
+						SBQ_MAX_MESSAGE_SIZE)));
+	/* the arguments are the attributes, in order */
+	for (i = 0; i < NEW_NATTS; i++)
+	{
+		nulls[i] = PG_ARGISNULL(i);
+		values[i] = nulls[i] ? (Datum) 0 : PG_GETARG_DATUM(i);
+	}
+	values[NEW_BODY - 1] = PointerGetDatum(sbq_body_bytes(PG_GETARG_DATUM(0), type));
+	if (nulls[NEW_CONTENT_TYPE - 1] && default_content_types[type] != NULL)
+	{
+		values[NEW_CONTENT_TYPE - 1] = CStringGetTextDatum(default_content_types[type]);
+		nulls[NEW_CONTENT_TYPE - 1] = false;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
+
+/* sbq_new_message(text body, properties...): no lock. */
+Datum
+sbq_new_message_text(PG_FUNCTION_ARGS)
+{
+	return sbq_new_message_of(fcinfo, SBQ_BODY_TEXT);
+}
+
+/* sbq_new_message(bytea body, properties...): no lock. */
+Datum
+sbq_new_message_bytea(PG_FUNCTION_ARGS)
+{
+	return sbq_new_message_of(fcinfo, SBQ_BODY_BYTEA);
+}
+
+/* sbq_new_message(jsonb body, properties...): no lock. */
+Datum
+sbq_new_message_jsonb(PG_FUNCTION_ARGS)
+{
+	return sbq_new_message_of(fcinfo, SBQ_BODY_JSONB);
+}
+
+/*
+ * sbq_send_batch_messages
+ *		(queue, messages sbq_new_message[]): the queue name's lock, shared.
+ *
+ *		Send each message with its own properties, in order, all or none;
+ *		returns their sequence numbers. Each is checked and sent as sbq_send
+ *		would send it (duplicate detection too, message by message); the
+ *		content type a constructor gave a text or JSON body does not count
+ *		towards its size, as it would not have at sbq_send.
+ */
+Datum
+sbq_send_batch_messages(PG_FUNCTION_ARGS)
+{
+	SbqAddress	addr;
+	SbqQueue	queue;
+	ArrayType  *arr;
+	Datum	   *msgs;
+	bool	   *nulls;
+	int			nmsgs;
+	SbqSendProps *props;
+	Datum	   *bodies;
+	int64	   *seqs;
+	int64		batch_size = 0;
+	int			element = 0;
+	int			i;
+	TupleDesc	tupdesc;
+	Tuplestorestate *tupstore;
+	ErrorContextCallback errcb;
+
+	sbq_queue_address(fcinfo, true, &addr);
+	sbq_refuse_dlq_send(&addr);
+	sbq_require_arg(fcinfo, 1, "messages");
+	arr = PG_GETARG_ARRAYTYPE_P(1);
+	sbq_check_array_size(arr, "messages", SBQ_MAX_BATCH,
+						 "A batch sends at most " CppAsString2(SBQ_MAX_BATCH) " messages.");
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_DOUBLE,
+					  &msgs, &nulls, &nmsgs);
+	props = palloc(sizeof(SbqSendProps) * Max(nmsgs, 1));
+	bodies = palloc(sizeof(Datum) * Max(nmsgs, 1));
+	seqs = palloc(sizeof(int64) * Max(nmsgs, 1));
+
+	errcb.callback = sbq_element_context;
+	errcb.arg = &element;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	for (i = 0; i < nmsgs; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		element = sbq_array_subscript(arr, i);
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("messages must not contain null elements"),
+					 errdetail("Element %d is null.", element)));
+		bodies[i] = PointerGetDatum(sbq_new_message_props(DatumGetHeapTupleHeader(msgs[i]),
+														  &props[i]));
+	}
+	element = 0;
+	PreventCommandIfReadOnly("sbq_send_batch()");
+
+	tupstore = sbq_init_srf(fcinfo, &tupdesc);
+	sbq_lock_queue_name(addr.key, AccessShareLock);
+	sbq_storage_begin();
+	sbq_storage_get_queue_to_send(&addr, &queue);
+	/* each message must fit the queue, and the batch SBQ_MAX_BATCH_BYTES */
+	for (i = 0; i < nmsgs; i++)
+	{
+		int64		body = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
+		int64		size = sbq_props_size(&props[i]);
+		text	   *ct = props[i].content_type;
+
+		CHECK_FOR_INTERRUPTS();
+		element = sbq_array_subscript(arr, i);
+		sbq_require_session_id(&queue, &props[i]);
+		if (ct != NULL &&
+			((VARSIZE_ANY_EXHDR(ct) == strlen(SBQ_CONTENT_TYPE_TEXT) &&
+			  memcmp(VARDATA_ANY(ct), SBQ_CONTENT_TYPE_TEXT, VARSIZE_ANY_EXHDR(ct)) == 0) ||
+			 (VARSIZE_ANY_EXHDR(ct) == strlen(SBQ_CONTENT_TYPE_JSON) &&
+			  memcmp(VARDATA_ANY(ct), SBQ_CONTENT_TYPE_JSON, VARSIZE_ANY_EXHDR(ct)) == 0)))
+			size -= VARSIZE_ANY_EXHDR(ct);
+		sbq_check_message_size(&queue, body, size, "message");
+		batch_size += body + size;
+		if (batch_size > SBQ_MAX_BATCH_BYTES)
+			ereport(ERROR,
+					(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
+					 errmsg("batch for queue \"%s\" is too large", queue.name),
+					 errdetail("A batch sends at most %d bytes; its first %d messages take "
+							   INT64_FORMAT ".", SBQ_MAX_BATCH_BYTES, i + 1, batch_size)));
+	}
+	element = 0;
+	for (i = 0; i < nmsgs; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		(void) sbq_storage_send(&queue, &props[i], &bodies[i], 1, NULL, &seqs[i]);
+	}
+	sbq_storage_end();
+	error_context_stack = errcb.previous;
+
+	for (i = 0; i < nmsgs; i++)
+	{
+		Datum		value = Int64GetDatum(seqs[i]);
+		bool		isnull = false;
+
+		tuplestore_putvalues(tupstore, tupdesc, &value, &isnull);
+	}
+	return (Datum) 0;
 }
 
 /* ----------------------------------------------------------- receiving */
@@ -558,259 +830,6 @@ sbq_peek(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* ------------------------------------------------------------ settling */
-
-/* SB002 for token on the queue (or sub-queue) named name */
-static void
-sbq_lock_lost_detail(const char *name, const pg_uuid_t *token, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(SBQ_ERRCODE_LOCK_LOST),
-			 errmsg("message lock lost for lock token %s on queue \"%s\"",
-					sbq_token_string(token), name),
-			 errdetail_internal("%s", detail)));
-}
-
-static void
-sbq_lock_lost(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *token)
-{
-	sbq_lock_lost_detail(addr->subqueue == SBQ_SUBQUEUE_DLQ ?
-						 psprintf("%s%s", queue->name, SBQ_DLQ_SUFFIX) : queue->name,
-						 token,
-						 "The lock has expired, the message was already settled, or the token was not issued by this queue.");
-}
-
-/*
- * sbq_session_guard
- *		A message lock of a session queue lives under its session lock: SB002
- *		unless that is held now (and then it stays held until commit).
- */
-static void
-sbq_session_guard(const SbqQueue *queue, const SbqAddress *addr, const pg_uuid_t *token)
-{
-	if (queue->requires_session && addr->subqueue == SBQ_SUBQUEUE_MAIN &&
-		!sbq_storage_session_guard(queue, token))
-		sbq_lock_lost_detail(queue->name, token,
-							 "The session lock it was taken under has expired or was released, the message was already settled, or the token was not issued by this queue.");
-}
-
-/*
- * sbq_settle_begin
- *		The checks every settlement shares: queue and token not NULL (the
- *		token a uuid, or its text when text_token), writes allowed, the queue
- *		exists and the caller may listen on it. Opens the storage section.
- */
-static pg_uuid_t *
-sbq_settle_begin(FunctionCallInfo fcinfo, const char *fname, bool text_token,
-				 SbqAddress *addr, SbqQueue *queue)
-{
-	pg_uuid_t  *token;
-
-	sbq_queue_address(fcinfo, true, addr);
-	sbq_require_arg(fcinfo, 1, "lock_token");
-	if (text_token)
-		token = DatumGetUUIDP(DirectFunctionCall1(uuid_in,
-												  CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1)))));
-	else
-		token = PG_GETARG_UUID_P(1);
-	PreventCommandIfReadOnly(fname);
-	sbq_storage_begin();
-	sbq_storage_get_queue(addr, queue, SBQ_RIGHT_LISTEN);
-	sbq_session_guard(queue, addr, token);
-	return token;
-}
-
-static Datum
-sbq_complete_one(FunctionCallInfo fcinfo, bool text_token)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_complete()", text_token, &addr, &queue);
-
-	if (!sbq_storage_complete(&queue, addr.subqueue, token))
-		sbq_lock_lost(&queue, &addr, token);
-	sbq_storage_end();
-	PG_RETURN_VOID();
-}
-
-/* sbq_complete(queue or its DLQ, lock_token): delete the message; its row lock (and lease). */
-Datum
-sbq_complete(PG_FUNCTION_ARGS)
-{
-	return sbq_complete_one(fcinfo, false);
-}
-
-/*
- * sbq_complete(queue or its DLQ, lock_token text): the same with the token
- * as text. An untyped literal or driver parameter would be ambiguous between
- * the uuid and the uuid[] form; with this one, PostgreSQL picks text for it.
- */
-Datum
-sbq_complete_text(PG_FUNCTION_ARGS)
-{
-	return sbq_complete_one(fcinfo, true);
-}
-
-static int
-sbq_cmp_uuid(const void *a, const void *b)
-{
-	return memcmp(DatumGetUUIDP(*(const Datum *) a)->data,
-				  DatumGetUUIDP(*(const Datum *) b)->data, UUID_LEN);
-}
-
-/*
- * sbq_complete_many
- *		(queue or its DLQ, lock_tokens[]): the row locks (and leases) of the
- *		messages.
- *
- *		Complete every token of the array, or none: the first token whose lock
- *		is not valid (or that appears twice) raises SB002, which undoes the
- *		others with the statement.
- */
-Datum
-sbq_complete_many(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	ArrayType  *arr;
-	Datum	   *tokens;
-	Datum	   *sorted;
-	bool	   *nulls;
-	bool	   *settled;
-	int			ntokens;
-	int			n;
-	int			i;
-
-	sbq_queue_address(fcinfo, true, &addr);
-	sbq_require_arg(fcinfo, 1, "lock_tokens");
-	arr = PG_GETARG_ARRAYTYPE_P(1);
-	sbq_check_array_size(arr, "lock_tokens", SBQ_MAX_BATCH,
-						 "At most " CppAsString2(SBQ_MAX_BATCH) " locks are settled at once.");
-	deconstruct_array(arr, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
-					  &tokens, &nulls, &ntokens);
-	for (i = 0; i < ntokens; i++)
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("lock_tokens must not contain null elements"),
-					 errdetail("Element %d is null.", sbq_array_subscript(arr, i))));
-	PreventCommandIfReadOnly("sbq_complete()");
-
-	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
-
-	/* the same token twice: the second settlement of a lock is a lost lock */
-	sorted = palloc(sizeof(Datum) * Max(ntokens, 1));
-	memcpy(sorted, tokens, sizeof(Datum) * ntokens);
-	qsort(sorted, ntokens, sizeof(Datum), sbq_cmp_uuid);
-	for (i = 1; i < ntokens; i++)
-		if (sbq_cmp_uuid(&sorted[i - 1], &sorted[i]) == 0)
-			sbq_lock_lost_detail(queue.name, DatumGetUUIDP(sorted[i]),
-								 "The lock token appears more than once in lock_tokens.");
-
-	if (ntokens == 0)
-	{
-		sbq_storage_end();
-		PG_RETURN_INT32(0);
-	}
-
-	if (queue.requires_session && addr.subqueue == SBQ_SUBQUEUE_MAIN)
-	{
-		i = sbq_storage_session_guard_many(&queue, tokens, ntokens);
-		if (i >= 0)
-			sbq_session_guard(&queue, &addr, DatumGetUUIDP(tokens[i]));
-	}
-	settled = palloc(sizeof(bool) * ntokens);
-	n = sbq_storage_complete_many(&queue, addr.subqueue, tokens, ntokens, settled);
-	if (n != ntokens)
-		for (i = 0; i < ntokens; i++)
-			if (!settled[i])
-				sbq_lock_lost(&queue, &addr, DatumGetUUIDP(tokens[i]));
-	sbq_storage_end();
-	PG_RETURN_INT32(n);
-}
-
-/*
- * sbq_props_to_modify_arg
- *		The optional properties_to_modify argument: NULL, or a JSON object.
- */
-static Jsonb *
-sbq_props_to_modify_arg(FunctionCallInfo fcinfo, int argno)
-{
-	Jsonb	   *props;
-
-	if (PG_ARGISNULL(argno))
-		return NULL;
-	props = PG_GETARG_JSONB_P(argno);
-	sbq_check_json_object("properties_to_modify", props);
-	return props;
-}
-
-/* sbq_abandon(queue or its DLQ, lock_token, properties_to_modify): its row lock (and lease). */
-Datum
-sbq_abandon(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 2);
-	pg_uuid_t  *token;
-
-	token = sbq_settle_begin(fcinfo, "sbq_abandon()", false, &addr, &queue);
-	if (!sbq_storage_release(&queue, addr.subqueue, token, -1, props))
-		sbq_lock_lost(&queue, &addr, token);
-	sbq_storage_end();
-	PG_RETURN_VOID();
-}
-
-/* sbq_defer(queue or its DLQ, lock_token, properties_to_modify): its row lock (and lease). */
-Datum
-sbq_defer(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 2);
-	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_defer()", false, &addr, &queue);
-
-	if (!sbq_storage_release(&queue, addr.subqueue, token, SBQ_STATE_DEFERRED, props))
-		sbq_lock_lost(&queue, &addr, token);
-	sbq_storage_end();
-	PG_RETURN_VOID();
-}
-
-/*
- * sbq_deadletter
- *		(queue, lock_token, reason, description, properties_to_modify): the
- *		message's row lock (and lease).
- *
- *		Move a locked message to the dead-letter sub-queue. A dead letter
- *		cannot be dead-lettered again (SB010, whatever its token).
- */
-Datum
-sbq_deadletter(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	text	   *reason = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
-	text	   *description = PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3);
-	Jsonb	   *props = sbq_props_to_modify_arg(fcinfo, 4);
-	pg_uuid_t  *token;
-
-	sbq_check_text_length("reason", reason, SBQ_MAX_DEAD_LETTER_TEXT);
-	sbq_check_text_length("error_description", description, SBQ_MAX_DEAD_LETTER_TEXT);
-	sbq_queue_address(fcinfo, true, &addr);
-	if (addr.subqueue == SBQ_SUBQUEUE_DLQ)
-		ereport(ERROR,
-				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
-				 errmsg("cannot dead-letter a message of the dead-letter sub-queue of queue \"%s\"",
-						addr.name),
-				 errdetail("A dead letter stays in the dead-letter sub-queue until it is completed or resubmitted.")));
-	token = sbq_settle_begin(fcinfo, "sbq_deadletter()", false, &addr, &queue);
-	if (!sbq_storage_deadletter(&queue, token, reason, description, props))
-		sbq_lock_lost(&queue, &addr, token);
-	sbq_storage_end();
-	PG_RETURN_VOID();
-}
-
 /*
  * sbq_seq_array_arg
  *		A bigint[] argument as distinct sequence numbers (22004 for a NULL
@@ -947,25 +966,4 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	}
 	sbq_storage_end();
 	PG_RETURN_INT32(n);
-}
-
-/* sbq_renew(queue or its DLQ, lock_token): extend the lock; its lease, or its row lock. */
-Datum
-sbq_renew(PG_FUNCTION_ARGS)
-{
-	SbqAddress	addr;
-	SbqQueue	queue;
-	TimestampTz locked_until;
-	pg_uuid_t  *token = sbq_settle_begin(fcinfo, "sbq_renew()", false, &addr, &queue);
-
-	if (queue.requires_session && addr.subqueue == SBQ_SUBQUEUE_MAIN)
-		ereport(ERROR,
-				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
-				 errmsg("the lock of a message of queue \"%s\" cannot be renewed", queue.name),
-				 errdetail("The message locks of a session live under its session lock."),
-				 errhint("Renew the session lock with sbq_renew_session().")));
-	if (!sbq_storage_renew(&queue, addr.subqueue, token, &locked_until))
-		sbq_lock_lost(&queue, &addr, token);
-	sbq_storage_end();
-	PG_RETURN_TIMESTAMPTZ(locked_until);
 }

@@ -50,7 +50,6 @@ PG_FUNCTION_INFO_V1(sbq_revoke);
 #define SBQ_MIN_TTL				USECS_PER_SEC
 #define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
 #define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
-#define SBQ_MAX_MESSAGE_SIZE	(256 * 1024 * 1024)
 
 /* The argument positions shared by create and update. */
 enum

@@ -45,6 +45,7 @@
 #define SBQ_MAX_RECEIVE			5000
 #define SBQ_MAX_BATCH			5000	/* elements of any array argument */
 #define SBQ_MAX_PROPERTIES_SIZE	65536	/* bytes of a message's properties */
+#define SBQ_MAX_MESSAGE_SIZE	(256 * 1024 * 1024)	/* the largest max_message_size */
 #define SBQ_MAX_BATCH_BYTES		(64 * 1024 * 1024)	/* bytes of a batch's messages */
 #define SBQ_DLQ_SUFFIX			"/$deadletterqueue"
 

@@ -106,9 +106,13 @@ static SbqStatement stmt_row_exists = {"leased row exists", 3, {LEASED_ROW_ARGS}
 	" WHERE " LEASED_ROW
 };
 
-/* $3: the new state (deferred), or NULL to keep it; $4 the delivery count */
-static SbqStatement stmt_unlock = {"unlock", 4, {INT8OID, JSONBOID, INT2OID, INT4OID},
-	"UPDATE " SUBQUEUE_TABLE " m SET lock_token = NULL, locked_until = NULL,"
+/*
+ * $3: the new state (deferred), or NULL to keep it; $4 the delivery count;
+ * $5 when it may be received again (an abandon with a delay), or NULL: at once
+ */
+static SbqStatement stmt_unlock = {"unlock", 5, {INT8OID, JSONBOID, INT2OID, INT4OID,
+		TIMESTAMPTZOID},
+	"UPDATE " SUBQUEUE_TABLE " m SET lock_token = NULL, locked_until = $5,"
 	" state = coalesce($3, m.state), delivery_count = GREATEST(m.delivery_count, $4),"
 	" application_properties = " MERGE_PROPS("$2")
 	" WHERE m.sequence_number = $1"
@@ -532,20 +536,24 @@ sbq_move_to_dlq(const SbqQueue *queue, int64 seq, text *reason, text *descriptio
 /*
  * sbq_storage_release
  *		Abandon (state -1: keep the state) or defer (state SBQ_STATE_DEFERRED)
- *		the message locked by token: release the lock at once, merging
+ *		the message locked by token: release the lock, merging
  *		props_to_modify into its application properties. Both count as a
  *		failed delivery: on the last allowed one the message is dead-lettered
  *		instead (MaxDeliveryCountExceeded), and one whose time to live has
  *		passed meanwhile expires now (dead-lettered or dropped as the queue
  *		says). In the dead-letter sub-queue there is no delivery limit and no
- *		expiry. False when the lock is not valid.
+ *		expiry. A delay above zero keeps a released message from receives
+ *		until it has passed: it is stored as a lock without a token, which no
+ *		settlement can name and every receive waits out. *done (may be NULL)
+ *		gets what became of the message. False when the lock is not valid.
  */
 bool
 sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
-					int16 state, Jsonb *props_to_modify)
+					int16 state, Jsonb *props_to_modify, int64 delay_usecs,
+					SbqSettled *done)
 {
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, true};
 	TimestampTz now = GetCurrentTimestamp();
 	int64		seq = sbq_token_sequence(token);
 	bool		main = subqueue == SBQ_SUBQUEUE_MAIN;
@@ -553,6 +561,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 	bool		expired;
 	bool		leased;
 	SbqCounts	counts = {0};
+	SbqSettled	result;
 
 	if (!sbq_settle_lock(queue, subqueue, token, now, &delivery_count, &expired, &leased))
 		return false;
@@ -562,6 +571,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		counts.deferred = 1;
 	else
 		counts.abandoned = 1;
+	result = state == SBQ_STATE_DEFERRED ? SBQ_SETTLED_DEFERRED : SBQ_SETTLED_ABANDONED;
 	values[0] = Int64GetDatum(seq);
 	if (main && delivery_count >= queue->max_delivery_count)
 	{
@@ -571,6 +581,7 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		sbq_move_to_dlq(queue, seq, cstring_to_text(SBQ_DLQ_REASON_MAX_DELIVERY),
 						cstring_to_text(description), props_to_modify, delivery_count);
 		counts.dead_lettered = 1;
+		result = SBQ_SETTLED_DEAD_LETTERED;
 	}
 	else if (main && expired && queue->dlq_on_expiration)
 	{
@@ -579,11 +590,13 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 						delivery_count);
 		counts.dead_lettered = 1;
 		counts.expired = 1;
+		result = SBQ_SETTLED_DEAD_LETTERED;
 	}
 	else if (main && expired)
 	{
 		(void) sbq_exec(&stmt_delete_one, values, NULL);
 		counts.expired = 1;
+		result = SBQ_SETTLED_EXPIRED;
 	}
 	else
 	{
@@ -593,12 +606,23 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		values[2] = Int16GetDatum(state);
 		nulls[2] = state < 0;
 		values[3] = Int32GetDatum(delivery_count);
+		if (delay_usecs > 0)
+		{
+			Interval	delay = {.time = delay_usecs};
+
+			/* from a clock read now: the statements above may have waited */
+			values[4] = TimestampTzGetDatum(sbq_add_interval(GetCurrentTimestamp(), &delay));
+			nulls[4] = false;
+		}
 		(void) sbq_exec_in(&stmt_unlock, subqueue, values, nulls);
 	}
 	sbq_add_counts(queue->queue_id, &counts);
 	/* an abandoned message, or a new dead letter, can be received now */
-	if (counts.dead_lettered > 0 || (counts.expired == 0 && state != SBQ_STATE_DEFERRED))
+	if (counts.dead_lettered > 0 ||
+		(counts.expired == 0 && state != SBQ_STATE_DEFERRED && delay_usecs <= 0))
 		sbq_wait_wake_at_commit(queue->queue_id);
+	if (done != NULL)
+		*done = result;
 	return true;
 }
 

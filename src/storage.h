@@ -36,11 +36,14 @@
 #define SBQ_STORAGE_H
 
 #include "sbqueue.h"
+#include "utils/resowner.h"
 
 /* storage_core.c: the storage section */
 extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
 extern MemoryContext sbq_storage_caller_context(void);
+extern void sbq_storage_subxact_begin(void);
+extern void sbq_storage_subxact_end(bool commit, ResourceOwner owner);
 extern Oid	sbq_storage_epoch(void);
 extern Oid	sbq_storage_caller(void);
 
@@ -79,12 +82,24 @@ extern bool sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue,
 										 TupleDesc tupdesc, int64 *missing);
 
 /* settle.c */
+/* What became of a message whose lock a settlement ended (sbq_settle reports it). */
+typedef enum SbqSettled
+{
+	SBQ_SETTLED_LOST,			/* the lock was not valid: nothing changed */
+	SBQ_SETTLED_COMPLETED,
+	SBQ_SETTLED_ABANDONED,
+	SBQ_SETTLED_DEFERRED,
+	SBQ_SETTLED_DEAD_LETTERED,	/* also an abandon or defer on the last delivery */
+	SBQ_SETTLED_EXPIRED,		/* its time to live had passed: dropped */
+	SBQ_SETTLED_RENEWED
+} SbqSettled;
 extern bool sbq_storage_complete(const SbqQueue *queue, int16 subqueue,
 								 const pg_uuid_t *token);
 extern int	sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 									  Datum *tokens, int ntokens, bool *settled);
 extern bool sbq_storage_release(const SbqQueue *queue, int16 subqueue,
-								const pg_uuid_t *token, int16 state, Jsonb *props_to_modify);
+								const pg_uuid_t *token, int16 state, Jsonb *props_to_modify,
+								int64 delay_usecs, SbqSettled *done);
 extern bool sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
 								   text *reason, text *description, Jsonb *props_to_modify);
 extern bool sbq_storage_renew(const SbqQueue *queue, int16 subqueue,

@@ -70,6 +70,7 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -311,6 +312,10 @@ sbq_storage_epoch_locked(void)
 
 /* ------------------------------------------------------------ the section */
 
+/* the incarnation the open section works on */
+static Oid	sbq_section_epoch = InvalidOid;
+
+
 /*
  * sbq_storage_begin
  *		Open a storage section: connect to SPI and pin the settings every
@@ -332,6 +337,7 @@ sbq_storage_begin(void)
 		elog(ERROR, "SPI_connect failed");
 
 	epoch = sbq_storage_epoch_locked();
+	sbq_section_epoch = epoch;
 	sbq_lease_enter(epoch);
 	(void) sbq_flavour();
 
@@ -361,6 +367,42 @@ sbq_storage_begin(void)
 	for (i = 0; i < (int) lengthof(off); i++)
 		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * sbq_storage_subxact_begin
+ *		Start a subtransaction inside the storage section, for work the
+ *		caller may want undone while the section goes on. The caller's memory
+ *		context stays current.
+ */
+void
+sbq_storage_subxact_begin(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+}
+
+/*
+ * sbq_storage_subxact_end
+ *		End the subtransaction sbq_storage_subxact_begin() started: keep its
+ *		work (commit) or undo it. The section goes on as it was: the caller's
+ *		memory context and resource owner, and the incarnation the leases are
+ *		looked up in, which an aborted subtransaction forgets (lease.c).
+ */
+void
+sbq_storage_subxact_end(bool commit, ResourceOwner owner)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (commit)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	sbq_lease_enter(sbq_section_epoch);
 }
 
 /*

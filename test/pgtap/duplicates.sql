@@ -1,7 +1,7 @@
 -- sbqueue pgTAP: duplicate detection (section 16 H, tests 59-62; R8.1-R8.5)
 -- Sleeps: 21 s (once: the 20 s window of t14 passes). Time checks use the wall clock.
 BEGIN;
-SELECT plan(37);
+SELECT plan(39);
 
 -- ------------------------------------------------ the window's range (test 62)
 SELECT throws_ok($$SELECT sbq_create_queue('t14_bad', duplicate_detection_window => '19 seconds')$$, '22023', NULL,
@@ -55,15 +55,22 @@ SELECT is((SELECT count(DISTINCT seq) FROM u), 2::bigint,
     'R8.1 (API: a NULL message_id is a new UUID): two sends without message_id are two messages');
 
 -- batches
-CREATE TEMP TABLE b1 AS SELECT * FROM sbq_send_batch('t14', ARRAY['b1', 'b2', 'b3']::text[], message_id => 'B')
+SELECT throws_ok($$SELECT sbq_send_batch('t14', ARRAY['b1', 'b2', 'b3']::text[], message_id => 'B')$$,
+    '22023', 'message_id cannot be shared by the 3 messages of a batch',
+    'R8.1 (API send_batch): one message_id for several bodies is refused, not deduplicated unseen');
+SELECT is_empty($$SELECT * FROM sbq_peek('t14', 100) WHERE message_id = 'B'$$,
+    'R8.1: the refused batch stored nothing');
+CREATE TEMP TABLE b1 AS SELECT * FROM sbq_send_batch('t14', ARRAY[sbq_new_message('b1', message_id => 'B'),
+                                                              sbq_new_message('b2', message_id => 'B'),
+                                                              sbq_new_message('b3', message_id => 'B')])
                           WITH ORDINALITY AS x(seq, ord);
 SELECT is((SELECT count(DISTINCT seq) || ':' || count(*) FROM b1), '1:3',
-    'R8.1 (API send_batch): a batch with a message_id returns one number for every element');
+    'R8.1 (API send_batch of messages): three messages with one id return one number for every element');
 SELECT is((SELECT array_agg(convert_from(body, 'UTF8')) FROM sbq_peek('t14', 100) WHERE message_id = 'B'), ARRAY['b1'],
-    'R8.1: the batch with a message_id stored one message, the first');
-SELECT is((SELECT array_agg(DISTINCT x.seq) FROM sbq_send_batch('t14', ARRAY['x', 'y']::text[], message_id => 'A') AS x(seq)),
+    'R8.1: of three messages with one id the batch stored one, the first');
+SELECT is((SELECT array_agg(DISTINCT x.seq) FROM sbq_send_batch('t14', ARRAY['x']::text[], message_id => 'A') AS x(seq)),
           ARRAY[(SELECT seq FROM s WHERE k = 'A')],
-    'R8.1: a batch with a message_id already sent returns the first message''s number and stores nothing');
+    'R8.1: a batch of one with a message_id already sent returns the first message''s number and stores nothing');
 
 -- a consumed message is still remembered
 INSERT INTO s VALUES ('C', sbq_send('t14', 'C'::text, message_id => 'C'));

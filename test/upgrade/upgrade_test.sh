@@ -118,6 +118,17 @@ old_sql_checks() {
             "error: sessions need version 0.7 or later of extension sbqueue"
     fi
 
+    # the abandon of 0.9 takes a delay: with the three arguments of older SQL the
+    # library abandons at once, as before (an absent delay is none)
+    got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-a')")
+    got=$(try $db "SELECT sbq_send('$q-a', 'abandoned under $v')")
+    tok=$(try $db "SELECT lock_token FROM sbq_receive('$q-a')")
+    got=$(try $db "SELECT 'abandoned' FROM sbq_abandon('$q-a', '$tok'::uuid, '{\"p\": 1}'::jsonb)")
+    check "$v: sbq_abandon with properties works with the current library" "$got" abandoned
+    got=$(try $db "SELECT delivery_count || ' ' || (application_properties ->> 'p')
+                     FROM sbq_receive('$q-a')")
+    check "$v: the abandoned message is received again at once, its properties merged" "$got" "2 1"
+
     # a lock taken before the update, settled after it
     got=$(try $db "SELECT lock_token || ' ' || convert_from(body, 'UTF8') FROM sbq_receive('$q')")
     held_token=
