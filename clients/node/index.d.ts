@@ -50,6 +50,21 @@ export interface SendOptions {
     applicationProperties?: Record<string, unknown>;
 }
 
+/** a message with properties of its own, for sendMessages */
+export interface OutgoingMessage extends SendOptions {
+    body: Body;
+}
+
+export type Disposition = 'complete' | 'abandon' | 'defer' | 'deadletter' | 'renew';
+export type Outcome = 'completed' | 'abandoned' | 'deferred' | 'dead_lettered' | 'expired' | 'renewed' | 'lock_lost';
+
+export interface Settled {
+    lockToken: string;
+    outcome: Outcome;
+    /** a renewed lock's new expiry */
+    lockedUntil: Date | null;
+}
+
 export interface ReceiveOptions {
     maxMessages?: number;
     /** seconds */
@@ -78,6 +93,7 @@ export class Sender {
     readonly queue: string;
     send(body: Body, options?: SendOptions): Promise<bigint>;
     sendBatch(bodies: Body[], options?: SendOptions): Promise<bigint[]>;
+    sendMessages(messages: OutgoingMessage[]): Promise<bigint[]>;
     schedule(body: Body, when: Date, options?: SendOptions): Promise<bigint>;
     cancelScheduled(sequenceNumber: bigint | number | string): Promise<void>;
 }
@@ -89,10 +105,13 @@ export class Receiver {
     peek(options?: { maxMessages?: number; fromSequenceNumber?: bigint | number | null }): Promise<Message[]>;
     receiveDeferred(sequenceNumbers: Array<bigint | number | string>): Promise<Message[]>;
     complete(messages: Token | Token[]): Promise<number>;
-    abandon(messages: Token | Token[], propertiesToModify?: Record<string, unknown> | null): Promise<void>;
+    /** delay: seconds before the messages may be received again */
+    abandon(messages: Token | Token[], propertiesToModify?: Record<string, unknown> | null, options?: { delay?: number | null }): Promise<void>;
     defer(messages: Token | Token[], propertiesToModify?: Record<string, unknown> | null): Promise<void>;
     deadLetter(messages: Token | Token[], options?: { reason?: string | null; errorDescription?: string | null; propertiesToModify?: Record<string, unknown> | null }): Promise<void>;
-    renew(message: Token): Promise<Date>;
+    /** for many, the earliest new expiry */
+    renew(messages: Token | Token[]): Promise<Date>;
+    settle(messages: Token | Token[], disposition: Disposition, options?: { reason?: string | null; errorDescription?: string | null; propertiesToModify?: Record<string, unknown> | null; delay?: number | null }): Promise<Settled[]>;
 }
 
 export class SessionReceiver extends Receiver {

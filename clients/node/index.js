@@ -280,6 +280,45 @@ class Sender {
         return res.rows.map((r) => r.n);
     }
 
+    // Sends messages that each have properties of their own ({ body, messageId, ... },
+    // with send's options), in one call, all or nothing; their sequence numbers, in order.
+    async sendMessages(messages) {
+        if (messages.length === 0) return [];
+        const names = Object.keys(SEND_OPTIONS);
+        const cols = { k: [], t: [], j: [], b: [] };
+        for (const n of names) cols[n] = [];
+        for (const m of messages) {
+            const [value, kind] = bodyOf(m.body);
+            cols.k.push(kind);
+            cols.t.push(kind === 'text' ? value : null);
+            cols.j.push(kind === 'jsonb' ? value : null);
+            cols.b.push(kind === 'bytea' ? value : null);
+            for (const n of names) {
+                let v = m[n] === undefined ? null : m[n];
+                if (n === 'timeToLive' && typeof v === 'number') v = interval(v);
+                if (n === 'applicationProperties' && v != null) v = JSON.stringify(v);
+                if (n === 'scheduledEnqueueTime' && v instanceof Date) v = v.toISOString();
+                cols[n].push(v);
+            }
+            for (const k of Object.keys(m)) {
+                if (k !== 'body' && !SEND_OPTIONS[k]) throw new TypeError(`unknown send option: ${k}`);
+            }
+        }
+        const make = this.client.fn('sbq_new_message');
+        const props = names.map((n) => `u.${SEND_OPTIONS[n][0]}`).join(', ');
+        const arrays = ['$2::text[]', '$3::text[]', '$4::jsonb[]', '$5::bytea[]',
+                        ...names.map((n, i) => `$${i + 6}::${SEND_OPTIONS[n][1]}[]`)];
+        const res = await this.client.query(
+            `SELECT n FROM ${this.client.fn('sbq_send_batch')}($1::text, ARRAY(` +
+            `SELECT CASE u.k WHEN 'text' THEN ${make}(u.t, ${props})` +
+            ` WHEN 'jsonb' THEN ${make}(u.j, ${props}) ELSE ${make}(u.b, ${props}) END` +
+            ` FROM unnest(${arrays.join(', ')}) WITH ORDINALITY` +
+            ` AS u(k, t, j, b, ${names.map((n) => SEND_OPTIONS[n][0]).join(', ')}, ord)` +
+            ' ORDER BY u.ord)) n',
+            [this.queue, cols.k, cols.t, cols.j, cols.b, ...names.map((n) => cols[n])]);
+        return res.rows.map((r) => r.n);
+    }
+
     async schedule(body, when, options = {}) {
         return this.send(body, { ...options, scheduledEnqueueTime: when });
     }
@@ -337,36 +376,45 @@ class Receiver {
         return res.rows[0].n;
     }
 
-    async _each(fn, messages, extra, types) {
-        const toks = tokensOf(messages);
-        const sql = `SELECT ${this.client.fn(fn)}($1, $2::uuid${types.map((t, i) => `, $${i + 3}::${t}`).join('')})`;
-        if (toks.length === 1) {
-            await this.client.query(sql, [this.queue, toks[0], ...extra]);
-            return;
-        }
-        await this.client.transaction(async () => {
-            for (const t of toks) await this.client.query(sql, [this.queue, t, ...extra]);
-        });
+    // One settlement of one message or many, in one call (many: all or nothing).
+    async _settle(fn, messages, extra, types) {
+        const sql = `SELECT ${this.client.fn(fn)}($1, $2::uuid[]${types.map((t, i) => `, $${i + 3}::${t}`).join('')}) AS r`;
+        const res = await this.client.query(sql, [this.queue, tokensOf(messages), ...extra]);
+        return res.rows[0].r;
     }
 
-    async abandon(messages, propertiesToModify = null) {
-        await this._each('sbq_abandon', messages, [json(propertiesToModify)], ['jsonb']);
+    // delay (seconds): the messages are not received again before it has passed
+    async abandon(messages, propertiesToModify = null, { delay = null } = {}) {
+        await this._settle('sbq_abandon', messages, [json(propertiesToModify), interval(delay)],
+                           ['jsonb', 'interval']);
     }
 
     async defer(messages, propertiesToModify = null) {
-        await this._each('sbq_defer', messages, [json(propertiesToModify)], ['jsonb']);
+        await this._settle('sbq_defer', messages, [json(propertiesToModify)], ['jsonb']);
     }
 
     async deadLetter(messages, { reason = null, errorDescription = null, propertiesToModify = null } = {}) {
-        await this._each('sbq_deadletter', messages, [reason, errorDescription, json(propertiesToModify)],
-                         ['text', 'text', 'jsonb']);
+        await this._settle('sbq_deadletter', messages, [reason, errorDescription, json(propertiesToModify)],
+                           ['text', 'text', 'jsonb']);
     }
 
-    // Renews a message's lock; the new locked_until (a Date).
-    async renew(message) {
-        const res = await this.client.query(`SELECT ${this.client.fn('sbq_renew')}($1, $2::uuid) AS u`,
-                                            [this.queue, tokenOf(message)]);
-        return res.rows[0].u;
+    // Renews the lock of one message or many; the new locked_until (a Date; for many, the earliest).
+    async renew(messages) {
+        return this._settle('sbq_renew', messages, [], []);
+    }
+
+    // Settles what it can of messages ('complete', 'abandon', 'defer', 'deadletter' or
+    // 'renew') and says for each, in order, what became of it: { lockToken, outcome,
+    // lockedUntil }, outcome one of completed, abandoned, deferred, dead_lettered,
+    // expired, renewed, lock_lost. A lost lock throws nothing.
+    async settle(messages, disposition, { reason = null, errorDescription = null, propertiesToModify = null,
+                                          delay = null } = {}) {
+        const res = await this.client.query(
+            `SELECT lock_token, outcome, locked_until FROM ${this.client.fn('sbq_settle')}` +
+            '($1, $2::uuid[], $3::text, $4::text, $5::text, $6::jsonb, $7::interval)',
+            [this.queue, tokensOf(messages), disposition, reason, errorDescription, json(propertiesToModify),
+             interval(delay)]);
+        return res.rows.map((r) => ({ lockToken: r.lock_token, outcome: r.outcome, lockedUntil: r.locked_until }));
     }
 }
 

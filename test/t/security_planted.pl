@@ -174,6 +174,17 @@ as('app', 'shop', $path . q{
 	                              'why', 'because');
 	CREATE TEMP TABLE d AS SELECT * FROM sbqueue.sbq_receive_deferred('tq',
 	    ARRAY(SELECT sequence_number FROM got ORDER BY sequence_number OFFSET 4 LIMIT 1));
+	SELECT sbqueue.sbq_send_batch('tq', ARRAY[sbqueue.sbq_new_message('n1'::text, message_id => 'n1'),
+	                                          sbqueue.sbq_new_message('{"n": 2}'::jsonb),
+	                                          sbqueue.sbq_new_message('\x02'::bytea)]);
+	CREATE TEMP TABLE got2 AS SELECT * FROM sbqueue.sbq_receive('tq', 3);
+	SELECT * FROM sbqueue.sbq_settle('tq', ARRAY(SELECT lock_token FROM got2 ORDER BY sequence_number LIMIT 2)
+	                                       OPERATOR(pg_catalog.||) '00000000-0000-0000-0000-000000000000'::uuid,
+	                                 'complete');
+	SELECT * FROM sbqueue.sbq_settle('tq', ARRAY(SELECT lock_token FROM got2 ORDER BY sequence_number OFFSET 2),
+	                                 'renew');
+	SELECT sbqueue.sbq_abandon('tq', ARRAY(SELECT lock_token FROM got2 ORDER BY sequence_number OFFSET 2),
+	                           delay => '1 hour'::interval);
 	SELECT pg_catalog.count(*) FROM sbqueue.sbq_peek('tq/$deadletterqueue');
 	SELECT sbqueue.sbq_resubmit('tq');
 	SELECT pg_catalog.count(*) FROM sbqueue.sbq_receive('tq', 10, receive_mode => 'receive_and_delete');

@@ -115,6 +115,76 @@ test('settlements, with tokens as strings', async () => {
     assert.equal(await r.complete(two), 2);
 });
 
+test('settle reports each token; abandon with a delay; many at once', async () => {
+    const q = await queue('node');
+    const s = client.sender(q);
+    const r = client.receiver(q);
+    await s.sendBatch(['a', 'b', 'c']);
+    const m = await r.receive({ maxMessages: 3 });
+    await r.complete(m[1]);
+    const got = await r.settle([m[0], m[1], crypto.randomUUID(), m[2], m[0]], 'complete');
+    assert.deepEqual(got.map((x) => x.outcome), ['completed', 'lock_lost', 'lock_lost', 'completed', 'lock_lost']);
+    assert.equal(got[0].lockToken, m[0].lockToken);
+    assert.deepEqual(await r.peek({ maxMessages: 10 }), []);
+    await s.sendBatch(['d', 'e']);
+    const two = await r.receive({ maxMessages: 2 });
+    const renewed = await r.settle(two, 'renew');
+    assert.deepEqual(renewed.map((x) => x.outcome), ['renewed', 'renewed']);
+    assert.ok(renewed[0].lockedUntil > two[0].lockedUntil);
+    await assert.rejects(r.settle(two, 'complete', { reason: 'no' }), sbq.InvalidArgument);
+    const t0 = Date.now();
+    await r.abandon(two, null, { delay: 1.5 });
+    assert.deepEqual(await r.receive({ maxMessages: 2 }), []);
+    const again = await r.receive({ maxMessages: 2, maxWait: 5 });
+    assert.ok(Date.now() - t0 >= 1400, 'not before the delay');
+    assert.deepEqual(again.map((x) => x.bodyText()).sort(), ['d', 'e']);
+    assert.ok((await r.renew(again)) >= again[0].lockedUntil);
+    await r.defer(again);
+    const deferred = await r.receiveDeferred(again.map((x) => x.sequenceNumber));
+    await r.deadLetter(deferred, { reason: 'bad' });
+    assert.equal((await client.deadLetterReceiver(q).peek({ maxMessages: 10 })).length, 2);
+});
+
+test('messages with properties of their own, in one batch', async () => {
+    const q = await queue('node', { duplicate_detection_window: '1 minute' });
+    const s = client.sender(q);
+    const r = client.receiver(q);
+    const seqs = await s.sendMessages([
+        { body: 'text', messageId: 'm1', subject: 'one' },
+        { body: Buffer.from([0, 255]), messageId: 'm2', timeToLive: 60, applicationProperties: { k: [1] } },
+        { body: { n: 1 }, correlationId: 'c3' },
+        { body: 'again', messageId: 'm1' },
+    ]);
+    assert.equal(seqs.length, 4);
+    assert.equal(seqs[3], seqs[0]);
+    const got = await r.peek({ maxMessages: 10 });
+    assert.deepEqual(got.map((x) => x.sequenceNumber), seqs.slice(0, 3));
+    assert.deepEqual([got[0].bodyText(), got[0].subject, got[0].contentType], ['text', 'one', 'text/plain; charset=utf-8']);
+    assert.deepEqual([got[1].body, got[1].timeToLive, got[1].applicationProperties, got[1].contentType],
+                     [Buffer.from([0, 255]), 60, { k: [1] }, null]);
+    assert.deepEqual([got[2].bodyJson(), got[2].correlationId, got[2].contentType], [{ n: 1 }, 'c3', 'application/json']);
+    await assert.rejects(s.sendBatch(['a', 'b'], { messageId: 'shared' }), sbq.InvalidArgument);
+    await assert.rejects(s.sendMessages([{ body: 'ok' }, { body: 'bad', messageId: '' }]), sbq.InvalidArgument);
+    assert.equal((await r.peek({ maxMessages: 10 })).length, 3);
+    await assert.rejects(s.sendMessages([{ body: 'x', colour: 'red' }]), TypeError);
+});
+
+test('pg sends strings and arrays of strings untyped: the settlements need no cast', async () => {
+    const q = await queue('node');
+    await client.query('SELECT sbq_send_batch($1, $2::text[])', [q, ['a', 'b', 'c', 'd', 'e', 'f']]);
+    const toks = (await client.query('SELECT lock_token FROM sbq_receive($1, 6)', [q])).rows.map((r) => r.lock_token);
+    await client.query('SELECT sbq_complete($1, $2)', [q, toks[0]]);
+    await client.query('SELECT sbq_complete($1, $2)', [q, toks.slice(1, 3)]);
+    assert.ok((await client.query('SELECT sbq_renew($1, $2) AS u', [q, toks[3]])).rows[0].u instanceof Date);
+    await client.query('SELECT sbq_abandon($1, $2)', [q, [toks[3]]]);
+    await client.query('SELECT sbq_defer($1, $2)', [q, toks[4]]);
+    await client.query('SELECT sbq_deadletter($1, $2, $3)', [q, toks[5], 'why']);
+    const res = await client.query('SELECT outcome FROM sbq_settle($1, $2, $3)', [q, toks.slice(0, 2), 'complete']);
+    assert.deepEqual(res.rows.map((r) => r.outcome), ['lock_lost', 'lock_lost']);
+    const left = await client.query('SELECT state FROM sbq_peek($1, 10) ORDER BY sequence_number', [q]);
+    assert.deepEqual(left.rows.map((r) => r.state), ['active', 'deferred']);
+});
+
 test('typed errors, one per SQLSTATE', async () => {
     const q = await queue('node', { max_message_size: 1024 });
     const s = client.sender(q);

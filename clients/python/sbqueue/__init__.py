@@ -10,14 +10,14 @@ from .errors import (EntityNotFound, InvalidArgument, InvalidOperation, MessageL
                      MessageNotFound, MessageTooLarge, NullArgument, OutOfLocks,
                      PermissionDenied, QueueAlreadyExists, QueueNotFound, ReadOnly, SbqError,
                      SessionCannotBeLocked, SessionLockLost)
-from .message import MESSAGE_FIELDS, ReceivedMessage
+from .message import MESSAGE_FIELDS, OutgoingMessage, ReceivedMessage, Settled
 from .processor import DeadLetter, Processor
 
-__version__ = "0.8.0"
+__version__ = "0.9.0"
 
 __all__ = [
     "Client", "Sender", "Receiver", "SessionReceiver", "Processor", "DeadLetter",
-    "ReceivedMessage", "MESSAGE_FIELDS", "SbqError", "QueueNotFound", "MessageLockLost",
+    "ReceivedMessage", "OutgoingMessage", "Settled", "MESSAGE_FIELDS", "SbqError", "QueueNotFound", "MessageLockLost",
     "MessageNotFound", "SessionLockLost", "SessionCannotBeLocked", "QueueAlreadyExists",
     "MessageTooLarge", "EntityNotFound", "InvalidOperation", "InvalidArgument",
     "NullArgument", "PermissionDenied", "OutOfLocks", "ReadOnly",

@@ -25,7 +25,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from .errors import typed_errors
-from .message import SELECT_LIST, ReceivedMessage
+from .message import SELECT_LIST, OutgoingMessage, ReceivedMessage, Settled
 
 Token = Union[ReceivedMessage, uuid.UUID, str]
 Seconds = Union[int, float, datetime.timedelta]
@@ -285,6 +285,47 @@ class Sender:
         rows = self.client._call("sbq_send_batch", [self.queue, values], opts, types=types)
         return [r[0] for r in rows]
 
+    def send_messages(self, messages: Iterable[Union[OutgoingMessage, dict]]) -> List[int]:
+        """Sends messages that each have properties of their own (OutgoingMessage, or a
+        dict with "body" and sbq_send's options), in one call, all or nothing; their
+        sequence numbers, in order."""
+        msgs = [m if isinstance(m, OutgoingMessage) else OutgoingMessage(**m) for m in messages]
+        if not msgs:
+            return []
+        kinds, texts, jsons, blobs = [], [], [], []
+        for m in msgs:
+            value, kind = _body(m.body)
+            kinds.append(kind)
+            texts.append(value if kind == "text" else None)
+            jsons.append(value if kind == "jsonb" else None)
+            blobs.append(value if kind == "bytea" else None)
+        columns = [(o, [getattr(m, o) for m in msgs]) for o in SEND_OPTIONS]
+        params = [self.queue, kinds, texts, jsons, blobs]
+        arrays = [sql.SQL("%s::text[]"), sql.SQL("%s::text[]"), sql.SQL("%s::jsonb[]"),
+                  sql.SQL("%s::bytea[]")]
+        for name, values in columns:
+            _, types = self._options({name: None})
+            if name == "time_to_live":
+                values = [_interval(v) for v in values]
+            elif name == "application_properties":
+                values = [Jsonb(v) if v is not None else None for v in values]
+            params.append(values)
+            arrays.append(sql.SQL("%s::" + types[name] + "[]"))
+        names = ["k", "t", "j", "b"] + list(SEND_OPTIONS)
+        props = sql.SQL(", ").join(sql.SQL("u.") + sql.Identifier(n) for n in SEND_OPTIONS)
+        make = self.client._fn("sbq_new_message")
+        query = sql.SQL(
+            "SELECT s FROM {send}(%s::text, ARRAY("
+            "SELECT CASE u.k WHEN 'text' THEN {make}(u.t, {props})"
+            " WHEN 'jsonb' THEN {make}(u.j, {props}) ELSE {make}(u.b, {props}) END"
+            " FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) ORDER BY u.ord)) s"
+        ).format(send=self.client._fn("sbq_send_batch"), make=make, props=props,
+                 arrays=sql.SQL(", ").join(arrays),
+                 names=sql.SQL(", ").join(sql.Identifier(n) for n in names))
+        with typed_errors():
+            rows = self.client.conn.execute(query, params).fetchall()
+        return [r[0] for r in rows]
+
     def schedule(self, body, when: datetime.datetime, **options) -> int:
         """Sends body to become available at when; its number for cancel_scheduled."""
         return self.send(body, scheduled_enqueue_time=when, **options)
@@ -318,44 +359,68 @@ class Receiver:
         return self.client._messages("sbq_receive_deferred",
                                      [self.queue, list(sequence_numbers)], types={1: "bigint[]"})
 
+    def _settle(self, fn, messages, extra_args=(), extra_types=None, kwargs=None):
+        """One settlement of one message or many (many: in one call, all or nothing)."""
+        toks = _tokens(messages)
+        types = dict(extra_types or {})
+        if len(toks) == 1:
+            types[1] = "uuid"
+            return self.client._one(fn, [self.queue, toks[0], *extra_args], kwargs, types=types)
+        types[1] = "uuid[]"
+        return self.client._one(fn, [self.queue, toks, *extra_args], kwargs, types=types)
+
     def complete(self, messages) -> int:
         """Completes one message or many (all or nothing); how many."""
         toks = _tokens(messages)
         return self.client._one("sbq_complete", [self.queue, toks], types={1: "uuid[]"})
 
-    def _each(self, fn, messages, extra_args=(), extra_types=None, kwargs=None):
-        toks = _tokens(messages)
-        types = {1: "uuid"}
-        types.update(extra_types or {})
-        if len(toks) == 1:
-            self.client._call(fn, [self.queue, toks[0], *extra_args], kwargs, types=types)
-            return
-        with self.client.transaction():
-            for t in toks:
-                self.client._call(fn, [self.queue, t, *extra_args], kwargs, types=types)
-
-    def abandon(self, messages, properties_to_modify: Optional[dict] = None) -> None:
-        """Abandons one message or many (many: in one transaction, all or nothing)."""
-        self._each("sbq_abandon", messages,
-                   [Jsonb(properties_to_modify) if properties_to_modify is not None else None],
-                   {2: "jsonb"})
+    def abandon(self, messages, properties_to_modify: Optional[dict] = None,
+                delay: Optional[Seconds] = None) -> None:
+        """Abandons one message or many (all or nothing); with a delay, they are not
+        received again before it has passed."""
+        kwargs, types = {}, {2: "jsonb"}
+        if delay is not None:
+            kwargs["delay"] = _interval(delay)
+            types["delay"] = "interval"
+        self._settle("sbq_abandon", messages,
+                     [Jsonb(properties_to_modify) if properties_to_modify is not None else None],
+                     types, kwargs)
 
     def defer(self, messages, properties_to_modify: Optional[dict] = None) -> None:
-        self._each("sbq_defer", messages,
-                   [Jsonb(properties_to_modify) if properties_to_modify is not None else None],
-                   {2: "jsonb"})
+        """Defers one message or many (all or nothing)."""
+        self._settle("sbq_defer", messages,
+                     [Jsonb(properties_to_modify) if properties_to_modify is not None else None],
+                     {2: "jsonb"})
 
     def dead_letter(self, messages, reason: Optional[str] = None,
                     error_description: Optional[str] = None,
                     properties_to_modify: Optional[dict] = None) -> None:
-        self._each("sbq_deadletter", messages,
-                   [reason, error_description,
-                    Jsonb(properties_to_modify) if properties_to_modify is not None else None],
-                   {2: "text", 3: "text", 4: "jsonb"})
+        """Dead-letters one message or many (all or nothing)."""
+        self._settle("sbq_deadletter", messages,
+                     [reason, error_description,
+                      Jsonb(properties_to_modify) if properties_to_modify is not None else None],
+                     {2: "text", 3: "text", 4: "jsonb"})
 
-    def renew(self, message: Token) -> datetime.datetime:
-        """Renews a message's lock; the new locked_until."""
-        return self.client._one("sbq_renew", [self.queue, _token(message)], types={1: "uuid"})
+    def renew(self, messages) -> datetime.datetime:
+        """Renews the lock of one message or many (all or nothing); the new locked_until
+        (for many, the earliest)."""
+        return self._settle("sbq_renew", messages)
+
+    def settle(self, messages, disposition: str, reason: Optional[str] = None,
+               error_description: Optional[str] = None,
+               properties_to_modify: Optional[dict] = None,
+               delay: Optional[Seconds] = None) -> List[Settled]:
+        """Settles what it can of messages ("complete", "abandon", "defer", "deadletter"
+        or "renew") and says for each, in order, what became of it: a Settled whose
+        outcome is completed, abandoned, deferred, dead_lettered, expired, renewed or
+        lock_lost. A lost lock raises nothing."""
+        rows = self.client._call(
+            "sbq_settle",
+            [self.queue, _tokens(messages), disposition, reason, error_description,
+             Jsonb(properties_to_modify) if properties_to_modify is not None else None,
+             _interval(delay)],
+            types={1: "uuid[]", 2: "text", 3: "text", 4: "text", 5: "jsonb", 6: "interval"})
+        return [Settled(*r) for r in rows]
 
 
 class SessionReceiver(Receiver):

@@ -59,3 +59,42 @@ class ReceivedMessage:
 
 # the select list that yields a row in MESSAGE_FIELDS order
 SELECT_LIST = ", ".join(MESSAGE_FIELDS)
+
+
+@dataclasses.dataclass
+class OutgoingMessage:
+    """A message to send with properties of its own (Sender.send_messages). body is str
+    (text), bytes (bytea) or a JSON value (jsonb), as for Sender.send; the other fields
+    are sbq_send's options."""
+
+    body: Any
+    message_id: Optional[str] = None
+    session_id: Optional[str] = None
+    correlation_id: Optional[str] = None
+    subject: Optional[str] = None
+    content_type: Optional[str] = None
+    reply_to: Optional[str] = None
+    reply_to_session_id: Optional[str] = None
+    to_address: Optional[str] = None
+    time_to_live: Optional[datetime.timedelta] = None
+    scheduled_enqueue_time: Optional[datetime.datetime] = None
+    application_properties: Optional[dict] = None
+
+
+class Settled(tuple):
+    """What sbq_settle did with one token: (lock_token, outcome, locked_until)."""
+
+    __slots__ = ()
+
+    def __new__(cls, lock_token: uuid.UUID, outcome: str,
+                locked_until: Optional[datetime.datetime]):
+        return super().__new__(cls, (lock_token, outcome, locked_until))
+
+    lock_token = property(lambda self: self[0])
+    outcome = property(lambda self: self[1])
+    locked_until = property(lambda self: self[2])
+
+    @property
+    def settled(self) -> bool:
+        """Whether the token was valid (anything but lock_lost)."""
+        return self[1] != "lock_lost"

@@ -144,6 +144,110 @@ class SendReceiveSettle(Base):
             r.abandon([m[0], uuid.uuid4()])
         self.assertEqual(r.complete(m), 2)     # the first abandon rolled back
 
+    def test_settle_reports_each_token(self):
+        q = self.queue()
+        s, r = self.client.sender(q), self.client.receiver(q)
+        s.send_batch(["a", "b", "c"])
+        m = r.receive(3)
+        r.complete(m[1])
+        got = r.settle([m[0], m[1], uuid.uuid4(), m[2], m[0]], "complete")
+        self.assertEqual([x.outcome for x in got],
+                         ["completed", "lock_lost", "lock_lost", "completed", "lock_lost"])
+        self.assertEqual([x.lock_token for x in got[:2]], [m[0].lock_token, m[1].lock_token])
+        self.assertEqual([x.settled for x in got], [True, False, False, True, False])
+        self.assertEqual(r.peek(10), [])
+        s.send("d")
+        d = r.receive(1)
+        renewed = r.settle(d, "renew")
+        self.assertEqual(renewed[0].outcome, "renewed")
+        self.assertGreater(renewed[0].locked_until, d[0].locked_until)
+        self.assertEqual(r.settle(d, "abandon", delay=30)[0].outcome, "abandoned")
+        with self.assertRaises(sbqueue.InvalidArgument):
+            r.settle(d, "complete", reason="not for a completion")
+
+    def test_abandon_with_a_delay(self):
+        q = self.queue()
+        s, r = self.client.sender(q), self.client.receiver(q)
+        s.send_batch(["a", "b"])
+        m = r.receive(2)
+        t0 = time.monotonic()
+        r.abandon(m, delay=1.5)                   # both, in one call
+        self.assertEqual(r.receive(2), [])
+        again = r.receive(2, max_wait=5)
+        waited = time.monotonic() - t0
+        self.assertEqual(sorted(x.body_text() for x in again), ["a", "b"])
+        self.assertGreaterEqual(waited, 1.4)
+        self.assertEqual({x.delivery_count for x in again}, {2})
+        # many at once, all or nothing, for every settlement
+        self.assertGreater(r.renew(again), again[0].locked_until)
+        r.defer(again)
+        deferred = r.receive_deferred([x.sequence_number for x in again])
+        r.dead_letter(deferred, "bad")
+        self.assertEqual(len(self.client.dead_letter_receiver(q).peek(10)), 2)
+
+    def test_send_messages_each_with_its_own_properties(self):
+        q = self.queue(duplicate_detection_window=60)
+        s, r = self.client.sender(q), self.client.receiver(q)
+        seqs = s.send_messages([
+            sbqueue.OutgoingMessage("text", message_id="m1", subject="one"),
+            {"body": b"\x00\xff", "message_id": "m2", "time_to_live": 60,
+             "application_properties": {"k": [1]}},
+            sbqueue.OutgoingMessage({"n": 1}, correlation_id="c3"),
+            sbqueue.OutgoingMessage("again", message_id="m1"),   # a duplicate of m1
+        ])
+        self.assertEqual(len(seqs), 4)
+        self.assertEqual(seqs[3], seqs[0])
+        self.assertEqual(seqs[:3], sorted(seqs[:3]))
+        got = r.peek(10)
+        self.assertEqual([m.sequence_number for m in got], seqs[:3])
+        self.assertEqual((got[0].body_text(), got[0].subject, got[0].content_type),
+                         ("text", "one", "text/plain; charset=utf-8"))
+        self.assertEqual((got[1].body, got[1].time_to_live, got[1].application_properties,
+                          got[1].content_type),
+                         (b"\x00\xff", datetime.timedelta(seconds=60), {"k": [1]}, None))
+        self.assertEqual((got[2].body_json(), got[2].correlation_id, got[2].content_type),
+                         ({"n": 1}, "c3", "application/json"))
+        # the body of a JSON message is stored as sbq_send stores it
+        s.send({"n": 1})
+        self.assertEqual(r.peek(10)[-1].body, got[2].body)
+        with self.assertRaises(sbqueue.InvalidArgument):
+            s.send_batch(["a", "b"], message_id="shared")
+        with self.assertRaises(sbqueue.InvalidArgument):
+            s.send_messages([{"body": "ok"}, {"body": "bad", "message_id": ""}])
+        self.assertEqual(len(r.peek(10)), 4)                  # nothing of the failed batch
+
+    def test_drivers_need_no_cast(self):
+        """Tokens as psycopg sends a str and a list of str (untyped), in text and binary
+        protocol, reach the settlements without a cast; so do bodies of every byte value."""
+        q = self.queue()
+        conn = self.client.conn
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                every_byte = bytes(range(256)) * 4096          # 1 MiB
+                cur.execute("SELECT sbq_send(%s, %s)", (q, every_byte))
+                cur.execute("SELECT sbq_send_batch(%s, %s::text[])", (q, ["a", "b", "c", "d", "e"]))
+                cur.execute("SELECT lock_token::text, body FROM sbq_receive(%s, 6)", (q,))
+                rows = cur.fetchall()
+                self.assertEqual(bytes(rows[0][1]), every_byte)
+                toks = [t for t, _ in rows]
+                cur.execute("SELECT sbq_complete(%s, %s)", (q, toks[0]))
+                cur.execute("SELECT sbq_complete(%s, %s)", (q, toks[1:3]))
+                cur.execute("SELECT sbq_renew(%s, %s)", (q, toks[3]))
+                self.assertIsNotNone(cur.fetchone()[0])
+                cur.execute("SELECT sbq_abandon(%s, %s)", (q, [toks[3]]))
+                cur.execute("SELECT sbq_defer(%s, %s)", (q, toks[4]))
+                cur.execute("SELECT sbq_deadletter(%s, %s, %s)", (q, toks[5], "why"))
+                cur.execute("SELECT outcome FROM sbq_settle(%s, %s, %s)", (q, toks[:2], "complete"))
+                self.assertEqual([o for (o,) in cur.fetchall()], ["lock_lost", "lock_lost"])
+                cur.execute("SELECT count(*) FROM sbq_peek(%s, 10)", (q,))
+                self.assertEqual(cur.fetchone()[0], 2)         # abandoned and deferred
+                self.client.receiver(q).complete(self.client.receiver(q).receive(5))
+                d = self.client.receiver(q).receive_deferred(
+                    [m.sequence_number for m in self.client.receiver(q).peek(5)])
+                self.client.receiver(q).complete(d)
+                self.client.dead_letter_receiver(q).complete(
+                    self.client.dead_letter_receiver(q).receive(5))
+
     def test_schedule_and_cancel(self):
         q = self.queue()
         s, r = self.client.sender(q), self.client.receiver(q)
