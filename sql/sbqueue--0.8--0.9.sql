@@ -3,10 +3,33 @@
 \echo Use "ALTER EXTENSION sbqueue UPDATE TO '0.9'" to load this file. \quit
 
 /*
- * An abandon takes a delay. A function cannot gain an argument in place: the
- * old one goes and the new one comes, with PUBLIC's EXECUTE as before (a role
- * granted EXECUTE on the old one must be granted it again).
+ * sbq_abandon, sbq_create_queue and sbq_update_queue gain arguments below. A
+ * function cannot gain an argument in place: each is dropped and made again,
+ * with PUBLIC's EXECUTE as the install script gives it; a role other than
+ * PUBLIC granted EXECUTE on the old one must be granted it again, and this
+ * update names each such role in a warning.
  */
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT p.proname, pg_catalog.quote_ident(g.rolname) AS who
+          FROM pg_catalog.pg_proc p
+         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+          JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) a.grantee
+         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                 'sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'::pg_catalog.regprocedure,
+                 'sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'::pg_catalog.regprocedure,
+                 'sbq_abandon(text, uuid, jsonb)'::pg_catalog.regprocedure])
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        RAISE WARNING 'sbqueue 0.9 replaces %(): grant EXECUTE on it to % again', r.proname, r.who;
+    END LOOP;
+END
+$$;
+
+/* An abandon takes a delay. */
 DROP FUNCTION sbq_abandon(text, uuid, jsonb);
 CREATE FUNCTION sbq_abandon(queue text, lock_token uuid,
     properties_to_modify jsonb DEFAULT NULL, delay interval DEFAULT NULL) RETURNS void
@@ -168,3 +191,81 @@ GRANT EXECUTE ON FUNCTION sbq_new_message(bytea, text, text, text, text, text, t
 GRANT EXECUTE ON FUNCTION sbq_new_message(jsonb, text, text, text, text, text, text, text, text,
     interval, timestamptz, jsonb) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sbq_send_batch(text, sbq_new_message[]) TO PUBLIC;
+
+/*
+ * A queue's retry back-off for abandoned messages (retry_delay, retry_backoff,
+ * max_retry_delay): columns of sbq.queues and of sbq_queue_properties, and the
+ * last arguments of sbq_create_queue and sbq_update_queue, which are made
+ * again (the roles to grant EXECUTE again are named at the top).
+ */
+ALTER TABLE sbq.queues ADD COLUMN retry_delay interval;
+ALTER TABLE sbq.queues ADD COLUMN retry_backoff boolean NOT NULL DEFAULT false;
+ALTER TABLE sbq.queues ADD COLUMN max_retry_delay interval;
+ALTER TYPE sbq_queue_properties ADD ATTRIBUTE retry_delay interval;
+ALTER TYPE sbq_queue_properties ADD ATTRIBUTE retry_backoff boolean;
+ALTER TYPE sbq_queue_properties ADD ATTRIBUTE max_retry_delay interval;
+
+
+DROP FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean,
+    text, text, integer, interval);
+DROP FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean,
+    text, text, integer, interval);
+
+CREATE FUNCTION sbq_create_queue(
+    queue text,
+    lock_duration interval DEFAULT '30 seconds',
+    max_delivery_count integer DEFAULT 10,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT false,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT false,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    max_message_size integer DEFAULT 1048576,
+    dead_letter_ttl interval DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retry_backoff boolean DEFAULT false,
+    max_retry_delay interval DEFAULT NULL)
+    RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_create_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_update_queue(
+    queue text,
+    lock_duration interval DEFAULT NULL,
+    max_delivery_count integer DEFAULT NULL,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT NULL,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT NULL,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    max_message_size integer DEFAULT NULL,
+    dead_letter_ttl interval DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retry_backoff boolean DEFAULT NULL,
+    max_retry_delay interval DEFAULT NULL)
+    RETURNS sbq_queue_properties
+    AS 'MODULE_PATHNAME', 'sbq_update_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer, interval, interval, boolean, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
+    boolean, text, text, integer, interval, interval, boolean, interval) TO PUBLIC;
+
+/* the view shows the new columns (at its end) */
+CREATE OR REPLACE VIEW sbq_queues WITH (security_barrier) AS
+    SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
+           q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
+           q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
+           q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl,
+           q.retry_delay, q.retry_backoff, q.max_retry_delay
+      FROM sbq.queues q
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) q.queue_id
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));

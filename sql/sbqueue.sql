@@ -16,7 +16,9 @@ CREATE SEQUENCE sbq.queue_id_seq AS integer;
 /*
  * One row per queue. name_key is the lower-case name (names compare
  * case-insensitively). dead_letter_ttl: how long a dead letter is kept (NULL:
- * until it is received or purged, as Service Bus keeps them).
+ * until it is received or purged, as Service Bus keeps them). retry_delay,
+ * retry_backoff, max_retry_delay: how long an abandoned message waits before
+ * it may be received again (NULL: not at all, as in Service Bus).
  */
 CREATE TABLE sbq.queues (
     queue_id integer NOT NULL DEFAULT pg_catalog.nextval('sbq.queue_id_seq'),
@@ -34,6 +36,9 @@ CREATE TABLE sbq.queues (
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
     dead_letter_ttl interval,
+    retry_delay interval,
+    retry_backoff boolean NOT NULL DEFAULT false,
+    max_retry_delay interval,
     CONSTRAINT queues_pkey PRIMARY KEY (queue_id),
     CONSTRAINT queues_name_key_key UNIQUE (name_key)
 );
@@ -314,7 +319,10 @@ CREATE TYPE sbq_queue_properties AS (
     max_message_size integer,
     created_at timestamptz,
     updated_at timestamptz,
-    dead_letter_ttl interval
+    dead_letter_ttl interval,
+    retry_delay interval,
+    retry_backoff boolean,
+    max_retry_delay interval
 );
 
 CREATE TYPE sbq_message AS (
@@ -355,7 +363,10 @@ CREATE FUNCTION sbq_create_queue(
     forward_to text DEFAULT NULL,
     forward_dead_lettered_messages_to text DEFAULT NULL,
     max_message_size integer DEFAULT 1048576,
-    dead_letter_ttl interval DEFAULT NULL)
+    dead_letter_ttl interval DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retry_backoff boolean DEFAULT false,
+    max_retry_delay interval DEFAULT NULL)
     RETURNS sbq_queue_properties
     AS 'MODULE_PATHNAME', 'sbq_create_queue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -371,7 +382,10 @@ CREATE FUNCTION sbq_update_queue(
     forward_to text DEFAULT NULL,
     forward_dead_lettered_messages_to text DEFAULT NULL,
     max_message_size integer DEFAULT NULL,
-    dead_letter_ttl interval DEFAULT NULL)
+    dead_letter_ttl interval DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retry_backoff boolean DEFAULT NULL,
+    max_retry_delay interval DEFAULT NULL)
     RETURNS sbq_queue_properties
     AS 'MODULE_PATHNAME', 'sbq_update_queue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -394,10 +408,10 @@ CREATE FUNCTION sbq_get_queue(queue text) RETURNS sbq_queue_properties
  * other function is PUBLIC's and checks the caller's rights on the queue.
  */
 REVOKE ALL ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
-    boolean, text, text, integer, interval) FROM PUBLIC;
+    boolean, text, text, integer, interval, interval, boolean, interval) FROM PUBLIC;
 /* PUBLIC's by default; said here as the update from 0.4 says it, to the same effect */
 GRANT EXECUTE ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval,
-    boolean, text, text, integer, interval) TO PUBLIC;
+    boolean, text, text, integer, interval, interval, boolean, interval) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sbq_delete_queue(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sbq_purge_queue(text) TO PUBLIC;
 
@@ -807,7 +821,8 @@ CREATE VIEW sbq_queues WITH (security_barrier) AS
     SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
            q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
            q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
-           q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl
+           q.max_message_size, q.created_at, q.updated_at, q.dead_letter_ttl,
+           q.retry_delay, q.retry_backoff, q.max_retry_delay
       FROM sbq.queues q
      WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),

@@ -64,8 +64,14 @@ enum
 	ARG_FORWARD_TO,
 	ARG_FORWARD_DLQ_TO,
 	ARG_MAX_MESSAGE_SIZE,
-	ARG_DEAD_LETTER_TTL			/* from 0.4: SQL before it passes one argument less */
+	ARG_DEAD_LETTER_TTL,		/* from 0.4: SQL before it passes one argument less */
+	ARG_RETRY_DELAY,			/* from 0.9: SQL before it passes these three less */
+	ARG_RETRY_BACKOFF,
+	ARG_MAX_RETRY_DELAY
 };
+
+/* the longest retry delay, as the longest delay of an abandon (api_settle.c) */
+#define SBQ_MAX_RETRY_DELAY		(365 * USECS_PER_DAY)
 
 /*
  * sbq_check_queue_props
@@ -98,6 +104,15 @@ sbq_check_queue_props(SbqQueue *p)
 	if (p->has_dead_letter_ttl)
 		sbq_check_interval_range("dead_letter_ttl", &p->dead_letter_ttl,
 								 SBQ_MIN_TTL, PG_INT64_MAX);
+	if (p->has_retry_delay)
+		sbq_check_interval_range("retry_delay", &p->retry_delay, 0, SBQ_MAX_RETRY_DELAY);
+	if (p->has_max_retry_delay)
+		sbq_check_interval_range("max_retry_delay", &p->max_retry_delay, 0, SBQ_MAX_RETRY_DELAY);
+	if (p->requires_session && p->has_retry_delay && sbq_interval_usecs(&p->retry_delay) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a queue that requires sessions cannot have a retry_delay"),
+				 errdetail("A session's messages are received in order; one held back would stop its session or lose its place.")));
 	if (p->max_message_size < 1 || p->max_message_size > SBQ_MAX_MESSAGE_SIZE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -107,6 +122,8 @@ sbq_check_queue_props(SbqQueue *p)
 	sbq_exact_interval(&p->default_ttl);
 	sbq_exact_interval(&p->dup_window);
 	sbq_exact_interval(&p->dead_letter_ttl);
+	sbq_exact_interval(&p->retry_delay);
+	sbq_exact_interval(&p->max_retry_delay);
 }
 
 /*
@@ -153,6 +170,18 @@ sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required)
 	{
 		p->has_dead_letter_ttl = true;
 		p->dead_letter_ttl = *PG_GETARG_INTERVAL_P(ARG_DEAD_LETTER_TTL);
+	}
+	if (PG_NARGS() > ARG_RETRY_DELAY && !PG_ARGISNULL(ARG_RETRY_DELAY))
+	{
+		p->has_retry_delay = true;
+		p->retry_delay = *PG_GETARG_INTERVAL_P(ARG_RETRY_DELAY);
+	}
+	if (PG_NARGS() > ARG_RETRY_BACKOFF && !PG_ARGISNULL(ARG_RETRY_BACKOFF))
+		p->retry_backoff = PG_GETARG_BOOL(ARG_RETRY_BACKOFF);
+	if (PG_NARGS() > ARG_MAX_RETRY_DELAY && !PG_ARGISNULL(ARG_MAX_RETRY_DELAY))
+	{
+		p->has_max_retry_delay = true;
+		p->max_retry_delay = *PG_GETARG_INTERVAL_P(ARG_MAX_RETRY_DELAY);
 	}
 }
 

@@ -19,12 +19,12 @@
  *				uuid form returns.
  * sbq_settle takes a uuid[] and the settlement by name. It raises nothing
  * for a token that is not valid: it reports "lock_lost" for it, and settles
- * the others. A completion that finds a token not valid may already have
- * deleted rows of others it then judged (settle.c), so sbq_settle completes
- * in a subtransaction, and when not every token held, rolls that back and
- * completes again the tokens that did; the abandon, defer, dead-letter and
- * renew of a token that is not valid change nothing (they lock its row at
- * most), so those run token by token without one.
+ * the others. It completes them with sbq_storage_complete_each, which judges
+ * every lock under its row lock before it deletes anything (the all-or-none
+ * completion deletes first and leaves the undoing of what it should not
+ * have deleted to its error); the abandon, defer, dead-letter and renew of a
+ * token that is not valid change nothing (they lock its row at most), so
+ * those run token by token.
  *
  * Argument errors, the caller's rights and the queue's state (a dead letter
  * cannot be dead-lettered, a session's message lock cannot be renewed on its
@@ -120,7 +120,7 @@ typedef struct SbqSettleCall
 	Jsonb	   *props;			/* properties_to_modify, or NULL */
 	text	   *reason;			/* dead-letter reason and description, or NULL */
 	text	   *description;
-	int64		delay_usecs;	/* an abandon's delay; 0: none */
+	int64		delay_usecs;	/* an abandon's delay; 0: none, -1: the queue's */
 	SbqAddress	addr;
 	SbqQueue	queue;
 	Datum	   *tokens;
@@ -249,14 +249,17 @@ sbq_props_to_modify_arg(FunctionCallInfo fcinfo, int argno)
 	return props;
 }
 
-/* The optional delay argument of an abandon: 0 when NULL (or absent, from older SQL). */
+/*
+ * The optional delay argument of an abandon: -1 when NULL (or absent, from
+ * older SQL), for the queue's retry back-off, if any.
+ */
 static int64
 sbq_delay_arg(FunctionCallInfo fcinfo, int argno)
 {
 	Interval	delay;
 
 	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return 0;
+		return -1;
 	delay = *PG_GETARG_INTERVAL_P(argno);
 	sbq_check_interval_range("delay", &delay, 0, SBQ_MAX_ABANDON_DELAY);
 	return sbq_interval_usecs(&delay);
@@ -629,57 +632,6 @@ sbq_renew_many(PG_FUNCTION_ARGS)
 /* ------------------------------------------------------------ sbq_settle */
 
 /*
- * sbq_complete_each
- *		Complete the (distinct) tokens whose places are marked in try[], as
- *		many as are valid; unmark the others. See the file header.
- */
-static void
-sbq_complete_each(const SbqSettleCall *c, bool *try)
-{
-	ResourceOwner owner = CurrentResourceOwner;
-	Datum	   *tokens = palloc(sizeof(Datum) * Max(c->ntokens, 1));
-	int		   *place = palloc(sizeof(int) * Max(c->ntokens, 1));
-	bool	   *settled = palloc(sizeof(bool) * Max(c->ntokens, 1));
-	int			n = 0;
-	int			i;
-
-	for (i = 0; i < c->ntokens; i++)
-		if (try[i])
-		{
-			place[n] = i;
-			tokens[n++] = c->tokens[i];
-		}
-
-	/* each round has fewer tokens than the one before: at most ntokens rounds */
-	while (n > 0)
-	{
-		int			got;
-		int			kept;
-
-		CHECK_FOR_INTERRUPTS();
-
-		sbq_storage_subxact_begin();
-		got = sbq_storage_complete_many(&c->queue, c->addr.subqueue, tokens, n, settled);
-		sbq_storage_subxact_end(got == n, owner);
-		if (got == n)
-			return;
-
-		kept = 0;
-		for (i = 0; i < n; i++)
-		{
-			if (settled[i])
-			{
-				place[kept] = place[i];
-				tokens[kept++] = tokens[i];
-			}
-			else
-				try[place[i]] = false;
-		}
-		n = kept;
-	}
-}
-
-/*
  * sbq_settle_disposition_arg
  *		sbq_settle's disposition, and the optional arguments that apply to
  *		it: one given to a settlement it does not apply to is 22023.
@@ -721,6 +673,91 @@ sbq_settle_disposition_arg(FunctionCallInfo fcinfo)
 }
 
 /*
+ * sbq_settle_places
+ *		try[i]: whether sbq_settle settles the token at place i: each token
+ *		once, at its first place (a later place reports lock_lost), and on a
+ *		queue with sessions only under its session's lock.
+ */
+static void
+sbq_settle_places(const SbqSettleCall *c, bool *try)
+{
+	Datum	   *sorted;
+	int			i;
+
+	for (i = 0; i < c->ntokens; i++)
+		try[i] = true;
+	if (c->ntokens > 1)
+	{
+		sorted = palloc(sizeof(Datum) * c->ntokens);
+		memcpy(sorted, c->tokens, sizeof(Datum) * c->ntokens);
+		qsort(sorted, c->ntokens, sizeof(Datum), sbq_cmp_uuid);
+		for (i = 1; i < c->ntokens; i++)
+		{
+			int			j;
+			bool		first = true;
+
+			if (sbq_cmp_uuid(&sorted[i - 1], &sorted[i]) != 0)
+				continue;
+			/* a repeated token: every place after its first */
+			for (j = 0; j < c->ntokens; j++)
+				if (sbq_cmp_uuid(&c->tokens[j], &sorted[i]) == 0)
+				{
+					if (!first)
+						try[j] = false;
+					first = false;
+				}
+		}
+	}
+	for (i = 0; i < c->ntokens; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (try[i] && !sbq_session_held(c, DatumGetUUIDP(c->tokens[i])))
+			try[i] = false;
+	}
+}
+
+/*
+ * sbq_settle_each
+ *		Settle what can be settled of the call's tokens: done[i] what became
+ *		of place i's message (SBQ_SETTLED_LOST as it comes in), until[i] a
+ *		renewed lock's expiry.
+ */
+static void
+sbq_settle_each(const SbqSettleCall *c, SbqSettled *done, TimestampTz *until)
+{
+	bool	   *try = palloc(sizeof(bool) * Max(c->ntokens, 1));
+	int			i;
+
+	sbq_settle_places(c, try);
+	if (c->disp == SBQ_DISP_COMPLETE)
+	{
+		Datum	   *tokens = palloc(sizeof(Datum) * Max(c->ntokens, 1));
+		int		   *place = palloc(sizeof(int) * Max(c->ntokens, 1));
+		bool	   *settled = palloc(sizeof(bool) * Max(c->ntokens, 1));
+		int			n = 0;
+
+		for (i = 0; i < c->ntokens; i++)
+			if (try[i])
+			{
+				place[n] = i;
+				tokens[n++] = c->tokens[i];
+			}
+		if (n > 0)
+			(void) sbq_storage_complete_each(&c->queue, c->addr.subqueue, tokens, n, settled);
+		for (i = 0; i < n; i++)
+			if (settled[i])
+				done[place[i]] = SBQ_SETTLED_COMPLETED;
+		return;
+	}
+	for (i = 0; i < c->ntokens; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (try[i])
+			(void) sbq_settle_one(c, DatumGetUUIDP(c->tokens[i]), &done[i], &until[i]);
+	}
+}
+
+/*
  * sbq_settle
  *		(queue or its DLQ, lock_tokens[], disposition, reason,
  *		error_description, properties_to_modify, delay): the row locks (and
@@ -742,10 +779,8 @@ sbq_settle(PG_FUNCTION_ARGS)
 		[SBQ_DISP_DEADLETTER] = "sbq_settle(deadletter)",
 		[SBQ_DISP_RENEW] = "sbq_settle(renew)",
 	};
-	bool	   *try;
 	SbqSettled *done;
 	TimestampTz *until;
-	Datum	   *sorted;
 	TupleDesc	tupdesc;
 	Tuplestorestate *tupstore;
 	int			i;
@@ -758,60 +793,12 @@ sbq_settle(PG_FUNCTION_ARGS)
 	c.delay_usecs = sbq_delay_arg(fcinfo, 6);
 	sbq_tokens_arg(fcinfo, SBQ_TOKEN_MANY, &c);
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	sbq_settle_open(&c);
-
-	try = palloc(sizeof(bool) * Max(c.ntokens, 1));
+	/* read after the section: made before it, outside the memory it frees */
 	done = palloc0(sizeof(SbqSettled) * Max(c.ntokens, 1));
 	until = palloc0(sizeof(TimestampTz) * Max(c.ntokens, 1));
 
-	/*
-	 * Each token once, at its first place (a later place reports lock_lost),
-	 * and only under its session's lock, on a queue with sessions.
-	 */
-	for (i = 0; i < c.ntokens; i++)
-		try[i] = true;
-	if (c.ntokens > 1)
-	{
-		sorted = palloc(sizeof(Datum) * c.ntokens);
-		memcpy(sorted, c.tokens, sizeof(Datum) * c.ntokens);
-		qsort(sorted, c.ntokens, sizeof(Datum), sbq_cmp_uuid);
-		for (i = 1; i < c.ntokens; i++)
-		{
-			int			j;
-			bool		first = true;
-
-			if (sbq_cmp_uuid(&sorted[i - 1], &sorted[i]) != 0)
-				continue;
-			/* a repeated token: every place after its first */
-			for (j = 0; j < c.ntokens; j++)
-				if (sbq_cmp_uuid(&c.tokens[j], &sorted[i]) == 0)
-				{
-					if (!first)
-						try[j] = false;
-					first = false;
-				}
-		}
-	}
-	for (i = 0; i < c.ntokens; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		if (try[i] && !sbq_session_held(&c, DatumGetUUIDP(c.tokens[i])))
-			try[i] = false;
-	}
-
-	if (disp == SBQ_DISP_COMPLETE)
-	{
-		sbq_complete_each(&c, try);
-		for (i = 0; i < c.ntokens; i++)
-			done[i] = try[i] ? SBQ_SETTLED_COMPLETED : SBQ_SETTLED_LOST;
-	}
-	else
-		for (i = 0; i < c.ntokens; i++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (try[i])
-				(void) sbq_settle_one(&c, DatumGetUUIDP(c.tokens[i]), &done[i], &until[i]);
-		}
+	sbq_settle_open(&c);
+	sbq_settle_each(&c, done, until);
 	sbq_storage_end();
 
 	for (i = 0; i < c.ntokens; i++)

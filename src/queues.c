@@ -35,18 +35,28 @@
 #include "lease.h"
 #include "storage_core.h"
 
-#define QUEUE_COLS(dead_letter_ttl) \
+#define QUEUE_COLS(later) \
 	"queue_id, name, lock_duration, max_delivery_count, default_message_ttl, " \
 	"dead_lettering_on_message_expiration, duplicate_detection_window, " \
 	"requires_session, forward_to, forward_dead_lettered_messages_to, max_message_size, " \
-	dead_letter_ttl
-/* SQL before 0.4 has no dead_letter_ttl: none */
-#define QUEUE_COLS_NEW	QUEUE_COLS("dead_letter_ttl")
-#define QUEUE_COLS_OLD	QUEUE_COLS("NULL::interval")
+	later
+/* 0.9 on: dead_letter_ttl and the retry back-off */
+#define QUEUE_COLS_RETRY QUEUE_COLS("dead_letter_ttl, retry_delay, retry_backoff, max_retry_delay")
+/* SQL before 0.9 has no retry back-off: none */
+#define QUEUE_COLS_NEW	QUEUE_COLS("dead_letter_ttl, NULL::interval, false, NULL::interval")
+/* SQL before 0.4 has no dead_letter_ttl either */
+#define QUEUE_COLS_OLD	QUEUE_COLS("NULL::interval, NULL::interval, false, NULL::interval")
 
+/*
+ * Each statement on sbq.queues comes twice: for the SQL of 0.9 on (..._retry),
+ * and for older SQL (its old_sql for before 0.4). sbq_queue_stmt() picks.
+ */
 static SbqStatement stmt_find_queue = {"find queue", 1, {TEXTOID},
 	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues WHERE name_key = $1",
 	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues WHERE name_key = $1"
+};
+static SbqStatement stmt_find_queue_retry = {"find queue", 1, {TEXTOID},
+	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues WHERE name_key = $1"
 };
 
 /* a sender under a transaction snapshot: see sbq_storage_get_queue_to_send */
@@ -54,13 +64,22 @@ static SbqStatement stmt_find_queue_share = {"find queue to send", 1, {TEXTOID},
 	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE",
 	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
 };
+static SbqStatement stmt_find_queue_share_retry = {"find queue to send", 1, {TEXTOID},
+	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
+};
 
 static SbqStatement stmt_all_queues = {"all queues", 0, {InvalidOid},
 	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues ORDER BY queue_id",
 	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues ORDER BY queue_id"
 };
+static SbqStatement stmt_all_queues_retry = {"all queues", 0, {InvalidOid},
+	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues ORDER BY queue_id"
+};
 
-/* the columns of sbq_queue_properties, which SQL before 0.4 ends at updated_at */
+/*
+ * the columns of sbq_queue_properties, which SQL before 0.4 ends at
+ * updated_at, and SQL before 0.9 at dead_letter_ttl
+ */
 #define QUEUE_ROW \
 	"SELECT name, lock_duration, max_delivery_count, default_message_ttl," \
 	" dead_lettering_on_message_expiration, duplicate_detection_window," \
@@ -71,37 +90,58 @@ static SbqStatement stmt_queue_row = {"queue properties", 1, {INT4OID},
 	QUEUE_ROW ", dead_letter_ttl FROM sbq.queues WHERE queue_id = $1",
 	.old_sql = QUEUE_ROW " FROM sbq.queues WHERE queue_id = $1"
 };
+static SbqStatement stmt_queue_row_retry = {"queue properties", 1, {INT4OID},
+	QUEUE_ROW ", dead_letter_ttl, retry_delay, retry_backoff, max_retry_delay"
+	" FROM sbq.queues WHERE queue_id = $1"
+};
 
-#define CREATE_QUEUE(ttl_col, ttl_value) \
+#define CREATE_QUEUE(later_cols, later_values) \
 	"INSERT INTO sbq.queues (name, name_key, lock_duration, max_delivery_count," \
 	" default_message_ttl, dead_lettering_on_message_expiration," \
 	" duplicate_detection_window, requires_session, forward_to," \
 	" forward_dead_lettered_messages_to, max_message_size, created_at, updated_at" \
-	ttl_col ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12" ttl_value ")" \
+	later_cols ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12" later_values ")" \
 	" RETURNING queue_id"
 
-/* $13: dead_letter_ttl, which SQL before 0.4 cannot store */
-static SbqStatement stmt_create_queue = {"create queue", 13, {TEXTOID, TEXTOID, INTERVALOID,
-		INT4OID, INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID,
-		TIMESTAMPTZOID, INTERVALOID},
+/* $13: dead_letter_ttl, which SQL before 0.4 cannot store; $14 .. $16 the retry back-off */
+#define CREATE_QUEUE_ARGS TEXTOID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID, \
+	INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INTERVALOID
+static SbqStatement stmt_create_queue = {"create queue", 13, {CREATE_QUEUE_ARGS},
 	CREATE_QUEUE(", dead_letter_ttl", ", $13"),
 	.old_sql = CREATE_QUEUE("", "")
 };
+static SbqStatement stmt_create_queue_retry = {"create queue", 16, {CREATE_QUEUE_ARGS,
+		INTERVALOID, BOOLOID, INTERVALOID},
+	CREATE_QUEUE(", dead_letter_ttl, retry_delay, retry_backoff, max_retry_delay",
+				 ", $13, $14, $15, $16")
+};
 
-/* $2 .. $10 in the order of sbq_queue_args; $12 dead_letter_ttl (from 0.4) */
-#define UPDATE_QUEUE(ttl) \
+/* $2 .. $10 in the order of sbq_queue_args; $12 dead_letter_ttl (from 0.4); $13 .. $15 retry */
+#define UPDATE_QUEUE(later) \
 	"UPDATE sbq.queues SET lock_duration = $2, max_delivery_count = $3," \
 	" default_message_ttl = $4, dead_lettering_on_message_expiration = $5," \
 	" duplicate_detection_window = $6, requires_session = $7, forward_to = $8," \
 	" forward_dead_lettered_messages_to = $9, max_message_size = $10," \
-	" updated_at = $11" ttl " WHERE queue_id = $1"
+	" updated_at = $11" later " WHERE queue_id = $1"
 
-static SbqStatement stmt_update_queue = {"update queue", 12, {INT4OID, INTERVALOID, INT4OID,
-		INTERVALOID, BOOLOID, INTERVALOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
-		INTERVALOID},
+#define UPDATE_QUEUE_ARGS INT4OID, INTERVALOID, INT4OID, INTERVALOID, BOOLOID, INTERVALOID, \
+	BOOLOID, TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, INTERVALOID
+static SbqStatement stmt_update_queue = {"update queue", 12, {UPDATE_QUEUE_ARGS},
 	UPDATE_QUEUE(", dead_letter_ttl = $12"),
 	.old_sql = UPDATE_QUEUE("")
 };
+static SbqStatement stmt_update_queue_retry = {"update queue", 15, {UPDATE_QUEUE_ARGS,
+		INTERVALOID, BOOLOID, INTERVALOID},
+	UPDATE_QUEUE(", dead_letter_ttl = $12, retry_delay = $13, retry_backoff = $14,"
+				 " max_retry_delay = $15")
+};
+
+/* the statement of a pair for the installed SQL */
+static inline SbqStatement *
+sbq_queue_stmt(SbqStatement *older, SbqStatement *retry)
+{
+	return sbq_queue_retry_installed() ? retry : older;
+}
 
 #define DELETE_QUEUE_ROWS \
 	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1)," \
@@ -171,11 +211,22 @@ sbq_queue_from_row(uint64 row, SbqQueue *queue)
 	queue->has_dead_letter_ttl = !isnull;
 	if (!isnull)
 		queue->dead_letter_ttl = *DatumGetIntervalP(d);
+	d = sbq_col(row, 13, &isnull);
+	queue->has_retry_delay = !isnull;
+	if (!isnull)
+		queue->retry_delay = *DatumGetIntervalP(d);
+	queue->retry_backoff = DatumGetBool(sbq_col(row, 14, &isnull));
+	d = sbq_col(row, 15, &isnull);
+	queue->has_max_retry_delay = !isnull;
+	if (!isnull)
+		queue->max_retry_delay = *DatumGetIntervalP(d);
 	/* applied as the exact lengths they were checked as, stored before 0.5 or not */
 	sbq_exact_interval(&queue->lock_duration);
 	sbq_exact_interval(&queue->default_ttl);
 	sbq_exact_interval(&queue->dup_window);
 	sbq_exact_interval(&queue->dead_letter_ttl);
+	sbq_exact_interval(&queue->retry_delay);
+	sbq_exact_interval(&queue->max_retry_delay);
 }
 
 /*
@@ -268,7 +319,7 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 	}
 
 	values[0] = CStringGetTextDatum(addr->key);
-	if (sbq_exec(&stmt_find_queue, values, NULL) == 0)
+	if (sbq_exec(sbq_queue_stmt(&stmt_find_queue, &stmt_find_queue_retry), values, NULL) == 0)
 		return false;
 	sbq_queue_from_row(0, queue);
 	sbq_rights_load(queue);
@@ -342,7 +393,8 @@ sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
 		return;
 	}
 	values[0] = CStringGetTextDatum(addr->key);
-	if (sbq_exec(&stmt_find_queue_share, values, NULL) == 0)
+	if (sbq_exec(sbq_queue_stmt(&stmt_find_queue_share, &stmt_find_queue_share_retry),
+				 values, NULL) == 0)
 		sbq_queue_not_found(addr);
 	sbq_queue_from_row(0, queue);
 	sbq_rights_load(queue);
@@ -393,17 +445,17 @@ HeapTuple
 sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
 {
 	Datum		args[1];
-	Datum		values[13];
-	bool		nulls[13];
+	Datum		values[16];
+	bool		nulls[16];
 	MemoryContext oldcxt;
 	HeapTuple	tuple;
 	int			natts;
 	int			i;
 
 	args[0] = Int32GetDatum(queue_id);
-	if (sbq_exec(&stmt_queue_row, args, NULL) != 1)
+	if (sbq_exec(sbq_queue_stmt(&stmt_queue_row, &stmt_queue_row_retry), args, NULL) != 1)
 		elog(ERROR, "queue %d vanished", queue_id);
-	/* 12 columns before 0.4, 13 since: the installed type and statement agree */
+	/* 12 columns before 0.4, 13 to 0.8, 16 since: the installed type and statement agree */
 	natts = SPI_tuptable->tupdesc->natts;
 	if (tupdesc->natts != natts || natts > (int) lengthof(values))
 		elog(ERROR, "sbq_queue_properties has %d columns, expected %d", tupdesc->natts, natts);
@@ -443,6 +495,24 @@ sbq_queue_args(const SbqQueue *p, Datum *values, bool *nulls)
 }
 
 /*
+ * The properties that later versions added, as statement arguments:
+ * dead_letter_ttl (0.4), retry_delay, retry_backoff, max_retry_delay (0.9).
+ * A statement for older SQL takes the ones it knows, from the front.
+ */
+static void
+sbq_queue_later_args(const SbqQueue *p, Datum *values, bool *nulls)
+{
+	values[0] = IntervalPGetDatum(&p->dead_letter_ttl);
+	nulls[0] = !p->has_dead_letter_ttl;
+	values[1] = IntervalPGetDatum(&p->retry_delay);
+	nulls[1] = !p->has_retry_delay;
+	values[2] = BoolGetDatum(p->retry_backoff);
+	nulls[2] = false;
+	values[3] = IntervalPGetDatum(&p->max_retry_delay);
+	nulls[3] = !p->has_max_retry_delay;
+}
+
+/*
  * sbq_storage_create_queue
  *		Store a new queue; the caller holds the name lock and has checked
  *		that the name is free. Returns its id.
@@ -450,8 +520,8 @@ sbq_queue_args(const SbqQueue *p, Datum *values, bool *nulls)
 int32
 sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *props)
 {
-	Datum		values[13];
-	bool		nulls[13];
+	Datum		values[16];
+	bool		nulls[16];
 	int32		queue_id;
 	bool		isnull;
 
@@ -462,9 +532,9 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 	sbq_queue_args(props, values + 2, nulls + 2);
 	values[11] = TimestampTzGetDatum(GetCurrentTimestamp());
 	nulls[11] = false;
-	values[12] = IntervalPGetDatum(&props->dead_letter_ttl);
-	nulls[12] = !props->has_dead_letter_ttl;
-	if (sbq_exec(&stmt_create_queue, values, nulls) != 1)
+	sbq_queue_later_args(props, values + 12, nulls + 12);
+	if (sbq_exec(sbq_queue_stmt(&stmt_create_queue, &stmt_create_queue_retry),
+				 values, nulls) != 1)
 		elog(ERROR, "could not create queue \"%s\"", name);
 	queue_id = DatumGetInt32(sbq_col(0, 1, &isnull));
 	sbq_rights_created(queue_id);
@@ -479,17 +549,17 @@ sbq_storage_create_queue(const char *name, const char *key, const SbqQueue *prop
 void
 sbq_storage_update_queue(const SbqQueue *props)
 {
-	Datum		values[12];
-	bool		nulls[12];
+	Datum		values[15];
+	bool		nulls[15];
 
 	values[0] = Int32GetDatum(props->queue_id);
 	nulls[0] = false;
 	sbq_queue_args(props, values + 1, nulls + 1);
 	values[10] = TimestampTzGetDatum(GetCurrentTimestamp());
 	nulls[10] = false;
-	values[11] = IntervalPGetDatum(&props->dead_letter_ttl);
-	nulls[11] = !props->has_dead_letter_ttl;
-	(void) sbq_exec(&stmt_update_queue, values, nulls);
+	sbq_queue_later_args(props, values + 11, nulls + 11);
+	(void) sbq_exec(sbq_queue_stmt(&stmt_update_queue, &stmt_update_queue_retry),
+					values, nulls);
 	sbq_queue_cache_changed();
 }
 
@@ -550,7 +620,8 @@ sbq_storage_purge(const SbqQueue *queue, int16 subqueue)
 int
 sbq_all_queues(SbqQueue **queues)
 {
-	uint64		n = sbq_exec(&stmt_all_queues, NULL, NULL);
+	uint64		n = sbq_exec(sbq_queue_stmt(&stmt_all_queues, &stmt_all_queues_retry),
+						  NULL, NULL);
 	uint64		q;
 
 	*queues = palloc(sizeof(SbqQueue) * Max(n, 1));

@@ -102,6 +102,11 @@ typedef struct SbqQueue
 	int32		max_message_size;
 	bool		has_dead_letter_ttl;
 	Interval	dead_letter_ttl;	/* how long dead letters are kept */
+	bool		has_retry_delay;	/* an abandon waits before redelivery (0.9 on) */
+	Interval	retry_delay;
+	bool		retry_backoff;	/* doubled with each delivery */
+	bool		has_max_retry_delay;
+	Interval	max_retry_delay;
 	int			ngrants;		/* the rights held on it (none before 0.5) */
 	SbqGrant   *grants;
 } SbqQueue;

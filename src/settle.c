@@ -389,6 +389,129 @@ sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
 }
 
 /*
+ * For sbq_storage_complete_each: the rows of leased messages, and the rows
+ * whose stored lock is one of the tokens, locked in sequence order (two
+ * callers lock what they share in the same order); then the delete of the
+ * messages judged settled. $1 sequence numbers, $2 queue, $3 sub-queue, $4
+ * tokens, $5 now.
+ */
+static SbqStatement stmt_lock_leased_rows = {"lock leased rows", 3, {INT8ARRAYOID, INT4OID,
+		INT2OID},
+	"SELECT m.sequence_number FROM " SUBQUEUE_TABLE " m"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+	" ORDER BY m.sequence_number FOR UPDATE"
+};
+
+static SbqStatement stmt_lock_locked_rows = {"lock rows of locks", 5, {INT8ARRAYOID, INT4OID,
+		INT2OID, UUIDARRAYOID, TIMESTAMPTZOID},
+	"SELECT m.sequence_number, m.lock_token, m.locked_until FROM " SUBQUEUE_TABLE " m"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+	"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
+	" ORDER BY m.sequence_number FOR UPDATE"
+};
+
+static SbqStatement stmt_delete_settled = {"delete settled", 3, {INT8ARRAYOID, INT4OID, INT2OID},
+	"DELETE FROM " SUBQUEUE_TABLE " m"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+};
+
+/*
+ * sbq_storage_complete_each
+ *		Remove the messages locked by those of tokens (distinct, checked by
+ *		the caller) that are valid, and only those: each message's row is
+ *		locked and its lock judged (a lease settled, a stored lock checked by
+ *		a clock read after the row lock) before any row is deleted, so a
+ *		token that is not valid leaves nothing to undo. settled[i] tells
+ *		whether token i was valid; returns how many were.
+ */
+int
+sbq_storage_complete_each(const SbqQueue *queue, int16 subqueue, Datum *tokens, int ntokens,
+						  bool *settled)
+{
+	SbqTokenSplit t;
+	SbqCounts	counts = {0};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[5];
+	Datum	   *doomed = palloc(sizeof(Datum) * Max(ntokens, 1));
+	int			ndoomed = 0;
+	uint64		rows;
+	uint64		row;
+	int			i;
+	int			k;
+
+	for (i = 0; i < ntokens; i++)
+		settled[i] = false;
+	sbq_split_tokens(queue, subqueue, tokens, ntokens, now, &t);
+	if (t.nlease > 0)
+	{
+		bool	   *there = palloc0(sizeof(bool) * t.nlease);
+
+		sbq_batch_args(values, t.lease_seqs, t.nlease, queue, subqueue);
+		rows = sbq_exec_in(&stmt_lock_leased_rows, subqueue, values, NULL);
+		for (row = 0; row < rows; row++)
+		{
+			bool		isnull;
+			int64		seq = DatumGetInt64(sbq_col(row, 1, &isnull));
+
+			for (k = 0; k < t.nlease; k++)
+				if (DatumGetInt64(t.lease_seqs[k]) == seq)
+					there[k] = true;
+		}
+		/* the rows are ours: a lease still valid now is settled here */
+		for (k = 0; k < t.nlease; k++)
+		{
+			int			idx = t.lease_index[k];
+			int32		delivery_count;
+
+			CHECK_FOR_INTERRUPTS();
+			if (there[k] &&
+				sbq_lease_settle(DatumGetInt64(t.lease_seqs[k]), DatumGetUUIDP(tokens[idx]),
+								 queue->queue_id, subqueue, GetCurrentTimestamp(),
+								 &delivery_count))
+			{
+				settled[idx] = true;
+				doomed[ndoomed++] = t.lease_seqs[k];
+				counts.received++;
+			}
+		}
+	}
+	if (t.nrow > 0)
+	{
+		sbq_batch_args(values, t.row_seqs, t.nrow, queue, subqueue);
+		values[3] = PointerGetDatum(construct_array(t.row_tokens, t.nrow, UUIDOID,
+													UUID_LEN, false, TYPALIGN_CHAR));
+		values[4] = TimestampTzGetDatum(now);
+		rows = sbq_exec_in(&stmt_lock_locked_rows, subqueue, values, NULL);
+		for (row = 0; row < rows; row++)
+		{
+			bool		isnull;
+			Datum		seq = sbq_col(row, 1, &isnull);
+			pg_uuid_t  *locked = DatumGetUUIDP(sbq_col(row, 2, &isnull));
+
+			CHECK_FOR_INTERRUPTS();
+			/* judged again now that the row is ours (the lock may have waited) */
+			if (!sbq_row_lock_valid(sbq_col(row, 3, &isnull)))
+				continue;
+			for (i = 0; i < ntokens; i++)
+				if (!t.leased[i] && !settled[i] &&
+					memcmp(locked->data, DatumGetUUIDP(tokens[i])->data, UUID_LEN) == 0)
+				{
+					settled[i] = true;
+					doomed[ndoomed++] = seq;
+				}
+		}
+	}
+	if (ndoomed > 0)
+	{
+		sbq_batch_args(values, doomed, ndoomed, queue, subqueue);
+		(void) sbq_exec_in(&stmt_delete_settled, subqueue, values, NULL);
+		counts.completed = ndoomed;
+		sbq_add_counts(queue->queue_id, &counts);
+	}
+	return ndoomed;
+}
+
+/*
  * sbq_settle_lock
  *		Lock the message of token for a settlement that keeps it (abandon,
  *		defer, dead-letter): its row locked, its lease (if the lock is one)
@@ -533,6 +656,34 @@ sbq_move_to_dlq(const SbqQueue *queue, int64 seq, text *reason, text *descriptio
 	(void) sbq_exec(&stmt_deadletter, values, nulls);
 }
 
+/* the longest delay a retry back-off gives, as the longest an abandon takes */
+#define SBQ_MAX_BACKOFF_USECS	(365 * USECS_PER_DAY)
+
+/*
+ * sbq_retry_delay
+ *		How long a message of the main queue abandoned on its delivery_count-th
+ *		delivery, with no delay of its own, waits by the queue's retry
+ *		back-off: retry_delay, doubled for each delivery before this one with
+ *		retry_backoff, at most max_retry_delay (and a year). 0: none.
+ */
+static int64
+sbq_retry_delay(const SbqQueue *queue, int32 delivery_count)
+{
+	int64		delay;
+	int64		cap = SBQ_MAX_BACKOFF_USECS;
+	int			i;
+
+	if (!queue->has_retry_delay)
+		return 0;
+	delay = sbq_interval_usecs(&queue->retry_delay);
+	if (queue->has_max_retry_delay)
+		cap = Min(cap, sbq_interval_usecs(&queue->max_retry_delay));
+	if (queue->retry_backoff)
+		for (i = 1; i < delivery_count && delay > 0 && delay < cap; i++)
+			delay *= 2;			/* below a year: cannot overflow */
+	return Min(delay, cap);
+}
+
 /*
  * sbq_storage_release
  *		Abandon (state -1: keep the state) or defer (state SBQ_STATE_DEFERRED)
@@ -544,8 +695,10 @@ sbq_move_to_dlq(const SbqQueue *queue, int64 seq, text *reason, text *descriptio
  *		says). In the dead-letter sub-queue there is no delivery limit and no
  *		expiry. A delay above zero keeps a released message from receives
  *		until it has passed: it is stored as a lock without a token, which no
- *		settlement can name and every receive waits out. *done (may be NULL)
- *		gets what became of the message. False when the lock is not valid.
+ *		settlement can name and every receive waits out; a delay below zero
+ *		(none given) is the queue's retry back-off, for an abandon in the
+ *		main queue. *done (may be NULL) gets what became of the message.
+ *		False when the lock is not valid.
  */
 bool
 sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
@@ -606,6 +759,9 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		values[2] = Int16GetDatum(state);
 		nulls[2] = state < 0;
 		values[3] = Int32GetDatum(delivery_count);
+		if (delay_usecs < 0)
+			delay_usecs = main && state != SBQ_STATE_DEFERRED ?
+				sbq_retry_delay(queue, delivery_count) : 0;
 		if (delay_usecs > 0)
 		{
 			Interval	delay = {.time = delay_usecs};

@@ -36,14 +36,11 @@
 #define SBQ_STORAGE_H
 
 #include "sbqueue.h"
-#include "utils/resowner.h"
 
 /* storage_core.c: the storage section */
 extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
 extern MemoryContext sbq_storage_caller_context(void);
-extern void sbq_storage_subxact_begin(void);
-extern void sbq_storage_subxact_end(bool commit, ResourceOwner owner);
 extern Oid	sbq_storage_epoch(void);
 extern Oid	sbq_storage_caller(void);
 
@@ -96,6 +93,8 @@ typedef enum SbqSettled
 extern bool sbq_storage_complete(const SbqQueue *queue, int16 subqueue,
 								 const pg_uuid_t *token);
 extern int	sbq_storage_complete_many(const SbqQueue *queue, int16 subqueue,
+									  Datum *tokens, int ntokens, bool *settled);
+extern int	sbq_storage_complete_each(const SbqQueue *queue, int16 subqueue,
 									  Datum *tokens, int ntokens, bool *settled);
 extern bool sbq_storage_release(const SbqQueue *queue, int16 subqueue,
 								const pg_uuid_t *token, int16 state, Jsonb *props_to_modify,

@@ -35,7 +35,9 @@
  *	0.4			sbq.dead_letters holds the dead-letter sub-queue;
  *	0.5 on		sbq.rights: a storage section runs as the owner of the tables
  *				and the calls check the caller's queue rights (rights.c);
- *				before, both were left to the caller's table privileges.
+ *				before, both were left to the caller's table privileges;
+ *	0.9 on		the retry back-off columns of sbq.queues (queues.c picks its
+ *				statements by sbq_queue_retry_installed()).
  * A change to pg_proc or to the relation names makes the flavour open again;
  * a kept plan of another flavour is remade.
  *
@@ -70,7 +72,6 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -86,7 +87,8 @@
 #define SBQ_FLAVOUR_DLQ_TABLE	2	/* 0.4: sbq.dead_letters */
 #define SBQ_FLAVOUR_RIGHTS		3	/* 0.5: sbq.rights, calls run as the owner */
 #define SBQ_FLAVOUR_SESSIONS	4	/* 0.7: sbq.sessions */
-#define SBQ_FLAVOUR_SESSION_LOCKS 5	/* 0.8 on: sbq.session_until, locks in memory */
+#define SBQ_FLAVOUR_SESSION_LOCKS 5	/* 0.8: sbq.session_until, locks in memory */
+#define SBQ_FLAVOUR_RETRY		6	/* 0.9 on: a queue's retry back-off in sbq.queues */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -169,8 +171,11 @@ sbq_flavour(void)
 		else if (!SearchSysCacheExists3(PROCNAMEARGSNSP, CStringGetDatum("session_until"),
 										PointerGetDatum(args), ObjectIdGetDatum(nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_SESSIONS;
-		else
+		/* the update that adds the column makes functions too: this is looked at again */
+		else if (get_attnum(get_relname_relid("queues", nsp), "retry_delay") == InvalidAttrNumber)
 			sbq_sql_flavour = SBQ_FLAVOUR_SESSION_LOCKS;
+		else
+			sbq_sql_flavour = SBQ_FLAVOUR_RETRY;
 	}
 	return sbq_sql_flavour;
 }
@@ -198,6 +203,13 @@ bool
 sbq_rights_enforced(void)
 {
 	return sbq_flavour() >= SBQ_FLAVOUR_RIGHTS;
+}
+
+/* Whether sbq.queues has the retry back-off of abandoned messages (0.9 on). */
+bool
+sbq_queue_retry_installed(void)
+{
+	return sbq_flavour() >= SBQ_FLAVOUR_RETRY;
 }
 
 /* Whether the installed SQL has sessions (sbq.sessions, 0.7 on). */
@@ -312,9 +324,6 @@ sbq_storage_epoch_locked(void)
 
 /* ------------------------------------------------------------ the section */
 
-/* the incarnation the open section works on */
-static Oid	sbq_section_epoch = InvalidOid;
-
 
 /*
  * sbq_storage_begin
@@ -337,7 +346,6 @@ sbq_storage_begin(void)
 		elog(ERROR, "SPI_connect failed");
 
 	epoch = sbq_storage_epoch_locked();
-	sbq_section_epoch = epoch;
 	sbq_lease_enter(epoch);
 	(void) sbq_flavour();
 
@@ -367,42 +375,6 @@ sbq_storage_begin(void)
 	for (i = 0; i < (int) lengthof(off); i++)
 		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
-}
-
-/*
- * sbq_storage_subxact_begin
- *		Start a subtransaction inside the storage section, for work the
- *		caller may want undone while the section goes on. The caller's memory
- *		context stays current.
- */
-void
-sbq_storage_subxact_begin(void)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-}
-
-/*
- * sbq_storage_subxact_end
- *		End the subtransaction sbq_storage_subxact_begin() started: keep its
- *		work (commit) or undo it. The section goes on as it was: the caller's
- *		memory context and resource owner, and the incarnation the leases are
- *		looked up in, which an aborted subtransaction forgets (lease.c).
- */
-void
-sbq_storage_subxact_end(bool commit, ResourceOwner owner)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	if (commit)
-		ReleaseCurrentSubTransaction();
-	else
-		RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	sbq_lease_enter(sbq_section_epoch);
 }
 
 /*

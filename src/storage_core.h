@@ -148,6 +148,7 @@ extern bool sbq_leasing(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_rights_enforced(void);
 extern bool sbq_sessions_installed(void);
+extern bool sbq_queue_retry_installed(void);
 extern bool sbq_session_locks_in_memory(void);
 extern Oid	sbq_rel_owner(Oid relid);
 extern Oid	sbq_storage_owner(void);

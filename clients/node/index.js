@@ -202,7 +202,7 @@ class Client {
         const args = names.map((k, i) => `${ident(k)} => $${i + 2}`);
         const values = names.map((k) => {
             const v = options[k];
-            return /(duration|ttl|window)$/.test(k) && typeof v === 'number' ? interval(v) : v;
+            return /(duration|ttl|window|delay)$/.test(k) && typeof v === 'number' ? interval(v) : v;
         });
         await this.query(`SELECT ${this.fn('sbq_create_queue')}($1${args.map((a) => ', ' + a).join('')})`,
                          [name, ...values]);

@@ -414,7 +414,7 @@ SELECT is(pg_temp.try('sbq_rt_creator', $$SELECT sbq_create_queue('rt_c')$$),
     '42501: permission denied for function sbq_create_queue',
     'C1: a role without EXECUTE on sbq_create_queue cannot create a queue');
 GRANT EXECUTE ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval,
-    boolean, text, text, integer, interval) TO sbq_rt_creator;
+    boolean, text, text, integer, interval, interval, boolean, interval) TO sbq_rt_creator;
 SELECT pg_temp.works('C2', 'sbq_rt_creator', 'sbq_create_queue (EXECUTE granted)', $$SELECT sbq_create_queue('rt_c')$$);
 SELECT is((SELECT string_agg(role || ':' || rights::text, ' ') FROM sbq_rights WHERE entity = 'rt_c'),
     'sbq_rt_creator:{manage}', 'C3: the creator holds manage on its queue, and nobody else a right');

@@ -110,7 +110,7 @@ SELECT results_eq(
         ('public.sbq_send_batch(text, text[], text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_set_session_state(text, uuid, bytea)'),
         ('public.sbq_settle(text, uuid[], text, text, text, jsonb, interval)'),
-        ('public.sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'),
+        ('public.sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval, interval, boolean, interval)'),
         -- read-only helpers the views call as their caller: executable by PUBLIC by
         -- design, and out of reach anyway without USAGE on schema sbq (PF4)
         ('sbq.lease_count(bigint)'),
@@ -124,7 +124,7 @@ SELECT results_eq(
     $$SELECT sig FROM pg_temp.ext_functions()
        WHERE NOT has_function_privilege('sbq_rt_nobody', oid, 'EXECUTE') ORDER BY sig COLLATE "C"$$,
     $$VALUES
-        ('public.sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'),
+        ('public.sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval, interval, boolean, interval)'),
         ('public.sbq_maintain()'),
         ('sbq.lease_free(bigint, timestamp with time zone, xid, timestamp with time zone)'),
         ('sbq.lease_slot(bigint)'),

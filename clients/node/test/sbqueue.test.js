@@ -145,6 +145,20 @@ test('settle reports each token; abandon with a delay; many at once', async () =
     assert.equal((await client.deadLetterReceiver(q).peek({ maxMessages: 10 })).length, 2);
 });
 
+test("a queue's retry back-off holds an abandoned message back", async () => {
+    const q = await queue('node', { retry_delay: 0.5 });
+    const r = client.receiver(q);
+    await client.sender(q).send('job');
+    const t0 = Date.now();
+    await r.abandon(await r.receive());
+    assert.deepEqual(await r.receive(), []);
+    const again = await r.receive({ maxWait: 5 });
+    assert.equal(again.length, 1);
+    assert.ok(Date.now() - t0 >= 450, 'not before retry_delay');
+    await r.abandon(again, null, { delay: 0 });
+    assert.equal((await r.receive()).length, 1, 'an explicit delay of 0 wins');
+});
+
 test('messages with properties of their own, in one batch', async () => {
     const q = await queue('node', { duplicate_detection_window: '1 minute' });
     const s = client.sender(q);

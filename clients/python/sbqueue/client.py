@@ -191,7 +191,7 @@ class Client:
     def create_queue(self, name: str, **options) -> None:
         """sbq_create_queue(name, option => value, ...): lock_duration, max_delivery_count,
         default_message_ttl, requires_session, ... (intervals as seconds or timedelta)."""
-        opts = {k: (_interval(v) if k.endswith(("duration", "ttl", "window")) else v)
+        opts = {k: (_interval(v) if k.endswith(("duration", "ttl", "window", "delay")) else v)
                 for k, v in options.items()}
         self._call("sbq_create_queue", [name], opts)
 

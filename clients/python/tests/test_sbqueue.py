@@ -185,6 +185,24 @@ class SendReceiveSettle(Base):
         r.dead_letter(deferred, "bad")
         self.assertEqual(len(self.client.dead_letter_receiver(q).peek(10)), 2)
 
+    def test_queue_retry_backoff(self):
+        q = self.queue(retry_delay=0.6, retry_backoff=True, max_retry_delay=1)
+        s, r = self.client.sender(q), self.client.receiver(q)
+        s.send("job")
+        waits = []
+        for _ in range(2):
+            m = r.receive(1, max_wait=5)
+            self.assertEqual(len(m), 1)
+            t0 = time.monotonic()
+            r.abandon(m)                          # no delay: the queue's back-off
+            self.assertEqual(r.receive(1), [])
+            m = r.receive(1, max_wait=5)
+            waits.append(time.monotonic() - t0)
+            r.abandon(m, delay=0)                 # an explicit 0: back at once
+        self.assertGreaterEqual(waits[0], 0.5)    # delivery 1: 0.6 s
+        self.assertGreaterEqual(waits[1], 0.9)    # delivery 3: 2.4 s, capped at 1 s
+        self.assertLess(waits[1], 2.0)
+
     def test_send_messages_each_with_its_own_properties(self):
         q = self.queue(duplicate_detection_window=60)
         s, r = self.client.sender(q), self.client.receiver(q)
