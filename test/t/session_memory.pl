@@ -310,12 +310,12 @@ $rowlock->query_safe(q{INSERT INTO tok SELECT 'U', session_token FROM sbq_accept
 my $upd = $node->background_psql('upd', on_error_stop => 0);
 $upd->query_until(qr/started/, q{
 	\echo started
-	ALTER EXTENSION sbqueue UPDATE;
+	ALTER EXTENSION sbqueue UPDATE TO '0.8';
 });
 ok($node->poll_query_until('upd', q{
 	SELECT count(*) > 0 FROM pg_stat_activity
 	 WHERE wait_event_type = 'Lock' AND query LIKE 'ALTER EXTENSION%'}),
-	'ALTER EXTENSION UPDATE waits for a transaction that accepted a session in its row (0.7)');
+	'ALTER EXTENSION UPDATE TO 0.8 waits for a transaction that accepted a session in its row (0.7)');
 $rowlock->query_safe('COMMIT');
 $upd->quit;
 is(sql('upd', q{SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'}), '0.8',
