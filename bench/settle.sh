@@ -9,10 +9,12 @@
 # synchronous_commit on, the maintenance worker running), one database. Each
 # pgbench transaction (-n -M prepared -c 4 -j 2) receives BATCH messages under
 # their locks in one statement (it commits: the locks are held), then settles the
-# tokens it got in a second statement, in one of three ways:
-#   each    one settlement call per token, all in that one statement
+# tokens it got, in one of four ways:
+#   loop    one call per token, each a statement of its own, in one transaction:
+#           what the clients of 0.8 did for abandon, defer and dead-letter
+#   each    one call per token, all in one statement
 #           (SELECT sbq_abandon(q, t) FROM unnest(tokens) t): the strongest form
-#           of what a client of 0.8 could write without an array form
+#           of the same without an array form
 #   array   the array form, all or nothing (sbq_abandon(q, tokens))
 #   settle  sbq_settle(q, tokens, 'abandon'): each token's outcome reported
 # for two settlements:
@@ -21,12 +23,14 @@
 #           gets them again
 #   complete a send of BATCH messages (sbq_send_batch) comes first in the
 #           transaction's own statement, so the queue stays as it is
-# The three take turns cell by cell (their order rotated each round); before
+# The four take turns cell by cell (their order rotated each round); before
 # every cell the queue is refilled, sbq.messages vacuumed and a checkpoint taken.
-# Prints the median transactions per second of each, and array/each and
-# settle/each, as a Markdown table.
+# Prints the median transactions per second of each, and each one's ratio to
+# loop, as a Markdown table.
 #
-# Environment: SETTLE_PORT (the port; default: the first free one).
+# Environment: SETTLE_PORT (the port; default: the first free one);
+# SETTLE_SYNC=off runs pgbench's sessions with synchronous_commit off, which
+# takes the wait for the WAL flush out of every commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -68,6 +72,13 @@ for s in abandon complete; do
         "SELECT sbq_$s('bench', :toks::uuid[]);" > "$work/${s}_array.sql"
     printf '%s\n%s\n%s\n' "$pre" "$receive" \
         "SELECT count(*) FROM sbq_settle('bench', :toks::uuid[], '$s');" > "$work/${s}_settle.sql"
+    {
+        printf '%s\n%s\nBEGIN;\n' "$pre" "$receive"
+        for k in $(seq 1 "$batch"); do
+            echo "SELECT sbq_$s('bench', (:toks::uuid[])[$k]) WHERE :got::int >= $k;"
+        done
+        echo "COMMIT;"
+    } > "$work/${s}_loop.sql"
 done
 
 # one cell: prints transactions per second
@@ -76,7 +87,8 @@ cell() {
     psql -X -q -d bench -c "SELECT sbq_purge_queue('bench')" \
         -c "SELECT count(*) FROM sbq_send_batch('bench', array_fill($body, ARRAY[4 * $batch]))" \
         -c "VACUUM sbq.messages" -c "CHECKPOINT" >/dev/null
-    out=$(pgbench -n -M prepared -c 4 -j 2 -T "$secs" -f "$script" bench 2>&1) || {
+    out=$(PGOPTIONS="-c synchronous_commit=${SETTLE_SYNC:-on}" \
+        pgbench -n -M prepared -c 4 -j 2 -T "$secs" -f "$script" bench 2>&1) || {
         echo "settle: pgbench $script failed:" >&2
         echo "$out" >&2
         return 1
@@ -85,11 +97,11 @@ cell() {
 }
 
 declare -A results
-forms=(each array settle)
+forms=(loop each array settle)
 for r in $(seq 1 "$rounds"); do
     for s in abandon complete; do
-        for k in 0 1 2; do
-            f=${forms[$(((k + r) % 3))]}
+        for k in 0 1 2 3; do
+            f=${forms[$(((k + r) % 4))]}
             tps=$(cell "$work/${s}_$f.sql")
             log "round $r $s $f: $tps tps"
             results[$s.$f]="${results[$s.$f]:-} $tps"
@@ -98,15 +110,16 @@ for r in $(seq 1 "$rounds"); do
 done
 
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-echo "| settlement of $batch locks | each tps | array tps | settle tps | array / each | settle / each |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| settlement of $batch locks | loop tps | each tps | array tps | settle tps | each / loop | array / loop | settle / loop |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for s in abandon complete; do
+    l=$(echo "${results[$s.loop]}" | median)
     e=$(echo "${results[$s.each]}" | median)
     a=$(echo "${results[$s.array]}" | median)
     t=$(echo "${results[$s.settle]}" | median)
-    printf '| %s | %.0f | %.0f | %.0f | %.2f | %.2f |\n' "$s" "$e" "$a" "$t" \
-        "$(echo "$a / $e" | bc -l)" "$(echo "$t / $e" | bc -l)"
+    printf '| %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f |\n' "$s" "$l" "$e" "$a" "$t" \
+        "$(echo "$e / $l" | bc -l)" "$(echo "$a / $l" | bc -l)" "$(echo "$t / $l" | bc -l)"
 done
 echo
-echo "($rounds rounds of ${secs} s cells, pgbench -n -M prepared -c 4 -j 2; fsync and"
-echo "synchronous_commit on; medians; load at the start: $load_at_start)"
+echo "($rounds rounds of ${secs} s cells, pgbench -n -M prepared -c 4 -j 2; fsync on,"
+echo "synchronous_commit ${SETTLE_SYNC:-on}; medians; load at the start: $load_at_start)"
