@@ -4,10 +4,13 @@
 
 /*
  * sbq_abandon, sbq_create_queue and sbq_update_queue gain arguments below. A
- * function cannot gain an argument in place: each is dropped and made again,
- * with PUBLIC's EXECUTE as the install script gives it; a role other than
- * PUBLIC granted EXECUTE on the old one must be granted it again, and this
- * update names each such role in a warning.
+ * function cannot gain an argument in place: each is dropped and made again
+ * with the privileges the install script gives it (EXECUTE for PUBLIC on all
+ * but sbq_create_queue). What an administrator granted or revoked on the old
+ * ones is not carried over (pg_dump would then take it for the extension's
+ * own and leave it out); this update names in a warning each role that had
+ * EXECUTE on them, and PUBLIC where it differs from a new install, to be
+ * granted or revoked again.
  */
 DO $$
 DECLARE
@@ -25,6 +28,24 @@ BEGIN
            AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
     LOOP
         RAISE WARNING 'sbqueue 0.9 replaces %(): grant EXECUTE on it to % again', r.proname, r.who;
+    END LOOP;
+    FOR r IN
+        SELECT p.proname,
+               EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(p.proacl,
+                                       pg_catalog.acldefault('f', p.proowner))) a
+                        WHERE a.grantee OPERATOR(pg_catalog.=) 0) AS had,
+               p.proname OPERATOR(pg_catalog.<>) 'sbq_create_queue' AS gets
+          FROM pg_catalog.pg_proc p
+         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                 'sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'::pg_catalog.regprocedure,
+                 'sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval)'::pg_catalog.regprocedure,
+                 'sbq_abandon(text, uuid, jsonb)'::pg_catalog.regprocedure])
+    LOOP
+        IF r.had AND NOT r.gets THEN
+            RAISE WARNING 'sbqueue 0.9 replaces %(): PUBLIC had EXECUTE on it and has not now; grant it again', r.proname;
+        ELSIF r.gets AND NOT r.had THEN
+            RAISE WARNING 'sbqueue 0.9 replaces %(): PUBLIC had no EXECUTE on it and has now; revoke it again', r.proname;
+        END IF;
     END LOOP;
 END
 $$;

@@ -515,13 +515,15 @@ sbq_storage_complete_each(const SbqQueue *queue, int16 subqueue, Datum *tokens, 
  * sbq_settle_lock
  *		Lock the message of token for a settlement that keeps it (abandon,
  *		defer, dead-letter): its row locked, its lease (if the lock is one)
- *		being settled. Fills in its delivery count, and whether its time to
- *		live has passed; *leased says the lock was a lease (the delivery ends
- *		now, for the "received" counter). False when the lock is not valid.
+ *		being settled. Fills in its delivery count, its state, and whether its
+ *		time to live has passed; *leased says the lock was a lease (the
+ *		delivery ends now, for the "received" counter). False when the lock
+ *		is not valid.
  */
 static bool
 sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
-				TimestampTz now, int32 *delivery_count, bool *expired, bool *leased)
+				TimestampTz now, int32 *delivery_count, int16 *state, bool *expired,
+				bool *leased)
 {
 	Datum		values[5];
 	int64		seq = sbq_token_sequence(token);
@@ -545,6 +547,7 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 			return false;
 	}
 	*delivery_count = DatumGetInt32(sbq_col(0, 1, &isnull));
+	*state = DatumGetInt16(sbq_col(0, 2, &isnull));
 	expires_at = sbq_col(0, 3, &isnull);
 	*expired = !isnull && DatumGetTimestampTz(expires_at) <= now;
 	/* judged by a clock read now that the row is ours (the lock may have waited) */
@@ -711,12 +714,14 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 	int64		seq = sbq_token_sequence(token);
 	bool		main = subqueue == SBQ_SUBQUEUE_MAIN;
 	int32		delivery_count;
+	int16		was;
 	bool		expired;
 	bool		leased;
 	SbqCounts	counts = {0};
 	SbqSettled	result;
 
-	if (!sbq_settle_lock(queue, subqueue, token, now, &delivery_count, &expired, &leased))
+	if (!sbq_settle_lock(queue, subqueue, token, now, &delivery_count, &was, &expired,
+						 &leased))
 		return false;
 	counts.received = leased ? 1 : 0;
 
@@ -759,8 +764,13 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 		values[2] = Int16GetDatum(state);
 		nulls[2] = state < 0;
 		values[3] = Int32GetDatum(delivery_count);
+		/*
+		 * The back-off is for messages that receives compete for: an active
+		 * one abandoned, not one deferred (abandoned, it stays deferred, and
+		 * only its sequence number reaches it)
+		 */
 		if (delay_usecs < 0)
-			delay_usecs = main && state != SBQ_STATE_DEFERRED ?
+			delay_usecs = main && state != SBQ_STATE_DEFERRED && was == SBQ_STATE_ACTIVE ?
 				sbq_retry_delay(queue, delivery_count) : 0;
 		if (delay_usecs > 0)
 		{
@@ -793,11 +803,12 @@ sbq_storage_deadletter(const SbqQueue *queue, const pg_uuid_t *token,
 {
 	SbqCounts	counts = {0};
 	int32		delivery_count;
+	int16		state;
 	bool		expired;
 	bool		leased;
 
 	if (!sbq_settle_lock(queue, SBQ_SUBQUEUE_MAIN, token, GetCurrentTimestamp(),
-						 &delivery_count, &expired, &leased))
+						 &delivery_count, &state, &expired, &leased))
 		return false;
 	counts.received = leased ? 1 : 0;
 	sbq_move_to_dlq(queue, sbq_token_sequence(token), reason, description,

@@ -9,7 +9,7 @@
 -- Sleeps: about 3 s in all (back-off of 0.5 s, 1 s, then the 1.2 s cap).
 -- Time checks use the wall clock (clock_timestamp()).
 BEGIN;
-SELECT plan(39);
+SELECT plan(42);
 
 \ir bad_input_setup.psql
 
@@ -88,9 +88,21 @@ SELECT lives_ok($$SELECT sbq_defer('sr_fixed', (SELECT lock_token FROM f WHERE b
 SELECT is((SELECT row(state, locked_until IS NULL)::text FROM sbq_peek('sr_fixed', 10)
             WHERE convert_from(body, 'UTF8') = 'f4'),
           '(deferred,t)', 'RB17: a defer waits nothing');
+-- a deferred message received by its number and abandoned stays deferred, and waits
+-- nothing: only its number reaches it
+CREATE TEMP TABLE fd AS SELECT * FROM sbq_receive_deferred('sr_fixed',
+    ARRAY(SELECT sequence_number FROM f WHERE body = 'f4'));
+SELECT lives_ok($$SELECT sbq_abandon('sr_fixed', (SELECT lock_token FROM fd))$$,
+                'setup: f4, received by its number, abandoned without a delay');
+SELECT is((SELECT row(state, locked_until IS NULL)::text FROM sbq_peek('sr_fixed', 10)
+            WHERE convert_from(body, 'UTF8') = 'f4'),
+          '(deferred,t)', 'RB17a: an abandoned deferred message stays deferred and is not held back');
+CREATE TEMP TABLE fd2 AS SELECT * FROM sbq_receive_deferred('sr_fixed',
+    ARRAY(SELECT sequence_number FROM f WHERE body = 'f4'));
+SELECT is((SELECT count(*) FROM fd2), 1::bigint, 'RB17b: ... so its number reaches it again at once');
 -- the dead-letter sub-queue has no retry back-off
-SELECT lives_ok($$SELECT sbq_deadletter('sr_fixed', (SELECT lock_token FROM sbq_receive_deferred('sr_fixed',
-                      ARRAY(SELECT sequence_number FROM f WHERE body = 'f4'))))$$, 'setup: f4 dead-lettered');
+SELECT lives_ok($$SELECT sbq_deadletter('sr_fixed', (SELECT lock_token FROM fd2))$$,
+                'setup: f4 dead-lettered');
 SELECT lives_ok($$SELECT sbq_abandon('sr_fixed/$deadletterqueue',
                       (SELECT lock_token FROM sbq_receive('sr_fixed/$deadletterqueue')))$$,
                 'setup: the dead letter abandoned');

@@ -403,6 +403,30 @@ if has_relation sbq_upgrade_old sbq_maintenance_status &&
     check "sbq_maintenance_status, added by the upgrade, lists the upgraded database" "$got" installed
 fi
 
+# From 0.8 to 0.9, sbq_abandon, sbq_create_queue and sbq_update_queue are made
+# again: the update names what an administrator must grant or revoke again,
+# PUBLIC included (in a database of its own: its grants differ from a fresh install's).
+if [ -f "$root/sql/sbqueue--0.8--0.9.sql" ]; then
+    db=sbq_upgrade_grants
+    psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" \
+        -c "DROP ROLE IF EXISTS sbq_upgrade_admin" -c "CREATE ROLE sbq_upgrade_admin" \
+        -c "CREATE DATABASE $db" >/dev/null
+    psql -d $db -c "CREATE EXTENSION sbqueue VERSION '0.8'" \
+        -c "GRANT EXECUTE ON FUNCTION sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval) TO sbq_upgrade_admin, PUBLIC" \
+        -c "REVOKE EXECUTE ON FUNCTION sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval) FROM PUBLIC" \
+        -c "REVOKE EXECUTE ON FUNCTION sbq_abandon(text, uuid, jsonb) FROM PUBLIC" >/dev/null
+    out=$(psql -d $db -c "ALTER EXTENSION sbqueue UPDATE TO '0.9'" 2>&1)
+    got=$(echo "$out" | grep -c "replaces sbq_create_queue(): grant EXECUTE on it to sbq_upgrade_admin again" || true)
+    check "the update to 0.9 names a role granted EXECUTE on sbq_create_queue" "$got" 1
+    got=$(echo "$out" | grep -c "replaces sbq_create_queue(): PUBLIC had EXECUTE on it and has not now" || true)
+    check "... and PUBLIC, which had EXECUTE on sbq_create_queue" "$got" 1
+    got=$(echo "$out" | grep -c "replaces sbq_update_queue(): PUBLIC had no EXECUTE on it and has now" || true)
+    check "... and PUBLIC, which had no EXECUTE on sbq_update_queue" "$got" 1
+    got=$(echo "$out" | grep -c "replaces sbq_abandon(): PUBLIC had no EXECUTE on it and has now" || true)
+    check "... and on sbq_abandon" "$got" 1
+    psql -d postgres -c "DROP DATABASE $db" -c "DROP ROLE sbq_upgrade_admin" >/dev/null
+fi
+
 # From 0.3 to 0.4, dead letters move to a table of their own. The functions
 # run with their caller's rights: an application role with the rights 0.3's
 # README gives it must go on working the dead letters after the update (in a
