@@ -7,21 +7,33 @@
 -- sub-queue wait nothing; the last allowed delivery dead-letters at once. A queue that
 -- requires sessions cannot have one (22023).
 -- Sleeps: about 3 s in all (back-off of 0.5 s, 1 s, then the 1.2 s cap).
--- Time checks use the wall clock (clock_timestamp()).
+-- Time checks use the wall clock (clock_timestamp()): a hold must end between the
+-- abandon's start and end plus the delay.
 BEGIN;
 SELECT plan(42);
 
 \ir bad_input_setup.psql
 
--- the delay a message is held back for: its locked_until (no lock token) from now, in
--- tenths of a second
-CREATE FUNCTION pg_temp.held(_q text) RETURNS numeric LANGUAGE sql AS $$
-    SELECT round(extract(epoch FROM p.locked_until - clock_timestamp())::numeric, 1)
-      FROM sbq_peek(_q) p WHERE p.lock_token IS NULL
+-- when the last marked call ran: the wall clock just before and just after it
+CREATE TEMP TABLE mark (t0 timestamptz, t1 timestamptz);
+CREATE FUNCTION pg_temp.marked(_sql text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    EXECUTE _sql;
+    DELETE FROM mark;
+    INSERT INTO mark VALUES (t0, clock_timestamp());
+END $$;
+
+-- whether the message of _q with body _body is held back (no lock token) until the
+-- marked call's time plus _d
+CREATE FUNCTION pg_temp.held_for(_q text, _body text, _d interval) RETURNS boolean LANGUAGE sql AS $$
+    SELECT p.lock_token IS NULL AND p.locked_until BETWEEN m.t0 + _d AND m.t1 + _d
+      FROM sbq_peek(_q, 10) p, mark m WHERE convert_from(p.body, 'UTF8') = _body
 $$;
 
--- receive the one message of _q (waiting up to 5 s), abandon it without a delay;
--- returns its delivery count
+-- receive the one message of _q (waiting up to 5 s), abandon it without a delay
+-- (marked); returns its delivery count
 CREATE FUNCTION pg_temp.fail_once(_q text) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     m record;
@@ -30,7 +42,7 @@ BEGIN
     IF m.lock_token IS NULL THEN
         RAISE EXCEPTION 'fixture: nothing to receive in %', _q;
     END IF;
-    PERFORM sbq_abandon(_q, m.lock_token);
+    PERFORM pg_temp.marked(format('SELECT sbq_abandon(%L, %L::uuid)', _q, m.lock_token));
     RETURN m.delivery_count;
 END $$;
 
@@ -69,20 +81,20 @@ SELECT * FROM pg_temp.bad('RB12', 'an update is checked as a create',
 -- ------------------------------------------------------------ a fixed delay
 DO $$ BEGIN PERFORM sbq_send_batch('sr_fixed', ARRAY['f1', 'f2', 'f3', 'f4']); END $$;
 CREATE TEMP TABLE f AS SELECT * FROM sbq_receive('sr_fixed', 4);
-SELECT lives_ok($$SELECT sbq_abandon('sr_fixed', (SELECT lock_token FROM f WHERE body = 'f1'))$$,
+SELECT lives_ok($$SELECT pg_temp.marked($q$SELECT sbq_abandon('sr_fixed', (SELECT lock_token FROM f WHERE body = 'f1'))$q$)$$,
                 'setup: f1 abandoned without a delay of its own');
-SELECT is(pg_temp.held('sr_fixed'), 2.0, 'RB13: it is held back for the queue''s retry_delay (2 s)');
+SELECT ok(pg_temp.held_for('sr_fixed', 'f1', '2 seconds'), 'RB13: it is held back for the queue''s retry_delay (2 s)');
 SELECT is_empty($$SELECT * FROM sbq_receive('sr_fixed')$$, 'RB14: no receive gets it meanwhile');
 SELECT lives_ok($$SELECT sbq_abandon('sr_fixed', (SELECT lock_token FROM f WHERE body = 'f2'), delay => '0')$$,
                 'setup: f2 abandoned with a delay of 0');
 CREATE TEMP TABLE f2 AS SELECT * FROM sbq_receive('sr_fixed', 4);
 SELECT is((SELECT array_agg(convert_from(body, 'UTF8')) FROM f2), ARRAY['f2'],
           'RB15: an explicit delay of 0 wins: f2 is received again at once');
-SELECT is((SELECT outcome FROM sbq_settle('sr_fixed', ARRAY(SELECT lock_token FROM f WHERE body = 'f3'), 'abandon')),
-          'abandoned', 'setup: f3 abandoned through sbq_settle, no delay given');
-SELECT is((SELECT round(extract(epoch FROM locked_until - clock_timestamp())::numeric, 1)
-             FROM sbq_peek('sr_fixed', 10) WHERE convert_from(body, 'UTF8') = 'f3'),
-          2.0, 'RB16: sbq_settle''s abandon is held back by the queue''s retry_delay too');
+SELECT lives_ok($$SELECT pg_temp.marked($q$SELECT * FROM sbq_settle('sr_fixed',
+                      ARRAY(SELECT lock_token FROM f WHERE body = 'f3'), 'abandon')$q$)$$,
+                'setup: f3 abandoned through sbq_settle, no delay given');
+SELECT ok(pg_temp.held_for('sr_fixed', 'f3', '2 seconds'),
+          'RB16: sbq_settle''s abandon is held back by the queue''s retry_delay too');
 SELECT lives_ok($$SELECT sbq_defer('sr_fixed', (SELECT lock_token FROM f WHERE body = 'f4'))$$,
                 'setup: f4 deferred');
 SELECT is((SELECT row(state, locked_until IS NULL)::text FROM sbq_peek('sr_fixed', 10)
@@ -119,11 +131,11 @@ SELECT is((SELECT array_agg(convert_from(body, 'UTF8')) FROM sbq_receive('sr_fix
 -- ------------------------------------------------------------ back-off
 DO $$ BEGIN PERFORM sbq_send('sr_back', 'b'); END $$;
 SELECT is(pg_temp.fail_once('sr_back'), 1, 'setup: delivery 1 abandoned');
-SELECT is(pg_temp.held('sr_back'), 0.5, 'RB21: after delivery 1 the message waits retry_delay (0.5 s)');
+SELECT ok(pg_temp.held_for('sr_back', 'b', '0.5 seconds'), 'RB21: after delivery 1 the message waits retry_delay (0.5 s)');
 SELECT is(pg_temp.fail_once('sr_back'), 2, 'setup: delivery 2 abandoned (received after the wait)');
-SELECT is(pg_temp.held('sr_back'), 1.0, 'RB22: after delivery 2 it waits twice that (1 s)');
+SELECT ok(pg_temp.held_for('sr_back', 'b', '1 second'), 'RB22: after delivery 2 it waits twice that (1 s)');
 SELECT is(pg_temp.fail_once('sr_back'), 3, 'setup: delivery 3 abandoned');
-SELECT is(pg_temp.held('sr_back'), 1.2, 'RB23: after delivery 3 it waits max_retry_delay (1.2 s), not 2 s');
+SELECT ok(pg_temp.held_for('sr_back', 'b', '1.2 seconds'), 'RB23: after delivery 3 it waits max_retry_delay (1.2 s), not 2 s');
 
 SELECT * FROM finish();
 ROLLBACK;
