@@ -201,7 +201,7 @@ class SendReceiveSettle(Base):
             r.abandon(m, delay=0)                 # an explicit 0: back at once
         self.assertGreaterEqual(waits[0], 0.5)    # delivery 1: 0.6 s
         self.assertGreaterEqual(waits[1], 0.9)    # delivery 3: 2.4 s, capped at 1 s
-        self.assertLess(waits[1], 2.3)                # uncapped it would be 2.4 s or more
+        self.assertLess(waits[1], 2.3)            # uncapped it would be 2.4 s or more
 
     def test_send_messages_each_with_its_own_properties(self):
         q = self.queue(duplicate_detection_window=60)
