@@ -17,18 +17,7 @@ SELECT plan(84);
 
 \ir bad_input_setup.psql
 
--- The first column of the first row of a query, as text; or 'ERROR <SQLSTATE>: <message>'.
-CREATE FUNCTION pg_temp.val(_sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    r text;
-BEGIN
-    BEGIN
-        EXECUTE _sql INTO r;
-        RETURN r;
-    EXCEPTION WHEN OTHERS THEN
-        RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-    END;
-END $$;
+\ir settle_setup.psql
 
 -- The sequence numbers returned by the batches, by a name, with their place (n).
 CREATE TEMP TABLE bs (name text, n bigint, seq bigint);

@@ -54,32 +54,7 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION pg_temp.t(_k text) RETURNS uuid LANGUAGE plpgsql AS $$
-DECLARE
-    r uuid;
-BEGIN
-    SELECT v INTO STRICT r FROM tok WHERE k = _k;
-    RETURN r;
-END $$;
-CREATE FUNCTION pg_temp.ts(_ks text[]) RETURNS uuid[] LANGUAGE sql AS $$
-    SELECT array_agg(pg_temp.t(x) ORDER BY o) FROM unnest(_ks) WITH ORDINALITY u(x, o)
-$$;
-CREATE FUNCTION pg_temp.lit(_ks text[]) RETURNS text LANGUAGE sql AS $$
-    SELECT '{' || string_agg(pg_temp.t(x)::text, ',' ORDER BY o) || '}' FROM unnest(_ks) WITH ORDINALITY u(x, o)
-$$;
-
--- The first column of the first row of a query, as text; or 'ERROR <SQLSTATE>: <message>'.
-CREATE FUNCTION pg_temp.val(_sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    r text;
-BEGIN
-    BEGIN
-        EXECUTE _sql INTO r;
-        RETURN r;
-    EXCEPTION WHEN OTHERS THEN
-        RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-    END;
-END $$;
+\ir settle_setup.psql
 
 -- Runs statements and always rolls them back; returns the SQLSTATE they failed with,
 -- or 00000 when they all succeeded (as bad_input.sql does).

@@ -57,35 +57,7 @@ BEGIN
     END IF;
 END $$;
 
--- The lock token of a named delivery (raises for an unknown name).
-CREATE FUNCTION pg_temp.t(_k text) RETURNS uuid LANGUAGE plpgsql AS $$
-DECLARE
-    r uuid;
-BEGIN
-    SELECT v INTO STRICT r FROM tok WHERE k = _k;
-    RETURN r;
-END $$;
-
--- The tokens of named deliveries as a uuid[] and as text in array syntax, in order.
-CREATE FUNCTION pg_temp.ts(_ks text[]) RETURNS uuid[] LANGUAGE sql AS $$
-    SELECT array_agg(pg_temp.t(x) ORDER BY o) FROM unnest(_ks) WITH ORDINALITY u(x, o)
-$$;
-CREATE FUNCTION pg_temp.lit(_ks text[]) RETURNS text LANGUAGE sql AS $$
-    SELECT '{' || string_agg(pg_temp.t(x)::text, ',' ORDER BY o) || '}' FROM unnest(_ks) WITH ORDINALITY u(x, o)
-$$;
-
--- The first column of the first row of a query, as text; or 'ERROR <SQLSTATE>: <message>'.
-CREATE FUNCTION pg_temp.val(_sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    r text;
-BEGIN
-    BEGIN
-        EXECUTE _sql INTO r;
-        RETURN r;
-    EXCEPTION WHEN OTHERS THEN
-        RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-    END;
-END $$;
+\ir settle_setup.psql
 
 -- What peek shows of the messages of a queue: message_id:state:delivery_count, in order.
 CREATE FUNCTION pg_temp.peeked(_q text) RETURNS text[] LANGUAGE sql AS $$

@@ -58,30 +58,7 @@ BEGIN
     END IF;
 END $$;
 
--- The lock token of a named delivery (raises for an unknown name); a list of them.
-CREATE FUNCTION pg_temp.t(_k text) RETURNS uuid LANGUAGE plpgsql AS $$
-DECLARE
-    r uuid;
-BEGIN
-    SELECT v INTO STRICT r FROM tok WHERE k = _k;
-    RETURN r;
-END $$;
-CREATE FUNCTION pg_temp.ts(_ks text[]) RETURNS uuid[] LANGUAGE sql AS $$
-    SELECT array_agg(pg_temp.t(x) ORDER BY o) FROM unnest(_ks) WITH ORDINALITY u(x, o)
-$$;
-
--- The first column of the first row of a query, as text; or 'ERROR <SQLSTATE>: <message>'.
-CREATE FUNCTION pg_temp.val(_sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    r text;
-BEGIN
-    BEGIN
-        EXECUTE _sql INTO r;
-        RETURN r;
-    EXCEPTION WHEN OTHERS THEN
-        RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
-    END;
-END $$;
+\ir settle_setup.psql
 
 -- The rows of the sbq_settle calls, by a name: place in the result (n), the wall clock
 -- at the start of the statement (at0) and after the row came (at1).
