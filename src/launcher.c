@@ -689,6 +689,15 @@ sbq_launcher_consider(SbqRound *r, SbqLauncherDb *db)
 		r->running++;
 		if (slot.pid == 0 || slot.in_pass || !sbq_enable_maintenance_worker)
 			return;
+
+		/*
+		 * Started by this launcher and no tick ended since: it is connecting,
+		 * or about to run the tick it was started for. It makes room by
+		 * itself after that tick; asked to leave now, it would have been
+		 * started for nothing.
+		 */
+		if (db->handle != NULL && slot.passes == db->passes_at_start)
+			return;
 		/* a sleeping worker: wake it early, or list it as one that could make room */
 		if (due < slot.next_due && due <= r->now)
 			sbq_dbslot_ask(db->dbid, false, true);

@@ -136,6 +136,7 @@ typedef struct SbqWorkerSchedule
 	int32		idle_ticks;		/* ticks in a row that found nothing to do */
 	bool		no_function;	/* the last tick found no sbq_maintain() */
 	TimestampTz recheck_at;		/* when a recheck last cut the back-off short */
+	int64		ticks;			/* ticks this worker ran */
 } SbqWorkerSchedule;
 
 static Oid	sbq_worker_dbid = InvalidOid;
@@ -813,6 +814,7 @@ sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 	bool		more = false;
 
 	s->last_run = now;
+	s->ticks++;
 	sbq_worker_state_gen = sbq_dbslot_pass_begin(sbq_worker_dbid, now);
 
 	/* nothing to do on a standby: queue state comes from the primary */
@@ -851,6 +853,20 @@ sbq_worker_run(SbqWorkerSchedule *s, TimestampTz now)
 }
 
 /*
+ * sbq_worker_leave
+ *		Exit, saying at DEBUG1 why and after how many ticks: a worker that
+ *		leaves before its first one was started for nothing.
+ */
+static void
+sbq_worker_leave(const SbqWorkerSchedule *s, const char *why)
+{
+	ereport(DEBUG1,
+			(errmsg_internal("sbqueue maintenance worker leaves database \"%s\" after " INT64_FORMAT " ticks: %s",
+							 sbq_worker_dbname, s->ticks, why)));
+	proc_exit(0);
+}
+
+/*
  * sbq_worker_main
  *		A worker's entry point; bgw_main_arg is the database OID. It runs a
  *		tick at once (the launcher started it because one is due), then
@@ -880,11 +896,11 @@ sbq_worker_main(Datum main_arg)
 		if (ConfigReloadPending)
 			sbq_worker_reload(&s);
 		if (!sbq_enable_maintenance_worker)
-			proc_exit(0);
+			sbq_worker_leave(&s, "sbqueue.enable_maintenance_worker is off");
 		sbq_worker_recheck(&s);
 		sbq_dbslot_poll(sbq_worker_dbid, &leave, &run_now);
 		if (leave)
-			proc_exit(0);
+			sbq_worker_leave(&s, "the launcher asked it to");
 
 		now = GetCurrentTimestamp();
 		if (now >= s.next_run || (run_now && s.failures == 0))
@@ -892,7 +908,7 @@ sbq_worker_main(Datum main_arg)
 			sbq_worker_run(&s, now);
 			/* make room for a database that waits */
 			if (sbq_worker_others_wait())
-				proc_exit(0);
+				sbq_worker_leave(&s, "it makes room for other databases");
 			now = GetCurrentTimestamp();
 		}
 

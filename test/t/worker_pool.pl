@@ -3,7 +3,8 @@
 # The maintenance workers as a pool (sbqueue.max_workers): 30 databases with
 # the extension, one without, on a server with max_worker_processes = 8 and
 # sbqueue.max_workers = 2. Every database gets a pass within a bound after a
-# restart (measured); never more than 2 workers and 1 launcher run, so the
+# restart (measured), and no worker started then leaves before the tick it
+# was started for; never more than 2 workers and 1 launcher run, so the
 # sbqueue launcher and workers hold at most 2 + 1 background worker slots and
 # a parallel query still gets all the workers the other slots allow; the
 # database without the extension is looked at once and never again; an
@@ -248,6 +249,9 @@ $par = $node->background_psql('db01');
 $par->query_safe('SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; '
 	  . 'SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 4');
 
+# DEBUG1 during the start-up look: every worker says when it leaves, and after
+# how many ticks
+$node->safe_psql('postgres', 'ALTER SYSTEM SET log_min_messages = debug1');
 $node->safe_psql('postgres', 'ALTER SYSTEM SET sbqueue.enable_maintenance_worker = on');
 my $t_on = time;
 $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
@@ -257,15 +261,21 @@ $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 # sbqueue launcher 1 and its workers at most 2, so 4 are left, and the query
 # plans exactly 4. One more slot held by sbqueue (a third worker, or a worker
 # that the launcher replaced before the postmaster had freed its slot) makes
-# it launch fewer. The first probes run during the start-up look (a few
-# seconds), the later ones while the two workers sleep in their databases.
+# it launch fewer. The probes run during the start-up look (a few seconds)
+# and while the workers take turns after it. Both workers run in only a third
+# to a half of that time, so the probes come every 250 ms until one of them has
+# run with both sbqueue workers up, and at least 8 have run, or 9 s have gone
+# by (the sampler watches for 10 s at least).
 my @probes;
-for (1 .. 8)
+my $probe_start = time;
+while (@probes < 8
+	|| (!grep { $_->{busy} == 2 } @probes) && time - $probe_start < 9)
 {
 	push @probes, parallel_probe();
-	usleep(1_000_000);
+	usleep(250_000);
 }
 my $br = finish_sampler($boot, 0);
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()');
 
 is(join(' ', map { "$_->{planned}/$_->{launched}" } @probes),
 	join(' ', ('4/4') x @probes),
@@ -274,6 +284,18 @@ is(join(' ', map { "$_->{planned}/$_->{launched}" } @probes),
 ok((grep { $_->{busy} == 2 } @probes) > 0,
 	'at least one parallel query ran while both sbqueue workers held their slots')
   or diag('sbqueue workers before each probe: ' . join(' ', map { $_->{busy} } @probes));
+
+# A worker the launcher starts runs a tick before it makes room for another
+# database: asked to leave before that, it was started for nothing, and its
+# database waits for another one (a restart delay, then a fork and a
+# connection).
+my $bootlog = slurp_file($node->logfile, $logstart);
+my @leaves = $bootlog =~ /sbqueue maintenance worker leaves database "([^"]+)" after 0 ticks/g;
+my @starts = $bootlog =~ /starting background worker process "sbqueue maintenance worker for/g;
+diag(sprintf('start-up: %d maintenance workers started, %d left without a tick', scalar @starts,
+		scalar @leaves));
+cmp_ok(scalar @starts, '>=', 30, 'start-up: the log shows the worker starts (DEBUG1)');
+is(join(',', @leaves), '', 'start-up: no worker left its database before its first tick');
 
 # --- every database gets a pass, within a bound, after the restart
 # 32 looks (30 databases, noext and postgres), each a fork, a connection and
@@ -309,8 +331,8 @@ for my $db (@expiry_dbs)
 	$locked_until{$db} = $out[-1];
 }
 # more parallel queries while those databases come due
-push @probes, parallel_probe() for 1 .. 3;
-is(join(' ', map { "$_->{planned}/$_->{launched}" } @probes[ 8 .. 10 ]), '4/4 4/4 4/4',
+my @later_probes = map { parallel_probe() } 1 .. 3;
+is(join(' ', map { "$_->{planned}/$_->{launched}" } @later_probes), '4/4 4/4 4/4',
 	'parallel queries while locks come due also get their 4 workers');
 
 # The launcher sees the expiry in shared memory: the database goes first, and
