@@ -141,6 +141,72 @@ SELECT pg_catalog.pg_extension_config_dump('sbq.dead_letters', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.message_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sbq.queue_counters', '');
 
+/*
+ * Topics and subscriptions (0.10 on, src/topics.c). A topic holds no
+ * messages: a send to it stores a copy in each subscription whose rules
+ * match. Its id comes from the queues' sequence, so that the tables keyed by
+ * queue_id (rights, duplicate ids, counters) serve topics as well. A
+ * subscription is a queue (its row in sbq.queues is named
+ * '<topic>/subscriptions/<subscription>') with a row here that ties it to
+ * its topic.
+ */
+CREATE TABLE sbq.topics (
+    topic_id integer NOT NULL DEFAULT pg_catalog.nextval('sbq.queue_id_seq'),
+    name text NOT NULL,
+    name_key text NOT NULL,
+    default_message_ttl interval,
+    duplicate_detection_window interval,
+    max_message_size integer NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    CONSTRAINT topics_pkey PRIMARY KEY (topic_id),
+    CONSTRAINT topics_name_key_key UNIQUE (name_key)
+);
+
+CREATE TABLE sbq.subscriptions (
+    queue_id integer NOT NULL,
+    topic_id integer NOT NULL,
+    name text NOT NULL,
+    name_key text NOT NULL,
+    dead_lettering_on_filter_evaluation_exceptions boolean NOT NULL,
+    CONSTRAINT subscriptions_pkey PRIMARY KEY (queue_id),
+    CONSTRAINT subscriptions_topic_name_key UNIQUE (topic_id, name_key)
+);
+
+/*
+ * The rules of a subscription: at most one of the two filters (neither: the
+ * true filter), and an action or none. Stored as the caller wrote them;
+ * each backend compiles them when it first sends to the topic.
+ */
+CREATE TABLE sbq.rules (
+    queue_id integer NOT NULL,
+    name text NOT NULL,
+    name_key text NOT NULL,
+    sql_filter text,
+    correlation_filter jsonb,
+    action text,
+    created_at timestamptz NOT NULL,
+    CONSTRAINT rules_pkey PRIMARY KEY (queue_id, name_key),
+    CONSTRAINT rules_one_filter CHECK (sql_filter IS NULL OR correlation_filter IS NULL)
+);
+
+/*
+ * A scheduled send to a topic returns the topic's sequence number; its
+ * copies have their own. This maps the one to the others, for
+ * sbq_cancel_scheduled on the topic.
+ */
+CREATE TABLE sbq.topic_scheduled (
+    topic_id integer NOT NULL,
+    topic_sequence_number bigint NOT NULL,
+    sequence_number bigint NOT NULL,
+    CONSTRAINT topic_scheduled_pkey PRIMARY KEY (topic_sequence_number, sequence_number)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('sbq.topics', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.subscriptions', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.rules', '');
+SELECT pg_catalog.pg_extension_config_dump('sbq.topic_scheduled', '');
+
 /* A fresh lock token for a message: random bits plus the sequence number. */
 CREATE FUNCTION sbq.new_lock_token(bigint) RETURNS uuid
     AS 'MODULE_PATHNAME', 'sbq_new_lock_token'
@@ -414,6 +480,134 @@ GRANT EXECUTE ON FUNCTION sbq_update_queue(text, interval, integer, interval, bo
     boolean, text, text, integer, interval, interval, boolean, interval) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sbq_delete_queue(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sbq_purge_queue(text) TO PUBLIC;
+
+/* --------------------------------------------- topics and subscriptions */
+
+CREATE TYPE sbq_topic_properties AS (
+    topic text,
+    default_message_ttl interval,
+    duplicate_detection_window interval,
+    max_message_size integer,
+    created_at timestamptz,
+    updated_at timestamptz
+);
+
+CREATE TYPE sbq_subscription_properties AS (
+    topic text,
+    subscription text,
+    lock_duration interval,
+    max_delivery_count integer,
+    default_message_ttl interval,
+    dead_lettering_on_message_expiration boolean,
+    duplicate_detection_window interval,
+    requires_session boolean,
+    forward_to text,
+    forward_dead_lettered_messages_to text,
+    dead_lettering_on_filter_evaluation_exceptions boolean,
+    created_at timestamptz,
+    updated_at timestamptz,
+    dead_letter_ttl interval,
+    retry_delay interval,
+    retry_backoff boolean,
+    max_retry_delay interval
+);
+
+CREATE FUNCTION sbq_create_topic(
+    topic text,
+    default_message_ttl interval DEFAULT NULL,
+    duplicate_detection_window interval DEFAULT NULL,
+    max_message_size integer DEFAULT 1048576)
+    RETURNS sbq_topic_properties
+    AS 'MODULE_PATHNAME', 'sbq_create_topic'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_update_topic(
+    topic text,
+    default_message_ttl interval DEFAULT NULL,
+    duplicate_detection_window interval DEFAULT NULL,
+    max_message_size integer DEFAULT NULL)
+    RETURNS sbq_topic_properties
+    AS 'MODULE_PATHNAME', 'sbq_update_topic'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_delete_topic(topic text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_delete_topic'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_get_topic(topic text) RETURNS sbq_topic_properties
+    AS 'MODULE_PATHNAME', 'sbq_get_topic'
+    LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION sbq_create_subscription(
+    topic text,
+    subscription text,
+    lock_duration interval DEFAULT '30 seconds',
+    max_delivery_count integer DEFAULT 10,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT false,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT false,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    dead_lettering_on_filter_evaluation_exceptions boolean DEFAULT true,
+    dead_letter_ttl interval DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retry_backoff boolean DEFAULT false,
+    max_retry_delay interval DEFAULT NULL)
+    RETURNS sbq_subscription_properties
+    AS 'MODULE_PATHNAME', 'sbq_create_subscription'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_update_subscription(
+    topic text,
+    subscription text,
+    lock_duration interval DEFAULT NULL,
+    max_delivery_count integer DEFAULT NULL,
+    default_message_ttl interval DEFAULT NULL,
+    dead_lettering_on_message_expiration boolean DEFAULT NULL,
+    duplicate_detection_window interval DEFAULT NULL,
+    requires_session boolean DEFAULT NULL,
+    forward_to text DEFAULT NULL,
+    forward_dead_lettered_messages_to text DEFAULT NULL,
+    dead_lettering_on_filter_evaluation_exceptions boolean DEFAULT NULL,
+    dead_letter_ttl interval DEFAULT NULL,
+    retry_delay interval DEFAULT NULL,
+    retry_backoff boolean DEFAULT NULL,
+    max_retry_delay interval DEFAULT NULL)
+    RETURNS sbq_subscription_properties
+    AS 'MODULE_PATHNAME', 'sbq_update_subscription'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_delete_subscription(topic text, subscription text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_delete_subscription'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_get_subscription(topic text, subscription text)
+    RETURNS sbq_subscription_properties
+    AS 'MODULE_PATHNAME', 'sbq_get_subscription'
+    LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION sbq_add_rule(
+    topic text,
+    subscription text,
+    rule text,
+    sql_filter text DEFAULT NULL,
+    correlation_filter jsonb DEFAULT NULL,
+    action text DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_add_rule'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION sbq_remove_rule(topic text, subscription text, rule text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_remove_rule'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * Creating topics is for the extension's owner and the roles it grants
+ * EXECUTE on sbq_create_topic, as for queues; a role with manage on a topic
+ * creates its subscriptions and rules.
+ */
+REVOKE ALL ON FUNCTION sbq_create_topic(text, interval, interval, integer) FROM PUBLIC;
 
 /* ---------------------------------------------------------------- rights */
 
@@ -967,11 +1161,66 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                       AND (m.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(m.role, 'USAGE')));
 
+/*
+ * Topics, subscriptions and rules, as the queues: each caller sees those it
+ * holds a right on (a subscription and its rules also with a right on its
+ * topic), the extension's owner all of them.
+ */
+CREATE VIEW sbq_topics WITH (security_barrier) AS
+    SELECT t.name AS topic, t.default_message_ttl, t.duplicate_detection_window,
+           t.max_message_size, t.created_at, t.updated_at
+      FROM sbq.topics t
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) t.topic_id
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+
+CREATE VIEW sbq_subscriptions WITH (security_barrier) AS
+    SELECT t.name AS topic, s.name AS subscription, q.lock_duration, q.max_delivery_count,
+           q.default_message_ttl, q.dead_lettering_on_message_expiration,
+           q.duplicate_detection_window, q.requires_session, q.forward_to,
+           q.forward_dead_lettered_messages_to,
+           s.dead_lettering_on_filter_evaluation_exceptions, q.created_at, q.updated_at,
+           q.dead_letter_ttl, q.retry_delay, q.retry_backoff, q.max_retry_delay
+      FROM sbq.subscriptions s
+      JOIN sbq.queues q ON q.queue_id OPERATOR(pg_catalog.=) s.queue_id
+      JOIN sbq.topics t ON t.topic_id OPERATOR(pg_catalog.=) s.topic_id
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) ANY (ARRAY[s.queue_id, s.topic_id])
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+
+/* filter: the SQL filter, the correlation filter's JSON, or 1=1 (the true filter) */
+CREATE VIEW sbq_rules WITH (security_barrier) AS
+    SELECT t.name AS topic, s.name AS subscription, u.name AS rule,
+           CASE WHEN u.sql_filter IS NOT NULL THEN 'sql'::pg_catalog.text
+                WHEN u.correlation_filter IS NOT NULL THEN 'correlation'::pg_catalog.text
+                ELSE 'true'::pg_catalog.text END AS filter_type,
+           coalesce(u.sql_filter, u.correlation_filter::pg_catalog.text, '1=1') AS filter,
+           u.action, u.created_at
+      FROM sbq.rules u
+      JOIN sbq.subscriptions s ON s.queue_id OPERATOR(pg_catalog.=) u.queue_id
+      JOIN sbq.topics t ON t.topic_id OPERATOR(pg_catalog.=) s.topic_id
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) ANY (ARRAY[s.queue_id, s.topic_id])
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+
 /* the maintenance workers: of the databases the caller may connect to (src/registry.c) */
 CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
 /* the views show each caller what its rights let it see */
-GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status TO PUBLIC;
+GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status,
+    sbq_topics, sbq_subscriptions, sbq_rules TO PUBLIC;
 
 /*
  * Nobody but the owner reaches the tables: not even through the default

@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "storage.h"
+#include "topics.h"
 
 PG_FUNCTION_INFO_V1(sbq_create_queue);
 PG_FUNCTION_INFO_V1(sbq_update_queue);
@@ -44,31 +45,7 @@ PG_FUNCTION_INFO_V1(sbq_maintain);
 PG_FUNCTION_INFO_V1(sbq_grant);
 PG_FUNCTION_INFO_V1(sbq_revoke);
 
-/* Limits of the queue properties */
-#define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
-#define SBQ_MAX_LOCK_DURATION	(5 * 60 * USECS_PER_SEC)
-#define SBQ_MIN_TTL				USECS_PER_SEC
-#define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
-#define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
 
-/* The argument positions shared by create and update. */
-enum
-{
-	ARG_QUEUE,
-	ARG_LOCK_DURATION,
-	ARG_MAX_DELIVERY_COUNT,
-	ARG_DEFAULT_TTL,
-	ARG_DLQ_ON_EXPIRATION,
-	ARG_DUP_WINDOW,
-	ARG_REQUIRES_SESSION,
-	ARG_FORWARD_TO,
-	ARG_FORWARD_DLQ_TO,
-	ARG_MAX_MESSAGE_SIZE,
-	ARG_DEAD_LETTER_TTL,		/* from 0.4: SQL before it passes one argument less */
-	ARG_RETRY_DELAY,			/* from 0.9: SQL before it passes these three less */
-	ARG_RETRY_BACKOFF,
-	ARG_MAX_RETRY_DELAY
-};
 
 /* the longest retry delay, as the longest delay of an abandon (api_settle.c) */
 #define SBQ_MAX_RETRY_DELAY		(365 * USECS_PER_DAY)
@@ -80,7 +57,7 @@ enum
  *		(sbq_exact_interval): what was checked is what is stored and applied.
  *		An error shows a duration as the caller gave it.
  */
-static void
+void
 sbq_check_queue_props(SbqQueue *p)
 {
 	sbq_check_interval_range("lock_duration", &p->lock_duration,
@@ -126,62 +103,89 @@ sbq_check_queue_props(SbqQueue *p)
 	sbq_exact_interval(&p->max_retry_delay);
 }
 
+/* where sbq_create_queue and sbq_update_queue take each property */
+const int	sbq_queue_arg_positions[SBQ_NUM_QUEUE_ARGS] = {
+	ARG_QUEUE, ARG_LOCK_DURATION, ARG_MAX_DELIVERY_COUNT, ARG_DEFAULT_TTL,
+	ARG_DLQ_ON_EXPIRATION, ARG_DUP_WINDOW, ARG_REQUIRES_SESSION, ARG_FORWARD_TO,
+	ARG_FORWARD_DLQ_TO, ARG_MAX_MESSAGE_SIZE, ARG_DEAD_LETTER_TTL, ARG_RETRY_DELAY,
+	ARG_RETRY_BACKOFF, ARG_MAX_RETRY_DELAY
+};
+
+/* whether the call passes the property at pos[arg] and it is not NULL */
+static inline bool
+sbq_has_prop(FunctionCallInfo fcinfo, const int *pos, int arg)
+{
+	return pos[arg] >= 0 && PG_NARGS() > pos[arg] && !PG_ARGISNULL(pos[arg]);
+}
+
+#define PROP_ARG(arg) PG_GETARG_DATUM(pos[arg])
+
 /*
  * sbq_overlay_queue_props
- *		Copy the non-NULL property arguments into *p; with required, a NULL
- *		where create needs a value is 22004.
+ *		Copy the non-NULL property arguments into *p, the property ARG_x
+ *		taken from argument pos[ARG_x] (-1: the call has none; an argument
+ *		past the call's last is one that older SQL does not pass); with
+ *		required, a NULL where create needs a value is 22004.
  */
-static void
-sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required)
+void
+sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required, const int *pos)
 {
-	if (required)
+	static const struct
 	{
-		sbq_require_arg(fcinfo, ARG_LOCK_DURATION, "lock_duration");
-		sbq_require_arg(fcinfo, ARG_MAX_DELIVERY_COUNT, "max_delivery_count");
-		sbq_require_arg(fcinfo, ARG_DLQ_ON_EXPIRATION, "dead_lettering_on_message_expiration");
-		sbq_require_arg(fcinfo, ARG_REQUIRES_SESSION, "requires_session");
-		sbq_require_arg(fcinfo, ARG_MAX_MESSAGE_SIZE, "max_message_size");
-	}
-	if (!PG_ARGISNULL(ARG_LOCK_DURATION))
-		p->lock_duration = *PG_GETARG_INTERVAL_P(ARG_LOCK_DURATION);
-	if (!PG_ARGISNULL(ARG_MAX_DELIVERY_COUNT))
-		p->max_delivery_count = PG_GETARG_INT32(ARG_MAX_DELIVERY_COUNT);
-	if (!PG_ARGISNULL(ARG_DEFAULT_TTL))
+		int			arg;
+		const char *name;
+	}			needed[] = {
+		{ARG_LOCK_DURATION, "lock_duration"},
+		{ARG_MAX_DELIVERY_COUNT, "max_delivery_count"},
+		{ARG_DLQ_ON_EXPIRATION, "dead_lettering_on_message_expiration"},
+		{ARG_REQUIRES_SESSION, "requires_session"},
+		{ARG_MAX_MESSAGE_SIZE, "max_message_size"},
+	};
+	size_t		i;
+
+	for (i = 0; required && i < lengthof(needed); i++)
+		if (pos[needed[i].arg] >= 0)
+			sbq_require_arg(fcinfo, pos[needed[i].arg], needed[i].name);
+	if (sbq_has_prop(fcinfo, pos, ARG_LOCK_DURATION))
+		p->lock_duration = *DatumGetIntervalP(PROP_ARG(ARG_LOCK_DURATION));
+	if (sbq_has_prop(fcinfo, pos, ARG_MAX_DELIVERY_COUNT))
+		p->max_delivery_count = DatumGetInt32(PROP_ARG(ARG_MAX_DELIVERY_COUNT));
+	if (sbq_has_prop(fcinfo, pos, ARG_DEFAULT_TTL))
 	{
 		p->has_default_ttl = true;
-		p->default_ttl = *PG_GETARG_INTERVAL_P(ARG_DEFAULT_TTL);
+		p->default_ttl = *DatumGetIntervalP(PROP_ARG(ARG_DEFAULT_TTL));
 	}
-	if (!PG_ARGISNULL(ARG_DLQ_ON_EXPIRATION))
-		p->dlq_on_expiration = PG_GETARG_BOOL(ARG_DLQ_ON_EXPIRATION);
-	if (!PG_ARGISNULL(ARG_DUP_WINDOW))
+	if (sbq_has_prop(fcinfo, pos, ARG_DLQ_ON_EXPIRATION))
+		p->dlq_on_expiration = DatumGetBool(PROP_ARG(ARG_DLQ_ON_EXPIRATION));
+	if (sbq_has_prop(fcinfo, pos, ARG_DUP_WINDOW))
 	{
 		p->has_dup_window = true;
-		p->dup_window = *PG_GETARG_INTERVAL_P(ARG_DUP_WINDOW);
+		p->dup_window = *DatumGetIntervalP(PROP_ARG(ARG_DUP_WINDOW));
 	}
-	if (!PG_ARGISNULL(ARG_REQUIRES_SESSION))
-		p->requires_session = PG_GETARG_BOOL(ARG_REQUIRES_SESSION);
-	if (!PG_ARGISNULL(ARG_FORWARD_TO))
-		p->forward_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_TO));
-	if (!PG_ARGISNULL(ARG_FORWARD_DLQ_TO))
-		p->forward_dlq_to = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FORWARD_DLQ_TO));
-	if (!PG_ARGISNULL(ARG_MAX_MESSAGE_SIZE))
-		p->max_message_size = PG_GETARG_INT32(ARG_MAX_MESSAGE_SIZE);
-	if (PG_NARGS() > ARG_DEAD_LETTER_TTL && !PG_ARGISNULL(ARG_DEAD_LETTER_TTL))
+	if (sbq_has_prop(fcinfo, pos, ARG_REQUIRES_SESSION))
+		p->requires_session = DatumGetBool(PROP_ARG(ARG_REQUIRES_SESSION));
+	if (sbq_has_prop(fcinfo, pos, ARG_FORWARD_TO))
+		p->forward_to = TextDatumGetCString(PROP_ARG(ARG_FORWARD_TO));
+	if (sbq_has_prop(fcinfo, pos, ARG_FORWARD_DLQ_TO))
+		p->forward_dlq_to = TextDatumGetCString(PROP_ARG(ARG_FORWARD_DLQ_TO));
+	if (sbq_has_prop(fcinfo, pos, ARG_MAX_MESSAGE_SIZE))
+		p->max_message_size = DatumGetInt32(PROP_ARG(ARG_MAX_MESSAGE_SIZE));
+	if (sbq_has_prop(fcinfo, pos, ARG_DEAD_LETTER_TTL))
 	{
 		p->has_dead_letter_ttl = true;
-		p->dead_letter_ttl = *PG_GETARG_INTERVAL_P(ARG_DEAD_LETTER_TTL);
+		p->dead_letter_ttl = *DatumGetIntervalP(PROP_ARG(ARG_DEAD_LETTER_TTL));
 	}
-	if (PG_NARGS() > ARG_RETRY_DELAY && !PG_ARGISNULL(ARG_RETRY_DELAY))
+	if (sbq_has_prop(fcinfo, pos, ARG_RETRY_DELAY))
 	{
 		p->has_retry_delay = true;
-		p->retry_delay = *PG_GETARG_INTERVAL_P(ARG_RETRY_DELAY);
+		p->retry_delay = *DatumGetIntervalP(PROP_ARG(ARG_RETRY_DELAY));
 	}
-	if (PG_NARGS() > ARG_RETRY_BACKOFF && !PG_ARGISNULL(ARG_RETRY_BACKOFF))
-		p->retry_backoff = PG_GETARG_BOOL(ARG_RETRY_BACKOFF);
-	if (PG_NARGS() > ARG_MAX_RETRY_DELAY && !PG_ARGISNULL(ARG_MAX_RETRY_DELAY))
+	if (sbq_has_prop(fcinfo, pos, ARG_RETRY_BACKOFF))
+		p->retry_backoff = DatumGetBool(PROP_ARG(ARG_RETRY_BACKOFF));
+	if (sbq_has_prop(fcinfo, pos, ARG_MAX_RETRY_DELAY))
 	{
 		p->has_max_retry_delay = true;
-		p->max_retry_delay = *PG_GETARG_INTERVAL_P(ARG_MAX_RETRY_DELAY);
+		p->max_retry_delay = *DatumGetIntervalP(PROP_ARG(ARG_MAX_RETRY_DELAY));
 	}
 }
 
@@ -241,8 +245,9 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	sbq_queue_address(fcinfo, false, &addr);
+	sbq_refuse_reserved_name(&addr);
 	memset(&props, 0, sizeof(props));
-	sbq_overlay_queue_props(fcinfo, &props, true);
+	sbq_overlay_queue_props(fcinfo, &props, true, sbq_queue_arg_positions);
 	sbq_check_queue_props(&props);
 	PreventCommandIfReadOnly("sbq_create_queue()");
 
@@ -252,6 +257,11 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
 				 errmsg("queue \"%s\" already exists", existing.name)));
+	if (sbq_storage_find_topic(addr.key, false, &existing))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
+				 errmsg("topic \"%s\" already exists", existing.name),
+				 errdetail("Queues and topics share their names.")));
 	if (props.requires_session && !sbq_storage_sessions_available())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -276,7 +286,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 	sbq_queue_call_begin(fcinfo, false, "sbq_update_queue()", ShareUpdateExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &props);
 	was_session = props.requires_session;
-	sbq_overlay_queue_props(fcinfo, &props, false);
+	sbq_overlay_queue_props(fcinfo, &props, false, sbq_queue_arg_positions);
 	if (props.requires_session != was_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -38,6 +38,7 @@
 #define SBQ_ERRCODE_SESSION_LOCKED		MAKE_SQLSTATE('S','B','0','0','5')
 #define SBQ_ERRCODE_QUEUE_EXISTS		MAKE_SQLSTATE('S','B','0','0','6')
 #define SBQ_ERRCODE_MESSAGE_TOO_LARGE	MAKE_SQLSTATE('S','B','0','0','7')
+#define SBQ_ERRCODE_ENTITY_NOT_FOUND	MAKE_SQLSTATE('S','B','0','0','8')
 #define SBQ_ERRCODE_INVALID_OPERATION	MAKE_SQLSTATE('S','B','0','1','0')
 
 #define SBQ_MAX_NAME_LEN		260
@@ -109,6 +110,9 @@ typedef struct SbqQueue
 	Interval	max_retry_delay;
 	int			ngrants;		/* the rights held on it (none before 0.5) */
 	SbqGrant   *grants;
+	bool		is_topic;		/* a topic (topics.c): only the name, the TTL,
+								 * the duplicate detection window and the size
+								 * are set */
 } SbqQueue;
 
 /* The optional properties of a send, shared by every message of a batch. */
@@ -144,6 +148,39 @@ typedef struct SbqReceiveResult
 	int			expired_dead_lettered;	/* TTL passed, moved to the DLQ */
 	int			expired_dropped;	/* TTL passed, removed */
 } SbqReceiveResult;
+
+/* Limits of the queue properties */
+#define SBQ_MIN_LOCK_DURATION	(5 * USECS_PER_SEC)
+#define SBQ_MAX_LOCK_DURATION	(5 * 60 * USECS_PER_SEC)
+#define SBQ_MIN_TTL				USECS_PER_SEC
+#define SBQ_MIN_DUP_WINDOW		(20 * USECS_PER_SEC)
+#define SBQ_MAX_DUP_WINDOW		(7 * USECS_PER_DAY)
+
+/* The queue properties as arguments of sbq_create_queue and sbq_update_queue (api_queues.c). */
+enum
+{
+	ARG_QUEUE,
+	ARG_LOCK_DURATION,
+	ARG_MAX_DELIVERY_COUNT,
+	ARG_DEFAULT_TTL,
+	ARG_DLQ_ON_EXPIRATION,
+	ARG_DUP_WINDOW,
+	ARG_REQUIRES_SESSION,
+	ARG_FORWARD_TO,
+	ARG_FORWARD_DLQ_TO,
+	ARG_MAX_MESSAGE_SIZE,
+	ARG_DEAD_LETTER_TTL,		/* from 0.4: SQL before it passes one argument less */
+	ARG_RETRY_DELAY,			/* from 0.9: SQL before it passes these three less */
+	ARG_RETRY_BACKOFF,
+	ARG_MAX_RETRY_DELAY,
+	SBQ_NUM_QUEUE_ARGS
+};
+
+/* api_queues.c: the queue properties of a create or update call */
+extern const int sbq_queue_arg_positions[SBQ_NUM_QUEUE_ARGS];
+extern void sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required,
+									const int *pos);
+extern void sbq_check_queue_props(SbqQueue *p);
 
 /* util.c */
 extern void sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr);

@@ -77,6 +77,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "topics.h"
 #include "lease.h"
 #include "storage_core.h"
 
@@ -89,6 +90,7 @@
 #define SBQ_FLAVOUR_SESSIONS	4	/* 0.7: sbq.sessions */
 #define SBQ_FLAVOUR_SESSION_LOCKS 5	/* 0.8: sbq.session_until, locks in memory */
 #define SBQ_FLAVOUR_RETRY		6	/* 0.9 on: a queue's retry back-off in sbq.queues */
+#define SBQ_FLAVOUR_TOPICS		7	/* 0.10 on: sbq.topics, sbq.subscriptions, sbq.rules */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -174,8 +176,10 @@ sbq_flavour(void)
 		/* the update that adds the column makes functions too: this is looked at again */
 		else if (get_attnum(get_relname_relid("queues", nsp), "retry_delay") == InvalidAttrNumber)
 			sbq_sql_flavour = SBQ_FLAVOUR_SESSION_LOCKS;
-		else
+		else if (!OidIsValid(get_relname_relid("topics", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_RETRY;
+		else
+			sbq_sql_flavour = SBQ_FLAVOUR_TOPICS;
 	}
 	return sbq_sql_flavour;
 }
@@ -210,6 +214,13 @@ bool
 sbq_queue_retry_installed(void)
 {
 	return sbq_flavour() >= SBQ_FLAVOUR_RETRY;
+}
+
+/* Whether the installed SQL has topics (sbq.topics, 0.10 on). */
+bool
+sbq_topics_installed(void)
+{
+	return sbq_flavour() >= SBQ_FLAVOUR_TOPICS;
 }
 
 /* Whether the installed SQL has sessions (sbq.sessions, 0.7 on). */

@@ -34,6 +34,7 @@
 #include "compat.h"
 #include "lease.h"
 #include "sbqueue.h"
+#include "topics.h"
 
 PG_FUNCTION_INFO_V1(sbq_new_lock_token);
 
@@ -73,6 +74,26 @@ sbq_bad_queue_name(text *queue, const char *detail)
  * A queue name is 1-260 characters of A-Z a-z 0-9 . - _ /, starting and ending
  * with a letter or digit. Anything else is 22023; NULL is the caller's check.
  */
+/*
+ * The longest address a name of len characters may be: a queue name has at
+ * most SBQ_MAX_NAME_LEN, and so has the topic's part of a subscription's
+ * address, which adds "/subscriptions/" and a name of at most 50.
+ */
+static size_t
+sbq_max_address_len(const char *name, size_t len)
+{
+	const char *seg = NULL;
+	const char *p;
+	size_t		seglen = strlen(SBQ_SUBSCRIPTIONS_SEGMENT);
+
+	for (p = name; p + seglen <= name + len; p++)
+		if (pg_strncasecmp(p, SBQ_SUBSCRIPTIONS_SEGMENT, seglen) == 0)
+			seg = p;
+	if (seg == NULL || seg - name > SBQ_MAX_NAME_LEN)
+		return SBQ_MAX_NAME_LEN;
+	return (seg - name) + seglen + SBQ_MAX_SUBSCRIPTION_NAME_LEN;
+}
+
 void
 sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr)
 {
@@ -90,7 +111,7 @@ sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr)
 		full[len] = '\0';
 	}
 
-	if (len == 0 || len > SBQ_MAX_NAME_LEN)
+	if (len == 0 || len > sbq_max_address_len(full, len))
 		sbq_bad_queue_name(queue, psprintf("A queue name has 1 to %d characters.",
 										   SBQ_MAX_NAME_LEN));
 	for (i = 0; i < len; i++)
@@ -103,6 +124,23 @@ sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr)
 	addr->key = pstrdup(full);
 	for (i = 0; i < len; i++)
 		addr->key[i] = pg_ascii_tolower((unsigned char) addr->key[i]);
+}
+
+/*
+ * sbq_refuse_reserved_name
+ *		A new queue or topic may not have a name with the segment
+ *		"/subscriptions/" (any letter case): that form addresses the
+ *		subscriptions of topics (22023).
+ */
+void
+sbq_refuse_reserved_name(const SbqAddress *addr)
+{
+	if (strstr(addr->key, SBQ_SUBSCRIPTIONS_SEGMENT) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid queue name \"%s\"", addr->name),
+				 errdetail("A name with the segment \"%s\" addresses a subscription of a topic.",
+						   SBQ_SUBSCRIPTIONS_SEGMENT)));
 }
 
 /*

@@ -1,0 +1,74 @@
+/*-------------------------------------------------------------------------
+ *
+ * topics.h
+ *	  Topics, subscriptions and rules in storage (topics.c).
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/topics.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBQ_TOPICS_H
+#define SBQ_TOPICS_H
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "utils/jsonb.h"
+
+#include "sbqueue.h"
+
+/* the rule every new subscription gets: the true filter, no action */
+#define SBQ_DEFAULT_RULE		"$Default"
+
+/* the segment between a topic's name and a subscription's in its address */
+#define SBQ_SUBSCRIPTIONS_SEGMENT	"/subscriptions/"
+
+/* A subscription or rule name: 1-50 characters. */
+#define SBQ_MAX_SUBSCRIPTION_NAME_LEN	50
+
+/* A rule as stored. */
+typedef struct SbqRule
+{
+	char	   *name;
+	char	   *sql_filter;		/* NULL: none */
+	Jsonb	   *correlation_filter; /* NULL: none */
+	char	   *action;			/* NULL: none */
+} SbqRule;
+
+extern bool sbq_topics_installed(void);
+
+extern bool sbq_storage_find_topic(const char *key, bool share, SbqQueue *topic);
+extern int32 sbq_storage_create_topic(const char *name, const char *key, const SbqQueue *props);
+extern void sbq_storage_update_topic(const SbqQueue *props);
+extern void sbq_storage_delete_topic(int32 topic_id);
+extern int	sbq_storage_topic_subscriptions(int32 topic_id, int32 **ids);
+extern HeapTuple sbq_storage_topic_tuple(int32 topic_id, TupleDesc tupdesc, MemoryContext mcxt);
+extern HeapTuple sbq_storage_subscription_tuple(int32 queue_id, TupleDesc tupdesc,
+												MemoryContext mcxt);
+
+/* rules.c: filters and actions */
+extern char *sbq_check_sql_filter(text *filter);
+extern void sbq_check_correlation_filter(Jsonb *filter);
+extern char *sbq_check_rule_action(text *action);
+
+/* util.c */
+extern void sbq_refuse_reserved_name(const SbqAddress *addr);
+
+extern bool sbq_storage_find_subscription(int32 topic_id, const char *key, int32 *queue_id,
+										  bool *dlq_on_filter_errors);
+extern bool sbq_storage_subscription_of(int32 queue_id, char **topic, char **subscription);
+extern int32 sbq_storage_create_subscription(int32 topic_id, const char *address,
+											 const char *address_key, const char *name,
+											 const char *key, const SbqQueue *props,
+											 bool dlq_on_filter_errors);
+extern void sbq_storage_update_subscription(const SbqQueue *props, bool dlq_on_filter_errors);
+extern void sbq_storage_delete_subscription(int32 queue_id);
+
+extern bool sbq_storage_add_rule(int32 queue_id, const char *name, const char *sql_filter,
+								 Jsonb *correlation_filter, const char *action);
+extern bool sbq_storage_remove_rule(int32 queue_id, const char *key);
+extern int	sbq_storage_rules(int32 queue_id, SbqRule **rules);
+
+#endif							/* SBQ_TOPICS_H */
