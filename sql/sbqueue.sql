@@ -131,6 +131,7 @@ CREATE TABLE sbq.queue_counters (
     deferred bigint NOT NULL DEFAULT 0,
     dead_lettered bigint NOT NULL DEFAULT 0,
     expired bigint NOT NULL DEFAULT 0,
+    dropped bigint NOT NULL DEFAULT 0,
     CONSTRAINT queue_counters_pkey PRIMARY KEY (queue_id, shard)
 );
 
@@ -1148,7 +1149,10 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                         OPERATOR(pg_catalog.<>) 0::pg_catalog.int2
                   ORDER BY v.bit) AS rights
       FROM sbq.rights r
-      JOIN sbq.queues q ON q.queue_id OPERATOR(pg_catalog.=) r.queue_id
+      JOIN (SELECT queues.queue_id, queues.name FROM sbq.queues
+            UNION ALL
+            SELECT topics.topic_id, topics.name FROM sbq.topics) q
+        ON q.queue_id OPERATOR(pg_catalog.=) r.queue_id
      WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
                                    'USAGE')
@@ -1215,12 +1219,37 @@ CREATE VIEW sbq_rules WITH (security_barrier) AS
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
 
+/*
+ * Per topic: its subscriptions, the messages sent to it (duplicates not
+ * counted) and those no subscription took (dropped).
+ */
+CREATE VIEW sbq_topic_stats WITH (security_barrier) AS
+    SELECT t.name AS topic,
+           (SELECT pg_catalog.count(*) FROM sbq.subscriptions s
+             WHERE s.topic_id OPERATOR(pg_catalog.=) t.topic_id) AS subscription_count,
+           (coalesce(c.sent, 0) OPERATOR(pg_catalog.+) pc.p[1])::bigint AS sent,
+           coalesce(c.dropped, 0)::bigint AS dropped
+      FROM sbq.topics t
+      LEFT JOIN LATERAL (
+           SELECT pg_catalog.sum(k.sent) AS sent, pg_catalog.sum(k.dropped) AS dropped
+             FROM sbq.queue_counters k
+            WHERE k.queue_id OPERATOR(pg_catalog.=) t.topic_id) c ON true
+     CROSS JOIN LATERAL (
+           SELECT sbq.pending_counts('sbq.queues'::pg_catalog.regclass, t.topic_id) AS p) pc
+     WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
+                                   'USAGE')
+        OR EXISTS (SELECT FROM sbq.rights r
+                    WHERE r.queue_id OPERATOR(pg_catalog.=) t.topic_id
+                      AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                           OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+
 /* the maintenance workers: of the databases the caller may connect to (src/registry.c) */
 CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
 /* the views show each caller what its rights let it see */
 GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status,
-    sbq_topics, sbq_subscriptions, sbq_rules TO PUBLIC;
+    sbq_topics, sbq_subscriptions, sbq_rules, sbq_topic_stats TO PUBLIC;
 
 /*
  * Nobody but the owner reaches the tables: not even through the default
@@ -1312,7 +1341,7 @@ $$;
  * What PUBLIC may use, said here whatever the default privileges of the role
  * that installs or updates: SELECT on the views (write access through a view
  * would reach its table as the view's owner), EXECUTE on every function but
- * sbq_create_queue and sbq_maintain (the owner's to grant) and the internal
+ * sbq_create_queue, sbq_create_topic and sbq_maintain (the owner's to grant) and the internal
  * ones; each call checks the caller's rights itself.
  */
 DO $$
@@ -1355,9 +1384,10 @@ BEGIN
            AND d.deptype OPERATOR(pg_catalog.=) 'e'
     LOOP
         IF pg_catalog.split_part(q.fn::pg_catalog.text, '(', 1) IN
-               ('sbq_create_queue', 'sbq_maintain', 'sbq.new_lock_token', 'sbq.lease_slot',
-                'sbq.lease_free')
+               ('sbq_create_queue', 'sbq_create_topic', 'sbq_maintain', 'sbq.new_lock_token',
+                'sbq.lease_slot', 'sbq.lease_free')
            OR q.fn::pg_catalog.text LIKE '%.sbq_create_queue(%'
+           OR q.fn::pg_catalog.text LIKE '%.sbq_create_topic(%'
            OR q.fn::pg_catalog.text LIKE '%.sbq_maintain(%' THEN
             EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', q.fn);
         ELSE

@@ -39,6 +39,7 @@
 
 #include "compat.h"
 #include "storage.h"
+#include "topics.h"
 #include "wait.h"
 
 PG_FUNCTION_INFO_V1(sbq_send_text);
@@ -881,7 +882,7 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	seq = PG_GETARG_INT64(1);
 	PreventCommandIfReadOnly("sbq_cancel_scheduled()");
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_SEND);
+	sbq_storage_get_queue_or_topic(&addr, &queue, SBQ_RIGHT_SEND);
 	/* a dead-letter sub-queue holds no scheduled messages */
 	if (addr.subqueue == SBQ_SUBQUEUE_DLQ ||
 		!sbq_storage_cancel_scheduled(&queue, seq))

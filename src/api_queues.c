@@ -447,8 +447,13 @@ sbq_grant_common(FunctionCallInfo fcinfo, bool grant)
 		role = get_role_oid(NameStr(*PG_GETARG_NAME(1)), false);
 	PreventCommandIfReadOnly(grant ? "sbq_grant()" : "sbq_revoke()");
 
-	sbq_queue_call_begin(fcinfo, false, NULL, ShareUpdateExclusiveLock, SBQ_RIGHT_MANAGE,
-						 &addr, &queue);
+	/* the caller's right first, as sbq_queue_call_begin checks it; a topic's too */
+	sbq_storage_begin();
+	sbq_storage_get_queue_or_topic(&addr, &queue, SBQ_RIGHT_MANAGE);
+	sbq_storage_end();
+	sbq_lock_queue_name(addr.key, ShareUpdateExclusiveLock);
+	sbq_storage_begin();
+	sbq_storage_get_queue_or_topic(&addr, &queue, SBQ_RIGHT_MANAGE);
 	sbq_storage_set_rights(&queue, role, rights, grant);
 	sbq_storage_end();
 	PG_RETURN_VOID();

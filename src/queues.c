@@ -34,6 +34,7 @@
 
 #include "lease.h"
 #include "storage_core.h"
+#include "topics.h"
 
 #define QUEUE_COLS(later) \
 	"queue_id, name, lock_duration, max_delivery_count, default_message_ttl, " \
@@ -361,12 +362,56 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 	return true;
 }
 
+/* SB001; or SB010 when the name is a topic's, which holds no messages */
 static void
 sbq_queue_not_found(const SbqAddress *addr)
 {
+	SbqQueue	topic;
+
+	if (sbq_storage_find_topic(addr->key, false, &topic))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("\"%s\" is a topic, not a queue", topic.name),
+				 errdetail("A topic holds no messages: its subscriptions do."),
+				 errhint("Receive from \"%s" SBQ_SUBSCRIPTIONS_SEGMENT "<subscription>\".",
+						 topic.name)));
 	ereport(ERROR,
 			(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
 			 errmsg("queue \"%s\" does not exist", addr->name)));
+}
+
+/*
+ * sbq_refuse_subscription_send
+ *		A subscription gets its messages from its topic, never from a send
+ *		(SB010).
+ */
+static void
+sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue)
+{
+	char	   *topic;
+
+	if (strstr(addr->key, SBQ_SUBSCRIPTIONS_SEGMENT) != NULL &&
+		sbq_storage_subscription_of(queue->queue_id, &topic, NULL))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot send to subscription \"%s\"", queue->name),
+				 errdetail("A subscription gets copies of the messages sent to its topic."),
+				 errhint("Send to topic \"%s\".", topic)));
+}
+
+/*
+ * sbq_storage_get_queue_or_topic
+ *		sbq_storage_get_queue, or the topic of that name (is_topic set) when
+ *		no queue has it.
+ */
+void
+sbq_storage_get_queue_or_topic(const SbqAddress *addr, SbqQueue *queue, int16 rights)
+{
+	if (!sbq_storage_find_queue(addr, queue) &&
+		(addr->subqueue != SBQ_SUBQUEUE_MAIN ||
+		 !sbq_storage_find_topic(addr->key, false, queue)))
+		sbq_queue_not_found(addr);
+	sbq_rights_require(queue, rights);
 }
 
 /*
@@ -389,16 +434,24 @@ sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
 
 	if (!IsolationUsesXactSnapshot())
 	{
-		sbq_storage_get_queue(addr, queue, SBQ_RIGHT_SEND);
+		sbq_storage_get_queue_or_topic(addr, queue, SBQ_RIGHT_SEND);
+		sbq_refuse_subscription_send(addr, queue);
 		return;
 	}
 	values[0] = CStringGetTextDatum(addr->key);
 	if (sbq_exec(sbq_queue_stmt(&stmt_find_queue_share, &stmt_find_queue_share_retry),
 				 values, NULL) == 0)
-		sbq_queue_not_found(addr);
-	sbq_queue_from_row(0, queue);
-	sbq_rights_load(queue);
+	{
+		if (!sbq_storage_find_topic(addr->key, true, queue))
+			sbq_queue_not_found(addr);
+	}
+	else
+	{
+		sbq_queue_from_row(0, queue);
+		sbq_rights_load(queue);
+	}
 	sbq_rights_require(queue, SBQ_RIGHT_SEND);
+	sbq_refuse_subscription_send(addr, queue);
 }
 
 /*
@@ -627,5 +680,44 @@ sbq_all_queues(SbqQueue **queues)
 	*queues = palloc(sizeof(SbqQueue) * Max(n, 1));
 	for (q = 0; q < n; q++)
 		sbq_queue_from_row(q, &(*queues)[q]);
+	return (int) n;
+}
+
+static SbqStatement stmt_topic_queues = {"subscription queues of a topic", 1, {INT4OID},
+	"SELECT " QUEUE_COLS_RETRY ", (SELECT s.dead_lettering_on_filter_evaluation_exceptions"
+	"  FROM sbq.subscriptions s WHERE s.queue_id = q.queue_id)"
+	" FROM sbq.queues q"
+	" WHERE q.queue_id IN (SELECT s.queue_id FROM sbq.subscriptions s WHERE s.topic_id = $1)"
+	" ORDER BY q.queue_id"
+};
+
+/*
+ * sbq_storage_topic_queues
+ *		The subscriptions of a topic as queues, in the order they were made,
+ *		into *subs, and whether each dead-letters on a filter's error into
+ *		*dlq_on_errors (both in the caller's memory context); returns how
+ *		many.
+ */
+int
+sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors)
+{
+	Datum		values[1];
+	uint64		n;
+	uint64		i;
+	MemoryContext old;
+
+	values[0] = Int32GetDatum(topic_id);
+	n = sbq_exec(&stmt_topic_queues, values, NULL);
+	old = MemoryContextSwitchTo(sbq_storage_caller_context());
+	*subs = palloc(sizeof(SbqQueue) * Max(n, 1));
+	*dlq_on_errors = palloc(sizeof(bool) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		sbq_queue_from_row(i, &(*subs)[i]);
+		(*dlq_on_errors)[i] = DatumGetBool(sbq_col(i, 16, &isnull));
+	}
+	MemoryContextSwitchTo(old);
 	return (int) n;
 }

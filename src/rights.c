@@ -188,10 +188,13 @@ sbq_rights_require(const SbqQueue *queue, int16 rights)
 	role = GetUserNameFromId(caller, true);
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("permission denied for queue \"%s\"", queue->name),
-			 errdetail("The call needs the right \"%s\" on the queue, which role \"%s\" does not hold.",
-					   sbq_right_name(rights), role != NULL ? role : "?"),
-			 errhint("A role with the right \"manage\" on the queue grants rights with sbq_grant().")));
+			 errmsg("permission denied for %s \"%s\"", queue->is_topic ? "topic" : "queue",
+					queue->name),
+			 errdetail("The call needs the right \"%s\" on the %s, which role \"%s\" does not hold.",
+					   sbq_right_name(rights), queue->is_topic ? "topic" : "queue",
+					   role != NULL ? role : "?"),
+			 errhint("A role with the right \"manage\" on the %s grants rights with sbq_grant().",
+					 queue->is_topic ? "topic" : "queue")));
 }
 
 /*

@@ -26,6 +26,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 
 #include "topics.h"
 
@@ -155,4 +156,125 @@ sbq_check_rule_action(text *action)
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("rule actions are not supported yet")));
 	return NULL;
+}
+
+/* The system property a correlation filter's key names, as a send gives it. */
+static text *
+sbq_correlation_property(const char *key, const SbqSendProps *props)
+{
+	if (strcmp(key, "correlation_id") == 0)
+		return props->correlation_id;
+	if (strcmp(key, "message_id") == 0)
+		return props->message_id;
+	if (strcmp(key, "to") == 0)
+		return props->to_address;
+	if (strcmp(key, "reply_to") == 0)
+		return props->reply_to;
+	if (strcmp(key, "subject") == 0)
+		return props->subject;
+	if (strcmp(key, "session_id") == 0)
+		return props->session_id;
+	if (strcmp(key, "reply_to_session_id") == 0)
+		return props->reply_to_session_id;
+	return props->content_type;
+}
+
+/* Whether a text equals a JSON string, byte for byte. */
+static bool
+sbq_text_equals(const text *t, const JsonbValue *v)
+{
+	return t != NULL && v->type == jbvString &&
+		(int) VARSIZE_ANY_EXHDR(t) == v->val.string.len &&
+		memcmp(VARDATA_ANY(t), v->val.string.val, v->val.string.len) == 0;
+}
+
+/*
+ * Whether the application properties hold key with a value equal to want:
+ * strings byte for byte, numbers by value, booleans and null as themselves.
+ */
+static bool
+sbq_app_property_equals(Jsonb *props, const JsonbValue *key, const JsonbValue *want)
+{
+	JsonbValue *have;
+
+	if (props == NULL || !JB_ROOT_IS_OBJECT(props))
+		return false;
+	have = findJsonbValueFromContainer(&props->root, JB_FOBJECT, (JsonbValue *) key);
+	if (have == NULL || have->type != want->type)
+		return false;
+	switch (want->type)
+	{
+		case jbvString:
+			return have->val.string.len == want->val.string.len &&
+				memcmp(have->val.string.val, want->val.string.val, want->val.string.len) == 0;
+		case jbvNumeric:
+			return DatumGetBool(DirectFunctionCall2(numeric_eq,
+													NumericGetDatum(have->val.numeric),
+													NumericGetDatum(want->val.numeric)));
+		case jbvBool:
+			return have->val.boolean == want->val.boolean;
+		case jbvNull:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * sbq_correlation_matches
+ *		Whether a message sent with props matches a correlation filter (checked
+ *		by sbq_check_correlation_filter): every property it names is equal.
+ *		A message without a content type of its own has the default one of
+ *		its body's type.
+ */
+bool
+sbq_correlation_matches(Jsonb *filter, const SbqSendProps *props, const char *default_ct)
+{
+	JsonbIterator *it = JsonbIteratorInit(&filter->root);
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	JsonbValue	key;
+	int			depth = 0;
+	bool		in_props = false;
+	text	   *ct = props->content_type;
+
+	if (ct == NULL && default_ct != NULL)
+		ct = cstring_to_text(default_ct);
+	key.type = jbvNull;
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if (tok == WJB_BEGIN_OBJECT)
+		{
+			in_props = ++depth == 2;
+			continue;
+		}
+		if (tok == WJB_END_OBJECT)
+		{
+			depth--;
+			in_props = false;
+			continue;
+		}
+		if (tok == WJB_KEY)
+		{
+			key = v;
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;
+		if (in_props)
+		{
+			if (!sbq_app_property_equals(props->application_properties, &key, &v))
+				return false;
+		}
+		else
+		{
+			char	   *k = pnstrdup(key.val.string.val, key.val.string.len);
+			text	   *have = strcmp(k, "content_type") == 0 ? ct :
+				sbq_correlation_property(k, props);
+
+			if (!sbq_text_equals(have, &v))
+				return false;
+		}
+	}
+	return true;
 }

@@ -38,6 +38,7 @@
 #include "utils/timestamp.h"
 
 #include "storage_core.h"
+#include "topics.h"
 #include "wait.h"
 
 #define INSERT_MESSAGE_COLS \
@@ -241,6 +242,33 @@ sbq_send_with_dedup(const SbqQueue *queue, Datum *values, bool *nulls,
 }
 
 /*
+ * sbq_storage_claim_message_id
+ *		Duplicate detection for one message sent to a queue or topic with a
+ *		window: claim its message id for the sequence number *seq. False when
+ *		a message with that id was sent within the window: *seq then gets that
+ *		message's number.
+ */
+bool
+sbq_storage_claim_message_id(const SbqQueue *queue, text *message_id, TimestampTz now,
+							 int64 *seq)
+{
+	Datum		claim[5];
+	bool		isnull;
+
+	claim[0] = Int32GetDatum(queue->queue_id);
+	claim[1] = PointerGetDatum(message_id);
+	claim[2] = Int64GetDatum(*seq);
+	claim[3] = TimestampTzGetDatum(now);
+	claim[4] = TimestampTzGetDatum(now - sbq_interval_usecs(&queue->dup_window));
+	if (sbq_exec(&stmt_dedup_claim, claim, NULL) == 1)
+		return true;
+	if (sbq_exec(&stmt_dedup_first, claim, NULL) != 1)
+		elog(ERROR, "duplicate detection lost the first message of an id");
+	*seq = DatumGetInt64(sbq_col(0, 1, &isnull));
+	return false;
+}
+
+/*
  * sbq_send_args
  *		The arguments $1 .. $15 of the sends, and $17 NULL, for messages with
  *		props; scheduled says they are stored as scheduled.
@@ -362,6 +390,8 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 
 	if (nbodies == 0)
 		return 0;
+	if (queue->is_topic)
+		return sbq_topic_send(queue, props, bodies, nbodies, default_content_type, seqs);
 	sbq_send_args(queue, props, now, scheduled, default_content_type, values, nulls);
 
 	/* active messages join the queue: announce it (qstate.c) */
@@ -528,6 +558,8 @@ sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
 {
 	Datum		values[2];
 
+	if (queue->is_topic)
+		return sbq_topic_cancel_scheduled(queue, seq);
 	values[0] = Int64GetDatum(seq);
 	values[1] = Int32GetDatum(queue->queue_id);
 	return sbq_exec(&stmt_cancel_scheduled, values, NULL) == 1;

@@ -56,6 +56,17 @@ extern char *sbq_check_rule_action(text *action);
 /* util.c */
 extern void sbq_refuse_reserved_name(const SbqAddress *addr);
 
+extern int	sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors);
+extern void sbq_storage_get_queue_or_topic(const SbqAddress *addr, SbqQueue *queue,
+										   int16 rights);
+extern int	sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies,
+						   int nbodies, const char *default_content_type, int64 *seqs);
+extern bool sbq_topic_cancel_scheduled(const SbqQueue *topic, int64 seq);
+extern bool sbq_storage_claim_message_id(const SbqQueue *queue, text *message_id,
+										 TimestampTz now, int64 *seq);
+extern bool sbq_correlation_matches(Jsonb *filter, const SbqSendProps *props,
+									const char *default_content_type);
+
 extern bool sbq_storage_find_subscription(int32 topic_id, const char *key, int32 *queue_id,
 										  bool *dlq_on_filter_errors);
 extern bool sbq_storage_subscription_of(int32 queue_id, char **topic, char **subscription);

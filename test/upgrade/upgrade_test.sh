@@ -118,6 +118,14 @@ old_sql_checks() {
             "error: sessions need version 0.7 or later of extension sbqueue"
     fi
 
+    # topics need the SQL of 0.10: the current library says so, and a topic
+    # call on older SQL is no function at all
+    if ! has_function $db 'sbq_create_topic(text,interval,interval,integer)'; then
+        got=$(try $db "SELECT count(*) FROM sbq_send('no-such-topic', 'x')")
+        check "$v: a send to a name that is neither queue nor topic is SB001" "$got" \
+            'error: queue "no-such-topic" does not exist'
+    fi
+
     # the abandon of 0.9 takes a delay: with the three arguments of older SQL the
     # library abandons at once, as before (an absent delay is none)
     got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-a')")
@@ -394,6 +402,20 @@ if has_function sbq_upgrade_old 'sbq_accept_session(text,text,interval)'; then
     got=$(try sbq_upgrade_old "SELECT convert_from(m.body, 'UTF8') FROM sbq_accept_session('sq') a,
         LATERAL sbq_receive_session('sq', a.session_token) m")
     check "after the update to 0.7 the next session is accepted and its message received" "$got" "in a session"
+fi
+# 0.10 has topics: a topic made after the update fans out to its subscriptions
+if has_function sbq_upgrade_old 'sbq_create_topic(text,interval,interval,integer)'; then
+    got=$(try sbq_upgrade_old "SELECT count(*) FROM sbq_create_topic('t') x, sbq_create_subscription('t', 'a') y,
+                                   sbq_create_subscription('t', 'b') z")
+    check "after the update to 0.10 a topic with two subscriptions can be created" "$got" 1
+    got=$(try sbq_upgrade_old "SELECT sbq_send('t', 'to both') > 0")
+    check "after the update to 0.10 a message is sent to the topic" "$got" t
+    got=$(try sbq_upgrade_old "SELECT string_agg(convert_from(m.body, 'UTF8'), ',')
+        FROM unnest(ARRAY['t/subscriptions/a', 't/subscriptions/b']) s,
+             LATERAL sbq_receive(s, 1, receive_mode => 'receive_and_delete') m")
+    check "after the update to 0.10 each subscription has its copy" "$got" "to both,to both"
+    got=$(try sbq_upgrade_old "SELECT sent || ' ' || dropped FROM sbq_topic_stats WHERE topic = 't'")
+    check "after the update to 0.10 the topic's stats count the send" "$got" "1 0"
 fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
