@@ -49,7 +49,9 @@
  *	  string and a number is an error.
  *	- Logic: SQL's three-valued AND, OR and NOT; AND, OR, NOT and the
  *	  filter's result accept only booleans or unknown (a filter whose
- *	  value is, say, an integer is an evaluation error). A filter matches
+ *	  value is, say, an integer is an evaluation error). AND stops at a
+ *	  FALSE left side and OR at a TRUE one, so an error on the right side
+ *	  (say, an unknown sys property) does not count then. A filter matches
  *	  only when it evaluates to TRUE.
  *	- x IS [NOT] NULL accepts any expression, not only a property.
  *	- IN: unknown on the left gives unknown; otherwise TRUE if an item

@@ -287,44 +287,47 @@ is_letter(unsigned char c)
 static size_t
 lex_delimited(SbqFilterParser *p, size_t off, char close, SbqFilterToken *t)
 {
-	size_t		i = off + 1;
+	size_t		end = off + 1;
+	size_t		i;
 	size_t		n = 0;
 	char	   *buf;
 
-	buf = sbq_filter_palloc(p, p->len - off);
-	if (buf == NULL)
-		return 0;
-	for (;;)
+	/* find the closer first, so the buffer is as long as the token */
+	while (end < p->len)
 	{
-		if (i >= p->len)
-		{
-			if (close == '\'')
-				sbq_filter_perror(p, t->pos, "unterminated string constant");
-			else
-				sbq_filter_perror(p, t->pos, "unterminated %s name",
-								  close == '"' ? "quoted" : "delimited");
-			return 0;
-		}
-		if (p->text[i] == close)
-		{
-			if (i + 1 < p->len && p->text[i + 1] == close)
-			{
-				buf[n++] = close;
-				i += 2;
-				continue;
-			}
+		if (p->text[end] != close)
+			end++;
+		else if (end + 1 < p->len && p->text[end + 1] == close)
+			end += 2;
+		else
 			break;
-		}
-		buf[n++] = p->text[i++];
 	}
-	if (n == 0 && close != '\'')
+	if (end >= p->len)
+	{
+		if (close == '\'')
+			sbq_filter_perror(p, t->pos, "unterminated string constant");
+		else
+			sbq_filter_perror(p, t->pos, "unterminated %s name",
+							  close == '"' ? "quoted" : "delimited");
+		return 0;
+	}
+	if (end == off + 1 && close != '\'')
 	{
 		sbq_filter_perror(p, t->pos, "empty property name");
 		return 0;
 	}
+	buf = sbq_filter_palloc(p, end - off);
+	if (buf == NULL)
+		return 0;
+	for (i = off + 1; i < end; i++)
+	{
+		buf[n++] = p->text[i];
+		if (p->text[i] == close)
+			i++;				/* a doubled closer stands for one */
+	}
 	t->s = buf;
 	t->len = n;
-	return i + 1;
+	return end + 1;
 }
 
 /*

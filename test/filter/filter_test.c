@@ -65,6 +65,8 @@ static const FCase filter_cases[] = {
 	/* strings */
 	{"s = 'hello'", T}, {"s = 'Hello'", F}, {"'it''s' = apos", T},
 	{"'' = e", T}, {"u = 'h\xc3\xa9llo w\xc3\xb6rld'", T},
+	{"'''' + 'x' = '''x'", T}, {"'a''' = 'a' + ''''", T},
+	{"[a]]]]b] IS NULL", T}, {"a = 'abc''", P, 5, "unterminated string constant"},
 	{"a = 'abc", P, 5, "unterminated string constant"},
 	/* names: case, scopes, delimited and quoted */
 	{"I = 5", T}, {"user.i = 5", T}, {"USER.I = 5", T}, {"[i] = 5", T},
