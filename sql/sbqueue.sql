@@ -805,6 +805,20 @@ CREATE FUNCTION sbq_send_batch(queue text, messages sbq_new_message[])
     AS 'MODULE_PATHNAME', 'sbq_send_batch_messages'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
 
+/*
+ * Trying a rule out on a message, as a send to a topic would apply it: the
+ * filter's value (NULL: unknown, no match), the message after the action.
+ * An error of the filter or action is raised (22023), with the reason a
+ * subscription would dead-letter the message with. They touch no table.
+ */
+CREATE FUNCTION sbq_test_filter(sql_filter text, message sbq_new_message) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sbq_test_filter'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION sbq_test_action(action text, message sbq_new_message) RETURNS sbq_new_message
+    AS 'MODULE_PATHNAME', 'sbq_test_action'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+
 /* ----------------------------------------------------------- receiving */
 
 CREATE FUNCTION sbq_receive(

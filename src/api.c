@@ -450,23 +450,6 @@ sbq_send_batch_jsonb(PG_FUNCTION_ARGS)
 	return sbq_send_many(fcinfo, SBQ_BODY_JSONB);
 }
 
-/* The attributes of sbq_new_message, in order (from 0.9). */
-enum
-{
-	NEW_BODY = 1,
-	NEW_MESSAGE_ID,
-	NEW_SESSION_ID,
-	NEW_CORRELATION_ID,
-	NEW_SUBJECT,
-	NEW_CONTENT_TYPE,
-	NEW_REPLY_TO,
-	NEW_REPLY_TO_SESSION_ID,
-	NEW_TO_ADDRESS,
-	NEW_TTL,
-	NEW_SCHEDULED,
-	NEW_APP_PROPERTIES,
-	NEW_NATTS = NEW_APP_PROPERTIES
-};
 
 /* the element of messages an error is about, for its context line */
 static void
@@ -490,7 +473,7 @@ sbq_new_message_attr(void *src, int i, bool *isnull)
  *		The body and properties of one sbq_new_message, checked as a send
  *		checks its arguments.
  */
-static bytea *
+bytea *
 sbq_new_message_props(HeapTupleHeader msg, SbqSendProps *props)
 {
 	bool		isnull;

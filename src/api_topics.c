@@ -31,6 +31,9 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "storage_core.h"
 #include "topics.h"
@@ -45,6 +48,8 @@ PG_FUNCTION_INFO_V1(sbq_delete_subscription);
 PG_FUNCTION_INFO_V1(sbq_get_subscription);
 PG_FUNCTION_INFO_V1(sbq_add_rule);
 PG_FUNCTION_INFO_V1(sbq_remove_rule);
+PG_FUNCTION_INFO_V1(sbq_test_filter);
+PG_FUNCTION_INFO_V1(sbq_test_action);
 
 /* sbq_create_topic / sbq_update_topic: topic, ttl, window, size */
 static const int topic_arg_positions[SBQ_NUM_QUEUE_ARGS] = {
@@ -229,6 +234,20 @@ sbq_get_topic(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(result);
 }
 
+/*
+ * sbq_topic_limit
+ *		Refuse (54000) one more of what a topic holds n of, at most max.
+ */
+static void
+sbq_topic_limit(const SbqQueue *topic, int64 n, int64 max, const char *what)
+{
+	if (n >= max)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("topic \"%s\" has " INT64_FORMAT " %s", topic->name, n, what),
+				 errdetail("A topic has at most " INT64_FORMAT " %s.", max, what)));
+}
+
 /* ---------------------------------------------------------- subscriptions */
 
 /*
@@ -343,6 +362,9 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 	char	   *key;
 	bool		dlq_on_filter_errors;
 	int32		queue_id;
+	int64		nsubs;
+	int64		nsql;
+	int64		ncorr;
 	Datum		result;
 
 	name = sbq_entity_name_key(fcinfo, 1, "subscription", &key);
@@ -358,6 +380,8 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 						 SBQ_RIGHT_MANAGE, &taddr, &topic);
 	if (props.requires_session && !sbq_storage_sessions_available())
 		elog(ERROR, "sessions are not available");
+	sbq_storage_topic_counts(topic.queue_id, &nsubs, &nsql, &ncorr);
+	sbq_topic_limit(&topic, nsubs, SBQ_MAX_SUBSCRIPTIONS_PER_TOPIC, "subscriptions");
 	sbq_subscription_address(&topic, name, &saddr);
 	if (sbq_storage_find_subscription(topic.queue_id, key, &queue_id, &dlq_on_filter_errors) ||
 		sbq_storage_find_queue(&saddr, &existing))
@@ -455,6 +479,9 @@ sbq_add_rule(PG_FUNCTION_ARGS)
 	char	   *sql_filter = NULL;
 	Jsonb	   *correlation = NULL;
 	char	   *action = NULL;
+	int64		nsubs;
+	int64		nsql;
+	int64		ncorr;
 
 	name = sbq_entity_name_key(fcinfo, 2, "rule", &key);
 	if (!PG_ARGISNULL(3) && !PG_ARGISNULL(4))
@@ -474,6 +501,12 @@ sbq_add_rule(PG_FUNCTION_ARGS)
 
 	sbq_subscription_call_begin(fcinfo, "sbq_add_rule()", ShareUpdateExclusiveLock,
 								SBQ_RIGHT_MANAGE, &topic, &sub, &dlq_on_filter_errors);
+	sbq_storage_topic_counts(topic.queue_id, &nsubs, &nsql, &ncorr);
+	if (sql_filter != NULL)
+		sbq_topic_limit(&topic, nsql, SBQ_MAX_SQL_FILTERS_PER_TOPIC, "SQL filters");
+	if (correlation != NULL)
+		sbq_topic_limit(&topic, ncorr, SBQ_MAX_CORRELATION_FILTERS_PER_TOPIC,
+						"correlation filters");
 	if (!sbq_storage_add_rule(sub.queue_id, name, sql_filter, correlation, action))
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
@@ -501,4 +534,121 @@ sbq_remove_rule(PG_FUNCTION_ARGS)
 				 errmsg("rule \"%s\" of subscription \"%s\" does not exist", name, sub.name)));
 	sbq_storage_end();
 	PG_RETURN_VOID();
+}
+
+/* ------------------------------------------------- trying rules out */
+
+/*
+ * The message of argument 1 (an sbq_new_message) as a rule sees it when it
+ * is sent to a topic: no sequence number yet, enqueued now.
+ */
+static void
+sbq_test_message(FunctionCallInfo fcinfo, SbqSendProps *props, SbqRuleMessage *m)
+{
+	bytea	   *body;
+
+	sbq_require_arg(fcinfo, 1, "message");
+	body = sbq_new_message_props(PG_GETARG_HEAPTUPLEHEADER(1), props);
+	memset(m, 0, sizeof(*m));
+	m->props = props;
+	m->properties = props->application_properties;
+	m->size = VARSIZE_ANY_EXHDR(body);
+	m->enqueued_time = GetCurrentTimestamp();
+}
+
+static void
+sbq_test_failed(const char *what, const SbqFilterError *err)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s failed: %s", what, err->message),
+			 errdetail("A subscription dead-letters the message with reason \"%s\".", err->type)));
+}
+
+/*
+ * sbq_test_filter(sql_filter, message): whether a SQL filter matches a
+ * message (NULL: its value is unknown, which does not match); an error of
+ * the filter is raised (22023) with the reason a subscription would give the
+ * message. Reads nothing, writes nothing.
+ */
+Datum
+sbq_test_filter(PG_FUNCTION_ARGS)
+{
+	SbqSendProps props;
+	SbqRuleMessage m;
+	SbqFilterExpr *filter;
+	SbqFilterAction *action;
+	SbqFilterError err;
+
+	sbq_require_arg(fcinfo, 0, "sql_filter");
+	sbq_compile_rule(text_to_cstring(PG_GETARG_TEXT_PP(0)), NULL, &filter, &action);
+	sbq_test_message(fcinfo, &props, &m);
+	switch (sbq_rule_eval_filter(filter, &m, &err))
+	{
+		case SBQ_FILTER_TRUE:
+			PG_RETURN_BOOL(true);
+		case SBQ_FILTER_FALSE:
+			PG_RETURN_BOOL(false);
+		case SBQ_FILTER_UNKNOWN:
+			PG_RETURN_NULL();
+		default:
+			sbq_test_failed("SQL filter", &err);
+	}
+	PG_RETURN_NULL();
+}
+
+/*
+ * sbq_test_action(action, message): the message as a rule's action leaves
+ * it (a subscription's copy also gets RuleName, which this leaves out); an
+ * error of the action is raised (22023) as sbq_test_filter raises one.
+ */
+Datum
+sbq_test_action(PG_FUNCTION_ARGS)
+{
+	SbqSendProps props;
+	SbqSendProps before;
+	SbqRuleMessage m;
+	SbqFilterExpr *filter;
+	SbqFilterAction *action;
+	SbqFilterError err;
+	HeapTupleHeader in;
+	TupleDesc	tupdesc;
+	HeapTupleData tuple;
+	Datum		values[NEW_NATTS];
+	bool		nulls[NEW_NATTS];
+	text	   *const *after[] = {&props.message_id, &props.session_id, &props.correlation_id,
+		&props.subject, &props.content_type, &props.reply_to, &props.reply_to_session_id,
+	&props.to_address};
+	size_t		i;
+
+	sbq_require_arg(fcinfo, 0, "action");
+	sbq_compile_rule(NULL, text_to_cstring(PG_GETARG_TEXT_PP(0)), &filter, &action);
+	sbq_test_message(fcinfo, &props, &m);
+	before = props;
+	if (!sbq_rule_apply_action(action, &m, &props, &err))
+		sbq_test_failed("rule action", &err);
+
+	/* the message given, with what the action changed */
+	in = PG_GETARG_HEAPTUPLEHEADER(1);
+	tupdesc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(in), HeapTupleHeaderGetTypMod(in));
+	tuple.t_len = HeapTupleHeaderGetDatumLength(in);
+	tuple.t_data = in;
+	heap_deform_tuple(&tuple, tupdesc, values, nulls);
+	for (i = 0; i < lengthof(after); i++)
+	{
+		nulls[NEW_MESSAGE_ID - 1 + i] = *after[i] == NULL;
+		values[NEW_MESSAGE_ID - 1 + i] = PointerGetDatum(*after[i]);
+	}
+	if (props.application_properties != before.application_properties)
+	{
+		nulls[NEW_APP_PROPERTIES - 1] = props.application_properties == NULL;
+		values[NEW_APP_PROPERTIES - 1] = JsonbPGetDatum(props.application_properties);
+	}
+	{
+		TupleDesc	copy = CreateTupleDescCopy(tupdesc);
+
+		ReleaseTupleDesc(tupdesc);
+		tupdesc = BlessTupleDesc(copy);
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -42,6 +42,7 @@
 
 #include "session_mem.h"
 #include "storage_core.h"
+#include "topics.h"
 #include "wait.h"
 
 /* How far into a queue's head maintenance looks for expired locks. */
@@ -333,6 +334,61 @@ sbq_forget_duplicates(const SbqQueue *queue, TimestampTz now, SbqMaintainResult 
 	res->more |= n >= SBQ_MAINTAIN_BATCH;
 }
 
+/* the topics with a duplicate detection window (0.10 on) */
+static SbqStatement stmt_topics_with_window = {"topics with a window", 0, {InvalidOid},
+	"SELECT topic_id, duplicate_detection_window FROM sbq.topics"
+	" WHERE duplicate_detection_window IS NOT NULL ORDER BY topic_id"
+};
+
+/*
+ * The ties of scheduled topic messages to copies no longer scheduled: the
+ * copy became due (and got a new number), or went.
+ */
+static SbqStatement stmt_forget_topic_scheduled = {"forget topic schedules", 1, {INT4OID},
+	"WITH c AS ("
+	"  SELECT t.topic_sequence_number, t.sequence_number FROM sbq.topic_scheduled t"
+	"   WHERE NOT EXISTS (SELECT FROM sbq.messages m"
+	"                      WHERE m.sequence_number = t.sequence_number AND m.state = 2)"
+	"   LIMIT $1 FOR UPDATE SKIP LOCKED)"
+	" DELETE FROM sbq.topic_scheduled t USING c"
+	"  WHERE t.topic_sequence_number = c.topic_sequence_number"
+	"    AND t.sequence_number = c.sequence_number"
+};
+
+/*
+ * sbq_maintain_topics
+ *		What topics leave behind: duplicate-detection history older than a
+ *		topic's window, and ties of scheduled messages to copies that are no
+ *		longer scheduled.
+ */
+static void
+sbq_maintain_topics(TimestampTz now, SbqMaintainResult *res)
+{
+	uint64		n;
+	uint64		i;
+	SbqQueue   *topics;
+	Datum		limit = Int32GetDatum(SBQ_MAINTAIN_BATCH);
+
+	if (!sbq_topics_installed())
+		return;
+	n = sbq_exec(&stmt_topics_with_window, NULL, NULL);
+	topics = palloc0(sizeof(SbqQueue) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		topics[i].queue_id = DatumGetInt32(sbq_col(i, 1, &isnull));
+		topics[i].has_dup_window = true;
+		topics[i].dup_window = *DatumGetIntervalP(sbq_col(i, 2, &isnull));
+	}
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		sbq_forget_duplicates(&topics[i], now, res);
+	}
+	res->more |= sbq_exec(&stmt_forget_topic_scheduled, &limit, NULL) >= SBQ_MAINTAIN_BATCH;
+}
+
 /* Remove a queue's dead letters kept longer than its dead_letter_ttl. */
 static void
 sbq_remove_old_dead_letters(const SbqQueue *queue, TimestampTz now, SbqMaintainResult *res)
@@ -477,6 +533,7 @@ sbq_storage_maintain(void)
 							   &work[w] : &idle,
 							   now, no_prepared, &res);
 		}
+		sbq_maintain_topics(now, &res);
 	}
 
 	initStringInfo(&buf);

@@ -22,16 +22,19 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "common/int.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
+#include "filter.h"
 #include "topics.h"
-
-/* the longest filter or action (Service Bus's limit) */
-#define SBQ_MAX_RULE_TEXT		1024
 
 /* the system properties a correlation filter may name */
 static const char *const correlation_keys[] = {
@@ -109,53 +112,6 @@ sbq_check_correlation_filter(Jsonb *filter)
 		if (depth == 1 && v.type != jbvString)
 			sbq_bad_correlation_filter(psprintf("The value of \"%s\" must be a string.", key));
 	}
-}
-
-/*
- * sbq_check_rule_text
- *		A filter or action: at most SBQ_MAX_RULE_TEXT characters.
- */
-static char *
-sbq_check_rule_text(text *t, const char *what)
-{
-	char	   *s = text_to_cstring(t);
-
-	if (pg_mbstrlen(s) > SBQ_MAX_RULE_TEXT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is too long", what),
-				 errdetail("A rule's filter and action have at most %d characters each.",
-						   SBQ_MAX_RULE_TEXT)));
-	return s;
-}
-
-/*
- * sbq_check_sql_filter
- *		A SQL filter, checked: it must parse (22023 with the position).
- */
-char *
-sbq_check_sql_filter(text *filter)
-{
-	(void) sbq_check_rule_text(filter, "SQL filter");
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("SQL filters are not supported yet"),
-			 errhint("Use a correlation filter.")));
-	return NULL;
-}
-
-/*
- * sbq_check_rule_action
- *		A rule action, checked: it must parse (22023 with the position).
- */
-char *
-sbq_check_rule_action(text *action)
-{
-	(void) sbq_check_rule_text(action, "rule action");
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("rule actions are not supported yet")));
-	return NULL;
 }
 
 /* The system property a correlation filter's key names, as a send gives it. */
@@ -276,5 +232,438 @@ sbq_correlation_matches(Jsonb *filter, const SbqSendProps *props, const char *de
 				return false;
 		}
 	}
+	return true;
+}
+
+/* ------------------------------------------------------ the SQL language */
+
+/* The filter engine's allocator: a memory context (arg); NULL when out of memory. */
+static void *
+sbq_filter_alloc(void *arg, size_t size)
+{
+	return MemoryContextAllocExtended((MemoryContext) arg, size, MCXT_ALLOC_NO_OOM);
+}
+
+/*
+ * sbq_compile_rule
+ *		Parse a rule's SQL filter and action (either may be NULL) in the
+ *		current memory context; 22023 with the position of the error when
+ *		one does not parse.
+ */
+void
+sbq_compile_rule(const char *sql_filter, const char *action, SbqFilterExpr **filter,
+				 SbqFilterAction **compiled_action)
+{
+	SbqFilterError err;
+
+	*filter = NULL;
+	*compiled_action = NULL;
+	if (sql_filter != NULL &&
+		!sbq_filter_parse(sql_filter, strlen(sql_filter), sbq_filter_alloc,
+						  CurrentMemoryContext, filter, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid SQL filter: %s", err.message),
+				 errdetail("The error is at character %d of the filter.", err.position)));
+	if (action != NULL &&
+		!sbq_action_parse(action, strlen(action), sbq_filter_alloc, CurrentMemoryContext,
+						  compiled_action, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid rule action: %s", err.message),
+				 errdetail("The error is at character %d of the action.", err.position)));
+}
+
+/* sbq_check_sql_filter: a SQL filter, checked (it must parse); returns its text. */
+char *
+sbq_check_sql_filter(text *filter)
+{
+	char	   *s = text_to_cstring(filter);
+	SbqFilterExpr *f;
+	SbqFilterAction *a;
+
+	sbq_compile_rule(s, NULL, &f, &a);
+	return s;
+}
+
+/* sbq_check_rule_action: a rule action, checked (it must parse); returns its text. */
+char *
+sbq_check_rule_action(text *action)
+{
+	char	   *s = text_to_cstring(action);
+	SbqFilterExpr *f;
+	SbqFilterAction *a;
+
+	sbq_compile_rule(NULL, s, &f, &a);
+	return s;
+}
+
+/* A text property as a filter value: a string, or NULL when unset. */
+static void
+sbq_text_value(const text *t, SbqFilterValue *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (t == NULL)
+		return;
+	v->kind = SBQ_FV_STRING;
+	v->s = VARDATA_ANY(t);
+	v->len = VARSIZE_ANY_EXHDR(t);
+}
+
+/* A C string as a filter value (NULL: NULL). */
+static void
+sbq_cstring_value(const char *s, SbqFilterValue *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (s == NULL)
+		return;
+	v->kind = SBQ_FV_STRING;
+	v->s = s;
+	v->len = strlen(s);
+}
+
+/*
+ * A JSON value as a filter value: strings, booleans and null as such; a
+ * number as an integer when it is written as one and fits int64, else as a
+ * double; an object or array is a value the language cannot hold.
+ */
+static void
+sbq_json_value(const JsonbValue *j, SbqFilterValue *v)
+{
+	memset(v, 0, sizeof(*v));
+	switch (j->type)
+	{
+		case jbvNull:
+			break;
+		case jbvBool:
+			v->kind = SBQ_FV_BOOL;
+			v->b = j->val.boolean;
+			break;
+		case jbvString:
+			v->kind = SBQ_FV_STRING;
+			v->s = j->val.string.val;
+			v->len = j->val.string.len;
+			break;
+		case jbvNumeric:
+			{
+				char	   *str = DatumGetCString(DirectFunctionCall1(numeric_out,
+																	  NumericGetDatum(j->val.numeric)));
+				char	   *end;
+				long long	i;
+
+				errno = 0;
+				i = strtoll(str, &end, 10);
+				if (*end == '\0' && errno == 0)
+				{
+					v->kind = SBQ_FV_INT;
+					v->i = i;
+				}
+				else
+				{
+					v->kind = SBQ_FV_DOUBLE;
+					v->d = strtod(str, NULL);
+				}
+				break;
+			}
+		default:
+			v->kind = SBQ_FV_UNSUPPORTED;
+			break;
+	}
+}
+
+/* user_lookup: the application property name (any letter case) of the message. */
+static bool
+sbq_filter_user_lookup(void *arg, const char *name, size_t len, SbqFilterValue *v)
+{
+	SbqRuleMessage *m = arg;
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	JsonbValue	jv;
+	bool		found = false;
+
+	if (m->properties == NULL || !JB_ROOT_IS_OBJECT(m->properties))
+		return false;
+	it = JsonbIteratorInit(&m->properties->root);
+	while ((tok = JsonbIteratorNext(&it, &jv, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			found = (size_t) jv.val.string.len == len &&
+				pg_strncasecmp(jv.val.string.val, name, len) == 0;
+		else if (tok == WJB_VALUE && found)
+		{
+			sbq_json_value(&jv, v);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A timestamp as a filter value: its ISO 8601 text in UTC, or NULL. */
+static void
+sbq_time_value(bool has, TimestampTz t, SbqFilterValue *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (!has)
+		return;
+	sbq_cstring_value(timestamptz_to_str(t), v);
+	v->s = pstrdup(v->s);
+}
+
+/* sys_lookup: the system properties a message sent to a topic has. */
+static bool
+sbq_filter_sys_lookup(void *arg, SbqFilterSysProp prop, SbqFilterValue *v)
+{
+	SbqRuleMessage *m = arg;
+	const SbqSendProps *p = m->props;
+
+	memset(v, 0, sizeof(*v));
+	switch (prop)
+	{
+		case SBQ_FSYS_MESSAGE_ID:
+			sbq_text_value(p->message_id, v);
+			return true;
+		case SBQ_FSYS_CORRELATION_ID:
+			sbq_text_value(p->correlation_id, v);
+			return true;
+		case SBQ_FSYS_CONTENT_TYPE:
+			if (p->content_type != NULL)
+				sbq_text_value(p->content_type, v);
+			else
+				sbq_cstring_value(m->default_content_type, v);
+			return true;
+		case SBQ_FSYS_LABEL:
+			sbq_text_value(p->subject, v);
+			return true;
+		case SBQ_FSYS_REPLY_TO:
+			sbq_text_value(p->reply_to, v);
+			return true;
+		case SBQ_FSYS_REPLY_TO_SESSION_ID:
+			sbq_text_value(p->reply_to_session_id, v);
+			return true;
+		case SBQ_FSYS_SESSION_ID:
+			sbq_text_value(p->session_id, v);
+			return true;
+		case SBQ_FSYS_TO:
+			sbq_text_value(p->to_address, v);
+			return true;
+		case SBQ_FSYS_SEQUENCE_NUMBER:
+		case SBQ_FSYS_ENQUEUED_SEQUENCE_NUMBER:
+			v->kind = SBQ_FV_INT;
+			v->i = m->sequence_number;
+			return true;
+		case SBQ_FSYS_DELIVERY_COUNT:
+			v->kind = SBQ_FV_INT;
+			v->i = 0;
+			return true;
+		case SBQ_FSYS_SIZE:
+			v->kind = SBQ_FV_INT;
+			v->i = m->size;
+			return true;
+		case SBQ_FSYS_ENQUEUED_TIME_UTC:
+			sbq_time_value(true, m->enqueued_time, v);
+			return true;
+		case SBQ_FSYS_SCHEDULED_ENQUEUE_TIME_UTC:
+			sbq_time_value(p->has_scheduled, p->scheduled, v);
+			return true;
+		case SBQ_FSYS_EXPIRES_AT_UTC:
+		case SBQ_FSYS_TIME_TO_LIVE:
+		case SBQ_FSYS_LOCK_TOKEN:
+		case SBQ_FSYS_DEAD_LETTER_SOURCE:
+			/* not known when the message is sent: NULL */
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* new_guid: 16 strong random bytes for newid(). */
+static bool
+sbq_filter_new_guid(void *arg, unsigned char out[16])
+{
+	return pg_strong_random(out, 16);
+}
+
+/* The engine's view of a message. */
+static void
+sbq_filter_message(SbqRuleMessage *m, SbqFilterMessage *fm)
+{
+	fm->arg = m;
+	fm->user_lookup = sbq_filter_user_lookup;
+	fm->sys_lookup = sbq_filter_sys_lookup;
+	fm->new_guid = sbq_filter_new_guid;
+}
+
+/*
+ * sbq_rule_eval_filter
+ *		Evaluate a compiled filter (NULL: the true filter) against a message.
+ *		On SBQ_FILTER_ERROR, *err says why.
+ */
+SbqFilterResult
+sbq_rule_eval_filter(const SbqFilterExpr *filter, SbqRuleMessage *m, SbqFilterError *err)
+{
+	SbqFilterMessage fm;
+
+	if (filter == NULL)
+		return SBQ_FILTER_TRUE;
+	sbq_filter_message(m, &fm);
+	return sbq_filter_eval(filter, &fm, sbq_filter_alloc, CurrentMemoryContext, err);
+}
+
+/* A filter value as a JSON value; false for a double JSON cannot hold. */
+static bool
+sbq_value_json(const SbqFilterValue *v, JsonbValue *j)
+{
+	switch (v->kind)
+	{
+		case SBQ_FV_BOOL:
+			j->type = jbvBool;
+			j->val.boolean = v->b;
+			return true;
+		case SBQ_FV_INT:
+			j->type = jbvNumeric;
+			j->val.numeric = int64_to_numeric(v->i);
+			return true;
+		case SBQ_FV_DOUBLE:
+			if (isnan(v->d) || isinf(v->d))
+				return false;
+			j->type = jbvNumeric;
+			j->val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric,
+																 Float8GetDatum(v->d)));
+			return true;
+		case SBQ_FV_STRING:
+			j->type = jbvString;
+			j->val.string.val = (char *) v->s;
+			j->val.string.len = (int) v->len;
+			return true;
+		default:
+			j->type = jbvNull;
+			return true;
+	}
+}
+
+/*
+ * sbq_set_property
+ *		The application properties with key (any letter case) removed, and
+ *		then, unless value is NULL, set to *value.
+ */
+Jsonb *
+sbq_set_property(Jsonb *props, const char *key, size_t keylen, const JsonbValue *value)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *res;
+	JsonbValue	k;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	if (props != NULL && JB_ROOT_IS_OBJECT(props))
+	{
+		JsonbIterator *it = JsonbIteratorInit(&props->root);
+		JsonbIteratorToken tok;
+		JsonbValue	jv;
+		bool		skip = false;
+
+		while ((tok = JsonbIteratorNext(&it, &jv, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+			{
+				skip = (size_t) jv.val.string.len == keylen &&
+					pg_strncasecmp(jv.val.string.val, key, keylen) == 0;
+				if (!skip)
+					(void) pushJsonbValue(&state, WJB_KEY, &jv);
+			}
+			else if (tok == WJB_VALUE && !skip)
+				(void) pushJsonbValue(&state, WJB_VALUE, &jv);
+		}
+	}
+	if (value != NULL)
+	{
+		k.type = jbvString;
+		k.val.string.val = (char *) key;
+		k.val.string.len = (int) keylen;
+		(void) pushJsonbValue(&state, WJB_KEY, &k);
+		(void) pushJsonbValue(&state, WJB_VALUE, (JsonbValue *) value);
+	}
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}
+
+/* the text of a string value, or NULL */
+static text *
+sbq_value_text(const SbqFilterValue *v)
+{
+	return v->kind == SBQ_FV_STRING ? cstring_to_text_with_len(v->s, (int) v->len) : NULL;
+}
+
+/*
+ * sbq_rule_apply_action
+ *		Run a compiled action on a message: its properties (in *props) get
+ *		the action's edits. False, with *err, when the action fails (the
+ *		properties are then as they were).
+ */
+bool
+sbq_rule_apply_action(const SbqFilterAction *action, SbqRuleMessage *m, SbqSendProps *props,
+					  SbqFilterError *err)
+{
+	SbqFilterMessage fm;
+	SbqFilterEdit *edits;
+	int			nedits;
+	SbqSendProps p = *props;
+	int			i;
+
+	sbq_filter_message(m, &fm);
+	if (!sbq_action_eval(action, &fm, sbq_filter_alloc, CurrentMemoryContext, &edits, &nedits,
+						 err))
+		return false;
+	for (i = 0; i < nedits; i++)
+	{
+		SbqFilterEdit *e = &edits[i];
+		JsonbValue	j;
+
+		CHECK_FOR_INTERRUPTS();
+		if (e->scope == SBQ_FSCOPE_USER)
+		{
+			if (!e->remove && !sbq_value_json(&e->value, &j))
+			{
+				err->type = "RuleActionException";
+				err->message = psprintf("the value set to \"%.*s\" is not a number JSON can hold",
+										(int) e->name_len, e->name);
+				err->position = 0;
+				return false;
+			}
+			p.application_properties = sbq_set_property(p.application_properties, e->name,
+														e->name_len, e->remove ? NULL : &j);
+			continue;
+		}
+		switch (e->sys)
+		{
+			case SBQ_FSYS_MESSAGE_ID:
+				p.message_id = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_CORRELATION_ID:
+				p.correlation_id = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_CONTENT_TYPE:
+				p.content_type = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_LABEL:
+				p.subject = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_REPLY_TO:
+				p.reply_to = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_REPLY_TO_SESSION_ID:
+				p.reply_to_session_id = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_SESSION_ID:
+				p.session_id = sbq_value_text(&e->value);
+				break;
+			case SBQ_FSYS_TO:
+				p.to_address = sbq_value_text(&e->value);
+				break;
+			default:
+				/* the scheduled time: a subscription ignores it (R10.12) */
+				break;
+		}
+	}
+	*props = p;
 	return true;
 }

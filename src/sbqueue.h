@@ -176,6 +176,27 @@ enum
 	SBQ_NUM_QUEUE_ARGS
 };
 
+/* The attributes of sbq_new_message, in order (from 0.9). */
+enum
+{
+	NEW_BODY = 1,
+	NEW_MESSAGE_ID,
+	NEW_SESSION_ID,
+	NEW_CORRELATION_ID,
+	NEW_SUBJECT,
+	NEW_CONTENT_TYPE,
+	NEW_REPLY_TO,
+	NEW_REPLY_TO_SESSION_ID,
+	NEW_TO_ADDRESS,
+	NEW_TTL,
+	NEW_SCHEDULED,
+	NEW_APP_PROPERTIES,
+	NEW_NATTS = NEW_APP_PROPERTIES
+};
+
+/* api.c: the body and properties of an sbq_new_message */
+extern bytea *sbq_new_message_props(HeapTupleHeader msg, SbqSendProps *props);
+
 /* api_queues.c: the queue properties of a create or update call */
 extern const int sbq_queue_arg_positions[SBQ_NUM_QUEUE_ARGS];
 extern void sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required,
@@ -197,6 +218,7 @@ extern int64 sbq_text_size(const text *t);
 extern int64 sbq_props_size(const SbqSendProps *props);
 extern int64 sbq_jsonb_text_size(Jsonb *j, int64 limit);
 extern bool sbq_made_up_message_id(const char *id, int len);
+extern char *sbq_new_message_id(void);
 extern void sbq_check_message_size(const SbqQueue *queue, int64 body, int64 props,
 								   const char *what);
 extern void sbq_check_id_length(const char *argname, text *value);

@@ -73,19 +73,86 @@ static SbqStatement stmt_topic_cancel = {"cancel scheduled copies", 2, {INT4OID,
 	" RETURNING m.queue_id"
 };
 
+/*
+ * A copy just stored, moved to its subscription's dead-letter sub-queue.
+ * $1 its sequence number, $2 reason, $3 description
+ */
+static SbqStatement stmt_dead_letter_copy = {"dead-letter a copy", 3, {INT8OID, TEXTOID,
+		TEXTOID},
+	"WITH d AS (DELETE FROM sbq.messages WHERE sequence_number = $1 RETURNING *)"
+	" " DEAD_LETTER_INSERT("d", "d.delivery_count", "$2", "$3", "NULL")
+};
+
+/*
+ * sbq_dead_letter_copy
+ *		Move a copy this send stored into its subscription's dead-letter
+ *		sub-queue, with the error of its filter or action as reason and
+ *		description, and count it as dead-lettered.
+ */
+static void
+sbq_dead_letter_copy(const SbqQueue *sub, int64 seq, const char *reason,
+					 const char *description)
+{
+	Datum		values[3];
+	SbqCounts	counts = {0};
+
+	values[0] = Int64GetDatum(seq);
+	values[1] = CStringGetTextDatum(reason);
+	values[2] = CStringGetTextDatum(description);
+	if (sbq_exec(&stmt_dead_letter_copy, values, NULL) != 1)
+		elog(ERROR, "could not dead-letter message " INT64_FORMAT, seq);
+	counts.dead_lettered = 1;
+	sbq_add_counts(sub->queue_id, &counts);
+}
+
+/* A rule of a subscription, compiled. */
+typedef struct SbqCompiledRule
+{
+	SbqRule		rule;
+	SbqFilterExpr *filter;		/* NULL: a correlation filter or the true filter */
+	SbqFilterAction *action;	/* NULL: none */
+} SbqCompiledRule;
+
 /* A subscription of the topic, with its rules. */
 typedef struct SbqSubscriber
 {
 	SbqQueue	queue;
 	bool		dlq_on_errors;
 	int			nrules;
-	SbqRule    *rules;
+	int			maxrules;
+	SbqCompiledRule *rules;
 } SbqSubscriber;
+
+/* The rule of row r of the current SPI result, into the subscription's list. */
+static void
+sbq_add_subscriber_rule(SbqSubscriber *s, uint64 r)
+{
+	SbqCompiledRule *c;
+	bool		isnull;
+	Datum		d;
+
+	if (s->nrules == s->maxrules)
+	{
+		s->maxrules = Max(4, s->maxrules * 2);
+		s->rules = s->rules == NULL ? palloc(sizeof(SbqCompiledRule) * s->maxrules) :
+			repalloc(s->rules, sizeof(SbqCompiledRule) * s->maxrules);
+	}
+	c = &s->rules[s->nrules++];
+	memset(c, 0, sizeof(*c));
+	c->rule.name = sbq_spi_strdup(sbq_col(r, 2, &isnull), false);
+	d = sbq_col(r, 3, &isnull);
+	c->rule.sql_filter = sbq_spi_strdup(d, isnull);
+	d = sbq_col(r, 4, &isnull);
+	c->rule.correlation_filter = isnull ? NULL : DatumGetJsonbPCopy(d);
+	d = sbq_col(r, 5, &isnull);
+	c->rule.action = sbq_spi_strdup(d, isnull);
+	sbq_compile_rule(c->rule.sql_filter, c->rule.action, &c->filter, &c->action);
+}
 
 /*
  * sbq_topic_subscribers
- *		The subscriptions of a topic with their rules, into *subs; returns
- *		how many.
+ *		The subscriptions of a topic with their rules, compiled, into *subs
+ *		(in the caller's memory context); returns how many.
  */
 static int
 sbq_topic_subscribers(const SbqQueue *topic, SbqSubscriber **subs)
@@ -96,41 +163,27 @@ sbq_topic_subscribers(const SbqQueue *topic, SbqSubscriber **subs)
 	Datum		arg = Int32GetDatum(topic->queue_id);
 	uint64		nrules;
 	uint64		r;
-	int			i;
+	int			i = 0;
 	MemoryContext old;
 
+	nrules = sbq_exec(&stmt_topic_rules, &arg, NULL);
+	old = MemoryContextSwitchTo(sbq_storage_caller_context());
 	*subs = palloc0(sizeof(SbqSubscriber) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		(*subs)[i].queue = queues[i];
 		(*subs)[i].dlq_on_errors = dlq[i];
-		(*subs)[i].rules = palloc0(sizeof(SbqRule) * 4);
 	}
-	nrules = sbq_exec(&stmt_topic_rules, &arg, NULL);
-	old = MemoryContextSwitchTo(sbq_storage_caller_context());
 	for (r = 0, i = 0; r < nrules && i < n; r++)
 	{
 		bool		isnull;
 		int32		queue_id = DatumGetInt32(sbq_col(r, 1, &isnull));
-		SbqSubscriber *s;
-		SbqRule    *rule;
-		Datum		d;
 
+		CHECK_FOR_INTERRUPTS();
 		while (i < n && (*subs)[i].queue.queue_id < queue_id)
 			i++;
-		if (i == n || (*subs)[i].queue.queue_id != queue_id)
-			continue;
-		s = &(*subs)[i];
-		if (s->nrules >= 4 && (s->nrules & (s->nrules - 1)) == 0)
-			s->rules = repalloc(s->rules, sizeof(SbqRule) * s->nrules * 2);
-		rule = &s->rules[s->nrules++];
-		rule->name = sbq_spi_strdup(sbq_col(r, 2, &isnull), false);
-		d = sbq_col(r, 3, &isnull);
-		rule->sql_filter = sbq_spi_strdup(d, isnull);
-		d = sbq_col(r, 4, &isnull);
-		rule->correlation_filter = isnull ? NULL : DatumGetJsonbPCopy(d);
-		d = sbq_col(r, 5, &isnull);
-		rule->action = sbq_spi_strdup(d, isnull);
+		if (i < n && (*subs)[i].queue.queue_id == queue_id)
+			sbq_add_subscriber_rule(&(*subs)[i], r);
 	}
 	MemoryContextSwitchTo(old);
 	return n;
@@ -138,28 +191,66 @@ sbq_topic_subscribers(const SbqQueue *topic, SbqSubscriber **subs)
 
 /*
  * sbq_rule_matches
- *		Whether a rule's filter matches a message: the true filter always, a
- *		correlation filter when every property it names is equal.
+ *		Whether a rule's filter matches a message: TRUE, FALSE or UNKNOWN (no
+ *		match), or SBQ_FILTER_ERROR with *err.
  */
-static bool
-sbq_rule_matches(const SbqRule *rule, const SbqSendProps *props, const char *default_ct)
+static SbqFilterResult
+sbq_rule_matches(const SbqCompiledRule *c, SbqRuleMessage *m, const SbqSendProps *props,
+				 const char *default_ct, SbqFilterError *err)
 {
-	if (rule->correlation_filter != NULL)
-		return sbq_correlation_matches(rule->correlation_filter, props, default_ct);
-	if (rule->sql_filter != NULL)
-		elog(ERROR, "SQL filters are not supported yet");
-	return true;
+	if (c->rule.correlation_filter != NULL)
+		return sbq_correlation_matches(c->rule.correlation_filter, props, default_ct) ?
+			SBQ_FILTER_TRUE : SBQ_FILTER_FALSE;
+	return sbq_rule_eval_filter(c->filter, m, err);
+}
+
+/*
+ * sbq_copy_to
+ *		Store one copy of a message in a subscription, as a send to a queue
+ *		would (its session id required by a subscription with sessions, its
+ *		size checked again after an action); with err, straight into the
+ *		subscription's dead-letter sub-queue, the error as its reason. Its
+ *		sequence number goes into *seq.
+ */
+static void
+sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char *default_ct,
+			const SbqFilterError *err, int64 *seq)
+{
+	int64		psize;
+
+	if (s->queue.requires_session &&
+		(props->session_id == NULL || VARSIZE_ANY_EXHDR(props->session_id) == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the SessionId was not set on a message, and it cannot be sent to subscription \"%s\"",
+						s->queue.name),
+				 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
+	/* a message id sbqueue made up does not count, as at sbq_send */
+	psize = sbq_props_size(props);
+	if (props->message_id != NULL &&
+		sbq_made_up_message_id(VARDATA_ANY(props->message_id),
+							   VARSIZE_ANY_EXHDR(props->message_id)))
+		psize -= VARSIZE_ANY_EXHDR(props->message_id);
+	sbq_check_message_size(&s->queue, VARSIZE_ANY_EXHDR(DatumGetPointer(body)), psize,
+						   "message");
+	(void) sbq_storage_send(&s->queue, props, &body, 1, default_ct, seq);
+	if (err != NULL)
+		sbq_dead_letter_copy(&s->queue, *seq, err->type, err->message);
 }
 
 /*
  * sbq_topic_send_one
- *		The copies of one message: into each subscription whose rules match.
- *		Returns how many copies were stored; their sequence numbers, for a
- *		scheduled message, go into *copies.
+ *		The copies of one message into the subscriptions (R10.5): one when a
+ *		rule without an action matches, one for each matching rule with an
+ *		action (its edits applied, RuleName set). A filter or action that
+ *		fails puts one copy into the subscription's dead-letter sub-queue
+ *		(unless the subscription says not to) and ends that subscription's
+ *		rules. Returns how many copies were stored (dead letters too); their
+ *		sequence numbers go into *copies, which has room for them.
  */
 static int
-sbq_topic_send_one(SbqSubscriber *subs, int nsubs, const SbqSendProps *props, Datum body,
-				   const char *default_ct, int64 *copies)
+sbq_topic_send_one(SbqSubscriber *subs, int nsubs, SbqRuleMessage *m, Datum body,
+				   const char *default_ct, int64 **copies, int *room)
 {
 	int			ncopies = 0;
 	int			i;
@@ -168,32 +259,92 @@ sbq_topic_send_one(SbqSubscriber *subs, int nsubs, const SbqSendProps *props, Da
 	{
 		SbqSubscriber *s = &subs[i];
 		bool		plain = false;
+		SbqFilterError err;
+		bool		failed = false;
 		int			r;
 
 		CHECK_FOR_INTERRUPTS();
-		for (r = 0; r < s->nrules && !plain; r++)
-			plain = s->rules[r].action == NULL &&
-				sbq_rule_matches(&s->rules[r], props, default_ct);
-		if (!plain)
+		if (ncopies + s->nrules + 1 > *room)
+		{
+			*room = (ncopies + s->nrules + 1) * 2;
+			*copies = repalloc(*copies, sizeof(int64) * *room);
+		}
+		for (r = 0; r < s->nrules && !failed; r++)
+		{
+			SbqCompiledRule *c = &s->rules[r];
+			SbqSendProps p;
+			JsonbValue	name;
+
+			switch (sbq_rule_matches(c, m, m->props, default_ct, &err))
+			{
+				case SBQ_FILTER_ERROR:
+					failed = true;
+					continue;
+				case SBQ_FILTER_TRUE:
+					break;
+				default:
+					continue;
+			}
+			if (c->action == NULL)
+			{
+				plain = true;
+				continue;
+			}
+			p = *m->props;
+			if (!sbq_rule_apply_action(c->action, m, &p, &err))
+			{
+				failed = true;
+				continue;
+			}
+			name.type = jbvString;
+			name.val.string.val = c->rule.name;
+			name.val.string.len = strlen(c->rule.name);
+			p.application_properties = sbq_set_property(p.application_properties, "RuleName",
+														strlen("RuleName"), &name);
+			sbq_copy_to(s, &p, body, default_ct, NULL, &(*copies)[ncopies++]);
+		}
+		if (failed)
+		{
+			if (s->dlq_on_errors)
+				sbq_copy_to(s, m->props, body, default_ct, &err, &(*copies)[ncopies++]);
 			continue;
-		if (s->queue.requires_session &&
-			(props->session_id == NULL || VARSIZE_ANY_EXHDR(props->session_id) == 0))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the SessionId was not set on a message, and it cannot be sent to subscription \"%s\"",
-							s->queue.name),
-					 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
-		(void) sbq_storage_send(&s->queue, props, &body, 1, default_ct, &copies[ncopies]);
-		ncopies++;
+		}
+		if (plain)
+			sbq_copy_to(s, m->props, body, default_ct, NULL, &(*copies)[ncopies++]);
 	}
 	return ncopies;
+}
+
+/* Tie the scheduled copies of a topic's message to its number. */
+static void
+sbq_tie_scheduled(const SbqQueue *topic, int64 seq, const int64 *copies, int n)
+{
+	Datum		values[3];
+
+	values[0] = Int32GetDatum(topic->queue_id);
+	values[1] = Int64GetDatum(seq);
+	values[2] = sbq_int8_array(copies, n);
+	(void) sbq_exec(&stmt_topic_scheduled, values, NULL);
+}
+
+/* Count the messages no subscription took. */
+static void
+sbq_count_dropped(const SbqQueue *topic, int64 dropped)
+{
+	Datum		values[3];
+
+	values[0] = Int32GetDatum(topic->queue_id);
+	values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
+	values[2] = Int64GetDatum(dropped);
+	(void) sbq_exec(&stmt_topic_dropped, values, NULL);
 }
 
 /*
  * sbq_topic_send
  *		Send nbodies messages with the same properties to a topic; seqs gets
  *		the topic's sequence number of each (a duplicate's: its first
- *		message's). Returns nbodies.
+ *		message's). A message without an id gets one here, so that all its
+ *		copies have the same. Returns nbodies.
  */
 int
 sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, int nbodies,
@@ -202,9 +353,11 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 	SbqSubscriber *subs;
 	int			nsubs = sbq_topic_subscribers(topic, &subs);
 	SbqSendProps p = *props;
+	SbqRuleMessage m;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		scheduled = props->has_scheduled && props->scheduled > now;
-	int64	   *copies = palloc(sizeof(int64) * Max(nsubs, 1));
+	int			room = Max(nsubs, 1) * 2;
+	int64	   *copies = palloc(sizeof(int64) * room);
 	SbqCounts	counts = {0};
 	int64		dropped = 0;
 	int			i;
@@ -216,6 +369,11 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 		p.has_ttl = true;
 		p.ttl = topic->default_ttl;
 	}
+	memset(&m, 0, sizeof(m));
+	m.props = &p;
+	m.properties = p.application_properties;
+	m.default_content_type = default_content_type;
+	m.enqueued_time = scheduled ? props->scheduled : now;
 	for (i = 0; i < nbodies; i++)
 	{
 		bool		isnull;
@@ -227,31 +385,22 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 		if (topic->has_dup_window && props->message_id != NULL &&
 			!sbq_storage_claim_message_id(topic, props->message_id, now, &seqs[i]))
 			continue;
+		if (props->message_id == NULL)
+			p.message_id = cstring_to_text(sbq_new_message_id());
 		counts.sent++;
-		n = sbq_topic_send_one(subs, nsubs, &p, bodies[i], default_content_type, copies);
+		m.sequence_number = seqs[i];
+		m.size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
+		n = sbq_topic_send_one(subs, nsubs, &m, bodies[i], default_content_type, &copies,
+							   &room);
 		if (n == 0)
 			dropped++;
 		else if (scheduled)
-		{
-			Datum		values[3];
-
-			values[0] = Int32GetDatum(topic->queue_id);
-			values[1] = Int64GetDatum(seqs[i]);
-			values[2] = sbq_int8_array(copies, n);
-			(void) sbq_exec(&stmt_topic_scheduled, values, NULL);
-		}
+			sbq_tie_scheduled(topic, seqs[i], copies, n);
 	}
 	if (counts.sent > 0)
 		sbq_add_counts(topic->queue_id, &counts);
 	if (dropped > 0)
-	{
-		Datum		values[3];
-
-		values[0] = Int32GetDatum(topic->queue_id);
-		values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
-		values[2] = Int64GetDatum(dropped);
-		(void) sbq_exec(&stmt_topic_dropped, values, NULL);
-	}
+		sbq_count_dropped(topic, dropped);
 	return nbodies;
 }
 

@@ -340,6 +340,32 @@ sbq_storage_subscription_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext 
 	return sbq_row_tuple(&stmt_subscription_row, queue_id, tupdesc, mcxt);
 }
 
+static SbqStatement stmt_topic_counts = {"what a topic holds", 1, {INT4OID},
+	"SELECT (SELECT count(*) FROM sbq.subscriptions s WHERE s.topic_id = $1),"
+	" count(*) FILTER (WHERE r.sql_filter IS NOT NULL),"
+	" count(*) FILTER (WHERE r.correlation_filter IS NOT NULL)"
+	" FROM sbq.rules r JOIN sbq.subscriptions s ON s.queue_id = r.queue_id"
+	" WHERE s.topic_id = $1"
+};
+
+/*
+ * sbq_storage_topic_counts
+ *		How many subscriptions a topic has, and SQL and correlation filters in
+ *		their rules.
+ */
+void
+sbq_storage_topic_counts(int32 topic_id, int64 *subscriptions, int64 *sql_filters,
+						 int64 *correlation_filters)
+{
+	Datum		arg = Int32GetDatum(topic_id);
+	bool		isnull;
+
+	(void) sbq_exec_latest(&stmt_topic_counts, &arg, NULL);
+	*subscriptions = DatumGetInt64(sbq_col(0, 1, &isnull));
+	*sql_filters = DatumGetInt64(sbq_col(0, 2, &isnull));
+	*correlation_filters = DatumGetInt64(sbq_col(0, 3, &isnull));
+}
+
 /* --------------------------------------------------------- subscriptions */
 
 /*

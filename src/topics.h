@@ -17,6 +17,7 @@
 #include "access/tupdesc.h"
 #include "utils/jsonb.h"
 
+#include "filter.h"
 #include "sbqueue.h"
 
 /* the rule every new subscription gets: the true filter, no action */
@@ -27,6 +28,11 @@
 
 /* A subscription or rule name: 1-50 characters. */
 #define SBQ_MAX_SUBSCRIPTION_NAME_LEN	50
+
+/* What a topic may hold (Service Bus's limits) */
+#define SBQ_MAX_SUBSCRIPTIONS_PER_TOPIC		2000
+#define SBQ_MAX_SQL_FILTERS_PER_TOPIC		2000
+#define SBQ_MAX_CORRELATION_FILTERS_PER_TOPIC	100000
 
 /* A rule as stored. */
 typedef struct SbqRule
@@ -43,12 +49,33 @@ extern bool sbq_storage_find_topic(const char *key, bool share, SbqQueue *topic)
 extern int32 sbq_storage_create_topic(const char *name, const char *key, const SbqQueue *props);
 extern void sbq_storage_update_topic(const SbqQueue *props);
 extern void sbq_storage_delete_topic(int32 topic_id);
+extern void sbq_storage_topic_counts(int32 topic_id, int64 *subscriptions, int64 *sql_filters,
+									 int64 *correlation_filters);
 extern int	sbq_storage_topic_subscriptions(int32 topic_id, int32 **ids);
 extern HeapTuple sbq_storage_topic_tuple(int32 topic_id, TupleDesc tupdesc, MemoryContext mcxt);
 extern HeapTuple sbq_storage_subscription_tuple(int32 queue_id, TupleDesc tupdesc,
 												MemoryContext mcxt);
 
+/* A message as a rule sees it when it is sent to a topic (rules.c). */
+typedef struct SbqRuleMessage
+{
+	const SbqSendProps *props;
+	Jsonb	   *properties;		/* its application properties as they are now */
+	const char *default_content_type;
+	int64		sequence_number;	/* the topic's */
+	int64		size;			/* of the body */
+	TimestampTz enqueued_time;
+} SbqRuleMessage;
+
 /* rules.c: filters and actions */
+extern void sbq_compile_rule(const char *sql_filter, const char *action,
+							 SbqFilterExpr **filter, SbqFilterAction **compiled_action);
+extern SbqFilterResult sbq_rule_eval_filter(const SbqFilterExpr *filter, SbqRuleMessage *m,
+											SbqFilterError *err);
+extern bool sbq_rule_apply_action(const SbqFilterAction *action, SbqRuleMessage *m,
+								  SbqSendProps *props, SbqFilterError *err);
+extern Jsonb *sbq_set_property(Jsonb *props, const char *key, size_t keylen,
+							   const JsonbValue *value);
 extern char *sbq_check_sql_filter(text *filter);
 extern void sbq_check_correlation_filter(Jsonb *filter);
 extern char *sbq_check_rule_action(text *action);

@@ -309,6 +309,36 @@ sbq_props_size(const SbqSendProps *props)
 }
 
 /*
+ * sbq_new_message_id
+ *		A message id for a message sent without one: a version 4 UUID as
+ *		lower-case text, as gen_random_uuid() makes them (palloc'd).
+ */
+char *
+sbq_new_message_id(void)
+{
+	unsigned char b[16];
+	char	   *s = palloc(37);
+	int			i;
+	int			o = 0;
+
+	if (!pg_strong_random(b, sizeof(b)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate random values")));
+	b[6] = (b[6] & 0x0f) | 0x40;
+	b[8] = (b[8] & 0x3f) | 0x80;
+	for (i = 0; i < 16; i++)
+	{
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			s[o++] = '-';
+		s[o++] = "0123456789abcdef"[b[i] >> 4];
+		s[o++] = "0123456789abcdef"[b[i] & 0x0f];
+	}
+	s[o] = '\0';
+	return s;
+}
+
+/*
  * Whether a message id has the form of those sbqueue makes up (a version 4
  * UUID as lower-case text), which do not count towards a message's size.
  */
