@@ -17,7 +17,7 @@ DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = test_setup create queue_management send receive settle defer deadletter ttl scheduled \
-          duplicates maintain lease
+          duplicates maintain lease filter
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected

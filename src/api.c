@@ -866,6 +866,8 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sbq_cancel_scheduled()");
 	sbq_storage_begin();
 	sbq_storage_get_queue_or_topic(&addr, &queue, SBQ_RIGHT_SEND);
+	/* a subscription's scheduled copies are its topic's to cancel */
+	sbq_refuse_subscription_send(&addr, &queue);
 	/* a dead-letter sub-queue holds no scheduled messages */
 	if (addr.subqueue == SBQ_SUBQUEUE_DLQ ||
 		!sbq_storage_cancel_scheduled(&queue, seq))

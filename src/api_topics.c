@@ -163,7 +163,8 @@ sbq_create_topic(PG_FUNCTION_ARGS)
 	SbqQueue	existing;
 	Datum		result;
 
-	sbq_queue_address(fcinfo, false, &addr);
+	sbq_require_arg(fcinfo, 0, "topic");
+	sbq_parse_address(PG_GETARG_TEXT_PP(0), false, &addr);
 	sbq_refuse_reserved_name(&addr);
 	memset(&props, 0, sizeof(props));
 	sbq_overlay_queue_props(fcinfo, &props, true, topic_arg_positions);
@@ -304,25 +305,22 @@ sbq_subscription_address(const SbqQueue *topic, const char *name, SbqAddress *ad
 }
 
 /*
- * sbq_subscription_call_begin
- *		The calls on an existing subscription: its topic looked up as
- *		sbq_topic_call_begin does (any right on the topic, its lock in
- *		lockmode), then the subscription (SB008 when there is none) as a
- *		queue, with the caller's right on it checked.
+ * sbq_find_subscription
+ *		The topic and the subscription named by a call (both looked up in a
+ *		storage section; SB008 when either is missing), and whether the
+ *		caller holds one of the rights asked for on the subscription or on its
+ *		topic (42501 naming the subscription when neither).
  */
 static void
-sbq_subscription_call_begin(FunctionCallInfo fcinfo, const char *fname, LOCKMODE lockmode,
-							int16 rights, SbqQueue *topic, SbqQueue *sub,
-							bool *dlq_on_filter_errors)
+sbq_find_subscription(const SbqAddress *taddr, const char *name, const char *key,
+					  int16 rights, SbqQueue *topic, SbqQueue *sub, bool *dlq_on_filter_errors)
 {
-	SbqAddress	taddr;
 	SbqAddress	saddr;
-	char	   *name;
-	char	   *key;
 	int32		queue_id;
 
-	name = sbq_entity_name_key(fcinfo, 1, "subscription", &key);
-	sbq_topic_call_begin(fcinfo, fname, lockmode, SBQ_RIGHT_ANY, &taddr, topic);
+	sbq_require_topics();
+	if (!sbq_storage_find_topic(taddr->key, false, topic))
+		sbq_topic_not_found(taddr->name);
 	if (!sbq_storage_find_subscription(topic->queue_id, key, &queue_id, dlq_on_filter_errors))
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_ENTITY_NOT_FOUND),
@@ -330,7 +328,42 @@ sbq_subscription_call_begin(FunctionCallInfo fcinfo, const char *fname, LOCKMODE
 	sbq_subscription_address(topic, name, &saddr);
 	if (!sbq_storage_find_queue(&saddr, sub) || sub->queue_id != queue_id)
 		elog(ERROR, "subscription \"%s\" has no queue", saddr.name);
-	sbq_rights_require(sub, rights);
+	if (!sbq_rights_have(topic, rights))
+		sbq_rights_require(sub, rights);
+}
+
+/*
+ * sbq_subscription_call_begin
+ *		The calls on an existing subscription: the names checked, writes
+ *		allowed (fname names a call that writes), the caller's right on the
+ *		subscription or its topic checked, the topic name's lock in lockmode
+ *		(NoLock: none), then in a storage section the topic and subscription
+ *		looked up again and the right checked again.
+ */
+static void
+sbq_subscription_call_begin(FunctionCallInfo fcinfo, const char *fname, LOCKMODE lockmode,
+							int16 rights, SbqQueue *topic, SbqQueue *sub,
+							bool *dlq_on_filter_errors)
+{
+	SbqAddress	taddr;
+	char	   *name;
+	char	   *key;
+
+	sbq_require_arg(fcinfo, 0, "topic");
+	sbq_parse_address(PG_GETARG_TEXT_PP(0), false, &taddr);
+	name = sbq_entity_name_key(fcinfo, 1, "subscription", &key);
+	if (fname != NULL)
+		PreventCommandIfReadOnly(fname);
+	if (lockmode != NoLock)
+	{
+		/* the right first: a role without it must not queue for the lock */
+		sbq_storage_begin();
+		sbq_find_subscription(&taddr, name, key, rights, topic, sub, dlq_on_filter_errors);
+		sbq_storage_end();
+		sbq_lock_queue_name(taddr.key, lockmode);
+	}
+	sbq_storage_begin();
+	sbq_find_subscription(&taddr, name, key, rights, topic, sub, dlq_on_filter_errors);
 }
 
 /* The row of a subscription's properties as this call's result. */

@@ -385,7 +385,7 @@ sbq_queue_not_found(const SbqAddress *addr)
  *		A subscription gets its messages from its topic, never from a send
  *		(SB010).
  */
-static void
+void
 sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue)
 {
 	char	   *topic;

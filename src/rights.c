@@ -172,6 +172,17 @@ sbq_rights_holds(Oid role, const SbqQueue *queue, int16 rights)
 }
 
 /*
+ * sbq_rights_have
+ *		Whether the caller has one of the rights asked for on a queue or
+ *		topic (always, with SQL older than 0.5).
+ */
+bool
+sbq_rights_have(const SbqQueue *queue, int16 rights)
+{
+	return !sbq_rights_enforced() || sbq_rights_holds(sbq_storage_caller(), queue, rights);
+}
+
+/*
  * sbq_rights_require
  *		Refuse (42501) a call whose caller has none of the rights asked for
  *		on the queue. SQL older than 0.5 has no rights: its table privileges

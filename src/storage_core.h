@@ -181,6 +181,7 @@ extern int	sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int li
 /* rights.c */
 extern void sbq_rights_load(SbqQueue *queue);
 extern void sbq_rights_require(const SbqQueue *queue, int16 rights);
+extern bool sbq_rights_have(const SbqQueue *queue, int16 rights);
 extern void sbq_rights_created(int32 queue_id);
 extern void sbq_rights_dropped(int32 queue_id);
 

@@ -84,6 +84,7 @@ extern char *sbq_check_rule_action(text *action);
 extern void sbq_refuse_reserved_name(const SbqAddress *addr);
 
 extern int	sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors);
+extern void sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue);
 extern void sbq_storage_get_queue_or_topic(const SbqAddress *addr, SbqQueue *queue,
 										   int16 rights);
 extern int	sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies,
