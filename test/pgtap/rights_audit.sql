@@ -16,7 +16,7 @@
 -- outside sbqueue's own statements (42501), even granted EXECUTE and USAGE, even by
 -- a superuser, also right after a call of sbqueue's has run or failed.
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 
 CREATE ROLE sbq_rt_nobody;
 
@@ -69,10 +69,12 @@ SELECT results_eq(
         ('public.sbq_abandon(text, uuid, jsonb, interval)'),
         ('public.sbq_abandon(text, uuid[], jsonb, interval)'),
         ('public.sbq_accept_session(text, text, interval)'),
+        ('public.sbq_add_rule(text, text, text, text, jsonb, text)'),
         ('public.sbq_cancel_scheduled(text, bigint)'),
         ('public.sbq_complete(text, text)'),
         ('public.sbq_complete(text, uuid)'),
         ('public.sbq_complete(text, uuid[])'),
+        ('public.sbq_create_subscription(text, text, interval, integer, interval, boolean, interval, boolean, text, text, boolean, interval, interval, boolean, interval)'),
         ('public.sbq_deadletter(text, text, text, text, jsonb)'),
         ('public.sbq_deadletter(text, uuid, text, text, jsonb)'),
         ('public.sbq_deadletter(text, uuid[], text, text, jsonb)'),
@@ -80,8 +82,12 @@ SELECT results_eq(
         ('public.sbq_defer(text, uuid, jsonb)'),
         ('public.sbq_defer(text, uuid[], jsonb)'),
         ('public.sbq_delete_queue(text)'),
+        ('public.sbq_delete_subscription(text, text)'),
+        ('public.sbq_delete_topic(text)'),
         ('public.sbq_get_queue(text)'),
         ('public.sbq_get_session_state(text, uuid)'),
+        ('public.sbq_get_subscription(text, text)'),
+        ('public.sbq_get_topic(text)'),
         ('public.sbq_grant(text, name, text[])'),
         ('public.sbq_list_sessions(text)'),
         ('public.sbq_maintenance_status()'),
@@ -95,6 +101,7 @@ SELECT results_eq(
         ('public.sbq_receive_deferred(text, bigint[], uuid)'),
         ('public.sbq_receive_session(text, uuid, integer, interval)'),
         ('public.sbq_release_session(text, uuid)'),
+        ('public.sbq_remove_rule(text, text, text)'),
         ('public.sbq_renew(text, text)'),
         ('public.sbq_renew(text, uuid)'),
         ('public.sbq_renew(text, uuid[])'),
@@ -110,7 +117,11 @@ SELECT results_eq(
         ('public.sbq_send_batch(text, text[], text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_set_session_state(text, uuid, bytea)'),
         ('public.sbq_settle(text, uuid[], text, text, text, jsonb, interval)'),
+        ('public.sbq_test_action(text, sbq_new_message)'),
+        ('public.sbq_test_filter(text, sbq_new_message)'),
         ('public.sbq_update_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval, interval, boolean, interval)'),
+        ('public.sbq_update_subscription(text, text, interval, integer, interval, boolean, interval, boolean, text, text, boolean, interval, interval, boolean, interval)'),
+        ('public.sbq_update_topic(text, interval, interval, integer)'),
         -- read-only helpers the views call as their caller: executable by PUBLIC by
         -- design, and out of reach anyway without USAGE on schema sbq (PF4)
         ('sbq.lease_count(bigint)'),
@@ -125,6 +136,7 @@ SELECT results_eq(
        WHERE NOT has_function_privilege('sbq_rt_nobody', oid, 'EXECUTE') ORDER BY sig COLLATE "C"$$,
     $$VALUES
         ('public.sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval, interval, boolean, interval)'),
+        ('public.sbq_create_topic(text, interval, interval, integer)'),
         ('public.sbq_maintain()'),
         ('sbq.lease_free(bigint, timestamp with time zone, xid, timestamp with time zone)'),
         ('sbq.lease_slot(bigint)'),
@@ -132,6 +144,8 @@ SELECT results_eq(
     'PF2: and none of these, the rest of its functions');
 SELECT is(pg_temp.try('sbq_rt_nobody', $$SELECT sbq_create_queue('pa_q')$$),
     '42501: permission denied for function sbq_create_queue', 'PF3: so it cannot create a queue');
+SELECT is(pg_temp.try('sbq_rt_nobody', $$SELECT sbq_create_topic('pa_t')$$),
+    '42501: permission denied for function sbq_create_topic', 'PF3b: nor a topic');
 SELECT is(pg_temp.try('sbq_rt_nobody', $$SELECT sbq_maintain()$$),
     '42501: permission denied for function sbq_maintain', 'PF4: nor run a maintenance pass');
 SELECT is(pg_temp.try('sbq_rt_nobody', $$SELECT sbq.lease_until(1)$$),
@@ -170,6 +184,10 @@ SELECT results_eq(
         ('public.sbq_queue_stats', 'v', ARRAY['SELECT']),
         ('public.sbq_queues', 'v', ARRAY['SELECT']),
         ('public.sbq_rights', 'v', ARRAY['SELECT']),
+        ('public.sbq_rules', 'v', ARRAY['SELECT']),
+        ('public.sbq_subscriptions', 'v', ARRAY['SELECT']),
+        ('public.sbq_topic_stats', 'v', ARRAY['SELECT']),
+        ('public.sbq_topics', 'v', ARRAY['SELECT']),
         ('sbq.dead_letters', 'r', ARRAY[]::text[]),
         ('sbq.duplicate_ids', 'r', ARRAY[]::text[]),
         ('sbq.message_seq', 'S', ARRAY[]::text[]),
@@ -179,9 +197,13 @@ SELECT results_eq(
         ('sbq.queue_rights', 'v', ARRAY['SELECT']),
         ('sbq.queues', 'r', ARRAY[]::text[]),
         ('sbq.rights', 'r', ARRAY[]::text[]),
+        ('sbq.rules', 'r', ARRAY[]::text[]),
         ('sbq.session_seq', 'S', ARRAY[]::text[]),
-        ('sbq.sessions', 'r', ARRAY[]::text[])$$,
-    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the four views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
+        ('sbq.sessions', 'r', ARRAY[]::text[]),
+        ('sbq.subscriptions', 'r', ARRAY[]::text[]),
+        ('sbq.topic_scheduled', 'r', ARRAY[]::text[]),
+        ('sbq.topics', 'r', ARRAY[]::text[])$$,
+    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the eight views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r
             WHERE NOT EXISTS (SELECT FROM pg_depend d
                                WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid
