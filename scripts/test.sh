@@ -134,15 +134,25 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
+# one at a time, but for maintain_pg_cron, which mostly waits for pg_cron's next
+# minute and runs beside the others
 tap() {
-    make -s PG_CONFIG="$PG_CONFIG" prove_installcheck
+    make -s PG_CONFIG="$PG_CONFIG" prove_installcheck \
+        PROVE_FLAGS="-j2 '--rules=seq=**/maintain_pg_cron.pl' '--rules=seq=**'"
 }
 
 layout() {
     "$PYTHON" scripts/check_source.py
 }
 
+# the filter language's engine alone (test/filter): its unit tests and a fuzz run
+# of SBQ_FUZZ_SECONDS, under AddressSanitizer and UndefinedBehaviorSanitizer
+filter_engine() {
+    make -s -C test/filter clean check fuzz FUZZ_SECONDS="${SBQ_FUZZ_SECONDS:-20}"
+}
+
 suite "source layout" layout
+suite "filter engine (unit tests, fuzz)" filter_engine
 suite "pg_regress and isolation" regress
 suite "pg_regress and pgTAP, locks in rows" row_locks
 suite "upgrade" upgrade
