@@ -281,7 +281,7 @@ sbq_strdup_in(MemoryContext cxt, const char *s)
 }
 
 /* Copy a queue's properties, its strings into cxt. */
-static void
+void
 sbq_queue_copy(SbqQueue *dst, const SbqQueue *src, MemoryContext cxt)
 {
 	*dst = *src;
@@ -434,6 +434,12 @@ sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
 
 	if (!IsolationUsesXactSnapshot())
 	{
+		/* a topic this backend sent to: no look at sbq.queues for it */
+		if (addr->subqueue == SBQ_SUBQUEUE_MAIN && sbq_topic_cache_lookup(addr->key, queue))
+		{
+			sbq_rights_require(queue, SBQ_RIGHT_SEND);
+			return;
+		}
 		sbq_storage_get_queue_or_topic(addr, queue, SBQ_RIGHT_SEND);
 		sbq_refuse_subscription_send(addr, queue);
 		return;

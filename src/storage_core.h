@@ -171,6 +171,7 @@ extern int	sbq_cmp_out_row(const void *a, const void *b);
 /* queues.c */
 extern int	sbq_all_queues(SbqQueue **queues);
 extern void sbq_queue_cache_changed(void);
+extern void sbq_queue_copy(SbqQueue *dst, const SbqQueue *src, MemoryContext cxt);
 
 /* session.c */
 extern void sbq_session_note_sent(const SbqQueue *queue, Datum session_id, int64 seq);

@@ -32,9 +32,12 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -139,23 +142,23 @@ sbq_add_subscriber_rule(SbqSubscriber *s, uint64 r)
 	}
 	c = &s->rules[s->nrules++];
 	memset(c, 0, sizeof(*c));
-	c->rule.name = sbq_spi_strdup(sbq_col(r, 2, &isnull), false);
+	c->rule.name = pstrdup(TextDatumGetCString(sbq_col(r, 2, &isnull)));
 	d = sbq_col(r, 3, &isnull);
-	c->rule.sql_filter = sbq_spi_strdup(d, isnull);
+	c->rule.sql_filter = isnull ? NULL : TextDatumGetCString(d);
 	d = sbq_col(r, 4, &isnull);
 	c->rule.correlation_filter = isnull ? NULL : DatumGetJsonbPCopy(d);
 	d = sbq_col(r, 5, &isnull);
-	c->rule.action = sbq_spi_strdup(d, isnull);
+	c->rule.action = isnull ? NULL : TextDatumGetCString(d);
 	sbq_compile_rule(c->rule.sql_filter, c->rule.action, &c->filter, &c->action);
 }
 
 /*
  * sbq_topic_subscribers
- *		The subscriptions of a topic with their rules, compiled, into *subs
- *		(in the caller's memory context); returns how many.
+ *		The subscriptions of a topic with their rules, compiled, into *subs,
+ *		all of it in cxt; returns how many.
  */
 static int
-sbq_topic_subscribers(const SbqQueue *topic, SbqSubscriber **subs)
+sbq_topic_subscribers(const SbqQueue *topic, MemoryContext cxt, SbqSubscriber **subs)
 {
 	SbqQueue   *queues;
 	bool	   *dlq;
@@ -167,11 +170,11 @@ sbq_topic_subscribers(const SbqQueue *topic, SbqSubscriber **subs)
 	MemoryContext old;
 
 	nrules = sbq_exec(&stmt_topic_rules, &arg, NULL);
-	old = MemoryContextSwitchTo(sbq_storage_caller_context());
+	old = MemoryContextSwitchTo(cxt);
 	*subs = palloc0(sizeof(SbqSubscriber) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		(*subs)[i].queue = queues[i];
+		sbq_queue_copy(&(*subs)[i].queue, &queues[i], cxt);
 		(*subs)[i].dlq_on_errors = dlq[i];
 	}
 	for (r = 0, i = 0; r < nrules && i < n; r++)
@@ -186,6 +189,176 @@ sbq_topic_subscribers(const SbqQueue *topic, SbqSubscriber **subs)
 			sbq_add_subscriber_rule(&(*subs)[i], r);
 	}
 	MemoryContextSwitchTo(old);
+	return n;
+}
+
+/* ------------------------------------------------------------- the cache */
+
+/*
+ * The topics this backend sends to: each topic's properties and rights, and,
+ * once it has been sent to, its subscriptions with their rules compiled. A
+ * change of a topic, of its subscriptions, rules or rights sends the same
+ * relcache invalidation for sbq.queues at commit as a change of a queue does
+ * (sbq_queue_cache_changed); its callback only marks the cache stale (an
+ * entry may be in use by the send the invalidation arrived in), and the next
+ * look-up drops it. Whatever was read before an invalidation arrived is not
+ * remembered (the generation says), nor what a transaction snapshot read.
+ */
+typedef struct SbqTopicEntry
+{
+	char		key[SBQ_MAX_NAME_LEN + 1];
+	MemoryContext cxt;			/* of this entry, a child of the cache's */
+	SbqQueue	topic;
+	bool		loaded;			/* subs is the topic's subscriptions */
+	int			nsubs;
+	SbqSubscriber *subs;
+} SbqTopicEntry;
+
+static HTAB *sbq_topic_cache = NULL;
+static MemoryContext sbq_topic_cache_cxt = NULL;
+static Oid	sbq_topic_cache_relid = InvalidOid;
+static bool sbq_topic_cache_callback = false;
+static bool sbq_topic_cache_stale = false;
+static uint64 sbq_topic_cache_gen = 0;
+
+static void
+sbq_topic_cache_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == sbq_topic_cache_relid)
+	{
+		sbq_topic_cache_gen++;
+		sbq_topic_cache_stale = true;
+	}
+}
+
+/* sbq_topic_cache_generation: what a reader notes before it reads, for sbq_topic_cache_remember. */
+uint64
+sbq_topic_cache_generation(void)
+{
+	AcceptInvalidationMessages();
+	return sbq_topic_cache_gen;
+}
+
+/*
+ * The cache, ready: the invalidations that came in taken, a stale cache
+ * dropped. False when it is not to be used (a transaction snapshot).
+ */
+static bool
+sbq_topic_cache_ready(void)
+{
+	HASHCTL		ctl;
+
+	if (IsolationUsesXactSnapshot())
+		return false;
+	AcceptInvalidationMessages();
+	if (sbq_topic_cache_stale && sbq_topic_cache_cxt != NULL)
+	{
+		MemoryContextReset(sbq_topic_cache_cxt);
+		sbq_topic_cache = NULL;
+	}
+	sbq_topic_cache_stale = false;
+	if (sbq_topic_cache != NULL)
+		return true;
+	if (!sbq_topic_cache_callback)
+	{
+		CacheRegisterRelcacheCallback(sbq_topic_cache_inval, (Datum) 0);
+		sbq_topic_cache_callback = true;
+	}
+	if (sbq_topic_cache_cxt == NULL)
+		sbq_topic_cache_cxt = AllocSetContextCreate(TopMemoryContext, "sbqueue topic cache",
+													ALLOCSET_SMALL_SIZES);
+	sbq_topic_cache_relid = sbq_queues_oid();
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = SBQ_MAX_NAME_LEN + 1;
+	ctl.entrysize = sizeof(SbqTopicEntry);
+	ctl.hcxt = sbq_topic_cache_cxt;
+	sbq_topic_cache = hash_create("sbqueue topic cache", 16, &ctl,
+								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	return true;
+}
+
+/* the entry of a topic's name key, or NULL */
+static SbqTopicEntry *
+sbq_topic_cache_entry(const char *key)
+{
+	if (strlen(key) > SBQ_MAX_NAME_LEN || !sbq_topic_cache_ready())
+		return NULL;
+	return hash_search(sbq_topic_cache, key, HASH_FIND, NULL);
+}
+
+/*
+ * sbq_topic_cache_lookup
+ *		The topic of a name key, if this backend has it: its properties and
+ *		rights copied into the caller's memory context.
+ */
+bool
+sbq_topic_cache_lookup(const char *key, SbqQueue *topic)
+{
+	SbqTopicEntry *e = sbq_topic_cache_entry(key);
+
+	if (e == NULL)
+		return false;
+	sbq_queue_copy(topic, &e->topic, sbq_storage_caller_context());
+	return true;
+}
+
+/*
+ * sbq_topic_cache_remember
+ *		Keep a topic just read from sbq.topics, unless an invalidation came in
+ *		since gen was noted.
+ */
+void
+sbq_topic_cache_remember(const char *key, const SbqQueue *topic, uint64 gen)
+{
+	SbqTopicEntry *e;
+	bool		found;
+
+	if (strlen(key) > SBQ_MAX_NAME_LEN || !sbq_topic_cache_ready() ||
+		gen != sbq_topic_cache_gen)
+		return;
+	e = hash_search(sbq_topic_cache, key, HASH_ENTER, &found);
+	if (found)
+		return;
+	e->cxt = AllocSetContextCreate(sbq_topic_cache_cxt, "sbqueue topic", ALLOCSET_SMALL_SIZES);
+	sbq_queue_copy(&e->topic, topic, e->cxt);
+	e->loaded = false;
+	e->nsubs = 0;
+	e->subs = NULL;
+}
+
+/*
+ * sbq_topic_subscribers_of
+ *		The subscriptions of a topic about to be sent to: from the cache, or
+ *		read (and kept, unless an invalidation came in meanwhile).
+ */
+static int
+sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs)
+{
+	char	   *key = pstrdup(topic->name);
+	SbqTopicEntry *e;
+	MemoryContext cxt;
+	uint64		gen = sbq_topic_cache_generation();
+	int			n;
+	char	   *c;
+
+	for (c = key; *c; c++)
+		*c = pg_ascii_tolower((unsigned char) *c);
+	e = sbq_topic_cache_entry(key);
+	if (e != NULL && e->loaded)
+	{
+		*subs = e->subs;
+		return e->nsubs;
+	}
+	cxt = e != NULL ? AllocSetContextCreate(e->cxt, "sbqueue topic subscriptions",
+											ALLOCSET_DEFAULT_SIZES) :
+		sbq_storage_caller_context();
+	n = sbq_topic_subscribers(topic, cxt, subs);
+	if (e != NULL && gen == sbq_topic_cache_gen && !sbq_topic_cache_stale)
+	{
+		e->subs = *subs;
+		e->nsubs = n;
+		e->loaded = true;
+	}
 	return n;
 }
 
@@ -351,7 +524,7 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 			   const char *default_content_type, int64 *seqs)
 {
 	SbqSubscriber *subs;
-	int			nsubs = sbq_topic_subscribers(topic, &subs);
+	int			nsubs = sbq_topic_subscribers_of(topic, &subs);
 	SbqSendProps p = *props;
 	SbqRuleMessage m;
 	TimestampTz now = GetCurrentTimestamp();

@@ -174,6 +174,8 @@ sbq_storage_find_topic(const char *key, bool share, SbqQueue *topic)
 {
 	Datum		values[1];
 
+	uint64		gen = sbq_topic_cache_generation();
+
 	if (!sbq_topics_installed())
 		return false;
 	values[0] = CStringGetTextDatum(key);
@@ -181,6 +183,8 @@ sbq_storage_find_topic(const char *key, bool share, SbqQueue *topic)
 		return false;
 	sbq_topic_from_row(topic);
 	sbq_rights_load(topic);
+	if (!share)
+		sbq_topic_cache_remember(key, topic, gen);
 	return true;
 }
 

@@ -45,6 +45,11 @@ typedef struct SbqRule
 
 extern bool sbq_topics_installed(void);
 
+/* topic_send.c: the topics this backend sends to, with their subscriptions and rules */
+extern uint64 sbq_topic_cache_generation(void);
+extern bool sbq_topic_cache_lookup(const char *key, SbqQueue *topic);
+extern void sbq_topic_cache_remember(const char *key, const SbqQueue *topic, uint64 gen);
+
 extern bool sbq_storage_find_topic(const char *key, bool share, SbqQueue *topic);
 extern int32 sbq_storage_create_topic(const char *name, const char *key, const SbqQueue *props);
 extern void sbq_storage_update_topic(const SbqQueue *props);
