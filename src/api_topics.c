@@ -9,11 +9,12 @@
  *
  * As api_queues.c: arguments checked first (22004, 22023), writes refused on
  * a read-only transaction (25006), the work done in a storage section.
- * Creating and deleting a topic hold its name's lock exclusively; a change
- * of its properties, subscriptions or rules holds it in a self-conflicting
- * mode, so that two changes never overwrite each other; deleting a
- * subscription also holds its address's lock exclusively, as deleting a
- * queue does.
+ * Creating and deleting a topic, and deleting one of its subscriptions, hold
+ * the topic's name lock exclusively (a send holds it in share mode: the
+ * delete waits for a send that may be storing a copy); any other change of
+ * its properties, subscriptions or rules holds it in a self-conflicting mode,
+ * so that two changes never overwrite each other. Deleting a subscription
+ * also holds its address's lock exclusively, as deleting a queue does.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -467,7 +468,12 @@ sbq_delete_subscription(PG_FUNCTION_ARGS)
 	char	   *key;
 	char	   *c;
 
-	sbq_subscription_call_begin(fcinfo, "sbq_delete_subscription()", ShareUpdateExclusiveLock,
+	/*
+	 * The topic's name exclusively, as a send takes it in share mode: a send
+	 * in progress may be storing a copy in the subscription, which the delete
+	 * would not see and leave behind.
+	 */
+	sbq_subscription_call_begin(fcinfo, "sbq_delete_subscription()", AccessExclusiveLock,
 								SBQ_RIGHT_MANAGE, &topic, &sub, &dlq_on_filter_errors);
 	key = pstrdup(sub.name);
 	for (c = key; *c; c++)
