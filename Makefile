@@ -13,7 +13,8 @@ OBJS = src/sbqueue.o src/api.o src/api_queues.o src/util.o \
 PGFILEDESC = "sbqueue - Azure Service Bus style queues"
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
+# the upgrade scripts and 0.1 as released (a full script left by an older build is not installed)
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql) sql/$(EXTENSION)--0.1.sql
 
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = test_setup create queue_management send receive settle defer deadletter ttl scheduled \

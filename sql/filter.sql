@@ -78,6 +78,12 @@ SELECT filter, sbq_test_filter(filter, sbq_new_message('four', message_id => 'M1
 SELECT sbq_test_filter('sys.ContentType = ''application/json''', sbq_new_message('{}'::jsonb));
 SELECT sbq_test_filter('sys.ContentType IS NULL', sbq_new_message('\x00'::bytea));
 SELECT sbq_test_filter('sys.CorrelationId IS NULL', sbq_new_message('x'));
+-- times in UTC, ISO 8601, whatever the session's time zone
+SET timezone = 'Asia/Tokyo';
+SELECT sbq_test_filter('sys.EnqueuedTimeUtc LIKE ''____-__-__T__:__:__.______Z''', sbq_new_message('x'));
+SELECT sbq_test_filter('sys.ScheduledEnqueueTimeUtc = ''2030-01-01T00:00:00.000000Z''',
+                       sbq_new_message('x', scheduled_enqueue_time => '2030-01-01 09:00+09'));
+RESET timezone;
 SELECT regress.f('sys.Nope = 1');
 SELECT regress.f('sys.color = ''red''', '{"color": "red"}');
 

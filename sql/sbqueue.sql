@@ -1181,8 +1181,9 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
 
 /*
  * Topics, subscriptions and rules, as the queues: each caller sees those it
- * holds a right on (a subscription and its rules also with a right on its
- * topic), the extension's owner all of them.
+ * holds a right on (a subscription and its rules also with manage on its
+ * topic: a sender to a topic does not see who subscribes), the extension's
+ * owner all of them.
  */
 CREATE VIEW sbq_topics WITH (security_barrier) AS
     SELECT t.name AS topic, t.default_message_ttl, t.duplicate_detection_window,
@@ -1210,7 +1211,10 @@ CREATE VIEW sbq_subscriptions WITH (security_barrier) AS
                                     WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
                                    'USAGE')
         OR EXISTS (SELECT FROM sbq.rights r
-                    WHERE r.queue_id OPERATOR(pg_catalog.=) ANY (ARRAY[s.queue_id, s.topic_id])
+                    WHERE (r.queue_id OPERATOR(pg_catalog.=) s.queue_id
+                           OR (r.queue_id OPERATOR(pg_catalog.=) s.topic_id
+                               AND (r.rights OPERATOR(pg_catalog.&) 4::pg_catalog.int2)
+                                   OPERATOR(pg_catalog.<>) 0::pg_catalog.int2))
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
 
@@ -1229,7 +1233,10 @@ CREATE VIEW sbq_rules WITH (security_barrier) AS
                                     WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
                                    'USAGE')
         OR EXISTS (SELECT FROM sbq.rights r
-                    WHERE r.queue_id OPERATOR(pg_catalog.=) ANY (ARRAY[s.queue_id, s.topic_id])
+                    WHERE (r.queue_id OPERATOR(pg_catalog.=) s.queue_id
+                           OR (r.queue_id OPERATOR(pg_catalog.=) s.topic_id
+                               AND (r.rights OPERATOR(pg_catalog.&) 4::pg_catalog.int2)
+                                   OPERATOR(pg_catalog.<>) 0::pg_catalog.int2))
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
 

@@ -110,6 +110,24 @@ sbq_refuse_sessionless(const SbqQueue *queue, const SbqAddress *addr, const char
 				 errhint("Accept a session with sbq_accept_session() and use %s.", use)));
 }
 
+/*
+ * sbq_refuse_forwarding_receive
+ *		SB010 for a receive from a queue or subscription that forwards its
+ *		messages (R10.14): nothing stays there to receive. Its dead-letter
+ *		sub-queue is allowed.
+ */
+void
+sbq_refuse_forwarding_receive(const SbqQueue *queue, const SbqAddress *addr)
+{
+	if (queue->forward_to != NULL && addr->subqueue == SBQ_SUBQUEUE_MAIN)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot receive from \"%s\", which forwards its messages to \"%s\"",
+						queue->name, queue->forward_to),
+				 errdetail("A receiver cannot be created on an entity with auto-forwarding enabled."),
+				 errhint("Receive from \"%s\".", queue->forward_to)));
+}
+
 /* ------------------------------------------------------------- sending */
 
 /*
@@ -767,6 +785,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
 	sbq_refuse_sessionless(&queue, &addr, "sbq_receive_session()");
+	sbq_refuse_forwarding_receive(&queue, &addr);
 	for (;;)
 	{
 		SbqReceiveResult r;
@@ -869,8 +888,14 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	/* a subscription's scheduled copies are its topic's to cancel */
 	sbq_refuse_subscription_send(&addr, &queue);
 	/* a dead-letter sub-queue holds no scheduled messages */
-	if (addr.subqueue == SBQ_SUBQUEUE_DLQ ||
-		!sbq_storage_cancel_scheduled(&queue, seq))
+	if (queue.is_topic && !sbq_storage_cancel_scheduled(&queue, seq))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_MESSAGE_NOT_FOUND),
+				 errmsg("no scheduled message with sequence number " INT64_FORMAT " on topic \"%s\"",
+						seq, queue.name),
+				 errdetail("Its copies have come due, were cancelled, or none was stored.")));
+	if (!queue.is_topic &&
+		(addr.subqueue == SBQ_SUBQUEUE_DLQ || !sbq_storage_cancel_scheduled(&queue, seq)))
 		sbq_message_not_found(&addr, "scheduled", seq);
 	sbq_storage_end();
 	PG_RETURN_VOID();
@@ -905,6 +930,7 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
 	sbq_refuse_sessionless(&queue, &addr, "sbq_receive_deferred(queue, sequence_numbers, session_token)");
+	sbq_refuse_forwarding_receive(&queue, &addr);
 	if (nseqs > 0 &&
 		!sbq_storage_receive_deferred(&queue, addr.subqueue, seqs, nseqs,
 									  tupstore, tupdesc, &missing))

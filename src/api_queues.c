@@ -235,6 +235,25 @@ sbq_queue_call_begin(FunctionCallInfo fcinfo, bool allow_dlq, const char *fname,
 	sbq_storage_get_queue(addr, queue, rights);
 }
 
+/*
+ * sbq_refuse_subscription_manage
+ *		SB010 for a queue call that would change or delete a subscription:
+ *		its topic ties it, and the subscription calls keep the two in step.
+ */
+static void
+sbq_refuse_subscription_manage(const SbqAddress *addr, const SbqQueue *queue, const char *use)
+{
+	char	   *topic;
+	char	   *name;
+
+	if (strstr(addr->key, SBQ_SUBSCRIPTIONS_SEGMENT) != NULL &&
+		sbq_storage_subscription_of(queue->queue_id, &topic, &name))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("\"%s\" is subscription \"%s\" of topic \"%s\"", queue->name, name, topic),
+				 errhint("Use %s.", use)));
+}
+
 /* sbq_create_queue(queue, properties...): a new queue; locks its name exclusively. */
 Datum
 sbq_create_queue(PG_FUNCTION_ARGS)
@@ -285,6 +304,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 	/* self-conflicting, so two updates never overwrite each other's change */
 	sbq_queue_call_begin(fcinfo, false, "sbq_update_queue()", ShareUpdateExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &props);
+	sbq_refuse_subscription_manage(&addr, &props, "sbq_update_subscription()");
 	was_session = props.requires_session;
 	sbq_overlay_queue_props(fcinfo, &props, false, sbq_queue_arg_positions);
 	if (props.requires_session != was_session)
@@ -308,6 +328,7 @@ sbq_delete_queue(PG_FUNCTION_ARGS)
 
 	sbq_queue_call_begin(fcinfo, false, "sbq_delete_queue()", AccessExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &queue);
+	sbq_refuse_subscription_manage(&addr, &queue, "sbq_delete_subscription()");
 	sbq_storage_delete_queue(queue.queue_id);
 	sbq_storage_end();
 	PG_RETURN_VOID();

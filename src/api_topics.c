@@ -367,6 +367,23 @@ sbq_subscription_call_begin(FunctionCallInfo fcinfo, const char *fname, LOCKMODE
 	sbq_find_subscription(&taddr, name, key, rights, topic, sub, dlq_on_filter_errors);
 }
 
+/*
+ * sbq_check_subscription_props
+ *		A subscription's properties: a queue's, but no duplicate detection of
+ *		its own (the topic's applies, once, to what is sent to it; the copies
+ *		of one message share its id).
+ */
+static void
+sbq_check_subscription_props(SbqQueue *p)
+{
+	if (p->has_dup_window)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a subscription has no duplicate_detection_window"),
+				 errdetail("Duplicate detection is the topic's: set it with sbq_create_topic() or sbq_update_topic().")));
+	sbq_check_queue_props(p);
+}
+
 /* The row of a subscription's properties as this call's result. */
 static Datum
 sbq_subscription_result(FunctionCallInfo fcinfo, int32 queue_id)
@@ -408,7 +425,7 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 	sbq_require_arg(fcinfo, SUB_ARG_DLQ_ON_FILTER_ERRORS,
 					"dead_lettering_on_filter_evaluation_exceptions");
 	dlq_on_filter_errors = PG_GETARG_BOOL(SUB_ARG_DLQ_ON_FILTER_ERRORS);
-	sbq_check_queue_props(&props);
+	sbq_check_subscription_props(&props);
 
 	sbq_topic_call_begin(fcinfo, "sbq_create_subscription()", ShareUpdateExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &taddr, &topic);
@@ -451,7 +468,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 				 errdetail("It is set when a subscription is created, and only then.")));
 	if (!PG_ARGISNULL(SUB_ARG_DLQ_ON_FILTER_ERRORS))
 		dlq_on_filter_errors = PG_GETARG_BOOL(SUB_ARG_DLQ_ON_FILTER_ERRORS);
-	sbq_check_queue_props(&sub);
+	sbq_check_subscription_props(&sub);
 	sbq_storage_update_subscription(&sub, dlq_on_filter_errors);
 	result = sbq_subscription_result(fcinfo, sub.queue_id);
 	sbq_storage_end();

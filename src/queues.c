@@ -689,12 +689,24 @@ sbq_all_queues(SbqQueue **queues)
 	return (int) n;
 }
 
-static SbqStatement stmt_topic_queues = {"subscription queues of a topic", 1, {INT4OID},
-	"SELECT " QUEUE_COLS_RETRY ", (SELECT s.dead_lettering_on_filter_evaluation_exceptions"
-	"  FROM sbq.subscriptions s WHERE s.queue_id = q.queue_id)"
-	" FROM sbq.queues q"
-	" WHERE q.queue_id IN (SELECT s.queue_id FROM sbq.subscriptions s WHERE s.topic_id = $1)"
+#define TOPIC_QUEUES \
+	"SELECT " QUEUE_COLS_RETRY ", (SELECT s.dead_lettering_on_filter_evaluation_exceptions" \
+	"  FROM sbq.subscriptions s WHERE s.queue_id = q.queue_id)" \
+	" FROM sbq.queues q" \
+	" WHERE q.queue_id IN (SELECT s.queue_id FROM sbq.subscriptions s WHERE s.topic_id = $1)" \
 	" ORDER BY q.queue_id"
+static SbqStatement stmt_topic_queues = {"subscription queues of a topic", 1, {INT4OID},
+	TOPIC_QUEUES
+};
+
+/*
+ * A sender under a transaction snapshot, as for queues: a subscription
+ * deleted after the snapshot is a serialization error, not a copy left in a
+ * queue that is gone.
+ */
+static SbqStatement stmt_topic_queues_share = {"subscription queues of a topic to send", 1,
+	{INT4OID},
+	TOPIC_QUEUES " FOR KEY SHARE OF q"
 };
 
 /*
@@ -713,7 +725,8 @@ sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors)
 	MemoryContext old;
 
 	values[0] = Int32GetDatum(topic_id);
-	n = sbq_exec(&stmt_topic_queues, values, NULL);
+	n = sbq_exec(IsolationUsesXactSnapshot() ? &stmt_topic_queues_share : &stmt_topic_queues,
+				 values, NULL);
 	old = MemoryContextSwitchTo(sbq_storage_caller_context());
 	*subs = palloc(sizeof(SbqQueue) * Max(n, 1));
 	*dlq_on_errors = palloc(sizeof(bool) * Max(n, 1));

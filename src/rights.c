@@ -60,9 +60,20 @@
 #include "utils/syscache.h"
 
 #include "storage_core.h"
+#include "topics.h"
 
 static SbqStatement stmt_rights_of_queue = {"rights of a queue", 1, {INT4OID},
 	"SELECT role::oid, rights FROM sbq.rights WHERE queue_id = $1 ORDER BY role"
+};
+
+/* 0.10 on: a subscription's, and manage on it for those who manage its topic */
+static SbqStatement stmt_rights_of_queue_topics = {"rights of a queue", 1, {INT4OID},
+	"SELECT role::oid, rights FROM sbq.rights WHERE queue_id = $1"
+	" UNION ALL"
+	" SELECT r.role::oid, 4::smallint FROM sbq.subscriptions s"
+	"   JOIN sbq.rights r ON r.queue_id = s.topic_id"
+	"  WHERE s.queue_id = $1 AND (r.rights & 4) <> 0"
+	" ORDER BY 1"
 };
 
 static SbqStatement stmt_grant = {"grant", 3, {INT4OID, OIDOID, INT2OID},
@@ -133,7 +144,8 @@ sbq_rights_load(SbqQueue *queue)
 		return;
 	/* as they are now, whatever the transaction's snapshot: a revoke counts at once */
 	values[0] = Int32GetDatum(queue->queue_id);
-	n = sbq_exec_fresh(&stmt_rights_of_queue, values);
+	n = sbq_exec_fresh(sbq_topics_installed() && !queue->is_topic ?
+					   &stmt_rights_of_queue_topics : &stmt_rights_of_queue, values);
 	if (n == 0)
 		return;
 	queue->grants = MemoryContextAlloc(sbq_storage_caller_context(), sizeof(SbqGrant) * n);

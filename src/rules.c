@@ -29,6 +29,7 @@
 #include "common/int.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/datetime.h"
 #include "utils/timestamp.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -68,6 +69,10 @@ sbq_check_correlation_filter(Jsonb *filter)
 
 	if (!JB_ROOT_IS_OBJECT(filter))
 		sbq_bad_correlation_filter("A correlation filter is a JSON object.");
+	/* every send to the topic compares it: bounded, as a SQL filter is */
+	if (sbq_jsonb_text_size(filter, SBQ_MAX_CORRELATION_FILTER_SIZE) > SBQ_MAX_CORRELATION_FILTER_SIZE)
+		sbq_bad_correlation_filter(psprintf("A correlation filter's JSON text has at most %d bytes.",
+											SBQ_MAX_CORRELATION_FILTER_SIZE));
 	it = JsonbIteratorInit(&filter->root);
 	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
 	{
@@ -398,15 +403,21 @@ sbq_filter_user_lookup(void *arg, const char *name, size_t len, SbqFilterValue *
 	return false;
 }
 
-/* A timestamp as a filter value: its ISO 8601 text in UTC, or NULL. */
+/*
+ * A timestamp as a filter value: its ISO 8601 text in UTC
+ * ("2026-12-02T20:15:00.123456Z"), whatever the session's time zone; or NULL.
+ */
 static void
 sbq_time_value(bool has, TimestampTz t, SbqFilterValue *v)
 {
+	struct pg_tm tm;
+	fsec_t		fsec;
+
 	memset(v, 0, sizeof(*v));
-	if (!has)
+	if (!has || TIMESTAMP_NOT_FINITE(t) || timestamp2tm(t, NULL, &tm, &fsec, NULL, NULL) != 0)
 		return;
-	sbq_cstring_value(timestamptz_to_str(t), v);
-	v->s = pstrdup(v->s);
+	sbq_cstring_value(psprintf("%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year, tm.tm_mon,
+							   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec), v);
 }
 
 /* sys_lookup: the system properties a message sent to a topic has. */
@@ -594,6 +605,45 @@ sbq_value_text(const SbqFilterValue *v)
 }
 
 /*
+ * sbq_action_result_ok
+ *		What an action left (p) of a message (before) must be what a send may
+ *		give: a message id where there was one, not empty, ids of at most 128
+ *		characters; else *err, for the dead-letter sub-queue. (The size is the
+ *		subscription's to judge.)
+ */
+static bool
+sbq_action_result_ok(const SbqSendProps *p, const SbqSendProps *before, SbqFilterError *err)
+{
+	const struct
+	{
+		const char *name;
+		const text *value;
+	}			ids[] = {
+		{"MessageId", p->message_id},
+		{"SessionId", p->session_id},
+		{"ReplyToSessionId", p->reply_to_session_id},
+	};
+	size_t		i;
+
+	err->type = "RuleActionException";
+	err->position = 0;
+	if ((p->message_id == NULL && before->message_id != NULL) ||
+		(p->message_id != NULL && VARSIZE_ANY_EXHDR(p->message_id) == 0))
+	{
+		err->message = "the action leaves the message without a MessageId";
+		return false;
+	}
+	for (i = 0; i < lengthof(ids); i++)
+		if (ids[i].value != NULL &&
+			pg_mbstrlen_with_len(VARDATA_ANY(ids[i].value), VARSIZE_ANY_EXHDR(ids[i].value)) > 128)
+		{
+			err->message = psprintf("the action sets sys.%s to more than 128 characters", ids[i].name);
+			return false;
+		}
+	return true;
+}
+
+/*
  * sbq_rule_apply_action
  *		Run a compiled action on a message: its properties (in *props) get
  *		the action's edits. False, with *err, when the action fails (the
@@ -664,6 +714,8 @@ sbq_rule_apply_action(const SbqFilterAction *action, SbqRuleMessage *m, SbqSendP
 				break;
 		}
 	}
+	if (!sbq_action_result_ok(&p, props, err))
+		return false;
 	*props = p;
 	return true;
 }

@@ -378,35 +378,70 @@ sbq_rule_matches(const SbqCompiledRule *c, SbqRuleMessage *m, const SbqSendProps
 }
 
 /*
+ * sbq_copy_fits
+ *		Whether a copy can go into a subscription as it is: a session id
+ *		when the subscription requires sessions (R9.2), and a size it takes
+ *		(an action may have made it larger than what the topic took); else
+ *		*err says why, for the dead-letter sub-queue.
+ */
+static bool
+sbq_copy_fits(const SbqSubscriber *s, const SbqSendProps *props, Datum body,
+			  SbqFilterError *err)
+{
+	SbqSendProps counted = *props;
+	int64		psize;
+	int64		bsize = VARSIZE_ANY_EXHDR(DatumGetPointer(body));
+
+	if (s->queue.requires_session &&
+		(props->session_id == NULL || VARSIZE_ANY_EXHDR(props->session_id) == 0))
+	{
+		err->type = "Session id is null.";
+		err->message = psprintf("Subscription \"%s\" requires sessions, and the message has no session id.",
+								s->queue.name);
+		return false;
+	}
+	/* a message id sbqueue made up does not count, as at sbq_send */
+	if (props->message_id != NULL &&
+		sbq_made_up_message_id(VARDATA_ANY(props->message_id),
+							   VARSIZE_ANY_EXHDR(props->message_id)))
+		counted.message_id = NULL;
+	psize = sbq_props_size(&counted);
+	if (psize > SBQ_MAX_PROPERTIES_SIZE || bsize + psize > s->queue.max_message_size)
+	{
+		err->type = "RuleActionException";
+		err->message = psprintf("The message has " INT64_FORMAT " bytes of body and " INT64_FORMAT
+								" of properties: more than subscription \"%s\" takes.",
+								bsize, psize, s->queue.name);
+		return false;
+	}
+	return true;
+}
+
+/*
  * sbq_copy_to
  *		Store one copy of a message in a subscription, as a send to a queue
- *		would (its session id required by a subscription with sessions, its
- *		size checked again after an action); with err, straight into the
- *		subscription's dead-letter sub-queue, the error as its reason. Its
- *		sequence number goes into *seq.
+ *		would; or, with err or when it does not fit (sbq_copy_fits), straight
+ *		into the subscription's dead-letter sub-queue, the error as its
+ *		reason: one subscription's trouble never fails the send. The
+ *		subscription's duplicate detection does not apply (the topic's did).
+ *		The copy's sequence number goes into *seq.
  */
 static void
 sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char *default_ct,
 			const SbqFilterError *err, int64 *seq)
 {
-	int64		psize;
+	SbqQueue	q = s->queue;
+	SbqFilterError why;
 
-	if (s->queue.requires_session &&
-		(props->session_id == NULL || VARSIZE_ANY_EXHDR(props->session_id) == 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the SessionId was not set on a message, and it cannot be sent to subscription \"%s\"",
-						s->queue.name),
-				 errdetail("Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")));
-	/* a message id sbqueue made up does not count, as at sbq_send */
-	psize = sbq_props_size(props);
-	if (props->message_id != NULL &&
-		sbq_made_up_message_id(VARDATA_ANY(props->message_id),
-							   VARSIZE_ANY_EXHDR(props->message_id)))
-		psize -= VARSIZE_ANY_EXHDR(props->message_id);
-	sbq_check_message_size(&s->queue, VARSIZE_ANY_EXHDR(DatumGetPointer(body)), psize,
-						   "message");
-	(void) sbq_storage_send(&s->queue, props, &body, 1, default_ct, seq);
+	q.has_dup_window = false;
+	if (err == NULL && !sbq_copy_fits(s, props, body, &why))
+		err = &why;
+	if (err != NULL)
+	{
+		/* a dead letter: no session of the subscription hears of it */
+		q.requires_session = false;
+	}
+	(void) sbq_storage_send(&q, props, &body, 1, default_ct, seq);
 	if (err != NULL)
 		sbq_dead_letter_copy(&s->queue, *seq, err->type, err->message);
 }

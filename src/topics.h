@@ -33,6 +33,8 @@
 #define SBQ_MAX_SUBSCRIPTIONS_PER_TOPIC		2000
 #define SBQ_MAX_SQL_FILTERS_PER_TOPIC		2000
 #define SBQ_MAX_CORRELATION_FILTERS_PER_TOPIC	100000
+/* the JSON text of one correlation filter, at most */
+#define SBQ_MAX_CORRELATION_FILTER_SIZE			4096
 
 /* A rule as stored. */
 typedef struct SbqRule

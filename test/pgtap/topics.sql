@@ -19,7 +19,7 @@
 -- for a call made as another role). Roles are created in this transaction (tp_*) and
 -- go with its ROLLBACK.
 BEGIN;
-SELECT plan(104);
+SELECT plan(112);
 
 \ir bad_input_setup.psql
 
@@ -154,10 +154,13 @@ SELECT is(
                 dead_letter_ttl, retry_delay, retry_backoff, max_retry_delay)::text
        FROM sbq_create_subscription('tp_a', 'sub2', lock_duration => '1 minute', max_delivery_count => 3,
                 default_message_ttl => '10 minutes', dead_lettering_on_message_expiration => true,
-                duplicate_detection_window => '1 minute', requires_session => true,
+                requires_session => true,
                 dead_lettering_on_filter_evaluation_exceptions => false, dead_letter_ttl => '1 day')),
-    '(00:01:00,3,00:10:00,t,00:01:00,t,f,24:00:00,,f,)',
+    '(00:01:00,3,00:10:00,t,,t,f,24:00:00,,f,)',
     'create_subscription takes every property it has');
+SELECT throws_ok($$SELECT sbq_create_subscription('tp_a', 'sub3', duplicate_detection_window => '1 minute')$$,
+    '22023', 'a subscription has no duplicate_detection_window',
+    'a subscription has no duplicate detection of its own: the topic''s applies, once, and its copies share their id');
 SELECT is((SELECT array_agg(queue ORDER BY queue) FROM sbq_queues WHERE queue LIKE 'Tp_A/%'),
     ARRAY['Tp_A/subscriptions/Sub1', 'Tp_A/subscriptions/sub2'],
     'a subscription is a queue named <topic>/subscriptions/<name>');
@@ -271,6 +274,12 @@ SELECT throws_ok($$SELECT sbq_remove_rule('tp_a', 'sub1', '$Default')$$, 'SB008'
     'rule "$Default" of subscription "Tp_A/subscriptions/Sub1" does not exist', 'removing $Default twice: SB008');
 SELECT lives_ok($$SELECT sbq_add_rule('tp_a', 'sub1', '$Default')$$, '$Default can be added back');
 
+SELECT throws_ok(format($$SELECT sbq_add_rule('tp_a', 'sub1', 'huge', correlation_filter => %L)$$,
+                        (SELECT jsonb_build_object('properties', jsonb_object_agg('p' || i, i))
+                           FROM generate_series(1, 1000) i)::text),
+    '22023', 'invalid correlation filter',
+    'a correlation filter of more than 4,096 bytes of JSON is refused: every send compares it');
+
 -- ============================================================ rights
 DO $$ BEGIN
     PERFORM sbq_create_topic('tp_r');
@@ -329,7 +338,21 @@ SELECT is(pg_temp.rows_as('tp_lis', $$SELECT subscription FROM sbq_subscriptions
 SELECT is(pg_temp.rows_as('tp_lis', $$SELECT subscription || ':' || rule FROM sbq_rules$$), ARRAY['s1:$Default', 's1:r'],
     'views: sbq_rules shows the rules of that subscription only');
 SELECT is(pg_temp.rows_as('tp_mgr', $$SELECT subscription FROM sbq_subscriptions$$), ARRAY['s1', 's2'],
-    'views: a right on the topic shows all its subscriptions');
+    'views: manage on the topic shows all its subscriptions');
+SELECT is(pg_temp.rows_as('tp_snd', $$SELECT subscription FROM sbq_subscriptions$$), '{}'::text[],
+    'views: send on the topic does not show who subscribes to it');
+SELECT is(pg_temp.rows_as('tp_snd', $$SELECT rule FROM sbq_rules$$), '{}'::text[],
+    'views: nor their rules');
+SELECT is(pg_temp.try('tp_mgr', $$SELECT sbq_peek('tp_r/subscriptions/s1')$$), 'ok',
+    'rights: manage on the topic is manage on its subscriptions as queues too (peek)');
+SELECT is(pg_temp.try('tp_mgr', $$SELECT sbq_grant('tp_r/subscriptions/s1', 'tp_none', ARRAY['listen'])$$), 'ok',
+    'rights: ... and grants on them');
+SELECT is(pg_temp.try('tp_mgr', $$SELECT sbq_update_queue('tp_r/subscriptions/s1', max_message_size => 1)$$),
+    'SB010: "tp_r/subscriptions/s1" is subscription "s1" of topic "tp_r"',
+    'sbq_update_queue on a subscription is SB010: its topic ties it (a subscription has no max_message_size)');
+SELECT is(pg_temp.try('tp_mgr', $$SELECT sbq_delete_queue('tp_r/subscriptions/s1')$$),
+    'SB010: "tp_r/subscriptions/s1" is subscription "s1" of topic "tp_r"',
+    'sbq_delete_queue on a subscription is SB010: sbq_delete_subscription keeps topic and rules in step');
 SELECT is(pg_temp.rows_as('tp_none', $$SELECT topic FROM sbq_topic_stats WHERE topic LIKE 'tp%'$$), '{}'::text[],
     'views: sbq_topic_stats shows nothing to a role without rights');
 SELECT is(pg_temp.rows_as('tp_lis', $$SELECT entity || ':' || role FROM sbq_rights$$),

@@ -11,7 +11,7 @@
 -- off (R10.11, J.81); all copies of a message sent without an id share one made up for
 -- it; a topic holds at most 2,000 SQL filters (54000).
 BEGIN;
-SELECT plan(36);
+SELECT plan(39);
 
 \ir bad_input_setup.psql
 
@@ -174,10 +174,30 @@ SELECT is((SELECT dead_letter_reason || ': ' || dead_letter_error_description
     'RuleActionException: division by zero in "/"', 'R10.11: an action that fails dead-letters the copy too');
 SELECT is((SELECT dead_lettered FROM sbq_queue_stats WHERE queue = 'te/subscriptions/act'), 1::bigint,
     'the copy counts as dead-lettered in its subscription');
+DO $$ BEGIN
+    PERFORM sbq_create_subscription('te', 'noid');
+    PERFORM sbq_remove_rule('te', 'noid', '$Default');
+    PERFORM sbq_add_rule('te', 'noid', 'clear', sql_filter => 'q = ''clear''', action => 'SET sys.MessageId = ''''');
+    PERFORM sbq_create_subscription('te', 'grow');
+    PERFORM sbq_remove_rule('te', 'grow', '$Default');
+    PERFORM sbq_add_rule('te', 'grow', 'grow', sql_filter => 'q = ''clear''',
+                         action => 'SET s = ''xxxxxxxxxxxxxxxx'', SET s = s + s, SET s = s + s, SET s = s + s, SET s = s + s,'
+                                   ' SET s = s + s, SET s = s + s, SET s = s + s, SET s = s + s, SET s = s + s,'
+                                   ' SET s = s + s, SET s = s + s, SET s = s + s, SET t = s + s');
+END $$;
+SELECT lives_ok($$SELECT sbq_send('te', 'cleared', application_properties => '{"q": "clear"}')$$,
+    'a send whose actions leave an empty message id and 128 KiB of properties does not fail');
+SELECT is((SELECT dead_letter_reason || ': ' || dead_letter_error_description
+             FROM sbq_peek('te/subscriptions/noid/$deadletterqueue', 10) WHERE convert_from(body, 'UTF8') = 'cleared'),
+    'RuleActionException: the action leaves the message without a MessageId',
+    'an action may not leave a message without its id: the copy is dead-lettered');
+SELECT is((SELECT dead_letter_reason FROM sbq_peek('te/subscriptions/grow/$deadletterqueue', 10)
+            WHERE convert_from(body, 'UTF8') = 'cleared'),
+    'RuleActionException', 'an action that makes a copy larger than its subscription takes dead-letters it');
 SELECT lives_ok($$SELECT sbq_send('te', 'good', application_properties => '{"q": 10, "z": 2}')$$,
     'a send whose filters and action work');
-SELECT is(pg_temp.copies('te', 'types') || pg_temp.copies('te', 'act'), ARRAY['good', 'good div'],
-    'it is delivered where the rules say');
+SELECT is(pg_temp.copies('te', 'types') || pg_temp.copies('te', 'act') || pg_temp.copies('te', 'noid'),
+    ARRAY['good', 'cleared div', 'good div'], 'it is delivered where the rules say (1 / missing z is unknown: no error)');
 
 -- ============================================================ limits (R10.3)
 DO $$
