@@ -6,7 +6,7 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 MODULE_big = sbqueue
 OBJS = src/sbqueue.o src/api.o src/api_queues.o src/util.o \
        src/storage_core.o src/queues.o src/send.o src/receive.o src/lease_receive.o src/lease_sweep.o \
-       src/settle.o src/api_settle.o src/topics.o src/api_topics.o src/rules.o src/topic_send.o src/maintain.o src/rights.o src/session.o src/session_guard.o src/session_mem.o src/session_ready.o src/api_session.o \
+       src/settle.o src/api_settle.o src/topics.o src/api_topics.o src/rules.o src/topic_send.o src/forward.o src/maintain.o src/rights.o src/session.o src/session_guard.o src/session_mem.o src/session_ready.o src/api_session.o \
        src/shmem.o src/wait.o src/registry.o src/lease.o src/qstate.o src/undo.o \
        src/launcher.o src/maintenance_worker.o src/utility_hook.o \
        src/filter_lex.o src/filter_parse.o src/filter_eval.o src/filter_action.o
@@ -28,7 +28,7 @@ ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_ro
             queue_management_delete_moving rights_dependency_race \
             session_accept_race session_accept_next_skips_held session_order \
             session_expiry_vs_settle session_release_unsettled \
-            settle_report_race topics_send_vs_delete
+            settle_report_race topics_send_vs_delete forward_vs_delete
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration

@@ -51,7 +51,12 @@ SELECT regress.err($$SELECT sbq_update_queue('p1', requires_session => false)$$)
 SELECT regress.err($$SELECT sbq_update_queue('p1', requires_session => true)$$);
 SELECT sbq_delete_queue('p1');
 SELECT regress.err($$SELECT sbq_create_queue('p1', requires_session => NULL)$$);
-SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'orders')$$);
+-- forward_to names a queue or topic that exists, not the queue itself nor a subscription
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'no_such_queue')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'P1')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 't/subscriptions/s')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'bad name')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'orders', requires_session => true)$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'orders')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', max_message_size => 0)$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', max_message_size => NULL)$$);

@@ -31,9 +31,10 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "storage.h"
+#include "storage_core.h"
 #include "topics.h"
 
 PG_FUNCTION_INFO_V1(sbq_create_queue);
@@ -73,11 +74,16 @@ sbq_check_queue_props(SbqQueue *p)
 	if (p->has_dup_window)
 		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
 								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
-	if (p->forward_to != NULL || p->forward_dlq_to != NULL)
+	if (p->forward_dlq_to != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("auto-forwarding is not supported yet"),
-				 errhint("Leave forward_to and forward_dead_lettered_messages_to NULL.")));
+				 errmsg("forward_dead_lettered_messages_to is not supported yet"),
+				 errhint("Leave it NULL.")));
+	if (p->forward_to != NULL && p->requires_session)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an entity that requires sessions cannot forward its messages"),
+				 errdetail("forward_to is for entities without sessions; one may forward into an entity that requires them.")));
 	if (p->has_dead_letter_ttl)
 		sbq_check_interval_range("dead_letter_ttl", &p->dead_letter_ttl,
 								 SBQ_MIN_TTL, PG_INT64_MAX);
@@ -119,6 +125,59 @@ sbq_has_prop(FunctionCallInfo fcinfo, const int *pos, int arg)
 }
 
 #define PROP_ARG(arg) PG_GETARG_DATUM(pos[arg])
+
+/*
+ * sbq_check_forward_to
+ *		The destination of a queue's or subscription's forward_to (NULL: none),
+ *		which must be a queue or topic that exists (SB001), not the entity
+ *		itself (self_key) nor a subscription (22023), and one the caller may
+ *		send to (42501): forwarding is a send on the caller's behalf. Stored
+ *		as the destination's name. In a storage section.
+ */
+void
+sbq_check_forward_to(SbqQueue *p, const char *self_key)
+{
+	SbqAddress	dest;
+	SbqQueue	target;
+
+	if (p->forward_to == NULL)
+		return;
+	sbq_parse_address(cstring_to_text(p->forward_to), false, &dest);
+	if (strstr(dest.key, SBQ_SUBSCRIPTIONS_SEGMENT) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("forward_to \"%s\" names a subscription", dest.name),
+				 errdetail("Messages are forwarded to a queue or a topic.")));
+	if (self_key != NULL && strcmp(dest.key, self_key) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" cannot forward its messages to itself", dest.name)));
+	if (!sbq_storage_find_queue(&dest, &target) &&
+		!sbq_storage_find_topic(dest.key, false, &target))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
+				 errmsg("forward_to: queue or topic \"%s\" does not exist", dest.name)));
+	sbq_rights_require(&target, SBQ_RIGHT_SEND);
+	p->forward_to = MemoryContextStrdup(sbq_storage_caller_context(), target.name);
+}
+
+/*
+ * sbq_check_forward_start
+ *		An entity that starts to forward must hold no message: none would
+ *		ever be received (SB010 on a receive). The caller holds the lock that
+ *		keeps sends out.
+ */
+void
+sbq_check_forward_start(const SbqQueue *before, const SbqQueue *after)
+{
+	if (before->forward_to == NULL && after->forward_to != NULL &&
+		sbq_storage_queue_has_messages(after->queue_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" holds messages and cannot start to forward", after->name),
+				 errdetail("A receive from an entity that forwards is refused: its messages would stay."),
+				 errhint("Receive or purge its messages first.")));
+}
 
 /*
  * sbq_overlay_queue_props
@@ -286,6 +345,7 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("sessions need version 0.7 or later of extension sbqueue"),
 				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
+	sbq_check_forward_to(&props, addr.key);
 	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
 	result = sbq_properties_result(fcinfo, props.queue_id);
 	sbq_storage_end();
@@ -298,6 +358,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 {
 	SbqAddress	addr;
 	SbqQueue	props;
+	SbqQueue	before;
 	Datum		result;
 	bool		was_session;
 
@@ -306,6 +367,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 						 SBQ_RIGHT_MANAGE, &addr, &props);
 	sbq_refuse_subscription_manage(&addr, &props, "sbq_update_subscription()");
 	was_session = props.requires_session;
+	before = props;
 	sbq_overlay_queue_props(fcinfo, &props, false, sbq_queue_arg_positions);
 	if (props.requires_session != was_session)
 		ereport(ERROR,
@@ -313,6 +375,15 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 				 errmsg("requires_session of queue \"%s\" cannot be changed", props.name),
 				 errdetail("It is set when a queue is created, and only then.")));
 	sbq_check_queue_props(&props);
+	sbq_check_forward_to(&props, addr.key);
+	if (before.forward_to == NULL && props.forward_to != NULL)
+	{
+		/* no send may come between the look and the update: the name, exclusively */
+		sbq_storage_end();
+		sbq_lock_queue_name(addr.key, AccessExclusiveLock);
+		sbq_storage_begin();
+		sbq_check_forward_start(&before, &props);
+	}
 	sbq_storage_update_queue(&props);
 	result = sbq_properties_result(fcinfo, props.queue_id);
 	sbq_storage_end();

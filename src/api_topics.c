@@ -33,6 +33,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -434,6 +435,7 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 	sbq_storage_topic_counts(topic.queue_id, &nsubs, &nsql, &ncorr);
 	sbq_topic_limit(&topic, nsubs, SBQ_MAX_SUBSCRIPTIONS_PER_TOPIC, "subscriptions");
 	sbq_subscription_address(&topic, name, &saddr);
+	sbq_check_forward_to(&props, NULL);
 	if (sbq_storage_find_subscription(topic.queue_id, key, &queue_id, &dlq_on_filter_errors) ||
 		sbq_storage_find_queue(&saddr, &existing))
 		ereport(ERROR,
@@ -453,6 +455,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 {
 	SbqQueue	topic;
 	SbqQueue	sub;
+	SbqQueue	before;
 	bool		dlq_on_filter_errors;
 	bool		was_session;
 	Datum		result;
@@ -460,6 +463,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 	sbq_subscription_call_begin(fcinfo, "sbq_update_subscription()", ShareUpdateExclusiveLock,
 								SBQ_RIGHT_MANAGE, &topic, &sub, &dlq_on_filter_errors);
 	was_session = sub.requires_session;
+	before = sub;
 	sbq_overlay_queue_props(fcinfo, &sub, false, subscription_arg_positions);
 	if (sub.requires_session != was_session)
 		ereport(ERROR,
@@ -469,6 +473,20 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(SUB_ARG_DLQ_ON_FILTER_ERRORS))
 		dlq_on_filter_errors = PG_GETARG_BOOL(SUB_ARG_DLQ_ON_FILTER_ERRORS);
 	sbq_check_subscription_props(&sub);
+	sbq_check_forward_to(&sub, NULL);
+	if (before.forward_to == NULL && sub.forward_to != NULL)
+	{
+		/* its copies come from sends to the topic: the topic's name, exclusively */
+		char	   *tkey = MemoryContextStrdup(sbq_storage_caller_context(), topic.name);
+		char	   *c;
+
+		for (c = tkey; *c; c++)
+			*c = pg_ascii_tolower((unsigned char) *c);
+		sbq_storage_end();
+		sbq_lock_queue_name(tkey, AccessExclusiveLock);
+		sbq_storage_begin();
+		sbq_check_forward_start(&before, &sub);
+	}
 	sbq_storage_update_subscription(&sub, dlq_on_filter_errors);
 	result = sbq_subscription_result(fcinfo, sub.queue_id);
 	sbq_storage_end();

@@ -740,3 +740,44 @@ sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors)
 	MemoryContextSwitchTo(old);
 	return (int) n;
 }
+
+static SbqStatement stmt_queue_has_messages = {"queue holds messages", 1, {INT4OID},
+	"SELECT EXISTS (SELECT FROM sbq.messages WHERE queue_id = $1 AND subqueue = 0)"
+};
+
+/* sbq_storage_queue_has_messages: whether a queue's main queue holds a message. */
+bool
+sbq_storage_queue_has_messages(int32 queue_id)
+{
+	Datum		arg = Int32GetDatum(queue_id);
+	bool		isnull;
+
+	(void) sbq_exec_latest(&stmt_queue_has_messages, &arg, NULL);
+	return DatumGetBool(sbq_col(0, 1, &isnull));
+}
+
+/*
+ * sbq_storage_find_to_forward
+ *		The queue or topic a forwarding entity names, looked up as a send looks
+ *		its target up but without the caller's right (forwarding is the
+ *		entity's): under a transaction snapshot its row is locked, so that one
+ *		deleted since is a serialization error. The caller holds its name's
+ *		lock in share mode. False when there is none.
+ */
+bool
+sbq_storage_find_to_forward(const SbqAddress *addr, SbqQueue *queue)
+{
+	Datum		values[1];
+
+	if (!IsolationUsesXactSnapshot())
+		return sbq_topic_cache_lookup(addr->key, queue) ||
+			sbq_storage_find_queue(addr, queue) ||
+			sbq_storage_find_topic(addr->key, false, queue);
+	values[0] = CStringGetTextDatum(addr->key);
+	if (sbq_exec(sbq_queue_stmt(&stmt_find_queue_share, &stmt_find_queue_share_retry),
+				 values, NULL) == 0)
+		return sbq_storage_find_topic(addr->key, true, queue);
+	sbq_queue_from_row(0, queue);
+	sbq_rights_load(queue);
+	return true;
+}

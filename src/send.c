@@ -392,6 +392,8 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 		return 0;
 	if (queue->is_topic)
 		return sbq_topic_send(queue, props, bodies, nbodies, default_content_type, seqs);
+	if (queue->forward_to != NULL)
+		return sbq_forward_send(queue, props, bodies, nbodies, default_content_type, seqs);
 	sbq_send_args(queue, props, now, scheduled, default_content_type, values, nulls);
 
 	/* active messages join the queue: announce it (qstate.c) */
@@ -560,6 +562,8 @@ sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
 
 	if (queue->is_topic)
 		return sbq_topic_cancel_scheduled(queue, seq);
+	if (queue->forward_to != NULL)
+		return sbq_forward_cancel_scheduled(queue, seq);
 	values[0] = Int64GetDatum(seq);
 	values[1] = Int32GetDatum(queue->queue_id);
 	return sbq_exec(&stmt_cancel_scheduled, values, NULL) == 1;

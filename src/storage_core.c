@@ -353,6 +353,7 @@ sbq_storage_begin(void)
 	Oid			epoch;
 
 	sbq_caller_cxt = CurrentMemoryContext;
+	sbq_forward_reset();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 

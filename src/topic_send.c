@@ -88,11 +88,11 @@ static SbqStatement stmt_dead_letter_copy = {"dead-letter a copy", 3, {INT8OID, 
 
 /*
  * sbq_dead_letter_copy
- *		Move a copy this send stored into its subscription's dead-letter
- *		sub-queue, with the error of its filter or action as reason and
- *		description, and count it as dead-lettered.
+ *		Move a message this send stored (a copy in a subscription, or one a
+ *		queue could not forward) into the dead-letter sub-queue of where it
+ *		is, with reason and description, and count it as dead-lettered.
  */
-static void
+void
 sbq_dead_letter_copy(const SbqQueue *sub, int64 seq, const char *reason,
 					 const char *description)
 {

@@ -91,6 +91,17 @@ extern char *sbq_check_rule_action(text *action);
 extern void sbq_refuse_reserved_name(const SbqAddress *addr);
 
 extern int	sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors);
+extern bool sbq_storage_queue_has_messages(int32 queue_id);
+extern bool sbq_storage_find_to_forward(const SbqAddress *addr, SbqQueue *queue);
+
+/* forward.c: auto-forwarding */
+#define SBQ_MAX_FORWARD_HOPS	4
+extern void sbq_forward_reset(void);
+extern int	sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodies,
+							 int nbodies, const char *default_content_type, int64 *seqs);
+extern bool sbq_forward_cancel_scheduled(const SbqQueue *source, int64 seq);
+extern void sbq_dead_letter_copy(const SbqQueue *sub, int64 seq, const char *reason,
+								 const char *description);
 extern void sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue);
 extern void sbq_storage_get_queue_or_topic(const SbqAddress *addr, SbqQueue *queue,
 										   int16 rights);
