@@ -1,12 +1,14 @@
 # Copyright (c) 2026, the sbqueue authors
 #
 # A send to a topic is atomic across crashes. A producer sends to a topic
-# with four subscriptions (two take everything, one takes even numbers by a
-# SQL filter, one has a filter that fails and so dead-letters every copy)
+# with five subscriptions (two take everything, one takes even numbers by a
+# SQL filter, one has a filter that fails and so dead-letters every copy, one
+# forwards every copy to a queue)
 # while the server is stopped with mode immediate and started again, 3 times
 # (10 with SBQ_FULL=1). Afterwards every send whose commit returned is in each
 # subscription it matches exactly once (the failing filter's copy in that
-# subscription's dead-letter sub-queue), and in no other; a send whose commit
+# subscription's dead-letter sub-queue, the forwarded copy in the queue), and
+# in no other; a send whose commit
 # did not return is in all of them or in none; nothing else is anywhere.
 use strict;
 use warnings;
@@ -29,6 +31,8 @@ $node->safe_psql($db, q{
 	SELECT sbq_create_subscription('tc', 'even');
 	SELECT sbq_remove_rule('tc', 'even', '$Default');
 	SELECT sbq_add_rule('tc', 'even', 'even', sql_filter => 'n % 2 = 0');
+	SELECT sbq_create_queue('fq');
+	SELECT sbq_create_subscription('tc', 'fwd', forward_to => 'fq');
 	SELECT sbq_create_subscription('tc', 'broken');
 	SELECT sbq_remove_rule('tc', 'broken', '$Default');
 	SELECT sbq_add_rule('tc', 'broken', 'nope', sql_filter => 'sys.Nope = 1');
@@ -74,15 +78,15 @@ $node->safe_psql($db, 'INSERT INTO sends VALUES '
 # from the tables (a peek shows at most 5,000)
 $node->safe_psql($db, q{
 	CREATE TABLE copies AS
-	SELECT s.name AS subscription, substr(m.message_id, 2)::int AS n, false AS dead
-	  FROM sbq.messages m JOIN sbq.subscriptions s ON s.queue_id = m.queue_id
+	SELECT regexp_replace(q.name, '^tc/subscriptions/', '') AS subscription,
+	       substr(m.message_id, 2)::int AS n, false AS dead
+	  FROM sbq.messages m JOIN sbq.queues q ON q.queue_id = m.queue_id
 	UNION ALL
-	SELECT s.name, substr(d.message_id, 2)::int, true
-	  FROM sbq.dead_letters d JOIN sbq.subscriptions s ON s.queue_id = d.queue_id
+	SELECT regexp_replace(q.name, '^tc/subscriptions/', ''), substr(d.message_id, 2)::int, true
+	  FROM sbq.dead_letters d JOIN sbq.queues q ON q.queue_id = d.queue_id
 });
-is($node->safe_psql($db, q{SELECT count(*) FROM sbq.messages m
-	WHERE NOT EXISTS (SELECT FROM sbq.subscriptions s WHERE s.queue_id = m.queue_id)}),
-	'0', 'no message outside the subscriptions');
+is($node->safe_psql($db, q{SELECT count(*) FROM copies WHERE subscription = 'fwd'}),
+	'0', 'the subscription that forwards keeps nothing');
 is($node->safe_psql($db, q{
 	SELECT count(*) FROM (SELECT subscription, n FROM copies GROUP BY 1, 2 HAVING count(*) > 1) d}),
 	'0', 'no send is twice in a subscription');
@@ -94,12 +98,12 @@ $node->safe_psql($db, q{
 	CREATE TABLE made AS
 	SELECT s.n, s.ok,
 	       coalesce(string_agg(c.subscription || CASE WHEN c.dead THEN '(dead)' ELSE '' END, ','
-	                           ORDER BY c.subscription), '') AS got,
-	       'all1,all2,broken(dead)' || CASE WHEN s.n % 2 = 0 THEN ',even' ELSE '' END AS want
+	                           ORDER BY c.subscription COLLATE "C"), '') AS got,
+	       'all1,all2,broken(dead)' || CASE WHEN s.n % 2 = 0 THEN ',even' ELSE '' END || ',fq' AS want
 	  FROM sends s LEFT JOIN copies c ON c.n = s.n GROUP BY s.n, s.ok
 });
 is($node->safe_psql($db, q{SELECT count(*) FROM made WHERE ok AND got <> want}), '0',
-	'every acknowledged send is once in each subscription it matches, the failing filter\'s copy dead-lettered, and in no other')
+	'every acknowledged send is once in each subscription it matches, the failing filter\'s copy dead-lettered, the forwarded one in the queue, and in no other')
   or diag($node->safe_psql($db, q{SELECT n || ': ' || got || ' (want ' || want || ')' FROM made WHERE ok AND got <> want LIMIT 10}));
 is($node->safe_psql($db, q{SELECT count(*) FROM made WHERE NOT ok AND got <> want AND got <> ''}), '0',
 	'a send in doubt is in all the subscriptions it matches or in none')
