@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""sbq_topic_load.py: a producer for test/t/topic_crash_loop.pl.
+"""sbq_topics_load.py: a producer for test/t/topics_crash_loop.pl.
 
-    sbq_topic_load.py CONNINFO TOPIC OUTFILE SECONDS
+    sbq_topics_load.py CONNINFO TOPIC OUTFILE SECONDS
 
 Sends messages 1, 2, ... to TOPIC for SECONDS, each alone in its transaction,
 with message id m<N> and application properties {"n": N}. After each it

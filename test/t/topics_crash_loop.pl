@@ -45,7 +45,7 @@ my $pid = fork;
 die "fork: $!" unless defined $pid;
 if ($pid == 0)
 {
-	exec($SbqFault::PYTHON, "$SbqFault::DIR/sbq_topic_load.py", $ci, 'tc', $out,
+	exec($SbqFault::PYTHON, "$SbqFault::DIR/sbq_topics_load.py", $ci, 'tc', $out,
 		4 * $cycles + 6) or die "exec: $!";
 }
 for my $i (1 .. $cycles)
