@@ -135,10 +135,11 @@ upgrade() {
 }
 
 # one at a time, but for maintain_pg_cron, which mostly waits for pg_cron's next
-# minute and runs beside the others
+# minute, and then topics_crash_loop: the two run one after the other beside the
+# others
 tap() {
     make -s PG_CONFIG="$PG_CONFIG" prove_installcheck \
-        PROVE_FLAGS="-j2 '--rules=seq=**/maintain_pg_cron.pl' '--rules=seq=**'"
+        PROVE_FLAGS="-j2 '--rules=seq=**/{maintain_pg_cron,topics_crash_loop}.pl' '--rules=seq=**'"
 }
 
 layout() {
@@ -146,9 +147,9 @@ layout() {
 }
 
 # the filter language's engine alone (test/filter): its unit tests and a fuzz run
-# of SBQ_FUZZ_SECONDS, under AddressSanitizer and UndefinedBehaviorSanitizer
+# of SBQ_FUZZ_SECONDS (15 by default), under AddressSanitizer and UndefinedBehaviorSanitizer
 filter_engine() {
-    make -s -C test/filter clean check fuzz FUZZ_SECONDS="${SBQ_FUZZ_SECONDS:-20}"
+    make -s -C test/filter clean check fuzz FUZZ_SECONDS="${SBQ_FUZZ_SECONDS:-15}"
 }
 
 suite "source layout" layout

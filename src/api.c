@@ -887,6 +887,14 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	sbq_storage_get_queue_or_topic(&addr, &queue, SBQ_RIGHT_SEND);
 	/* a subscription's scheduled copies are its topic's to cancel */
 	sbq_refuse_subscription_send(&addr, &queue);
+	/* what a forwarding entity sent on is its destination's: cancel it there */
+	if (queue.forward_to != NULL)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("\"%s\" forwards its messages to \"%s\": they are scheduled there",
+						queue.name, queue.forward_to),
+				 errhint("Cancel it with sbq_cancel_scheduled('%s', " INT64_FORMAT "), which needs the right to send there.",
+						 queue.forward_to, seq)));
 	/* a dead-letter sub-queue holds no scheduled messages */
 	if (queue.is_topic && !sbq_storage_cancel_scheduled(&queue, seq))
 		ereport(ERROR,
@@ -966,6 +974,14 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sbq_resubmit()");
 	sbq_storage_begin();
 	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_MANAGE);
+	if (queue.forward_to != NULL)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot resubmit to \"%s\", which forwards its messages to \"%s\"",
+						queue.name, queue.forward_to),
+				 errdetail("A resubmitted message would stay where no one may receive it."),
+				 errhint("Stop forwarding first (forward_to => ''), or peek the dead letters and send them to \"%s\".",
+						 queue.forward_to)));
 	if (seqs != NULL && nseqs == 0)
 		n = 0;
 	else

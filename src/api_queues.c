@@ -128,19 +128,28 @@ sbq_has_prop(FunctionCallInfo fcinfo, const int *pos, int arg)
 
 /*
  * sbq_check_forward_to
- *		The destination of a queue's or subscription's forward_to (NULL: none),
- *		which must be a queue or topic that exists (SB001), not the entity
- *		itself (self_key) nor a subscription (22023), and one the caller may
- *		send to (42501): forwarding is a send on the caller's behalf. Stored
- *		as the destination's name. In a storage section.
+ *		The destination of a queue's or subscription's forward_to, when it is
+ *		set or changed (before: what it was, NULL for a new entity): '' stops
+ *		forwarding (NULL leaves it as it is); else a queue or topic that
+ *		exists (SB001; its name lock is taken in share mode, so it cannot be
+ *		deleted before this commits), not the entity itself (self_key) nor a
+ *		subscription nor the topic of the subscription (22023), and one the
+ *		caller manages (42501): as in Service Bus, forwarding is set up by one
+ *		who manages both ends. Stored as the destination's name. In a storage
+ *		section.
  */
 void
-sbq_check_forward_to(SbqQueue *p, const char *self_key)
+sbq_check_forward_to(SbqQueue *p, const char *before, const char *self_key)
 {
 	SbqAddress	dest;
 	SbqQueue	target;
 
-	if (p->forward_to == NULL)
+	if (p->forward_to != NULL && p->forward_to[0] == '\0')
+	{
+		p->forward_to = NULL;
+		return;
+	}
+	if (p->forward_to == NULL || (before != NULL && strcmp(p->forward_to, before) == 0))
 		return;
 	sbq_parse_address(cstring_to_text(p->forward_to), false, &dest);
 	if (strstr(dest.key, SBQ_SUBSCRIPTIONS_SEGMENT) != NULL)
@@ -152,12 +161,13 @@ sbq_check_forward_to(SbqQueue *p, const char *self_key)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" cannot forward its messages to itself", dest.name)));
+	sbq_lock_queue_name(dest.key, AccessShareLock);
 	if (!sbq_storage_find_queue(&dest, &target) &&
 		!sbq_storage_find_topic(dest.key, false, &target))
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
 				 errmsg("forward_to: queue or topic \"%s\" does not exist", dest.name)));
-	sbq_rights_require(&target, SBQ_RIGHT_SEND);
+	sbq_rights_require(&target, SBQ_RIGHT_MANAGE);
 	p->forward_to = MemoryContextStrdup(sbq_storage_caller_context(), target.name);
 }
 
@@ -345,7 +355,7 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("sessions need version 0.7 or later of extension sbqueue"),
 				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
-	sbq_check_forward_to(&props, addr.key);
+	sbq_check_forward_to(&props, NULL, addr.key);
 	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
 	result = sbq_properties_result(fcinfo, props.queue_id);
 	sbq_storage_end();
@@ -375,7 +385,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 				 errmsg("requires_session of queue \"%s\" cannot be changed", props.name),
 				 errdetail("It is set when a queue is created, and only then.")));
 	sbq_check_queue_props(&props);
-	sbq_check_forward_to(&props, addr.key);
+	sbq_check_forward_to(&props, before.forward_to, addr.key);
 	if (before.forward_to == NULL && props.forward_to != NULL)
 	{
 		/* no send may come between the look and the update: the name, exclusively */

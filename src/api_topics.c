@@ -385,6 +385,22 @@ sbq_check_subscription_props(SbqQueue *p)
 	sbq_check_queue_props(p);
 }
 
+/*
+ * sbq_refuse_forward_to_own_topic
+ *		A subscription that forwarded to its own topic would multiply every
+ *		message by the topic's subscriptions at each of the hops a message
+ *		makes (22023).
+ */
+static void
+sbq_refuse_forward_to_own_topic(const SbqQueue *sub, const SbqQueue *topic)
+{
+	if (sub->forward_to != NULL && pg_strcasecmp(sub->forward_to, topic->name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a subscription of topic \"%s\" cannot forward to it", topic->name),
+				 errdetail("Each hop would copy the message to every subscription again.")));
+}
+
 /* The row of a subscription's properties as this call's result. */
 static Datum
 sbq_subscription_result(FunctionCallInfo fcinfo, int32 queue_id)
@@ -435,7 +451,8 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 	sbq_storage_topic_counts(topic.queue_id, &nsubs, &nsql, &ncorr);
 	sbq_topic_limit(&topic, nsubs, SBQ_MAX_SUBSCRIPTIONS_PER_TOPIC, "subscriptions");
 	sbq_subscription_address(&topic, name, &saddr);
-	sbq_check_forward_to(&props, NULL);
+	sbq_refuse_forward_to_own_topic(&props, &topic);
+	sbq_check_forward_to(&props, NULL, NULL);
 	if (sbq_storage_find_subscription(topic.queue_id, key, &queue_id, &dlq_on_filter_errors) ||
 		sbq_storage_find_queue(&saddr, &existing))
 		ereport(ERROR,
@@ -473,7 +490,8 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(SUB_ARG_DLQ_ON_FILTER_ERRORS))
 		dlq_on_filter_errors = PG_GETARG_BOOL(SUB_ARG_DLQ_ON_FILTER_ERRORS);
 	sbq_check_subscription_props(&sub);
-	sbq_check_forward_to(&sub, NULL);
+	sbq_refuse_forward_to_own_topic(&sub, &topic);
+	sbq_check_forward_to(&sub, before.forward_to, NULL);
 	if (before.forward_to == NULL && sub.forward_to != NULL)
 	{
 		/* its copies come from sends to the topic: the topic's name, exclusively */

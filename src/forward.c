@@ -105,65 +105,73 @@ sbq_forward_problem(const SbqQueue *source, const SbqSendProps *props, Datum *bo
 	return NULL;
 }
 
+/* Store a message where it is and dead-letter it there at once, with the reason. */
+static void
+sbq_forward_refused(const SbqQueue *source, const SbqSendProps *props, Datum body,
+					const char *default_content_type, const char *reason,
+					const char *description, int64 *seq)
+{
+	SbqQueue	here = *source;
+
+	here.forward_to = NULL;
+	here.has_dup_window = false;
+	(void) sbq_storage_send(&here, props, &body, 1, default_content_type, seq);
+	sbq_dead_letter_copy(source, *seq, reason, description);
+}
+
 /*
  * sbq_forward_send
- *		A send to source, which forwards: into its destination, or, when it
- *		cannot go there, into source's dead-letter sub-queue (see the file's
- *		header). seqs gets what the send where the messages land returns.
- *		Returns nbodies.
+ *		A send to source, which forwards: into its destination, or, when a
+ *		message cannot go there, into source's dead-letter sub-queue (see the
+ *		file's header); a batch with a message too large for the destination
+ *		forwards the others. The source's default time to live caps the
+ *		messages', as a send to it would. seqs gets what the send where each
+ *		message lands returns. Returns nbodies.
  */
 int
 sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodies,
 				 int nbodies, const char *default_content_type, int64 *seqs)
 {
 	SbqQueue	dest;
+	SbqSendProps p = *props;
 	char	   *description = NULL;
 	const char *reason;
-	int			n;
 	int			i;
 
 	CHECK_FOR_INTERRUPTS();
-	reason = sbq_forward_problem(source, props, bodies, nbodies, &dest, &description);
-	if (reason != NULL)
+	if (source->has_default_ttl &&
+		(!p.has_ttl || sbq_interval_usecs(&p.ttl) > sbq_interval_usecs(&source->default_ttl)))
 	{
-		SbqQueue	here = *source;
-
-		/* stored where it is, and dead-lettered there at once */
-		here.forward_to = NULL;
-		here.has_dup_window = false;
+		p.has_ttl = true;
+		p.ttl = source->default_ttl;
+	}
+	reason = sbq_forward_problem(source, &p, bodies, nbodies, &dest, &description);
+	if (reason != NULL && strcmp(reason, "MessageSizeExceededException") != 0)
+	{
 		for (i = 0; i < nbodies; i++)
-		{
-			(void) sbq_storage_send(&here, props, &bodies[i], 1, default_content_type, &seqs[i]);
-			sbq_dead_letter_copy(source, seqs[i], reason, description);
-		}
+			sbq_forward_refused(source, &p, bodies[i], default_content_type, reason,
+								description, &seqs[i]);
 		return nbodies;
 	}
 	sbq_forward_hops++;
-	n = sbq_storage_send(&dest, props, bodies, nbodies, default_content_type, seqs);
-	sbq_forward_hops--;
-	return n;
-}
+	if (reason == NULL)
+		(void) sbq_storage_send(&dest, &p, bodies, nbodies, default_content_type, seqs);
+	else
+	{
+		/* one by one: only those too large stay behind */
+		int64		psize = sbq_props_size(&p);
 
-/*
- * sbq_forward_cancel_scheduled
- *		sbq_cancel_scheduled on an entity that forwards: the message went to
- *		its destination (and maybe further); cancel it there. False when it
- *		is not found (or the chain is longer than a message goes).
- */
-bool
-sbq_forward_cancel_scheduled(const SbqQueue *source, int64 seq)
-{
-	SbqQueue	dest;
-	SbqAddress	addr;
-	bool		found;
-
-	if (sbq_forward_hops > SBQ_MAX_FORWARD_HOPS)
-		return false;
-	sbq_forward_address(source, &addr);
-	if (!sbq_storage_find_to_forward(&addr, &dest))
-		return false;
-	sbq_forward_hops++;
-	found = sbq_storage_cancel_scheduled(&dest, seq);
+		for (i = 0; i < nbodies; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (psize > SBQ_MAX_PROPERTIES_SIZE ||
+				(int64) VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i])) + psize > dest.max_message_size)
+				sbq_forward_refused(source, &p, bodies[i], default_content_type, reason,
+									description, &seqs[i]);
+			else
+				(void) sbq_storage_send(&dest, &p, &bodies[i], 1, default_content_type, &seqs[i]);
+		}
+	}
 	sbq_forward_hops--;
-	return found;
+	return nbodies;
 }

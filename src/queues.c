@@ -62,11 +62,11 @@ static SbqStatement stmt_find_queue_retry = {"find queue", 1, {TEXTOID},
 
 /* a sender under a transaction snapshot: see sbq_storage_get_queue_to_send */
 static SbqStatement stmt_find_queue_share = {"find queue to send", 1, {TEXTOID},
-	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE",
-	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
+	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues WHERE name_key = $1 FOR SHARE",
+	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues WHERE name_key = $1 FOR SHARE"
 };
 static SbqStatement stmt_find_queue_share_retry = {"find queue to send", 1, {TEXTOID},
-	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues WHERE name_key = $1 FOR KEY SHARE"
+	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues WHERE name_key = $1 FOR SHARE"
 };
 
 static SbqStatement stmt_all_queues = {"all queues", 0, {InvalidOid},
@@ -706,7 +706,7 @@ static SbqStatement stmt_topic_queues = {"subscription queues of a topic", 1, {I
  */
 static SbqStatement stmt_topic_queues_share = {"subscription queues of a topic to send", 1,
 	{INT4OID},
-	TOPIC_QUEUES " FOR KEY SHARE OF q"
+	TOPIC_QUEUES " FOR SHARE OF q"
 };
 
 /*

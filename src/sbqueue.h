@@ -202,7 +202,7 @@ extern const int sbq_queue_arg_positions[SBQ_NUM_QUEUE_ARGS];
 extern void sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required,
 									const int *pos);
 extern void sbq_check_queue_props(SbqQueue *p);
-extern void sbq_check_forward_to(SbqQueue *p, const char *self_key);
+extern void sbq_check_forward_to(SbqQueue *p, const char *before, const char *self_key);
 extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *after);
 
 /* util.c */

@@ -562,8 +562,6 @@ sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
 
 	if (queue->is_topic)
 		return sbq_topic_cancel_scheduled(queue, seq);
-	if (queue->forward_to != NULL)
-		return sbq_forward_cancel_scheduled(queue, seq);
 	values[0] = Int64GetDatum(seq);
 	values[1] = Int32GetDatum(queue->queue_id);
 	return sbq_exec(&stmt_cancel_scheduled, values, NULL) == 1;

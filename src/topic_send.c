@@ -67,13 +67,21 @@ static SbqStatement stmt_topic_scheduled = {"tie scheduled copies", 3, {INT4OID,
 	" SELECT $1, $2, c FROM pg_catalog.unnest($3::bigint[]) c"
 };
 
-static SbqStatement stmt_topic_cancel = {"cancel scheduled copies", 2, {INT4OID, INT8OID},
-	"WITH t AS (DELETE FROM sbq.topic_scheduled"
-	"            WHERE topic_id = $1 AND topic_sequence_number = $2"
-	"            RETURNING sequence_number)"
-	" DELETE FROM sbq.messages m USING t"
-	" WHERE m.sequence_number = t.sequence_number AND m.subqueue = 0 AND m.state = 2"
-	" RETURNING m.queue_id"
+/*
+ * The scheduled copies of a topic's message: its ties (the first level: that
+ * topic's; below it, the ties of a topic a subscription forwarded the copy
+ * to, whose number the tie holds), and the copies that are messages.
+ * $1 the topic (0: any), $2 the numbers
+ */
+static SbqStatement stmt_topic_untie = {"untie scheduled copies", 2, {INT4OID, INT8ARRAYOID},
+	"DELETE FROM sbq.topic_scheduled"
+	" WHERE ($1 = 0 OR topic_id = $1) AND topic_sequence_number = ANY ($2)"
+	" RETURNING sequence_number"
+};
+
+static SbqStatement stmt_topic_cancel = {"cancel scheduled copies", 1, {INT8ARRAYOID},
+	"DELETE FROM sbq.messages"
+	" WHERE sequence_number = ANY ($1) AND subqueue = 0 AND state = 2"
 };
 
 /*
@@ -614,15 +622,42 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 
 /*
  * sbq_topic_cancel_scheduled
- *		Delete the scheduled copies of a message sent to a topic; false when
- *		seq names none that is still scheduled.
+ *		Delete the scheduled copies of a message sent to a topic, down the
+ *		topics its subscriptions forwarded them to; false when seq names none
+ *		that is still scheduled.
  */
 bool
 sbq_topic_cancel_scheduled(const SbqQueue *topic, int64 seq)
 {
-	Datum		values[2];
+	int64	   *seqs = palloc(sizeof(int64));
+	int			n = 1;
+	int64		cancelled = 0;
+	int			level;
 
-	values[0] = Int32GetDatum(topic->queue_id);
-	values[1] = Int64GetDatum(seq);
-	return sbq_exec(&stmt_topic_cancel, values, NULL) > 0;
+	seqs[0] = seq;
+	for (level = 0; level <= SBQ_MAX_FORWARD_HOPS && n > 0; level++)
+	{
+		Datum		values[2];
+		uint64		ties;
+		uint64		i;
+
+		CHECK_FOR_INTERRUPTS();
+		values[0] = Int32GetDatum(level == 0 ? topic->queue_id : 0);
+		values[1] = sbq_int8_array(seqs, n);
+		ties = sbq_exec(&stmt_topic_untie, values, NULL);
+		seqs = palloc(sizeof(int64) * Max(ties, 1));
+		for (i = 0; i < ties; i++)
+		{
+			bool		isnull;
+
+			seqs[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+		}
+		n = (int) ties;
+		if (n > 0)
+		{
+			values[0] = sbq_int8_array(seqs, n);
+			cancelled += (int64) sbq_exec(&stmt_topic_cancel, values, NULL);
+		}
+	}
+	return cancelled > 0;
 }

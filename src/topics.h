@@ -99,7 +99,6 @@ extern bool sbq_storage_find_to_forward(const SbqAddress *addr, SbqQueue *queue)
 extern void sbq_forward_reset(void);
 extern int	sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodies,
 							 int nbodies, const char *default_content_type, int64 *seqs);
-extern bool sbq_forward_cancel_scheduled(const SbqQueue *source, int64 seq);
 extern void sbq_dead_letter_copy(const SbqQueue *sub, int64 seq, const char *reason,
 								 const char *description);
 extern void sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue);

@@ -9,10 +9,12 @@
 -- forward, and one may forward into it, a message without session id being
 -- dead-lettered at the source (R10.17); the number a send returns is the message's
 -- where it lands (R10.20: forwarding keeps the message's sequence number); a scheduled
--- message is forwarded as scheduled and cancelled through the source; an entity that
--- holds messages cannot start to forward (22023).
+-- message is forwarded as scheduled and cancelled where it went; a batch forwards what
+-- fits; the source's TTL caps; setting forward_to needs manage on both ends, '' stops
+-- forwarding; an entity that holds messages cannot start to forward, nor be resubmitted
+-- to while it forwards (22023, SB010); a subscription cannot forward to its topic.
 BEGIN;
-SELECT plan(27);
+SELECT plan(40);
 
 \ir bad_input_setup.psql
 
@@ -99,9 +101,44 @@ SELECT is(pg_temp.bodies('fw_sess') || pg_temp.dead('fw_to_sess'), ARRAY['with',
     'R10.17: the session id is kept; a message without one is dead-lettered at the source (K.90)');
 
 -- ============================================================ scheduled, starting to forward, rights
-SELECT lives_ok($$SELECT sbq_cancel_scheduled('fw_src', sbq_send('fw_src', 'later', scheduled_enqueue_time => now() + interval '1 hour'))$$,
-    'a scheduled message sent to the source is cancelled through it');
+SELECT sbq_send('fw_src', 'later', scheduled_enqueue_time => now() + interval '1 hour') AS later \gset
+SELECT throws_ok(format('SELECT sbq_cancel_scheduled(%L, %s)', 'fw_src', :later), 'SB010',
+    '"fw_src" forwards its messages to "fw_dest": they are scheduled there',
+    'a scheduled message is cancelled where it went, not through the source (which would reach any number there)');
+SELECT lives_ok(format('SELECT sbq_cancel_scheduled(%L, %s)', 'fw_dest', :later),
+    '... where it is cancelled with the number the send returned');
 SELECT is(pg_temp.bodies('fw_dest'), ARRAY['fan', 'one', 'two'], '... and is gone from the destination');
+DO $$ BEGIN
+    PERFORM sbq_create_topic('fw_ta');
+    PERFORM sbq_create_topic('fw_tb');
+    PERFORM sbq_create_subscription('fw_tb', 'x');
+    PERFORM sbq_create_subscription('fw_ta', 'keep');
+    PERFORM sbq_create_subscription('fw_ta', 'onward', forward_to => 'fw_tb');
+END $$;
+SELECT sbq_send('fw_ta', 'sched', scheduled_enqueue_time => now() + interval '1 hour') AS tsched \gset
+SELECT lives_ok(format('SELECT sbq_cancel_scheduled(%L, %s)', 'fw_ta', :tsched),
+    'cancel on a topic whose subscription forwarded the copy to another topic');
+SELECT is(pg_temp.bodies('fw_ta/subscriptions/keep') || pg_temp.bodies('fw_tb/subscriptions/x'), '{}'::text[],
+    '... cancels the copies down that topic too');
+SELECT throws_ok($$SELECT sbq_create_subscription('fw_ta', 'loop', forward_to => 'FW_TA')$$, '22023',
+    'a subscription of topic "fw_ta" cannot forward to it', 'a subscription cannot forward to its own topic');
+-- a batch: only the message too large for the destination stays behind
+DO $$ BEGIN
+    PERFORM sbq_create_queue('fw_small', max_message_size => 100);
+    PERFORM sbq_create_queue('fw_to_small', forward_to => 'fw_small', default_message_ttl => '1 minute');
+END $$;
+SELECT lives_ok($$SELECT sbq_send_batch('fw_to_small', ARRAY['small', repeat('x', 200)])$$, 'a batch, one message too large for the destination');
+SELECT is(pg_temp.bodies('fw_small') || pg_temp.dead('fw_to_small'),
+    ARRAY['small', repeat('x', 200) || ': MessageSizeExceededException'],
+    'R10.16: the other is forwarded; the large one is dead-lettered at the source');
+SELECT ok((SELECT expires_at <= enqueued_time + interval '1 minute' FROM sbq_peek('fw_small', 10)),
+    'the source''s default time to live caps what it forwards, as a send to it would');
+SELECT throws_ok($$SELECT sbq_resubmit('fw_to_small', NULL)$$, 'SB010',
+    'cannot resubmit to "fw_to_small", which forwards its messages to "fw_small"',
+    'a resubmit into a forwarding entity is refused: nobody could receive what it puts back');
+SELECT is((SELECT forward_to FROM sbq_update_queue('fw_to_small', forward_to => '')), NULL,
+    'forward_to => '''' stops forwarding (NULL leaves it as it is)');
+SELECT is(sbq_resubmit('fw_to_small', NULL), 1, '... and then the dead letter can be resubmitted and received');
 SELECT sbq_create_queue('fw_full') IS NOT NULL AS made \gset
 SELECT sbq_send('fw_full', 'stays') IS NOT NULL AS sent \gset
 SELECT throws_ok($$SELECT sbq_update_queue('fw_full', forward_to => 'fw_dest')$$, '22023',
@@ -114,7 +151,22 @@ END $$;
 SET LOCAL ROLE fw_owner;
 SELECT throws_ok($$SELECT sbq_update_queue('fw_mine', forward_to => 'fw_dest')$$, '42501',
     'permission denied for queue "fw_dest"',
-    'setting forward_to needs the right to send to the destination: no way around a queue''s rights');
+    'setting forward_to needs manage on the destination too: no way around a queue''s rights');
+RESET ROLE;
+SELECT sbq_grant('fw_dest', 'fw_owner', ARRAY['send']) IS NULL AS granted \gset
+SET LOCAL ROLE fw_owner;
+SELECT throws_ok($$SELECT sbq_update_queue('fw_mine', forward_to => 'fw_dest')$$, '42501',
+    'permission denied for queue "fw_dest"',
+    'send on the destination is not enough: one who could then grant send on the source to anyone');
+RESET ROLE;
+SELECT sbq_grant('fw_dest', 'fw_owner', ARRAY['manage']) IS NULL AS granted \gset
+SET LOCAL ROLE fw_owner;
+SELECT lives_ok($$SELECT sbq_update_queue('fw_mine', forward_to => 'fw_dest')$$, 'manage on both ends sets it up');
+RESET ROLE;
+SELECT sbq_revoke('fw_dest', 'fw_owner', ARRAY['manage', 'send']) IS NULL AS revoked \gset
+SET LOCAL ROLE fw_owner;
+SELECT lives_ok($$SELECT sbq_update_queue('fw_mine', lock_duration => '1 minute')$$,
+    'a manager of the source changes its other properties without a right on the destination');
 RESET ROLE;
 
 SELECT * FROM finish();
