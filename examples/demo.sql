@@ -130,6 +130,23 @@ SELECT sbqueue.sbq_release_session('demo/order-steps', :'session_token');
 SELECT session_id, has_state, available_count, locked_until IS NOT NULL AS held
   FROM sbqueue.sbq_list_sessions('demo/order-steps');
 
+\echo '--- topics: one send, a copy in every subscription whose rules match'
+SELECT topic FROM sbqueue.sbq_create_topic('demo/events');
+SELECT subscription FROM sbqueue.sbq_create_subscription('demo/events', 'audit');
+SELECT subscription FROM sbqueue.sbq_create_subscription('demo/events', 'big-eu');
+SELECT sbqueue.sbq_remove_rule('demo/events', 'big-eu', '$Default');
+SELECT sbqueue.sbq_add_rule('demo/events', 'big-eu', 'eu-over-100',
+    sql_filter => 'region = ''eu'' AND amount > 100', action => 'SET flagged = TRUE');
+SELECT sbqueue.sbq_send('demo/events', 'order ' || n,
+    application_properties => jsonb_build_object('region', region, 'amount', amount)) AS topic_number
+  FROM (VALUES (1, 'eu', 250), (2, 'us', 900), (3, 'eu', 20)) v(n, region, amount);
+SELECT s.subscription, convert_from(m.body, 'UTF8') AS body, m.application_properties
+  FROM sbqueue.sbq_subscriptions s,
+       LATERAL sbqueue.sbq_receive(s.topic || '/subscriptions/' || s.subscription, 10,
+                                   receive_mode => 'receive_and_delete') m
+ WHERE s.topic = 'demo/events' ORDER BY 1, 2;
+SELECT topic, subscription_count, sent, dropped FROM sbqueue.sbq_topic_stats;
+
 \echo '--- what happened, counted'
 SELECT queue, active_count, locked_count, dead_letter_count, sent, received, completed,
        abandoned, dead_lettered
