@@ -287,9 +287,7 @@ sbq_entity_name_key(FunctionCallInfo fcinfo, int argno, const char *what, char *
 				 errmsg("invalid %s name \"%s\"", what, name),
 				 errdetail("A %s name has 1 to %d letters, digits, periods, hyphens and underscores, and starts and ends with a letter or digit.",
 						   what, SBQ_MAX_SUBSCRIPTION_NAME_LEN)));
-	*key = pstrdup(name);
-	for (i = 0; i < len; i++)
-		(*key)[i] = pg_ascii_tolower((unsigned char) (*key)[i]);
+	*key = sbq_name_key(CurrentMemoryContext, name);
 	return name;
 }
 
@@ -297,12 +295,8 @@ sbq_entity_name_key(FunctionCallInfo fcinfo, int argno, const char *what, char *
 static void
 sbq_subscription_address(const SbqQueue *topic, const char *name, SbqAddress *addr)
 {
-	char	   *c;
-
 	addr->name = psprintf("%s" SBQ_SUBSCRIPTIONS_SEGMENT "%s", topic->name, name);
-	addr->key = pstrdup(addr->name);
-	for (c = addr->key; *c; c++)
-		*c = pg_ascii_tolower((unsigned char) *c);
+	addr->key = sbq_name_key(CurrentMemoryContext, addr->name);
 	addr->subqueue = SBQ_SUBQUEUE_MAIN;
 }
 
@@ -495,11 +489,8 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 	if (before.forward_to == NULL && sub.forward_to != NULL)
 	{
 		/* its copies come from sends to the topic: the topic's name, exclusively */
-		char	   *tkey = MemoryContextStrdup(sbq_storage_caller_context(), topic.name);
-		char	   *c;
+		char	   *tkey = sbq_name_key(sbq_storage_caller_context(), topic.name);
 
-		for (c = tkey; *c; c++)
-			*c = pg_ascii_tolower((unsigned char) *c);
 		sbq_storage_end();
 		sbq_lock_queue_name(tkey, AccessExclusiveLock);
 		sbq_storage_begin();
@@ -518,8 +509,6 @@ sbq_delete_subscription(PG_FUNCTION_ARGS)
 	SbqQueue	topic;
 	SbqQueue	sub;
 	bool		dlq_on_filter_errors;
-	char	   *key;
-	char	   *c;
 
 	/*
 	 * The topic's name exclusively, as a send takes it in share mode: a send
@@ -528,10 +517,7 @@ sbq_delete_subscription(PG_FUNCTION_ARGS)
 	 */
 	sbq_subscription_call_begin(fcinfo, "sbq_delete_subscription()", AccessExclusiveLock,
 								SBQ_RIGHT_MANAGE, &topic, &sub, &dlq_on_filter_errors);
-	key = pstrdup(sub.name);
-	for (c = key; *c; c++)
-		*c = pg_ascii_tolower((unsigned char) *c);
-	sbq_lock_queue_name(key, AccessExclusiveLock);
+	sbq_lock_queue_name(sbq_name_key(CurrentMemoryContext, sub.name), AccessExclusiveLock);
 	sbq_storage_delete_subscription(sub.queue_id);
 	sbq_storage_end();
 	PG_RETURN_VOID();

@@ -50,12 +50,8 @@ sbq_forward_reset(void)
 static void
 sbq_forward_address(const SbqQueue *source, SbqAddress *addr)
 {
-	char	   *c;
-
 	addr->name = source->forward_to;
-	addr->key = pstrdup(source->forward_to);
-	for (c = addr->key; *c; c++)
-		*c = pg_ascii_tolower((unsigned char) *c);
+	addr->key = sbq_name_key(CurrentMemoryContext, source->forward_to);
 	addr->subqueue = SBQ_SUBQUEUE_MAIN;
 	sbq_lock_queue_name(addr->key, AccessShareLock);
 }

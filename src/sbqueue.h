@@ -207,6 +207,7 @@ extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *afte
 
 /* util.c */
 extern void sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr);
+extern char *sbq_name_key(MemoryContext cxt, const char *name);
 extern void sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr);
 extern int64 sbq_interval_usecs(const Interval *iv);
 extern void sbq_exact_interval(Interval *iv);

@@ -302,8 +302,12 @@ sbq_topic_cache_entry(const char *key)
 bool
 sbq_topic_cache_lookup(const char *key, SbqQueue *topic)
 {
-	SbqTopicEntry *e = sbq_topic_cache_entry(key);
+	SbqTopicEntry *e;
 
+	/* SQL older than 0.10 has no topics: a send to a queue looks for none */
+	if (!sbq_topics_installed())
+		return false;
+	e = sbq_topic_cache_entry(key);
 	if (e == NULL)
 		return false;
 	sbq_queue_copy(topic, &e->topic, sbq_storage_caller_context());
@@ -342,15 +346,12 @@ sbq_topic_cache_remember(const char *key, const SbqQueue *topic, uint64 gen)
 static int
 sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs)
 {
-	char	   *key = pstrdup(topic->name);
+	char	   *key = sbq_name_key(CurrentMemoryContext, topic->name);
 	SbqTopicEntry *e;
 	MemoryContext cxt;
 	uint64		gen = sbq_topic_cache_generation();
 	int			n;
-	char	   *c;
 
-	for (c = key; *c; c++)
-		*c = pg_ascii_tolower((unsigned char) *c);
 	e = sbq_topic_cache_entry(key);
 	if (e != NULL && e->loaded)
 	{

@@ -483,11 +483,8 @@ sbq_storage_add_rule(int32 queue_id, const char *name, const char *sql_filter,
 {
 	Datum		values[6];
 	bool		nulls[6] = {false};
-	char	   *key = pstrdup(name);
-	char	   *c;
+	char	   *key = sbq_name_key(CurrentMemoryContext, name);
 
-	for (c = key; *c; c++)
-		*c = pg_ascii_tolower((unsigned char) *c);
 	values[0] = Int32GetDatum(queue_id);
 	values[1] = CStringGetTextDatum(name);
 	values[2] = CStringGetTextDatum(key);

@@ -75,6 +75,22 @@ sbq_bad_queue_name(text *queue, const char *detail)
  * with a letter or digit. Anything else is 22023; NULL is the caller's check.
  */
 /*
+ * sbq_name_key
+ *		The key a name is looked up and locked by: its lower-case form
+ *		(names compare case-insensitively), made in cxt.
+ */
+char *
+sbq_name_key(MemoryContext cxt, const char *name)
+{
+	char	   *key = MemoryContextStrdup(cxt, name);
+	char	   *c;
+
+	for (c = key; *c; c++)
+		*c = pg_ascii_tolower((unsigned char) *c);
+	return key;
+}
+
+/*
  * The longest address a name of len characters may be: a queue name has at
  * most SBQ_MAX_NAME_LEN, and so has the topic's part of a subscription's
  * address, which adds "/subscriptions/" and a name of at most 50.
@@ -121,9 +137,7 @@ sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr)
 		sbq_bad_queue_name(queue, "A queue name starts and ends with a letter or digit.");
 
 	addr->name = full;
-	addr->key = pstrdup(full);
-	for (i = 0; i < len; i++)
-		addr->key[i] = pg_ascii_tolower((unsigned char) addr->key[i]);
+	addr->key = sbq_name_key(CurrentMemoryContext, full);
 }
 
 /*
