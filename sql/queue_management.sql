@@ -31,7 +31,7 @@ SELECT regress.err($$SELECT sbq_create_queue('9')$$);
 SELECT count(*) AS queues FROM sbq_queues;
 SELECT sbq_delete_queue(repeat('A', 260)), sbq_delete_queue('A'), sbq_delete_queue('9');
 
--- bad properties: 22023 out of range, 22004 NULL, 0A000 not yet supported
+-- bad properties: 22023 out of range, 22004 NULL
 SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => '4 seconds')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => '5 minutes 1 second')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', lock_duration => '-5 seconds')$$);
@@ -57,7 +57,8 @@ SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'P1')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 't/subscriptions/s')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'bad name')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'orders', requires_session => true)$$);
-SELECT regress.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'orders')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'nowhere')$$);
+SELECT regress.err($$SELECT sbq_create_queue('p1', forward_dead_lettered_messages_to => 'p1')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', max_message_size => 0)$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', max_message_size => NULL)$$);
 SELECT regress.err($$SELECT sbq_create_queue(NULL)$$);

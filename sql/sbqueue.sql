@@ -118,6 +118,16 @@ CREATE INDEX dead_letters_receive_idx
 CREATE INDEX dead_letters_age_idx ON sbq.dead_letters (queue_id, dead_lettered_at);
 
 /*
+ * How many times a message has been forwarded (forward_to, or
+ * forward_dead_lettered_messages_to), NULL for never: a message is forwarded
+ * at most four times in all, across its dead-letterings (0.11 on, src/forward.c).
+ * Added after both tables, as the update to 0.11 adds it, so that a fresh
+ * install and an updated one have their columns in the same order.
+ */
+ALTER TABLE sbq.messages ADD COLUMN transfer_hops smallint;
+ALTER TABLE sbq.dead_letters ADD COLUMN transfer_hops smallint;
+
+/*
  * Counters since creation. Each backend adds to its own row (shard = its
  * PGPROC number), so counting never makes two sessions wait for each other.
  */

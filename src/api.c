@@ -110,24 +110,6 @@ sbq_refuse_sessionless(const SbqQueue *queue, const SbqAddress *addr, const char
 				 errhint("Accept a session with sbq_accept_session() and use %s.", use)));
 }
 
-/*
- * sbq_refuse_forwarding_receive
- *		SB010 for a receive from a queue or subscription that forwards its
- *		messages (R10.14): nothing stays there to receive. Its dead-letter
- *		sub-queue is allowed.
- */
-void
-sbq_refuse_forwarding_receive(const SbqQueue *queue, const SbqAddress *addr)
-{
-	if (queue->forward_to != NULL && addr->subqueue == SBQ_SUBQUEUE_MAIN)
-		ereport(ERROR,
-				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
-				 errmsg("cannot receive from \"%s\", which forwards its messages to \"%s\"",
-						queue->name, queue->forward_to),
-				 errdetail("A receiver cannot be created on an entity with auto-forwarding enabled."),
-				 errhint("Receive from \"%s\".", queue->forward_to)));
-}
-
 /* ------------------------------------------------------------- sending */
 
 /*

@@ -74,11 +74,6 @@ sbq_check_queue_props(SbqQueue *p)
 	if (p->has_dup_window)
 		sbq_check_interval_range("duplicate_detection_window", &p->dup_window,
 								 SBQ_MIN_DUP_WINDOW, SBQ_MAX_DUP_WINDOW);
-	if (p->forward_dlq_to != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("forward_dead_lettered_messages_to is not supported yet"),
-				 errhint("Leave it NULL.")));
 	if (p->forward_to != NULL && p->requires_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -127,48 +122,74 @@ sbq_has_prop(FunctionCallInfo fcinfo, const int *pos, int arg)
 #define PROP_ARG(arg) PG_GETARG_DATUM(pos[arg])
 
 /*
- * sbq_check_forward_to
- *		The destination of a queue's or subscription's forward_to, when it is
- *		set or changed (before: what it was, NULL for a new entity): '' stops
- *		forwarding (NULL leaves it as it is); else a queue or topic that
- *		exists (SB001; its name lock is taken in share mode, so it cannot be
- *		deleted before this commits), not the entity itself (self_key) nor a
- *		subscription nor the topic of the subscription (22023), and one the
- *		caller manages (42501): as in Service Bus, forwarding is set up by one
- *		who manages both ends. Stored as the destination's name. In a storage
- *		section.
+ * sbq_check_forward_dest
+ *		The destination *to of a queue's or subscription's forward_to or
+ *		forward_dead_lettered_messages_to (what), when it is set or changed
+ *		(before: what it was, NULL for a new entity): '' stops forwarding
+ *		(NULL leaves it as it is); else a queue or topic that exists (SB001;
+ *		its name lock is taken in share mode, so it cannot be deleted before
+ *		this commits), not the entity itself (self_key) nor a subscription
+ *		(22023), and one the caller manages (42501): as in Service Bus,
+ *		forwarding is set up by one who manages both ends. Stored as the
+ *		destination's name. In a storage section.
  */
-void
-sbq_check_forward_to(SbqQueue *p, const char *before, const char *self_key)
+static void
+sbq_check_forward_dest(char **to, const char *what, const char *before, const char *self_key)
 {
 	SbqAddress	dest;
 	SbqQueue	target;
 
-	if (p->forward_to != NULL && p->forward_to[0] == '\0')
+	if (*to != NULL && (*to)[0] == '\0')
 	{
-		p->forward_to = NULL;
+		*to = NULL;
 		return;
 	}
-	if (p->forward_to == NULL || (before != NULL && strcmp(p->forward_to, before) == 0))
+	if (*to == NULL || (before != NULL && strcmp(*to, before) == 0))
 		return;
-	sbq_parse_address(cstring_to_text(p->forward_to), false, &dest);
+	sbq_parse_address(cstring_to_text(*to), false, &dest);
 	if (strstr(dest.key, SBQ_SUBSCRIPTIONS_SEGMENT) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("forward_to \"%s\" names a subscription", dest.name),
+				 errmsg("%s \"%s\" names a subscription", what, dest.name),
 				 errdetail("Messages are forwarded to a queue or a topic.")));
 	if (self_key != NULL && strcmp(dest.key, self_key) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" cannot forward its messages to itself", dest.name)));
+				 errmsg("\"%s\" cannot forward its messages to itself", dest.name),
+				 errdetail("%s names the entity that has it.", what)));
 	sbq_lock_queue_name(dest.key, AccessShareLock);
 	if (!sbq_storage_find_queue(&dest, &target) &&
 		!sbq_storage_find_topic(dest.key, false, &target))
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
-				 errmsg("forward_to: queue or topic \"%s\" does not exist", dest.name)));
+				 errmsg("%s: queue or topic \"%s\" does not exist", what, dest.name)));
 	sbq_rights_require(&target, SBQ_RIGHT_MANAGE);
-	p->forward_to = MemoryContextStrdup(sbq_storage_caller_context(), target.name);
+	*to = MemoryContextStrdup(sbq_storage_caller_context(), target.name);
+}
+
+/*
+ * sbq_check_forward_to
+ *		The destinations of a queue's or subscription's forwarding, set or
+ *		changed (before: the entity as it was, NULL for a new one), checked
+ *		by sbq_check_forward_dest. Dead letters are forwarded from 0.11 on,
+ *		which counts a message's hops across its dead-letterings (0A000
+ *		before ALTER EXTENSION UPDATE).
+ */
+void
+sbq_check_forward_to(SbqQueue *p, const SbqQueue *before, const char *self_key)
+{
+	sbq_check_forward_dest(&p->forward_to, "forward_to",
+						   before ? before->forward_to : NULL, self_key);
+	if (p->forward_dlq_to != NULL && p->forward_dlq_to[0] != '\0' &&
+		(before == NULL || before->forward_dlq_to == NULL ||
+		 strcmp(p->forward_dlq_to, before->forward_dlq_to) != 0) &&
+		!sbq_hops_installed())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("forward_dead_lettered_messages_to needs version 0.11 or later of extension sbqueue"),
+				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
+	sbq_check_forward_dest(&p->forward_dlq_to, "forward_dead_lettered_messages_to",
+						   before ? before->forward_dlq_to : NULL, self_key);
 }
 
 /*
@@ -385,7 +406,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 				 errmsg("requires_session of queue \"%s\" cannot be changed", props.name),
 				 errdetail("It is set when a queue is created, and only then.")));
 	sbq_check_queue_props(&props);
-	sbq_check_forward_to(&props, before.forward_to, addr.key);
+	sbq_check_forward_to(&props, &before, addr.key);
 	if (before.forward_to == NULL && props.forward_to != NULL)
 	{
 		/* no send may come between the look and the update: the name, exclusively */

@@ -388,7 +388,8 @@ sbq_check_subscription_props(SbqQueue *p)
 static void
 sbq_refuse_forward_to_own_topic(const SbqQueue *sub, const SbqQueue *topic)
 {
-	if (sub->forward_to != NULL && pg_strcasecmp(sub->forward_to, topic->name) == 0)
+	if ((sub->forward_to != NULL && pg_strcasecmp(sub->forward_to, topic->name) == 0) ||
+		(sub->forward_dlq_to != NULL && pg_strcasecmp(sub->forward_dlq_to, topic->name) == 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a subscription of topic \"%s\" cannot forward to it", topic->name),
@@ -485,7 +486,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 		dlq_on_filter_errors = PG_GETARG_BOOL(SUB_ARG_DLQ_ON_FILTER_ERRORS);
 	sbq_check_subscription_props(&sub);
 	sbq_refuse_forward_to_own_topic(&sub, &topic);
-	sbq_check_forward_to(&sub, before.forward_to, NULL);
+	sbq_check_forward_to(&sub, &before, NULL);
 	if (before.forward_to == NULL && sub.forward_to != NULL)
 	{
 		/* its copies come from sends to the topic: the topic's name, exclusively */

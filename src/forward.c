@@ -3,7 +3,9 @@
  * forward.c
  *	  Auto-forwarding: a send to a queue or subscription with forward_to
  *	  stores the message in its destination instead, in the sender's
- *	  transaction.
+ *	  transaction; the dead letters of one with
+ *	  forward_dead_lettered_messages_to are moved to its destination by
+ *	  maintenance.
  *
  * The destination is a queue or a topic (whose subscriptions may forward in
  * turn). A message is forwarded at most SBQ_MAX_FORWARD_HOPS times (R10.15);
@@ -17,8 +19,31 @@
  * needed it on the destination). The source's duplicate detection does not
  * apply; the destination's does.
  *
+ * A message counts its hops across dead-letterings (transfer_hops, 0.11): a
+ * message stored where it was forwarded to records how many it made, and a
+ * dead letter forwarded on starts from there. So a chain through
+ * dead-letter sub-queues ends after four hops too, also one that a filter
+ * error or an expiry would otherwise turn into an endless loop.
+ *
+ * Dead letters are forwarded by each maintenance pass (sbq_forward_dead_letters),
+ * not where they are made: a message is dead-lettered in a dozen places (a
+ * settlement, a receive or maintenance finding a lock or a time to live run
+ * out, a topic's filter error, a forward that failed), and one place that
+ * moves them keeps each of those as cheap as it is. A forwarded dead letter
+ * arrives as a new active message with its reason, description and source
+ * (R10.20) under a new sequence number there (as a resubmitted one); the
+ * active dead letters that no valid lock holds go, lowest number first. One that cannot go (its hops are
+ * spent, its destination requires a session id it lacks, or it is too
+ * large there) is deferred in the dead-letter sub-queue, where it stays for
+ * an operator (sbq_peek shows it; sbq_resubmit moves it). While the
+ * destination does not exist, the dead letters wait for it. A forward that
+ * fails with an error is retried message by message in subtransactions, and
+ * a message that still fails is deferred, so that one message cannot stop
+ * maintenance.
+ *
  * Owns: the count of hops of the send in progress (reset by every storage
- * section). Locks: the destinations' name locks, shared.
+ * section). Locks: the destinations' name locks, shared; the row locks of
+ * the dead letters it moves (SKIP LOCKED).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -29,15 +54,56 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lockdefs.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
+#include "lease.h"
 #include "storage_core.h"
 #include "topics.h"
 
 /* how many times the message being sent has been forwarded so far */
 static int	sbq_forward_hops = 0;
+
+/* The dead letters a pass forwards at most from one entity */
+#define SBQ_FORWARD_DLQ_BATCH	SBQ_MAINTAIN_BATCH
+/* and at most one by one, each in a subtransaction, after an error */
+#define SBQ_FORWARD_DLQ_RETRIES	32
+
+/*
+ * The active dead letters of $1 that no valid lock holds ($2 now), $3 at
+ * most, lowest sequence number first; the columns as sbq_dlq_props reads
+ * them.
+ */
+static SbqStatement stmt_dlq_pick = {"dead letters to forward", 3, {INT4OID, TIMESTAMPTZOID,
+		INT4OID},
+	"SELECT m.sequence_number, m.message_id, m.session_id, m.correlation_id, m.subject,"
+	"       m.content_type, m.reply_to, m.reply_to_session_id, m.to_address,"
+	"       m.time_to_live, m.application_properties, m.body, m.dead_letter_reason,"
+	"       m.dead_letter_error_description, m.dead_letter_source, m.transfer_hops"
+	"  FROM sbq.dead_letters m"
+	" WHERE m.queue_id = $1 AND m.subqueue = 1 AND m.state = 0"
+	"   AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
+	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number LIMIT $3"
+	" FOR UPDATE OF m SKIP LOCKED"
+};
+
+/* take a dead letter out (its row lock held): no lease came in between */
+static SbqStatement stmt_dlq_take = {"take a dead letter to forward", 1, {INT8OID},
+	"DELETE FROM sbq.dead_letters m WHERE m.sequence_number = $1 AND " LEASE_SLOT
+};
+
+/* defer a dead letter that cannot be forwarded, where it is */
+static SbqStatement stmt_dlq_keep = {"keep a dead letter that cannot be forwarded", 1,
+		{INT8OID},
+	"UPDATE sbq.dead_letters m SET state = 1"
+	" WHERE m.sequence_number = $1 AND m.state = 0 AND " LEASE_SLOT
+};
 
 /* sbq_forward_reset: a storage section begins: no send in progress. */
 void
@@ -46,24 +112,31 @@ sbq_forward_reset(void)
 	sbq_forward_hops = 0;
 }
 
-/* The address of a forwarding entity's destination, its name lock taken. */
-static void
-sbq_forward_address(const SbqQueue *source, SbqAddress *addr)
+/* How many hops the message being stored has made (send.c stores it with them). */
+int
+sbq_forward_hops_now(void)
 {
-	addr->name = source->forward_to;
-	addr->key = sbq_name_key(CurrentMemoryContext, source->forward_to);
+	return sbq_forward_hops;
+}
+
+/* The address of a destination, its name lock taken. */
+static void
+sbq_forward_address(const char *name, SbqAddress *addr)
+{
+	addr->name = pstrdup(name);
+	addr->key = sbq_name_key(CurrentMemoryContext, name);
 	addr->subqueue = SBQ_SUBQUEUE_MAIN;
 	sbq_lock_queue_name(addr->key, AccessShareLock);
 }
 
 /*
  * sbq_forward_problem
- *		Why a message cannot be forwarded from source to *dest (looked up
+ *		Why a message cannot be forwarded from source to to (*dest, looked up
  *		here), as a dead-letter reason and description; NULL when it can.
  */
 static const char *
-sbq_forward_problem(const SbqQueue *source, const SbqSendProps *props, Datum *bodies,
-					int nbodies, SbqQueue *dest, char **description)
+sbq_forward_problem(const SbqQueue *source, const char *to, const SbqSendProps *props,
+					Datum *bodies, int nbodies, SbqQueue *dest, char **description)
 {
 	SbqAddress	addr;
 	int64		psize;
@@ -72,14 +145,14 @@ sbq_forward_problem(const SbqQueue *source, const SbqSendProps *props, Datum *bo
 	if (sbq_forward_hops >= SBQ_MAX_FORWARD_HOPS)
 	{
 		*description = psprintf("The message was forwarded %d times and would be forwarded again, to \"%s\".",
-								sbq_forward_hops, source->forward_to);
+								sbq_forward_hops, to);
 		return "MaxTransferHopCountExceeded";
 	}
-	sbq_forward_address(source, &addr);
+	sbq_forward_address(to, &addr);
 	if (!sbq_storage_find_to_forward(&addr, dest))
 	{
 		*description = psprintf("\"%s\" forwards to \"%s\", which does not exist.",
-								source->name, source->forward_to);
+								source->name, to);
 		return "MessagingEntityNotFound";
 	}
 	if (dest->requires_session &&
@@ -141,7 +214,8 @@ sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodie
 		p.has_ttl = true;
 		p.ttl = source->default_ttl;
 	}
-	reason = sbq_forward_problem(source, &p, bodies, nbodies, &dest, &description);
+	reason = sbq_forward_problem(source, source->forward_to, &p, bodies, nbodies, &dest,
+								 &description);
 	if (reason != NULL && strcmp(reason, "MessageSizeExceededException") != 0)
 	{
 		for (i = 0; i < nbodies; i++)
@@ -170,4 +244,260 @@ sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodie
 	}
 	sbq_forward_hops--;
 	return nbodies;
+}
+
+/*
+ * sbq_refuse_forwarding_receive
+ *		SB010 for a receive from a queue or subscription that forwards its
+ *		messages (R10.14): nothing stays there to receive; and from the
+ *		dead-letter sub-queue of one that forwards its dead letters, which
+ *		maintenance moves (forward.c).
+ */
+void
+sbq_refuse_forwarding_receive(const SbqQueue *queue, const SbqAddress *addr)
+{
+	if (queue->forward_to != NULL && addr->subqueue == SBQ_SUBQUEUE_MAIN)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot receive from \"%s\", which forwards its messages to \"%s\"",
+						queue->name, queue->forward_to),
+				 errdetail("A receiver cannot be created on an entity with auto-forwarding enabled."),
+				 errhint("Receive from \"%s\".", queue->forward_to)));
+	if (queue->forward_dlq_to != NULL && addr->subqueue == SBQ_SUBQUEUE_DLQ)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("cannot receive from the dead-letter sub-queue of \"%s\", which forwards its dead letters to \"%s\"",
+						queue->name, queue->forward_dlq_to),
+				 errdetail("A receiver cannot be created on an entity with auto-forwarding enabled."),
+				 errhint("Receive from \"%s\"; sbq_peek shows the dead letters still here.",
+						 queue->forward_dlq_to)));
+}
+
+/* ------------------------------------------------ dead letters, by maintenance */
+
+/* A text column of the picked rows, copied, or NULL. */
+static text *
+sbq_dlq_text(SPITupleTable *rows, uint64 row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(rows->vals[row], rows->tupdesc, col, &isnull);
+
+	return isnull ? NULL : DatumGetTextPCopy(d);
+}
+
+/*
+ * sbq_dlq_props
+ *		The send properties of picked dead letter row, its body into *body
+ *		and its hops into *hops: what it was sent with, and its dead-letter
+ *		reason, description and source, as a forwarded dead letter keeps them.
+ */
+static void
+sbq_dlq_props(SPITupleTable *rows, uint64 row, SbqSendProps *p, Datum *body, int *hops)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(p, 0, sizeof(*p));
+	p->message_id = sbq_dlq_text(rows, row, 2);
+	p->session_id = sbq_dlq_text(rows, row, 3);
+	p->correlation_id = sbq_dlq_text(rows, row, 4);
+	p->subject = sbq_dlq_text(rows, row, 5);
+	p->content_type = sbq_dlq_text(rows, row, 6);
+	p->reply_to = sbq_dlq_text(rows, row, 7);
+	p->reply_to_session_id = sbq_dlq_text(rows, row, 8);
+	p->to_address = sbq_dlq_text(rows, row, 9);
+	d = SPI_getbinval(rows->vals[row], rows->tupdesc, 10, &isnull);
+	if (!isnull)
+	{
+		p->has_ttl = true;
+		p->ttl = *DatumGetIntervalP(d);
+	}
+	d = SPI_getbinval(rows->vals[row], rows->tupdesc, 11, &isnull);
+	p->application_properties = isnull ? NULL : DatumGetJsonbPCopy(d);
+	*body = PointerGetDatum(sbq_dlq_text(rows, row, 12));
+	p->dead_letter_reason = sbq_dlq_text(rows, row, 13);
+	p->dead_letter_description = sbq_dlq_text(rows, row, 14);
+	p->dead_letter_source = sbq_dlq_text(rows, row, 15);
+	d = SPI_getbinval(rows->vals[row], rows->tupdesc, 16, &isnull);
+	*hops = isnull ? 0 : DatumGetInt16(d);
+}
+
+/*
+ * sbq_forward_one_dead_letter
+ *		Forward the picked dead letter row of source, or defer it where it is
+ *		when it cannot go; *forwarded or *kept counts it. False when it was
+ *		neither (a lease came in between).
+ */
+static bool
+sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 row,
+							int64 *forwarded, int64 *kept)
+{
+	SbqSendProps p;
+	SbqQueue	dest;
+	Datum		body;
+	Datum		seqd;
+	int64		seq;
+	int			hops;
+	bool		isnull;
+	char	   *description = NULL;
+	const char *reason;
+
+	CHECK_FOR_INTERRUPTS();
+	seq = DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull));
+	seqd = Int64GetDatum(seq);
+	sbq_dlq_props(rows, row, &p, &body, &hops);
+	sbq_forward_hops = hops;
+	reason = sbq_forward_problem(source, source->forward_dlq_to, &p, &body, 1, &dest,
+								 &description);
+	if (reason != NULL && strcmp(reason, "MessagingEntityNotFound") != 0)
+	{
+		sbq_forward_hops = 0;
+		if (sbq_exec(&stmt_dlq_keep, &seqd, NULL) != 1)
+			return false;
+		(*kept)++;
+		ereport(LOG,
+				(errmsg("sbqueue: dead letter " INT64_FORMAT " of \"%s\" cannot be forwarded to \"%s\" and is deferred there",
+						seq, source->name, source->forward_dlq_to),
+				 errdetail("%s: %s", reason, description)));
+		return true;
+	}
+	/* gone since the pick's look: the dead letters wait for it */
+	if (reason != NULL || sbq_exec(&stmt_dlq_take, &seqd, NULL) != 1)
+	{
+		sbq_forward_hops = 0;
+		return false;
+	}
+	sbq_forward_hops++;
+	(void) sbq_storage_send(&dest, &p, &body, 1, NULL, &seq);
+	sbq_forward_hops = 0;
+	(*forwarded)++;
+	return true;
+}
+
+/* Whether an error is one to leave to the pass (a cancel, a deadlock: it ends the pass). */
+static bool
+sbq_error_ends_pass(const ErrorData *edata)
+{
+	int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	/* operator intervention, transaction rollback, resources, object state */
+	return category == ERRCODE_TO_CATEGORY(ERRCODE_QUERY_CANCELED) ||
+		category == ERRCODE_TO_CATEGORY(ERRCODE_T_R_SERIALIZATION_FAILURE) ||
+		category == ERRCODE_TO_CATEGORY(ERRCODE_INSUFFICIENT_RESOURCES) ||
+		category == ERRCODE_TO_CATEGORY(ERRCODE_LOCK_NOT_AVAILABLE) ||
+		edata->elevel > ERROR;
+}
+
+/*
+ * sbq_forward_dlq_sub
+ *		Run the forward of rows first .. last-1 in a subtransaction: true when
+ *		it committed; false when it failed with an error that leaves the pass
+ *		going (logged; the subtransaction's work undone), *failed_seq the
+ *		message it was at.
+ */
+static bool
+sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, uint64 last,
+					int64 *forwarded, int64 *kept, int64 *failed_seq)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64		counts[2] = {0, 0};	/* forwarded, kept: in memory, kept over a longjmp */
+	volatile uint64 row = first;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		for (; row < last; row++)
+			(void) sbq_forward_one_dead_letter(source, rows, row, &counts[0], &counts[1]);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		bool		isnull;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (sbq_error_ends_pass(edata))
+		{
+			FreeErrorData(edata);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		/* the abort ended the storage section's leases too: it goes on */
+		sbq_lease_enter(sbq_storage_epoch());
+		sbq_forward_hops = 0;
+		*failed_seq = DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull));
+		ereport(WARNING,
+				(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
+						*failed_seq, source->name, source->forward_dlq_to, edata->message)));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	if (ok)
+	{
+		*forwarded += counts[0];
+		*kept += counts[1];
+	}
+	return ok;
+}
+
+/*
+ * sbq_forward_dead_letters
+ *		One maintenance step for an entity with forward_dead_lettered_messages_to:
+ *		forward its active dead letters that no valid lock holds, at most
+ *		SBQ_FORWARD_DLQ_BATCH (see the file's header). Adds to *forwarded
+ *		those forwarded and to *kept those deferred where they are; true
+ *		when there may be more.
+ */
+bool
+sbq_forward_dead_letters(const SbqQueue *source, TimestampTz now, int64 *forwarded,
+						 int64 *kept)
+{
+	Datum		values[3];
+	SPITupleTable *rows;
+	SbqAddress	addr;
+	SbqQueue	dest;
+	uint64		n;
+	uint64		row;
+	int64		failed_seq = 0;
+
+	if (source->forward_dlq_to == NULL || !sbq_hops_installed())
+		return false;
+	/* while the destination does not exist, its dead letters wait */
+	sbq_forward_address(source->forward_dlq_to, &addr);
+	if (!sbq_storage_find_to_forward(&addr, &dest))
+		return false;
+	values[0] = Int32GetDatum(source->queue_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(SBQ_FORWARD_DLQ_BATCH);
+	n = sbq_exec(&stmt_dlq_pick, values, NULL);
+	if (n == 0)
+		return false;
+	/* the later statements leave the picked rows as they are, until the section ends */
+	rows = SPI_tuptable;
+	if (sbq_forward_dlq_sub(source, rows, 0, n, forwarded, kept, &failed_seq))
+		return n >= SBQ_FORWARD_DLQ_BATCH;
+
+	/* one by one: a message that fails again is deferred where it is */
+	for (row = 0; row < n && row < SBQ_FORWARD_DLQ_RETRIES; row++)
+	{
+		Datum		seqd;
+		bool		isnull;
+
+		if (sbq_forward_dlq_sub(source, rows, row, row + 1, forwarded, kept, &failed_seq))
+			continue;
+		seqd = SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull);
+		if (sbq_exec(&stmt_dlq_keep, &seqd, NULL) == 1)
+			(*kept)++;
+	}
+	return true;
 }

@@ -10,8 +10,9 @@
  * dead-letters messages whose expired lock was their last allowed delivery
  * and releases the other expired locks stored in rows, expires messages
  * whose time to live has passed, forgets duplicate-detection history
- * older than the window, and removes dead letters kept longer than the
- * queue's dead_letter_ttl (oldest first). Each step is bounded by SBQ_MAINTAIN_BATCH rows a
+ * older than the window, removes dead letters kept longer than the
+ * queue's dead_letter_ttl (oldest first), and forwards the dead letters of
+ * one with forward_dead_lettered_messages_to (forward.c). Each step is bounded by SBQ_MAINTAIN_BATCH rows a
  * queue; "more" in the result says a step hit its bound.
  *
  * Every step takes its rows with SKIP LOCKED, so a pass never waits for
@@ -64,25 +65,27 @@ static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8O
 
 /*
  * The queues a pass has work in: those with messages, those with a duplicate
- * window and history, those with a dead_letter_ttl and dead letters. One
+ * window and history, those with a dead_letter_ttl and dead letters, those
+ * that forward their dead letters and have some. One
  * index probe each, in one statement, so that a pass over many idle queues
  * costs a statement, not several for each queue.
  */
-#define QUEUE_WORK(dead_letters) \
-	"SELECT w.queue_id, w.m, w.d, w.l FROM (" \
+#define QUEUE_WORK(dead_letters, forward) \
+	"SELECT w.queue_id, w.m, w.d, w.l, w.f FROM (" \
 	" SELECT q.queue_id," \
 	"  EXISTS (SELECT 1 FROM sbq.messages m WHERE m.queue_id = q.queue_id) AS m," \
 	"  q.duplicate_detection_window IS NOT NULL" \
 	"   AND EXISTS (SELECT 1 FROM sbq.duplicate_ids d WHERE d.queue_id = q.queue_id) AS d," \
-	"  " dead_letters " AS l" \
+	"  " dead_letters " AS l, " forward " AS f" \
 	" FROM sbq.queues q) w" \
-	" WHERE w.m OR w.d OR w.l ORDER BY w.queue_id"
+	" WHERE w.m OR w.d OR w.l OR w.f ORDER BY w.queue_id"
+#define HAS_DEAD_LETTERS " EXISTS (SELECT 1 FROM sbq.dead_letters l WHERE l.queue_id = q.queue_id)"
 
 static SbqStatement stmt_queue_work = {"queues with work", 0, {InvalidOid},
-	QUEUE_WORK("q.dead_letter_ttl IS NOT NULL"
-			   " AND EXISTS (SELECT 1 FROM sbq.dead_letters l WHERE l.queue_id = q.queue_id)"),
-	/* SQL before 0.4 has no dead_letter_ttl */
-	.old_sql = QUEUE_WORK("false")
+	QUEUE_WORK("q.dead_letter_ttl IS NOT NULL AND" HAS_DEAD_LETTERS,
+			   "q.forward_dead_lettered_messages_to IS NOT NULL AND" HAS_DEAD_LETTERS),
+	/* SQL before 0.4 has no dead_letter_ttl, and forwards no dead letters */
+	.old_sql = QUEUE_WORK("false", "false")
 };
 
 /*
@@ -222,6 +225,8 @@ typedef struct SbqMaintainResult
 	int64		expired_dropped;
 	int64		forgotten;
 	int64		dead_letters_removed;
+	int64		dead_letters_forwarded;
+	int64		dead_letters_kept;	/* could not be forwarded: deferred */
 	int64		sessions_expired;
 	bool		more;
 	bool		skipped;
@@ -234,6 +239,7 @@ typedef struct SbqQueueWork
 	bool		messages;		/* it has messages */
 	bool		duplicates;		/* duplicate-detection history to look at */
 	bool		dead_letters;	/* dead letters to look at for retention */
+	bool		forward;		/* dead letters to forward */
 } SbqQueueWork;
 
 /*
@@ -438,6 +444,10 @@ sbq_maintain_queue(const SbqQueue *queue, const SbqQueueWork *work, TimestampTz 
 		sbq_forget_duplicates(queue, now, res);
 	if (work->dead_letters)
 		sbq_remove_old_dead_letters(queue, now, res);
+	/* last: what this pass dead-lettered goes too */
+	if (work->forward || counts.dead_lettered + counts.expired > 0)
+		res->more |= sbq_forward_dead_letters(queue, now, &res->dead_letters_forwarded,
+											  &res->dead_letters_kept);
 
 	if (counts.dead_lettered + counts.expired > 0)
 		sbq_add_counts(queue->queue_id, &counts);
@@ -464,6 +474,7 @@ sbq_queue_work(SbqQueueWork **work)
 		(*work)[i].messages = DatumGetBool(sbq_col(i, 2, &isnull));
 		(*work)[i].duplicates = DatumGetBool(sbq_col(i, 3, &isnull));
 		(*work)[i].dead_letters = DatumGetBool(sbq_col(i, 4, &isnull));
+		(*work)[i].forward = DatumGetBool(sbq_col(i, 5, &isnull));
 	}
 	return (int) n;
 }
@@ -544,11 +555,14 @@ sbq_storage_maintain(void)
 					 ", \"expired_dropped\": " INT64_FORMAT
 					 ", \"duplicates_forgotten\": " INT64_FORMAT
 					 ", \"dead_letters_removed\": " INT64_FORMAT
+					 ", \"dead_letters_forwarded\": " INT64_FORMAT
+					 ", \"dead_letters_not_forwarded\": " INT64_FORMAT
 					 ", \"sessions_expired\": " INT64_FORMAT
 					 ", \"more\": %s, \"skipped\": %s}",
 					 res.queues, res.activated, res.released, res.dead_lettered,
 					 res.expired_dead, res.expired_dropped, res.forgotten,
-					 res.dead_letters_removed, res.sessions_expired,
+					 res.dead_letters_removed, res.dead_letters_forwarded,
+					 res.dead_letters_kept, res.sessions_expired,
 					 res.more ? "true" : "false", res.skipped ? "true" : "false");
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

@@ -131,6 +131,10 @@ typedef struct SbqSendProps
 	bool		has_scheduled;
 	TimestampTz scheduled;
 	Jsonb	   *application_properties;
+	/* what a dead letter forwarded out of its sub-queue keeps (R10.20), else NULL */
+	text	   *dead_letter_reason;
+	text	   *dead_letter_description;
+	text	   *dead_letter_source;
 } SbqSendProps;
 
 /* Receive modes */
@@ -202,7 +206,7 @@ extern const int sbq_queue_arg_positions[SBQ_NUM_QUEUE_ARGS];
 extern void sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required,
 									const int *pos);
 extern void sbq_check_queue_props(SbqQueue *p);
-extern void sbq_check_forward_to(SbqQueue *p, const char *before, const char *self_key);
+extern void sbq_check_forward_to(SbqQueue *p, const SbqQueue *before, const char *self_key);
 extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *after);
 
 /* util.c */

@@ -41,37 +41,46 @@
 #include "topics.h"
 #include "wait.h"
 
-#define INSERT_MESSAGE_COLS \
+#define INSERT_MESSAGE_COLS_OF(more) \
 	"INSERT INTO sbq.messages (sequence_number, queue_id, subqueue, state, " \
 	"delivery_count, enqueued_time, scheduled_enqueue_time, expires_at, time_to_live, " \
 	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
-	"reply_to_session_id, to_address, application_properties, body) "
-
-#define INSERT_MESSAGE_VALUES(seq, body) \
-	seq ", $1, 0, $2, 0, $3, $4, $5, $6, " \
-	"coalesce($7, gen_random_uuid()::text), $8, $9, $10, $11, $12, $13, $14, $15, " body
+	"reply_to_session_id, to_address, application_properties, body" more ") "
+#define INSERT_MESSAGE_COLS INSERT_MESSAGE_COLS_OF("")
 
 /*
  * The arguments of the sends: $1 queue, $2 state, $3 now, $4 scheduled
  * time, $5 expires_at, $6 time to live, $7 .. $14 the text properties
  * (message_id, session_id, correlation_id, subject, content_type, reply_to,
- * reply_to_session_id, to), $15 application properties, $16 the body (or
- * bodies)
+ * reply_to_session_id, to), $15 application properties, $16 .. $18 the
+ * dead-letter reason, description and source a forwarded dead letter keeps
+ * (else NULL), $19 the hops it was forwarded (NULL for none), $20 the body
+ * (or bodies)
  */
 #define SEND_ARGS INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, \
 	INTERVALOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, \
-	TEXTOID, TEXTOID, JSONBOID
+	TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, INT2OID
+#define SEND_ARG_BODY	19		/* the index of $20 */
+#define SEND_ARG_SEQ	20		/* of $21 */
+#define SEND_NARGS		21
 
-/* $17: the sequence number duplicate detection drew, or NULL */
-static SbqStatement stmt_send_one = {"send one", 17, {SEND_ARGS, BYTEAOID, INT8OID},
-	INSERT_MESSAGE_COLS "VALUES ("
-	INSERT_MESSAGE_VALUES("coalesce($17, " NEXT_SEQUENCE ")", "$16") ")"
+#define INSERT_SENT_COLS INSERT_MESSAGE_COLS_OF(", dead_letter_reason, " \
+	"dead_letter_error_description, dead_letter_source" HOPS(", transfer_hops"))
+#define INSERT_SENT_VALUES(seq, body) \
+	seq ", $1, 0, $2, 0, $3, $4, $5, $6, " \
+	"coalesce($7, gen_random_uuid()::text), $8, $9, $10, $11, $12, $13, $14, $15, " \
+	body ", $16, $17, $18" HOPS(", $19")
+
+/* $21: the sequence number duplicate detection drew, or NULL */
+static SbqStatement stmt_send_one = {"send one", SEND_NARGS, {SEND_ARGS, BYTEAOID, INT8OID},
+	INSERT_SENT_COLS "VALUES ("
+	INSERT_SENT_VALUES("coalesce($21, " NEXT_SEQUENCE ")", "$20") ")"
 	" RETURNING sequence_number"
 };
 
-static SbqStatement stmt_send_many = {"send many", 16, {SEND_ARGS, BYTEAARRAYOID},
-	INSERT_MESSAGE_COLS "SELECT " INSERT_MESSAGE_VALUES(NEXT_SEQUENCE, "u.body")
-	" FROM unnest($16::bytea[]) WITH ORDINALITY AS u(body, ord)"
+static SbqStatement stmt_send_many = {"send many", SEND_NARGS - 1, {SEND_ARGS, BYTEAARRAYOID},
+	INSERT_SENT_COLS "SELECT " INSERT_SENT_VALUES(NEXT_SEQUENCE, "u.body")
+	" FROM unnest($20::bytea[]) WITH ORDINALITY AS u(body, ord)"
 	" ORDER BY u.ord RETURNING sequence_number"
 };
 
@@ -224,9 +233,9 @@ sbq_send_with_dedup(const SbqQueue *queue, Datum *values, bool *nulls,
 		claim[2] = Int64GetDatum(seq);
 		if (sbq_exec(&stmt_dedup_claim, claim, NULL) == 1)
 		{
-			values[15] = bodies[i];
-			values[16] = Int64GetDatum(seq);
-			nulls[16] = false;
+			values[SEND_ARG_BODY] = bodies[i];
+			values[SEND_ARG_SEQ] = Int64GetDatum(seq);
+			nulls[SEND_ARG_SEQ] = false;
 			(void) sbq_exec(&stmt_send_one, values, nulls);
 			seqs[i] = seq;
 			stored++;
@@ -293,7 +302,7 @@ sbq_send_args(const SbqQueue *queue, const SbqSendProps *props, TimestampTz now,
 	else if (queue->has_default_ttl)
 		ttl = &queue->default_ttl;
 
-	memset(nulls, 0, sizeof(bool) * 17);
+	memset(nulls, 0, sizeof(bool) * SEND_NARGS);
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(scheduled ? SBQ_STATE_SCHEDULED : SBQ_STATE_ACTIVE);
 	values[2] = TimestampTzGetDatum(now);
@@ -329,7 +338,18 @@ sbq_send_args(const SbqQueue *queue, const SbqSendProps *props, TimestampTz now,
 	}
 	values[14] = PointerGetDatum(props->application_properties);
 	nulls[14] = props->application_properties == NULL;
-	nulls[16] = true;
+	texts[0] = props->dead_letter_reason;
+	texts[1] = props->dead_letter_description;
+	texts[2] = props->dead_letter_source;
+	for (i = 0; i < 3; i++)
+	{
+		values[15 + i] = PointerGetDatum(texts[i]);
+		nulls[15 + i] = texts[i] == NULL;
+	}
+	/* a message forwarded here keeps count (forward.c) */
+	values[18] = Int16GetDatum(sbq_forward_hops_now());
+	nulls[18] = sbq_forward_hops_now() == 0;
+	nulls[SEND_ARG_SEQ] = true;
 }
 
 /*
@@ -345,12 +365,12 @@ sbq_send_plain(Datum *values, bool *nulls, Datum *bodies, int nbodies, int64 *se
 
 	if (nbodies == 1)
 	{
-		values[15] = bodies[0];
+		values[SEND_ARG_BODY] = bodies[0];
 		n = sbq_exec(&stmt_send_one, values, nulls);
 	}
 	else
 	{
-		values[15] = PointerGetDatum(construct_array(bodies, nbodies, BYTEAOID,
+		values[SEND_ARG_BODY] = PointerGetDatum(construct_array(bodies, nbodies, BYTEAOID,
 													 -1, false, TYPALIGN_INT));
 		n = sbq_exec(&stmt_send_many, values, nulls);
 	}
@@ -380,8 +400,8 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 				 Datum *bodies, int nbodies, const char *default_content_type,
 				 int64 *seqs)
 {
-	Datum		values[17];
-	bool		nulls[17];
+	Datum		values[SEND_NARGS];
+	bool		nulls[SEND_NARGS];
 	TimestampTz now = GetCurrentTimestamp();
 	bool		scheduled = props->has_scheduled && props->scheduled > now;
 	SbqCounts	counts = {0};

@@ -37,7 +37,9 @@
  *				and the calls check the caller's queue rights (rights.c);
  *				before, both were left to the caller's table privileges;
  *	0.9 on		the retry back-off columns of sbq.queues (queues.c picks its
- *				statements by sbq_queue_retry_installed()).
+ *				statements by sbq_queue_retry_installed());
+ *	0.11 on		the messages' transfer_hops: text within HOPS() is made a
+ *				comment before.
  * A change to pg_proc or to the relation names makes the flavour open again;
  * a kept plan of another flavour is remade.
  *
@@ -90,7 +92,8 @@
 #define SBQ_FLAVOUR_SESSIONS	4	/* 0.7: sbq.sessions */
 #define SBQ_FLAVOUR_SESSION_LOCKS 5	/* 0.8: sbq.session_until, locks in memory */
 #define SBQ_FLAVOUR_RETRY		6	/* 0.9 on: a queue's retry back-off in sbq.queues */
-#define SBQ_FLAVOUR_TOPICS		7	/* 0.10 on: sbq.topics, sbq.subscriptions, sbq.rules */
+#define SBQ_FLAVOUR_TOPICS		7	/* 0.10: sbq.topics, sbq.subscriptions, sbq.rules */
+#define SBQ_FLAVOUR_HOPS		8	/* 0.11 on: transfer_hops of the messages */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -178,8 +181,11 @@ sbq_flavour(void)
 			sbq_sql_flavour = SBQ_FLAVOUR_SESSION_LOCKS;
 		else if (!OidIsValid(get_relname_relid("topics", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_RETRY;
-		else
+		/* adding a column changes the row of the table in pg_class: looked at again */
+		else if (get_attnum(get_relname_relid("messages", nsp), "transfer_hops") == InvalidAttrNumber)
 			sbq_sql_flavour = SBQ_FLAVOUR_TOPICS;
+		else
+			sbq_sql_flavour = SBQ_FLAVOUR_HOPS;
 	}
 	return sbq_sql_flavour;
 }
@@ -221,6 +227,16 @@ bool
 sbq_topics_installed(void)
 {
 	return sbq_flavour() >= SBQ_FLAVOUR_TOPICS;
+}
+
+/*
+ * Whether the messages count the times they were forwarded (transfer_hops,
+ * 0.11 on), which forwarding dead letters needs.
+ */
+bool
+sbq_hops_installed(void)
+{
+	return sbq_flavour() >= SBQ_FLAVOUR_HOPS;
 }
 
 /* Whether the installed SQL has sessions (sbq.sessions, 0.7 on). */
@@ -514,6 +530,9 @@ sbq_plan(SbqStatement *st, int16 subqueue)
 		/* older SQL has no lease functions, and no leases to skip */
 		if (flavour == SBQ_FLAVOUR_NO_LEASES)
 			sql = sbq_sql_replace(sql, LEASE_SLOT, "true");
+		/* older SQL has no transfer_hops: what HOPS() wraps becomes a comment */
+		if (flavour < SBQ_FLAVOUR_HOPS)
+			sql = sbq_sql_replace(sbq_sql_replace(sql, HOPS_OPEN, "/*"), HOPS_CLOSE, "*/");
 		if (which == 1 && flavour >= SBQ_FLAVOUR_DLQ_TABLE)
 		{
 			if (strstr(sql, SUBQUEUE_TABLE) == NULL)

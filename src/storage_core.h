@@ -25,7 +25,7 @@
 #include "qstate.h"
 #include "storage.h"
 
-#define SBQ_MAX_STATEMENT_ARGS	20
+#define SBQ_MAX_STATEMENT_ARGS	24
 
 /*
  * A statement of the storage files: its name, argument types and SQL, and
@@ -60,6 +60,14 @@ typedef struct SbqStatement
 #define SUBQUEUE_TABLE "sbq.messages /* of the sub-queue */"
 
 /*
+ * SQL that names the messages' transfer_hops column (0.11 on): within HOPS()
+ * it is prepared as written, and made a comment for older SQL.
+ */
+#define HOPS_OPEN "/*hops{*/"
+#define HOPS_CLOSE "/*}hops*/"
+#define HOPS(sql) HOPS_OPEN sql HOPS_CLOSE
+
+/*
  * The columns a dead letter is stored with, and the values moving the
  * message row "src" there gives them: the message as it was, but state
  * active, no lock, delivery count "count", the reason, description and
@@ -74,13 +82,15 @@ typedef struct SbqStatement
 	"delivery_count, enqueued_time, scheduled_enqueue_time, expires_at, time_to_live, " \
 	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
 	"reply_to_session_id, to_address, application_properties, dead_letter_reason, " \
-	"dead_letter_error_description, dead_letter_source, dead_lettered_at, body) " \
+	"dead_letter_error_description, dead_letter_source, dead_lettered_at, body" \
+	HOPS(", transfer_hops") ") " \
 	"SELECT " src ".sequence_number, " src ".queue_id, 1, 0, " count ", " \
 	src ".enqueued_time, " src ".scheduled_enqueue_time, " src ".expires_at, " \
 	src ".time_to_live, " src ".message_id, " src ".session_id, " src ".correlation_id, " \
 	src ".subject, " src ".content_type, " src ".reply_to, " src ".reply_to_session_id, " \
 	src ".to_address, " props ", " reason ", " description ", " \
-	source ", pg_catalog.clock_timestamp(), " src ".body FROM " src " "
+	source ", pg_catalog.clock_timestamp(), " src ".body" \
+	HOPS(", " src ".transfer_hops") " FROM " src " "
 
 /* How many rows one maintenance step (or a receive's activation) handles. */
 #define SBQ_MAINTAIN_BATCH		1000
@@ -148,6 +158,7 @@ extern bool sbq_leasing(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_rights_enforced(void);
 extern bool sbq_sessions_installed(void);
+extern bool sbq_hops_installed(void);
 extern bool sbq_queue_retry_installed(void);
 extern bool sbq_session_locks_in_memory(void);
 extern Oid	sbq_rel_owner(Oid relid);

@@ -97,6 +97,9 @@ extern bool sbq_storage_find_to_forward(const SbqAddress *addr, SbqQueue *queue)
 /* forward.c: auto-forwarding */
 #define SBQ_MAX_FORWARD_HOPS	4
 extern void sbq_forward_reset(void);
+extern int	sbq_forward_hops_now(void);
+extern bool sbq_forward_dead_letters(const SbqQueue *source, TimestampTz now,
+									 int64 *forwarded, int64 *kept);
 extern int	sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodies,
 							 int nbodies, const char *default_content_type, int64 *seqs);
 extern void sbq_dead_letter_copy(const SbqQueue *sub, int64 seq, const char *reason,

@@ -13,8 +13,12 @@
 -- fits; the source's TTL caps; setting forward_to needs manage on both ends, '' stops
 -- forwarding; an entity that holds messages cannot start to forward, nor be resubmitted
 -- to while it forwards (22023, SB010); a subscription cannot forward to its topic.
+-- forward_dead_lettered_messages_to (0.11): maintenance moves the dead letters to the
+-- destination as new messages with their reason, description and source (R10.20, K.88);
+-- the hops a message made count across its dead-letterings, so that a loop through
+-- dead-letter sub-queues ends too (R10.15); one that cannot go is deferred where it is.
 BEGIN;
-SELECT plan(40);
+SELECT plan(80);
 
 \ir bad_input_setup.psql
 
@@ -167,6 +171,153 @@ SELECT sbq_revoke('fw_dest', 'fw_owner', ARRAY['manage', 'send']) IS NULL AS rev
 SET LOCAL ROLE fw_owner;
 SELECT lives_ok($$SELECT sbq_update_queue('fw_mine', lock_duration => '1 minute')$$,
     'a manager of the source changes its other properties without a right on the destination');
+RESET ROLE;
+
+-- ============================================================ dead letters (0.11)
+-- the dead letters' bodies, states and reasons; and a pass's counts of forwarded / kept
+CREATE FUNCTION pg_temp.dlq(_q text) RETURNS text[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg(convert_from(body, 'UTF8') || ' ' || state || ': ' || dead_letter_reason
+                              ORDER BY sequence_number), '{}')
+      FROM sbq_peek(_q || '/$deadletterqueue', 1000)
+$$;
+CREATE FUNCTION pg_temp.pass() RETURNS text LANGUAGE sql AS $$
+    SELECT m->>'dead_letters_forwarded' || '/' || (m->>'dead_letters_not_forwarded')
+      FROM sbq_maintain() m
+$$;
+-- receive every message of a queue and dead-letter it with a reason
+CREATE FUNCTION pg_temp.kill(_q text, _reason text DEFAULT 'Bad') RETURNS integer LANGUAGE sql AS $$
+    SELECT count(sbq_deadletter(_q, lock_token, _reason, 'why: ' || _reason))::integer FROM sbq_receive(_q, 100)
+$$;
+SELECT is((SELECT forward_dead_lettered_messages_to FROM sbq_create_queue('dl_dest')), NULL, 'a destination for dead letters');
+SELECT is((SELECT forward_dead_lettered_messages_to
+             FROM sbq_create_queue('dl_src', forward_dead_lettered_messages_to => 'DL_DEST')), 'dl_dest',
+    'forward_dead_lettered_messages_to is stored as the destination''s name (it was 0A000 before 0.11)');
+SELECT throws_ok($$SELECT sbq_create_queue('dl_bad', forward_dead_lettered_messages_to => 'dl_missing')$$, 'SB001',
+    'forward_dead_lettered_messages_to: queue or topic "dl_missing" does not exist', 'R10.13: its destination must exist');
+SELECT throws_ok($$SELECT sbq_create_queue('dl_self', forward_dead_lettered_messages_to => 'DL_SELF')$$, '22023',
+    '"DL_SELF" cannot forward its messages to itself', '... and not be the entity itself');
+SELECT throws_ok($$SELECT sbq_create_queue('dl_bad', forward_dead_lettered_messages_to => 'fw_t/subscriptions/stay')$$, '22023',
+    'forward_dead_lettered_messages_to "fw_t/subscriptions/stay" names a subscription', '... nor a subscription');
+SELECT throws_ok($$SELECT sbq_create_subscription('fw_t', 'dl_loop', forward_dead_lettered_messages_to => 'fw_t')$$, '22023',
+    'a subscription of topic "fw_t" cannot forward to it', '... nor, for a subscription, its own topic');
+SELECT sbq_send('dl_src', 'first', message_id => 'dm1', subject => 'sub', correlation_id => 'c',
+                application_properties => '{"k": 1}') AS dl_first \gset
+SELECT is(pg_temp.kill('dl_src'), 1, 'a message dead-lettered in the source');
+SELECT throws_ok($$SELECT sbq_receive('dl_src/$deadletterqueue')$$, 'SB010',
+    'cannot receive from the dead-letter sub-queue of "dl_src", which forwards its dead letters to "dl_dest"',
+    'R10.14: its dead-letter sub-queue has no receivers');
+SELECT is(pg_temp.dlq('dl_src'), ARRAY['first active: Bad'], '... sbq_peek shows it until maintenance moves it');
+SELECT is(pg_temp.pass(), '1/0', 'a maintenance pass forwards it');
+SELECT is(pg_temp.dlq('dl_src') || pg_temp.bodies('dl_dest'), ARRAY['first'],
+    'R10.20: it left the dead-letter sub-queue for the destination (K.88)');
+SELECT results_eq(
+    $$SELECT message_id, subject, correlation_id, application_properties, state, delivery_count,
+             dead_letter_reason, dead_letter_error_description, dead_letter_source
+        FROM sbq_peek('dl_dest')$$,
+    $$VALUES ('dm1', 'sub', 'c', '{"k": 1}'::jsonb, 'active', 0, 'Bad', 'why: Bad', 'dl_src')$$,
+    'R10.20: an active message with its properties, and its dead-letter reason, description and source (K.88)');
+SELECT ok((SELECT sequence_number > :dl_first FROM sbq_peek('dl_dest')),
+    'it arrives under a new sequence number, as a resubmitted message does');
+SELECT is((SELECT count(*)::int FROM sbq_receive('dl_dest')), 1, 'and is received there');
+SELECT is((SELECT forward_dead_lettered_messages_to FROM sbq_update_queue('dl_src', forward_dead_lettered_messages_to => '')),
+    NULL, 'forward_dead_lettered_messages_to => '''' stops forwarding dead letters');
+SELECT is(pg_temp.kill('dl_src') + (SELECT pg_temp.kill('dl_src') FROM (SELECT sbq_send('dl_src', 'stays')) s), 1,
+    'another dead letter');
+SELECT is(pg_temp.pass() || ' ' || (SELECT count(*) FROM sbq_receive('dl_src/$deadletterqueue')), '0/0 1',
+    '... stays, and is received from the dead-letter sub-queue again');
+
+-- locks: a dead letter under a valid lock stays until the lock is gone
+SELECT sbq_send('dl_src', 'locked') IS NOT NULL AS sent \gset
+SELECT pg_temp.kill('dl_src') AS killed \gset
+SELECT lock_token AS dl_token FROM sbq_receive('dl_src/$deadletterqueue') \gset
+SELECT lives_ok($$SELECT sbq_update_queue('dl_src', forward_dead_lettered_messages_to => 'dl_dest')$$,
+    'forwarding set up again, a dead letter locked by a receiver');
+SELECT is(pg_temp.pass(), '0/0', 'a dead letter under a valid lock is not forwarded');
+SELECT lives_ok(format('SELECT sbq_abandon(%L, %L::uuid)', 'dl_src/$deadletterqueue', :'dl_token'),
+    'its holder abandons it');
+SELECT is(pg_temp.pass(), '1/0', '... and the next pass forwards it');
+
+-- R10.15: the hops count across dead-letterings: a loop through dead-letter sub-queues ends
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_a');
+    PERFORM sbq_create_queue('dl_b', forward_dead_lettered_messages_to => 'dl_a');
+    PERFORM sbq_update_queue('dl_a', forward_dead_lettered_messages_to => 'dl_b');
+    PERFORM sbq_send('dl_a', 'loop');
+END $$;
+SELECT is(pg_temp.kill('dl_a', 'r1') || pg_temp.pass() || pg_temp.kill('dl_b', 'r2') || pg_temp.pass()
+          || pg_temp.kill('dl_a', 'r3') || pg_temp.pass() || pg_temp.kill('dl_b', 'r4') || pg_temp.pass(),
+          '11/011/011/011/0', 'R10.15: four dead-letterings, each forwarded to the other queue: four hops');
+SELECT is(pg_temp.kill('dl_a', 'r5') || ' ' || pg_temp.pass(), '1 0/1',
+    'R10.15: the fifth is not forwarded ...');
+SELECT is(pg_temp.dlq('dl_a') || pg_temp.bodies('dl_b'), ARRAY['loop deferred: r5'],
+    '... but deferred in the dead-letter sub-queue, its reason kept');
+SELECT is(pg_temp.pass(), '0/0', '... where the next pass leaves it');
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_c3');
+    PERFORM sbq_create_queue('dl_c2', forward_to => 'dl_c3');
+    PERFORM sbq_create_queue('dl_c1', forward_to => 'dl_c2');
+    PERFORM sbq_create_queue('dl_c5');
+    PERFORM sbq_create_queue('dl_c4', forward_to => 'dl_c5');
+    PERFORM sbq_update_queue('dl_c3', forward_dead_lettered_messages_to => 'dl_c4');
+    PERFORM sbq_send('dl_c1', 'chain');
+END $$;
+SELECT is(pg_temp.kill('dl_c3') || ' ' || pg_temp.pass() || ' ' || pg_temp.bodies('dl_c5')::text, '1 1/0 {chain}',
+    'R10.15: forward_to twice, forwarded out of a dead-letter sub-queue, forward_to again: four hops');
+SELECT lives_ok($$SELECT sbq_update_queue('dl_c5', forward_dead_lettered_messages_to => 'dl_dest')$$,
+    'the end of that chain forwards its dead letters');
+SELECT is(pg_temp.kill('dl_c5') || ' ' || pg_temp.pass() || ' ' || pg_temp.dlq('dl_c5')::text, '1 0/1 {"chain deferred: Bad"}',
+    'R10.15: a fifth hop is refused, whichever way the message went before');
+
+-- what cannot go is deferred where it is; a destination that is gone is waited for
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_sess', requires_session => true);
+    PERFORM sbq_create_queue('dl_to_sess', forward_dead_lettered_messages_to => 'dl_sess');
+    PERFORM sbq_send('dl_to_sess', 'with', session_id => 'S');
+    PERFORM sbq_send('dl_to_sess', 'without');
+    PERFORM sbq_create_queue('dl_small', max_message_size => 100);
+    PERFORM sbq_create_queue('dl_to_small', forward_dead_lettered_messages_to => 'dl_small');
+    PERFORM sbq_send('dl_to_small', 'small');
+    PERFORM sbq_send('dl_to_small', repeat('x', 200));
+END $$;
+SELECT is(pg_temp.kill('dl_to_sess') + pg_temp.kill('dl_to_small'), 4, 'dead letters with and without a session id, small and large');
+SELECT is(pg_temp.pass(), '2/2', 'a pass forwards two and defers two');
+SELECT is(pg_temp.bodies('dl_sess') || pg_temp.dlq('dl_to_sess'), ARRAY['with', 'without deferred: Bad'],
+    'R10.17: a session destination gets the one with a session id; the other is deferred in the dead-letter sub-queue');
+SELECT is(pg_temp.bodies('dl_small') || pg_temp.dlq('dl_to_small'), ARRAY['small', repeat('x', 200) || ' deferred: Bad'],
+    'a message too large for the destination is deferred where it is');
+SELECT is((SELECT sbq_resubmit('dl_to_small', NULL)), 1, 'sbq_resubmit moves a deferred dead letter back to its queue');
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_gone');
+    PERFORM sbq_create_queue('dl_to_gone', forward_dead_lettered_messages_to => 'dl_gone');
+    PERFORM sbq_send('dl_to_gone', 'waits');
+    PERFORM sbq_delete_queue('dl_gone');
+END $$;
+SELECT is(pg_temp.kill('dl_to_gone') || ' ' || pg_temp.pass() || ' ' || pg_temp.dlq('dl_to_gone')::text,
+    '1 0/0 {"waits active: Bad"}', 'R10.16: while the destination does not exist, the dead letters wait for it');
+SELECT lives_ok($$SELECT sbq_create_queue('DL_GONE')$$, 'it is created again');
+SELECT is(pg_temp.pass() || ' ' || pg_temp.bodies('dl_gone')::text, '1/0 {waits}', '... and they go there');
+
+-- to a topic: every matching subscription gets a copy with the dead letter's source
+DO $$ BEGIN
+    PERFORM sbq_create_topic('dl_t');
+    PERFORM sbq_create_subscription('dl_t', 'one');
+    PERFORM sbq_create_subscription('dl_t', 'two');
+    PERFORM sbq_create_subscription('dl_t', 'src', forward_dead_lettered_messages_to => 'dl_dest');
+    PERFORM sbq_create_queue('dl_to_t', forward_dead_lettered_messages_to => 'dl_t');
+    PERFORM sbq_send('dl_to_t', 'fan');
+END $$;
+SELECT is(pg_temp.kill('dl_to_t') || ' ' || pg_temp.pass(), '1 1/0', 'a dead letter forwarded to a topic');
+SELECT is((SELECT array_agg(convert_from(body, 'UTF8') || ' from ' || dead_letter_source)
+             FROM (SELECT * FROM sbq_peek('dl_t/subscriptions/one') UNION ALL SELECT * FROM sbq_peek('dl_t/subscriptions/two')) c),
+    ARRAY['fan from dl_to_t', 'fan from dl_to_t'], 'R10.20: each subscription''s copy carries the dead letter''s source');
+SELECT is(pg_temp.kill('dl_t/subscriptions/src') || ' ' || pg_temp.pass() || ' '
+          || (SELECT string_agg(dead_letter_source, ',') FROM sbq_peek('dl_dest', 10) WHERE convert_from(body, 'UTF8') = 'fan'),
+    '1 1/0 dl_t/subscriptions/src', 'a subscription forwards its dead letters too');
+
+-- rights: manage on both ends
+SET LOCAL ROLE fw_owner;
+SELECT throws_ok($$SELECT sbq_update_queue('fw_mine', forward_dead_lettered_messages_to => 'dl_dest')$$, '42501',
+    'permission denied for queue "dl_dest"', 'forward_dead_lettered_messages_to needs manage on the destination too');
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -126,6 +126,15 @@ old_sql_checks() {
             'error: queue "no-such-topic" does not exist'
     fi
 
+    # dead letters are forwarded from 0.11 on, which counts a message's hops in
+    # its rows: the current library refuses the property before the update
+    if [ "$(psql -At -d $db -c "SELECT count(*) FROM pg_catalog.pg_attribute
+                                  WHERE attrelid = 'sbq.messages'::regclass AND attname = 'transfer_hops'")" = 0 ]; then
+        got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-f', forward_dead_lettered_messages_to => '$q')")
+        check "$v: forward_dead_lettered_messages_to is refused until the update to 0.11" "$got" \
+            "error: forward_dead_lettered_messages_to needs version 0.11 or later of extension sbqueue"
+    fi
+
     # the abandon of 0.9 takes a delay: with the three arguments of older SQL the
     # library abandons at once, as before (an absent delay is none)
     got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-a')")
@@ -416,6 +425,22 @@ if has_function sbq_upgrade_old 'sbq_create_topic(text,interval,interval,integer
     check "after the update to 0.10 each subscription has its copy" "$got" "to both,to both"
     got=$(try sbq_upgrade_old "SELECT sent || ' ' || dropped FROM sbq_topic_stats WHERE topic = 't'")
     check "after the update to 0.10 the topic's stats count the send" "$got" "1 0"
+fi
+# 0.11 forwards dead letters: a queue's dead letter reaches its destination
+if [ "$(try sbq_upgrade_old "SELECT count(*) FROM pg_catalog.pg_attribute
+                               WHERE attrelid = 'sbq.messages'::regclass AND attname = 'transfer_hops'")" = 1 ]; then
+    got=$(try sbq_upgrade_old "SELECT count(*) FROM sbq_create_queue('dlq-to') a,
+                                   sbq_create_queue('dlq-from', forward_dead_lettered_messages_to => 'dlq-to') b")
+    check "after the update to 0.11 a queue forwards its dead letters" "$got" 1
+    got=$(try sbq_upgrade_old "SELECT sbq_send('dlq-from', 'dead') > 0")
+    got=$(try sbq_upgrade_old "SELECT count(sbq_deadletter('dlq-from', lock_token, 'Why')) FROM sbq_receive('dlq-from')")
+    got=$(try sbq_upgrade_old "SELECT sbq_maintain() ->> 'dead_letters_forwarded'")
+    check "after the update to 0.11 maintenance forwards a dead letter" "$got" 1
+    got=$(try sbq_upgrade_old "SELECT convert_from(body, 'UTF8') || ' ' || dead_letter_reason || ' ' || dead_letter_source
+                                 FROM sbq_receive('dlq-to')")
+    check "after the update to 0.11 it is received from the destination with its reason and source" "$got" "dead Why dlq-from"
+else
+    check "the update reaches 0.11 (sbq.messages has transfer_hops)" missing present
 fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
