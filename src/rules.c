@@ -9,7 +9,11 @@
  * properties of a message (correlation_id, message_id, to, reply_to,
  * subject, session_id, reply_to_session_id, content_type) and, under
  * "properties", application properties; it matches a message whose every
- * named property equals the filter's value (strings case-sensitively).
+ * named property equals the filter's value (strings case-sensitively). A
+ * filter that names a property with a string value has an anchor: that
+ * property and value, which a message must have to match, so that a send
+ * looks up the filters its own properties anchor (topic_send.c) instead of
+ * comparing every one.
  *
  * Owns: nothing. Locks: none.
  *
@@ -238,6 +242,137 @@ sbq_correlation_matches(Jsonb *filter, const SbqSendProps *props, const char *de
 		}
 	}
 	return true;
+}
+
+/*
+ * The key of a property with a string value in the correlation index:
+ * system property number sysprop (of correlation_keys), or the application
+ * property name (sysprop -1), and the value; no two differ only in where
+ * the name ends.
+ */
+static void
+sbq_anchor_key(StringInfo buf, int sysprop, const char *name, int namelen, const char *val,
+			   int vallen)
+{
+	resetStringInfo(buf);
+	if (sysprop >= 0)
+		appendStringInfo(buf, "s%d=", sysprop);
+	else
+	{
+		appendStringInfo(buf, "p%d:", namelen);
+		appendBinaryStringInfo(buf, name, namelen);
+		appendStringInfoChar(buf, '=');
+	}
+	appendBinaryStringInfo(buf, val, vallen);
+}
+
+/*
+ * sbq_correlation_anchor
+ *		A property that a message must have, with a string value, to match
+ *		a correlation filter (checked by sbq_check_correlation_filter), as
+ *		its key into key: a system property when the filter names one, else
+ *		an application property. False when it names none with a string
+ *		value (an empty filter, or numbers, booleans and nulls only).
+ */
+bool
+sbq_correlation_anchor(Jsonb *filter, StringInfo key)
+{
+	JsonbIterator *it = JsonbIteratorInit(&filter->root);
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	JsonbValue	k;
+	int			depth = 0;
+	bool		found = false;
+
+	memset(&k, 0, sizeof(k));
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if (tok == WJB_BEGIN_OBJECT)
+			depth++;
+		else if (tok == WJB_END_OBJECT)
+			depth--;
+		else if (tok == WJB_KEY)
+			k = v;
+		else if (tok == WJB_VALUE && v.type == jbvString && depth == 1)
+		{
+			size_t		i;
+
+			for (i = 0; i < lengthof(correlation_keys); i++)
+				if ((int) strlen(correlation_keys[i]) == k.val.string.len &&
+					memcmp(correlation_keys[i], k.val.string.val, k.val.string.len) == 0)
+					break;
+			sbq_anchor_key(key, (int) i, NULL, 0, v.val.string.val, v.val.string.len);
+			return true;
+		}
+		else if (tok == WJB_VALUE && v.type == jbvString && depth == 2 && !found)
+		{
+			sbq_anchor_key(key, -1, k.val.string.val, k.val.string.len,
+						   v.val.string.val, v.val.string.len);
+			found = true;
+		}
+	}
+	return found;
+}
+
+/*
+ * sbq_correlation_keys
+ *		The keys (as sbq_correlation_anchor makes them) of the properties with
+ *		a string value of a message sent with props: its system properties
+ *		(its content type, or default_ct) and its application properties.
+ *		Into *keys and *lens (palloc'd); returns how many.
+ */
+int
+sbq_correlation_keys(const SbqSendProps *props, const char *default_ct, char ***keys,
+					 int **lens)
+{
+	int			room = lengthof(correlation_keys);
+	int			n = 0;
+	size_t		i;
+	StringInfoData buf;
+
+	*keys = palloc(sizeof(char *) * room);
+	*lens = palloc(sizeof(int) * room);
+	initStringInfo(&buf);
+	for (i = 0; i < lengthof(correlation_keys) - 1; i++)
+	{
+		text	   *t = sbq_correlation_property(correlation_keys[i], props);
+
+		if (t == NULL && strcmp(correlation_keys[i], "content_type") == 0 && default_ct != NULL)
+			t = cstring_to_text(default_ct);
+		if (t == NULL)
+			continue;
+		sbq_anchor_key(&buf, (int) i, NULL, 0, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+		(*keys)[n] = pnstrdup(buf.data, buf.len);
+		(*lens)[n++] = buf.len;
+	}
+	if (props->application_properties != NULL && JB_ROOT_IS_OBJECT(props->application_properties))
+	{
+		JsonbIterator *it = JsonbIteratorInit(&props->application_properties->root);
+		JsonbIteratorToken tok;
+		JsonbValue	v;
+		JsonbValue	k;
+
+		memset(&k, 0, sizeof(k));
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+				k = v;
+			if (tok != WJB_VALUE || v.type != jbvString)
+				continue;
+			if (n == room)
+			{
+				room *= 2;
+				*keys = repalloc(*keys, sizeof(char *) * room);
+				*lens = repalloc(*lens, sizeof(int) * room);
+			}
+			sbq_anchor_key(&buf, -1, k.val.string.val, k.val.string.len,
+						   v.val.string.val, v.val.string.len);
+			(*keys)[n] = pnstrdup(buf.data, buf.len);
+			(*lens)[n++] = buf.len;
+		}
+	}
+	pfree(buf.data);
+	return n;
 }
 
 /* ------------------------------------------------------ the SQL language */

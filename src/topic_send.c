@@ -31,8 +31,9 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -122,7 +123,30 @@ typedef struct SbqCompiledRule
 	SbqRule		rule;
 	SbqFilterExpr *filter;		/* NULL: a correlation filter or the true filter */
 	SbqFilterAction *action;	/* NULL: none */
+	int			ordinal;		/* its number among the topic's rules */
+	bool		anchored;		/* a correlation filter in the topic's index */
 } SbqCompiledRule;
+
+/*
+ * The correlation index of a topic: the anchor of each correlation filter
+ * that has one (rules.c), sorted by hash and key. A send marks the rules
+ * whose anchor one of its properties is; an anchored rule not marked does
+ * not match, and is not compared.
+ */
+typedef struct SbqAnchor
+{
+	uint32		hash;
+	int			len;
+	char	   *key;
+	int			ordinal;		/* of the rule */
+} SbqAnchor;
+
+typedef struct SbqRuleIndex
+{
+	int			nrules;			/* of the topic, numbered from 0 */
+	int			nanchors;
+	SbqAnchor  *anchors;
+} SbqRuleIndex;
 
 /* A subscription of the topic, with its rules. */
 typedef struct SbqSubscriber
@@ -160,13 +184,119 @@ sbq_add_subscriber_rule(SbqSubscriber *s, uint64 r)
 	sbq_compile_rule(c->rule.sql_filter, c->rule.action, &c->filter, &c->action);
 }
 
+/* by hash, then key */
+static int
+sbq_cmp_anchor(const void *a, const void *b)
+{
+	const SbqAnchor *x = a;
+	const SbqAnchor *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return memcmp(x->key, y->key, x->len);
+}
+
+/*
+ * sbq_index_rules
+ *		Number the rules of a topic's subscriptions and index the anchors of
+ *		their correlation filters, in the current memory context.
+ */
+static SbqRuleIndex *
+sbq_index_rules(SbqSubscriber *subs, int nsubs)
+{
+	SbqRuleIndex *index = palloc0(sizeof(SbqRuleIndex));
+	StringInfoData key;
+	int			room = 0;
+	int			i;
+	int			r;
+
+	initStringInfo(&key);
+	for (i = 0; i < nsubs; i++)
+		for (r = 0; r < subs[i].nrules; r++)
+		{
+			SbqCompiledRule *c = &subs[i].rules[r];
+			SbqAnchor  *a;
+
+			c->ordinal = index->nrules++;
+			if (c->rule.correlation_filter == NULL ||
+				!sbq_correlation_anchor(c->rule.correlation_filter, &key))
+				continue;
+			if (index->nanchors == room)
+			{
+				room = Max(16, room * 2);
+				index->anchors = index->anchors == NULL ?
+					palloc(sizeof(SbqAnchor) * room) :
+					repalloc(index->anchors, sizeof(SbqAnchor) * room);
+			}
+			a = &index->anchors[index->nanchors++];
+			a->key = pnstrdup(key.data, key.len);
+			a->len = key.len;
+			a->hash = hash_bytes((const unsigned char *) key.data, key.len);
+			a->ordinal = c->ordinal;
+			c->anchored = true;
+		}
+	if (index->nanchors > 1)
+		qsort(index->anchors, index->nanchors, sizeof(SbqAnchor), sbq_cmp_anchor);
+	pfree(key.data);
+	return index;
+}
+
+/*
+ * sbq_anchored_rules
+ *		The rules of index whose anchor a message sent with props has, as a
+ *		mark for each rule's ordinal (palloc'd); NULL when the topic has no
+ *		anchored rule.
+ */
+static bool *
+sbq_anchored_rules(const SbqRuleIndex *index, const SbqSendProps *props, const char *default_ct)
+{
+	bool	   *marks;
+	char	  **keys;
+	int		   *lens;
+	int			n;
+	int			i;
+
+	if (index->nanchors == 0)
+		return NULL;
+	marks = palloc0(sizeof(bool) * index->nrules);
+	n = sbq_correlation_keys(props, default_ct, &keys, &lens);
+	for (i = 0; i < n; i++)
+	{
+		SbqAnchor	want;
+		int			lo = 0;
+		int			hi = index->nanchors;
+
+		CHECK_FOR_INTERRUPTS();
+		want.key = keys[i];
+		want.len = lens[i];
+		want.hash = hash_bytes((const unsigned char *) keys[i], lens[i]);
+		/* the first anchor not below want, then every one equal to it */
+		while (lo < hi)
+		{
+			int			mid = lo + (hi - lo) / 2;
+
+			if (sbq_cmp_anchor(&index->anchors[mid], &want) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < index->nanchors && sbq_cmp_anchor(&index->anchors[lo], &want) == 0; lo++)
+			marks[index->anchors[lo].ordinal] = true;
+	}
+	return marks;
+}
+
 /*
  * sbq_topic_subscribers
  *		The subscriptions of a topic with their rules, compiled, into *subs,
- *		all of it in cxt; returns how many.
+ *		and the index of their correlation filters into *index, all of it in
+ *		cxt; returns how many.
  */
 static int
-sbq_topic_subscribers(const SbqQueue *topic, MemoryContext cxt, SbqSubscriber **subs)
+sbq_topic_subscribers(const SbqQueue *topic, MemoryContext cxt, SbqSubscriber **subs,
+					  SbqRuleIndex **index)
 {
 	SbqQueue   *queues;
 	bool	   *dlq;
@@ -196,6 +326,7 @@ sbq_topic_subscribers(const SbqQueue *topic, MemoryContext cxt, SbqSubscriber **
 		if (i < n && (*subs)[i].queue.queue_id == queue_id)
 			sbq_add_subscriber_rule(&(*subs)[i], r);
 	}
+	*index = sbq_index_rules(*subs, n);
 	MemoryContextSwitchTo(old);
 	return n;
 }
@@ -220,6 +351,7 @@ typedef struct SbqTopicEntry
 	bool		loaded;			/* subs is the topic's subscriptions */
 	int			nsubs;
 	SbqSubscriber *subs;
+	SbqRuleIndex *index;		/* of their correlation filters */
 } SbqTopicEntry;
 
 static HTAB *sbq_topic_cache = NULL;
@@ -336,6 +468,7 @@ sbq_topic_cache_remember(const char *key, const SbqQueue *topic, uint64 gen)
 	e->loaded = false;
 	e->nsubs = 0;
 	e->subs = NULL;
+	e->index = NULL;
 }
 
 /*
@@ -344,7 +477,7 @@ sbq_topic_cache_remember(const char *key, const SbqQueue *topic, uint64 gen)
  *		read (and kept, unless an invalidation came in meanwhile).
  */
 static int
-sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs)
+sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs, SbqRuleIndex **index)
 {
 	char	   *key = sbq_name_key(CurrentMemoryContext, topic->name);
 	SbqTopicEntry *e;
@@ -356,15 +489,17 @@ sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs)
 	if (e != NULL && e->loaded)
 	{
 		*subs = e->subs;
+		*index = e->index;
 		return e->nsubs;
 	}
 	cxt = e != NULL ? AllocSetContextCreate(e->cxt, "sbqueue topic subscriptions",
 											ALLOCSET_DEFAULT_SIZES) :
 		sbq_storage_caller_context();
-	n = sbq_topic_subscribers(topic, cxt, subs);
+	n = sbq_topic_subscribers(topic, cxt, subs, index);
 	if (e != NULL && gen == sbq_topic_cache_gen && !sbq_topic_cache_stale)
 	{
 		e->subs = *subs;
+		e->index = *index;
 		e->nsubs = n;
 		e->loaded = true;
 	}
@@ -378,8 +513,11 @@ sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs)
  */
 static SbqFilterResult
 sbq_rule_matches(const SbqCompiledRule *c, SbqRuleMessage *m, const SbqSendProps *props,
-				 const char *default_ct, SbqFilterError *err)
+				 const char *default_ct, const bool *anchored, SbqFilterError *err)
 {
+	/* a message without the anchor's property and value does not match */
+	if (c->anchored && anchored != NULL && !anchored[c->ordinal])
+		return SBQ_FILTER_FALSE;
 	if (c->rule.correlation_filter != NULL)
 		return sbq_correlation_matches(c->rule.correlation_filter, props, default_ct) ?
 			SBQ_FILTER_TRUE : SBQ_FILTER_FALSE;
@@ -467,7 +605,7 @@ sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char 
  */
 static int
 sbq_topic_send_one(SbqSubscriber *subs, int nsubs, SbqRuleMessage *m, Datum body,
-				   const char *default_ct, int64 **copies, int *room)
+				   const char *default_ct, const bool *anchored, int64 **copies, int *room)
 {
 	int			ncopies = 0;
 	int			i;
@@ -492,7 +630,7 @@ sbq_topic_send_one(SbqSubscriber *subs, int nsubs, SbqRuleMessage *m, Datum body
 			SbqSendProps p;
 			JsonbValue	name;
 
-			switch (sbq_rule_matches(c, m, m->props, default_ct, &err))
+			switch (sbq_rule_matches(c, m, m->props, default_ct, anchored, &err))
 			{
 				case SBQ_FILTER_ERROR:
 					failed = true;
@@ -568,8 +706,10 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 			   const char *default_content_type, int64 *seqs)
 {
 	SbqSubscriber *subs;
-	int			nsubs = sbq_topic_subscribers_of(topic, &subs);
+	SbqRuleIndex *index;
+	int			nsubs = sbq_topic_subscribers_of(topic, &subs, &index);
 	SbqSendProps p = *props;
+	bool	   *anchored = NULL;
 	SbqRuleMessage m;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		scheduled = props->has_scheduled && props->scheduled > now;
@@ -607,8 +747,12 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 		counts.sent++;
 		m.sequence_number = seqs[i];
 		m.size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
-		n = sbq_topic_send_one(subs, nsubs, &m, bodies[i], default_content_type, &copies,
-							   &room);
+		/* a message id made up here differs from body to body */
+		if (anchored != NULL)
+			pfree(anchored);
+		anchored = sbq_anchored_rules(index, &p, default_content_type);
+		n = sbq_topic_send_one(subs, nsubs, &m, bodies[i], default_content_type, anchored,
+							   &copies, &room);
 		if (n == 0)
 			dropped++;
 		else if (scheduled)

@@ -112,6 +112,9 @@ extern int	sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datu
 extern bool sbq_topic_cancel_scheduled(const SbqQueue *topic, int64 seq);
 extern bool sbq_storage_claim_message_id(const SbqQueue *queue, text *message_id,
 										 TimestampTz now, int64 *seq);
+extern bool sbq_correlation_anchor(Jsonb *filter, StringInfo key);
+extern int	sbq_correlation_keys(const SbqSendProps *props, const char *default_ct,
+								 char ***keys, int **lens);
 extern bool sbq_correlation_matches(Jsonb *filter, const SbqSendProps *props,
 									const char *default_content_type);
 

@@ -15,9 +15,11 @@
 -- a matching message without session_id is dead-lettered in a session subscription
 -- (reason "Session id is null.", R9.2) and the send goes on, and session receive works
 -- on a subscription; a rolled-back
--- send leaves no copy. Management and rights: topics.sql.
+-- send leaves no copy. Correlation filters are indexed by one property each (0.11): a
+-- send compares only those whose property and value it has, and gets the same copies
+-- as if it compared all. Management and rights: topics.sql.
 BEGIN;
-SELECT plan(67);
+SELECT plan(76);
 
 \ir bad_input_setup.psql
 
@@ -296,6 +298,48 @@ SELECT sbq_send('ts_b', 'rolled-back'::text) IS NOT NULL AS sent \gset
 ROLLBACK TO SAVEPOINT before_send;
 SELECT is(pg_temp.got('ts_b', 'rolled-back'), '{}'::text[],
     'a send to a topic rolled back leaves no copy in any subscription');
+
+-- ------------------------------------------------------------ the correlation index (0.11)
+-- Each subscription of ts_ci has correlation filters anchored in different ways (a system
+-- property, an application property, the default content type, none: numbers only, or
+-- an empty filter); every send must get exactly the copies a comparison of every filter
+-- gives.
+DO $$ BEGIN
+    PERFORM sbq_create_topic('ts_ci');
+    PERFORM sbq_create_subscription('ts_ci', s) FROM unnest(ARRAY['sys', 'prop', 'num', 'ct', 'all', 'x1', 'x2', 'eq', 'acts']) s;
+    PERFORM sbq_remove_rule('ts_ci', s, '$Default') FROM unnest(ARRAY['sys', 'prop', 'num', 'ct', 'all', 'x1', 'x2', 'eq', 'acts']) s;
+    PERFORM sbq_add_rule('ts_ci', 'sys', 'r', correlation_filter => '{"correlation_id": "c1", "subject": "red"}');
+    PERFORM sbq_add_rule('ts_ci', 'prop', 'r', correlation_filter => '{"properties": {"region": "eu", "n": 5}}');
+    PERFORM sbq_add_rule('ts_ci', 'num', 'r', correlation_filter => '{"properties": {"n": 5}}');
+    PERFORM sbq_add_rule('ts_ci', 'ct', 'r', correlation_filter => '{"content_type": "text/plain; charset=utf-8"}');
+    PERFORM sbq_add_rule('ts_ci', 'all', 'r', correlation_filter => '{}');
+    PERFORM sbq_add_rule('ts_ci', 'x1', 'r', correlation_filter => '{"to": "x"}');
+    PERFORM sbq_add_rule('ts_ci', 'x1', 'r2', correlation_filter => '{"to": "y"}');
+    PERFORM sbq_add_rule('ts_ci', 'x2', 'r', correlation_filter => '{"to": "x"}');
+    PERFORM sbq_add_rule('ts_ci', 'eq', 'r', correlation_filter => '{"properties": {"a": "b=c"}}');
+    PERFORM sbq_add_rule('ts_ci', 'acts', 'red', correlation_filter => '{"subject": "red"}', action => 'SET sys.To = ''r''');
+    PERFORM sbq_add_rule('ts_ci', 'acts', 'eu', correlation_filter => '{"properties": {"region": "eu"}}', action => 'SET sys.To = ''e''');
+END $$;
+SELECT lives_ok($$SELECT sbq_send('ts_ci', 'm1', correlation_id => 'c1', subject => 'red',
+                                  application_properties => '{"region": "eu", "n": 5}')$$, 'm1: every anchor of several filters');
+SELECT is(pg_temp.got('ts_ci', 'm1'), ARRAY['acts', 'acts', 'all', 'ct', 'num', 'prop', 'sys'],
+    'R10.7: m1 matches by system and application properties, a number, the default content type, the empty filter, two rules with actions');
+SELECT is((SELECT array_agg(to_address ORDER BY to_address) FROM sbq_peek('ts_ci/subscriptions/acts', 10)), ARRAY['e', 'r'],
+    '... each rule with an action its own copy');
+SELECT lives_ok($$SELECT sbq_send('ts_ci', 'm2', correlation_id => 'c1', subject => 'blue',
+                                  application_properties => '{"region": "us", "n": 5.0}')$$, 'm2: one anchor holds, another property does not');
+SELECT is(pg_temp.got('ts_ci', 'm2'), ARRAY['all', 'ct', 'num'],
+    'R10.7: the anchor''s property alone is not a match; 5.0 equals 5');
+SELECT lives_ok($$SELECT sbq_send('ts_ci', convert_to('m3', 'UTF8'), to_address => 'x')$$, 'm3: bytes, to x');
+SELECT is(pg_temp.got('ts_ci', 'm3'), ARRAY['all', 'x1', 'x2'],
+    'R10.7: two subscriptions with the same anchor both match; bytes have no default content type');
+SELECT lives_ok($$SELECT sbq_send('ts_ci', 'm4', application_properties => '{"a=b": "c"}'),
+                         sbq_send('ts_ci', 'm5', application_properties => '{"a": "b=c"}'),
+                         (SELECT array_agg(b) FROM sbq_send_batch('ts_ci', ARRAY['m6', 'm7'], to_address => 'y') b)$$,
+    'm4 and m5: a name and a value that read alike; m6 and m7 in a batch');
+SELECT is(pg_temp.got('ts_ci', 'm4') || pg_temp.got('ts_ci', 'm5') || pg_temp.got('ts_ci', 'm6') || pg_temp.got('ts_ci', 'm7'),
+    ARRAY['all', 'ct', 'all', 'ct', 'eq', 'all', 'ct', 'x1', 'all', 'ct', 'x1'],
+    'R10.7: property "a=b" = "c" is not "a" = "b=c"; each message of a batch is matched');
 
 SELECT * FROM finish();
 ROLLBACK;
