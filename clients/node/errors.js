@@ -17,6 +17,7 @@ const TABLE = [
     ['QueueAlreadyExists', 'SB006'], ['MessageTooLarge', 'SB007'], ['EntityNotFound', 'SB008'],
     ['InvalidOperation', 'SB010'], ['InvalidArgument', '22023'], ['NullArgument', '22004'],
     ['PermissionDenied', '42501'], ['OutOfLocks', '53200'], ['ReadOnly', '25006'],
+    ['QuotaExceeded', '54000'], ['NotSupported', '0A000'],
 ];
 
 const classes = { SbqError };

@@ -72,6 +72,134 @@ export interface ReceiveOptions {
     signal?: AbortSignal | null;
 }
 
+export interface AcceptSessionOptions {
+    sessionId?: string | null;
+    /** seconds */
+    maxWait?: number;
+    signal?: AbortSignal | null;
+}
+
+/** '<topic>/subscriptions/<subscription>': where a subscription is received from (and processed) */
+export function subscriptionAddress(topic: string, subscription: string): string;
+
+/** an interval: seconds, or an interval literal ('10 minutes') */
+export type Interval = number | string;
+
+/**
+ * The options of createTopic and updateTopic: sbqueue's names, in camelCase or
+ * snake_case (default_message_ttl, ...).
+ */
+export interface TopicOptions {
+    defaultMessageTtl?: Interval | null;
+    duplicateDetectionWindow?: Interval | null;
+    maxMessageSize?: number | null;
+    [option: string]: unknown;
+}
+
+/**
+ * The options of createSubscription and updateSubscription: createQueue's but
+ * maxMessageSize and duplicateDetectionWindow (the topic's apply), camelCase or
+ * snake_case. forwardTo '' stops forwarding; requiresSession is set at creation only.
+ */
+export interface SubscriptionOptions {
+    lockDuration?: Interval | null;
+    maxDeliveryCount?: number | null;
+    defaultMessageTtl?: Interval | null;
+    deadLetteringOnMessageExpiration?: boolean | null;
+    requiresSession?: boolean | null;
+    forwardTo?: string | null;
+    deadLetteringOnFilterEvaluationExceptions?: boolean | null;
+    deadLetterTtl?: Interval | null;
+    retryDelay?: Interval | null;
+    retryBackoff?: boolean | null;
+    maxRetryDelay?: Interval | null;
+    [option: string]: unknown;
+}
+
+/** sbq_topic_properties (intervals in seconds) */
+export interface TopicProperties {
+    topic: string;
+    defaultMessageTtl: number | null;
+    duplicateDetectionWindow: number | null;
+    maxMessageSize: number;
+    createdAt: Date;
+    updatedAt: Date;
+}
+
+/** sbq_subscription_properties (intervals in seconds) */
+export interface SubscriptionProperties {
+    topic: string;
+    subscription: string;
+    lockDuration: number;
+    maxDeliveryCount: number;
+    defaultMessageTtl: number | null;
+    deadLetteringOnMessageExpiration: boolean;
+    /** always null: duplicate detection is the topic's */
+    duplicateDetectionWindow: number | null;
+    requiresSession: boolean;
+    forwardTo: string | null;
+    forwardDeadLetteredMessagesTo: string | null;
+    deadLetteringOnFilterEvaluationExceptions: boolean;
+    createdAt: Date;
+    updatedAt: Date;
+    deadLetterTtl: number | null;
+    retryDelay: number | null;
+    retryBackoff: boolean;
+    maxRetryDelay: number | null;
+}
+
+/**
+ * A correlation filter: every property given must be equal (strings case-sensitively,
+ * numbers by value). The SQL's snake_case names (correlation_id, properties) work too.
+ */
+export interface CorrelationFilter {
+    correlationId?: string;
+    messageId?: string;
+    to?: string;
+    replyTo?: string;
+    subject?: string;
+    sessionId?: string;
+    replyToSessionId?: string;
+    contentType?: string;
+    applicationProperties?: Record<string, unknown>;
+    [property: string]: unknown;
+}
+
+export interface RuleOptions {
+    /** a SQL filter (Service Bus's SQL-92 subset) */
+    sqlFilter?: string | null;
+    correlationFilter?: CorrelationFilter | null;
+    /** SET and REMOVE statements */
+    action?: string | null;
+}
+
+/** a row of sbq_rules */
+export interface RuleProperties {
+    topic: string;
+    subscription: string;
+    rule: string;
+    filterType: 'sql' | 'correlation' | 'true';
+    /** the SQL filter, the correlation filter (as addRule takes it), or '1=1' */
+    filter: string | CorrelationFilter;
+    action: string | null;
+    createdAt: Date;
+}
+
+/** sbq_new_message after sbq_test_action: the properties it has (timeToLive in seconds) */
+export interface TestedMessage extends OutgoingMessage {
+    body: Buffer;
+}
+
+/** a row of sbq_topic_stats */
+export interface TopicStats {
+    topic: string;
+    subscriptionCount: bigint;
+    /** messages sent to the topic (duplicates not counted) */
+    sent: bigint;
+    /** messages no subscription took */
+    dropped: bigint;
+}
+
 export class Client {
     constructor(config?: ClientConfig | string, options?: { schema?: string });
     static connect(config?: ClientConfig | string, options?: { schema?: string }): Promise<Client>;
@@ -80,13 +208,40 @@ export class Client {
     close(): Promise<void>;
     query(sql: string, params?: unknown[]): Promise<QueryResult>;
     transaction<T>(fn: (client: Client) => Promise<T>): Promise<T>;
+    /** options: sbq_create_queue's, in snake_case or camelCase (intervals: seconds or literals) */
     createQueue(name: string, options?: Record<string, unknown>): Promise<void>;
     deleteQueue(name: string): Promise<void>;
     queueStats(name: string): Promise<Record<string, unknown> | null>;
     sender(queue: string): Sender;
     receiver(queue: string, options?: { receiveMode?: 'peek_lock' | 'receive_and_delete' }): Receiver;
     deadLetterReceiver(queue: string): Receiver;
-    acceptSession(queue: string, options?: { sessionId?: string | null; maxWait?: number; signal?: AbortSignal | null }): Promise<SessionReceiver | null>;
+    acceptSession(queue: string, options?: AcceptSessionOptions): Promise<SessionReceiver | null>;
+
+    createTopic(name: string, options?: TopicOptions): Promise<TopicProperties>;
+    updateTopic(name: string, options?: TopicOptions): Promise<TopicProperties>;
+    deleteTopic(name: string): Promise<void>;
+    /** rejects with EntityNotFound when there is none */
+    getTopic(name: string): Promise<TopicProperties>;
+    topics(): Promise<TopicProperties[]>;
+    topicStats(topic: string): Promise<TopicStats>;
+    createSubscription(topic: string, name: string, options?: SubscriptionOptions): Promise<SubscriptionProperties>;
+    updateSubscription(topic: string, name: string, options?: SubscriptionOptions): Promise<SubscriptionProperties>;
+    deleteSubscription(topic: string, name: string): Promise<void>;
+    getSubscription(topic: string, name: string): Promise<SubscriptionProperties>;
+    subscriptions(topic: string): Promise<SubscriptionProperties[]>;
+    /** one filter at most (neither: the true filter) */
+    addRule(topic: string, subscription: string, rule: string, options?: RuleOptions): Promise<void>;
+    removeRule(topic: string, subscription: string, rule: string): Promise<void>;
+    rules(topic: string, subscription: string): Promise<RuleProperties[]>;
+    /** a SQL filter's value on a message: null when unknown; InvalidArgument when it fails to evaluate */
+    testFilter(sqlFilter: string, body?: Body, options?: SendOptions): Promise<boolean | null>;
+    /** the message after a rule's action (as sendMessages takes one) */
+    testAction(action: string, body?: Body, options?: SendOptions): Promise<TestedMessage>;
+    /** sender(topic) */
+    topicSender(topic: string): Sender;
+    subscriptionReceiver(topic: string, subscription: string, options?: { receiveMode?: 'peek_lock' | 'receive_and_delete' }): Receiver;
+    subscriptionDeadLetterReceiver(topic: string, subscription: string): Receiver;
+    acceptSubscriptionSession(topic: string, subscription: string, options?: AcceptSessionOptions): Promise<SessionReceiver | null>;
 }
 
 export class Sender {
@@ -133,6 +288,7 @@ export class DeadLetter extends Error {
 export type HandlerResult = void | undefined | null | true | 'complete' | 'abandon' | 'defer' | 'deadletter';
 
 export class Processor extends EventEmitter {
+    /** queue: a queue's name or a subscription's address (subscriptionAddress) */
     constructor(config: ClientConfig | string, queue: string,
                 handler: (message: Message) => HandlerResult | Promise<HandlerResult>,
                 options?: { concurrency?: number; maxWait?: number; renewLocks?: boolean; schema?: string });
@@ -162,4 +318,6 @@ export class NullArgument extends SbqError {}
 export class PermissionDenied extends SbqError {}
 export class OutOfLocks extends SbqError {}
 export class ReadOnly extends SbqError {}
+export class QuotaExceeded extends SbqError {}
+export class NotSupported extends SbqError {}
 export function translate(err: unknown): unknown;

@@ -10,6 +10,10 @@
 // anything else as jsonb. A waiting receive or accept ends early when its AbortSignal
 // fires (the cancel goes through a side connection) and then returns nothing. Errors
 // are the typed errors of errors.js.
+//
+// A topic is sent to as a queue is (client.sender(topic)); each of its subscriptions is
+// received from as a queue, at its address '<topic>/subscriptions/<name>'
+// (client.subscriptionReceiver(topic, name)).
 'use strict';
 
 const { EventEmitter } = require('node:events');
@@ -98,6 +102,65 @@ function interval(seconds) {
 
 function ident(name) {
     return '"' + String(name).replace(/"/g, '""') + '"';
+}
+
+// The name a subscription is received from, peeked at, settled on, counted in
+// sbq_queue_stats by, and processed by (Processor): '<topic>/subscriptions/<name>'.
+function subscriptionAddress(topic, subscription) {
+    return `${topic}/subscriptions/${subscription}`;
+}
+
+const snake = (k) => k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
+const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
+// The named arguments (from $first on) and their values for a management call's
+// options: sbqueue's names, in camelCase or snake_case; an interval in seconds (a
+// number) or as an interval literal (a string).
+function entityArgs(options, first) {
+    const names = Object.keys(options || {});
+    const args = names.map((k, i) => `${ident(snake(k))} => $${first + i}`);
+    const values = names.map((k) => {
+        const v = options[k];
+        return /(duration|ttl|window|delay)$/.test(snake(k)) && typeof v === 'number' ? interval(v) : v;
+    });
+    return [args, values];
+}
+
+// an interval as pg parses it, in seconds (as extract(epoch FROM ...) counts them)
+function intervalSeconds(v) {
+    if (typeof v !== 'object') return v;
+    return (v.years || 0) * 31557600 + (v.months || 0) * 2592000 + (v.days || 0) * 86400 +
+        (v.hours || 0) * 3600 + (v.minutes || 0) * 60 + (v.seconds || 0) + (v.milliseconds || 0) / 1000;
+}
+
+const INTERVAL_OID = 1186;
+
+// The rows of a management call or view: camelCase keys, intervals in seconds.
+function records(res) {
+    const intervals = new Set(res.fields.filter((f) => f.dataTypeID === INTERVAL_OID).map((f) => f.name));
+    return res.rows.map((row) => {
+        const out = {};
+        for (const [k, v] of Object.entries(row)) out[camel(k)] = v != null && intervals.has(k) ? intervalSeconds(v) : v;
+        return out;
+    });
+}
+
+// A correlation filter as sbq_add_rule takes it: its system properties in snake_case
+// (correlationId or correlation_id, ...), its application properties as `properties`
+// (or `applicationProperties`), unchanged.
+function correlationToSql(filter) {
+    if (filter == null) return null;
+    const out = {};
+    for (const [k, v] of Object.entries(filter)) out[k === 'applicationProperties' ? 'properties' : snake(k)] = v;
+    return JSON.stringify(out);
+}
+
+// ... and back, as rules() shows it: camelCase, application properties as
+// applicationProperties (a Message's name for them).
+function correlationFromSql(filter) {
+    const out = {};
+    for (const [k, v] of Object.entries(filter)) out[k === 'properties' ? 'applicationProperties' : camel(k)] = v;
+    return out;
 }
 
 class Client {
@@ -197,13 +260,10 @@ class Client {
         }
     }
 
+    // options: sbq_create_queue's (snake_case or camelCase; intervals in seconds or as
+    // interval literals)
     async createQueue(name, options = {}) {
-        const names = Object.keys(options);
-        const args = names.map((k, i) => `${ident(k)} => $${i + 2}`);
-        const values = names.map((k) => {
-            const v = options[k];
-            return /(duration|ttl|window|delay)$/.test(k) && typeof v === 'number' ? interval(v) : v;
-        });
+        const [args, values] = entityArgs(options, 2);
         await this.query(`SELECT ${this.fn('sbq_create_queue')}($1${args.map((a) => ', ' + a).join('')})`,
                          [name, ...values]);
     }
@@ -232,6 +292,146 @@ class Client {
         if (!res || res.rows.length === 0) return null;
         const r = res.rows[0];
         return new SessionReceiver(this, queue, r.session_id, r.session_token, r.locked_until);
+    }
+
+    // -- topics, subscriptions, rules (sbqueue 0.10)
+
+    // SELECT * FROM fn(names..., options...): its one row, as records() makes it
+    async _record(fn, names, options = {}) {
+        const [args, values] = entityArgs(options, names.length + 1);
+        const params = names.map((_, i) => `$${i + 1}::text`).concat(args);
+        const res = await this.query(`SELECT * FROM ${this.fn(fn)}(${params.join(', ')})`, [...names, ...values]);
+        return records(res)[0];
+    }
+
+    // The rows of view for one topic (or subscription), LEFT JOINed to sbq_get_topic (or
+    // sbq_get_subscription): the names in any letter case, and EntityNotFound when there
+    // is none (a join whose view side is empty might never call the function).
+    async _viewOf(view, names, orderBy) {
+        const fn = names.length === 1 ? 'sbq_get_topic' : 'sbq_get_subscription';
+        const on = names.length === 1 ? 'v.topic = e.topic' : 'v.topic = e.topic AND v.subscription = e.subscription';
+        const res = await this.query(
+            `SELECT v.* FROM ${this.fn(fn)}(${names.map((_, i) => `$${i + 1}::text`).join(', ')}) e` +
+            ` LEFT JOIN ${this.fn(view)} v ON ${on}${orderBy ? ' ORDER BY ' + orderBy : ''}`, names);
+        return records(res).filter((r) => r.topic != null);
+    }
+
+    // options: defaultMessageTtl, duplicateDetectionWindow (seconds or interval
+    // literals), maxMessageSize (or their snake_case names). The topic's properties.
+    async createTopic(name, options = {}) { return this._record('sbq_create_topic', [name], options); }
+
+    // changes the options given, keeps the others
+    async updateTopic(name, options = {}) { return this._record('sbq_update_topic', [name], options); }
+
+    // deletes the topic with its subscriptions, their messages, rules and rights
+    async deleteTopic(name) {
+        await this.query(`SELECT ${this.fn('sbq_delete_topic')}($1)`, [name]);
+    }
+
+    // EntityNotFound when there is none
+    async getTopic(name) { return this._record('sbq_get_topic', [name]); }
+
+    // the topics the caller holds a right on
+    async topics() {
+        return records(await this.query(`SELECT * FROM ${this.fn('sbq_topics')} ORDER BY topic`));
+    }
+
+    // { topic, subscriptionCount, sent, dropped } (BigInts): the messages sent to it
+    // (duplicates not counted), those no subscription took. (A subscription's counts:
+    // queueStats(subscriptionAddress(topic, name)).)
+    async topicStats(topic) {
+        return (await this._viewOf('sbq_topic_stats', [topic]))[0];
+    }
+
+    // options: createQueue's but maxMessageSize and duplicateDetectionWindow (the
+    // topic's apply), and deadLetteringOnFilterEvaluationExceptions. It starts with the
+    // rule $Default (every message). The subscription's properties.
+    async createSubscription(topic, name, options = {}) {
+        return this._record('sbq_create_subscription', [topic, name], options);
+    }
+
+    // changes the options given, keeps the others (requiresSession: at creation only)
+    async updateSubscription(topic, name, options = {}) {
+        return this._record('sbq_update_subscription', [topic, name], options);
+    }
+
+    // deletes the subscription with its messages, rules and rights
+    async deleteSubscription(topic, name) {
+        await this.query(`SELECT ${this.fn('sbq_delete_subscription')}($1, $2)`, [topic, name]);
+    }
+
+    async getSubscription(topic, name) { return this._record('sbq_get_subscription', [topic, name]); }
+
+    // the topic's subscriptions the caller may see, in the order they were made
+    async subscriptions(topic) {
+        return this._viewOf('sbq_subscriptions', [topic], 'v.created_at, v.subscription');
+    }
+
+    // A rule: a SQL filter or a correlation filter ({ correlationId, subject, ...,
+    // applicationProperties }: all equal), or neither (the true filter), and an action
+    // or none. A filter or action that does not parse is InvalidArgument (the position
+    // in err.detail).
+    async addRule(topic, subscription, rule, { sqlFilter = null, correlationFilter = null, action = null } = {}) {
+        await this.query(`SELECT ${this.fn('sbq_add_rule')}($1, $2, $3, $4::text, $5::jsonb, $6::text)`,
+                         [topic, subscription, rule, sqlFilter, correlationToSql(correlationFilter), action]);
+    }
+
+    async removeRule(topic, subscription, rule) {
+        await this.query(`SELECT ${this.fn('sbq_remove_rule')}($1, $2, $3)`, [topic, subscription, rule]);
+    }
+
+    // The subscription's rules, in the order they were added: { topic, subscription,
+    // rule, filterType ('sql', 'correlation' or 'true'), filter (the SQL filter; a
+    // correlation filter as an object, as addRule takes it; '1=1'), action, createdAt }.
+    async rules(topic, subscription) {
+        const rows = await this._viewOf('sbq_rules', [topic, subscription], 'v.created_at, v.rule');
+        for (const r of rows) if (r.filterType === 'correlation') r.filter = correlationFromSql(JSON.parse(r.filter));
+        return rows;
+    }
+
+    // sbq_new_message(body, option => value, ...) as SQL from $first on, and its values
+    _newMessage(body, options, first) {
+        const [value, type] = bodyOf(body);
+        const [args, values] = Sender.options(options, first + 1);
+        return [`${this.fn('sbq_new_message')}($${first}::${type}${args.map((a) => ', ' + a).join('')})`,
+                [value, ...values]];
+    }
+
+    // sbq_test_filter: a SQL filter's value on a message (body and send's options): true,
+    // false, or null when it is unknown. A filter that does not parse, or that fails to
+    // evaluate on the message (a subscription would dead-letter it), rejects with
+    // InvalidArgument. Reads and writes no table.
+    async testFilter(sqlFilter, body = '', options = {}) {
+        const [call, params] = this._newMessage(body, options, 2);
+        const res = await this.query(`SELECT ${this.fn('sbq_test_filter')}($1::text, ${call}) AS v`,
+                                     [sqlFilter, ...params]);
+        return res.rows[0].v;
+    }
+
+    // sbq_test_action: the message (body and send's options) after a rule's action, as
+    // sendMessages takes one ({ body: Buffer, subject, ..., applicationProperties }: the
+    // properties it has).
+    async testAction(action, body = '', options = {}) {
+        const [call, params] = this._newMessage(body, options, 2);
+        const m = records(await this.query(`SELECT * FROM ${this.fn('sbq_test_action')}($1::text, ${call})`,
+                                           [action, ...params]))[0];
+        return Object.fromEntries(Object.entries(m).filter(([k, v]) => v != null || k === 'body'));
+    }
+
+    // sender(topic): a topic is sent to as a queue is
+    topicSender(topic) { return new Sender(this, topic); }
+
+    subscriptionReceiver(topic, subscription, { receiveMode = 'peek_lock' } = {}) {
+        return new Receiver(this, subscriptionAddress(topic, subscription), receiveMode);
+    }
+
+    subscriptionDeadLetterReceiver(topic, subscription) {
+        return new Receiver(this, subscriptionAddress(topic, subscription) + '/$deadletterqueue');
+    }
+
+    // acceptSession on a subscription (that requires sessions)
+    async acceptSubscriptionSession(topic, subscription, options = {}) {
+        return this.acceptSession(subscriptionAddress(topic, subscription), options);
     }
 }
 
@@ -488,7 +688,8 @@ class DeadLetter extends Error {
     }
 }
 
-// Runs handler(message) for each message of queue, concurrency at a time, each loop on
+// Runs handler(message) for each message of queue (a queue's name, or a subscription's
+// address: subscriptionAddress(topic, name)), concurrency at a time, each loop on
 // a connection of its own; a renewer connection renews the lock of every message in a
 // handler when half of it has passed. The handler's result settles the message:
 // undefined, true or 'complete' completes it; 'abandon', 'defer', 'deadletter' do
@@ -663,5 +864,5 @@ class Processor extends EventEmitter {
 
 module.exports = {
     Client, Sender, Receiver, SessionReceiver, Message, Processor, DeadLetter,
-    MESSAGE_FIELDS, ...errors,
+    MESSAGE_FIELDS, subscriptionAddress, ...errors,
 };

@@ -11,13 +11,22 @@ const sbq = require('..');
 
 let client;
 const queues = [];
+const topics = [];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const uniq = (prefix) => `${prefix}-${crypto.randomBytes(4).toString('hex')}`;
 
 async function queue(prefix, options = {}) {
-    const q = `${prefix}-${crypto.randomBytes(4).toString('hex')}`;
+    const q = uniq(prefix);
     await client.createQueue(q, options);
     queues.push(q);
     return q;
+}
+
+async function topic(prefix = 'nodet', options = {}) {
+    const t = uniq(prefix);
+    await client.createTopic(t, options);
+    topics.push(t);
+    return t;
 }
 
 before(async () => { client = await sbq.Client.connect(); });
@@ -25,6 +34,9 @@ before(async () => { client = await sbq.Client.connect(); });
 after(async () => {
     for (const q of queues) {
         try { await client.deleteQueue(q); } catch (e) { if (!(e instanceof sbq.QueueNotFound)) throw e; }
+    }
+    for (const t of topics) {
+        try { await client.deleteTopic(t); } catch (e) { if (!(e instanceof sbq.EntityNotFound)) throw e; }
     }
     await client.close();
 });
@@ -132,6 +144,7 @@ test('settle reports each token; abandon with a delay; many at once', async () =
     assert.deepEqual(await r.peek({ maxMessages: 10 }), []);
     await s.sendBatch(['d', 'e']);
     const two = await r.receive({ maxMessages: 2 });
+    await sleep(10);            // a Date has milliseconds: a renewal in the same one is not later
     const renewed = await r.settle(two, 'renew');
     assert.deepEqual(renewed.map((x) => x.outcome), ['renewed', 'renewed']);
     assert.ok(renewed[0].lockedUntil > two[0].lockedUntil);
@@ -263,6 +276,277 @@ test('a session worker', async () => {
     assert.ok((await kept.getState()).equals(Buffer.from('done')));
     await kept.setState(null);
     await kept.release();
+});
+
+test("index.d.ts declares the Client's methods (tsc is not needed to run the tests)", () => {
+    const fs = require('node:fs');
+    const dts = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8');
+    const body = dts.slice(dts.indexOf('export class Client {'));
+    const declared = [...body.slice(0, body.indexOf('\n}')).matchAll(/^ {4}(?:static )?(\w+)[<(]/gm)]
+        .map((m) => m[1]).filter((n) => n !== 'constructor' && n !== 'connect').sort();
+    const internal = ['constructor', 'fn', 'waitQuery'];
+    const methods = Object.getOwnPropertyNames(sbq.Client.prototype)
+        .filter((n) => !n.startsWith('_') && !internal.includes(n)).sort();
+    assert.deepEqual(declared, methods);
+    for (const name of ['subscriptionAddress', 'QuotaExceeded', 'NotSupported']) {
+        assert.match(dts, new RegExp(`export (function|class) ${name}\\b`));
+        assert.ok(sbq[name], name);
+    }
+});
+
+// (body, subject, RuleName) of each message, sorted: the copies, exactly
+const copies = (msgs) => msgs.map((m) => [m.bodyText(), m.subject, (m.applicationProperties || {}).RuleName ?? null])
+    .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+
+test('a topic fans out by SQL filters, correlation filters and actions', async () => {
+    const t = await topic();
+    await client.createSubscription(t, 'eu');
+    await client.createSubscription(t, 'corr');
+    await client.removeRule(t, 'eu', '$Default');
+    await client.addRule(t, 'eu', 'big-eu', { sqlFilter: "region = 'eu' AND amount > 100" });
+    await client.removeRule(t, 'corr', '$Default');
+    await client.addRule(t, 'corr', 'by-corr', { correlationFilter: { correlationId: 'c1', applicationProperties: { kind: 'x' } } });
+    await client.addRule(t, 'corr', 'marked', { sqlFilter: "kind = 'x'", action: "SET sys.Subject = 'x'" });
+    const s = client.topicSender(t);
+    assert.equal(s.queue, t);
+    const n1 = await s.send('m1', { subject: 'orig', correlationId: 'c1', applicationProperties: { region: 'eu', amount: 250, kind: 'x' } });
+    assert.equal(typeof n1, 'bigint');
+    await s.send('m2', { applicationProperties: { region: 'eu', amount: 50 } });       // no one's
+    await s.send('m3', { applicationProperties: { region: 'us', amount: 500, kind: 'x' } });
+    await s.send('m4', { correlationId: 'c1', applicationProperties: { region: 'eu', amount: 101, kind: 'y' } });
+    const eu = client.subscriptionReceiver(t, 'eu');
+    assert.equal(eu.queue, `${t}/subscriptions/eu`);
+    assert.equal(sbq.subscriptionAddress(t, 'eu'), eu.queue);
+    const got = await eu.receive({ maxMessages: 10 });
+    assert.deepEqual(copies(got), [['m1', 'orig', null], ['m4', null, null]]);
+    assert.deepEqual(got.find((m) => m.bodyText() === 'm1').applicationProperties, { region: 'eu', amount: 250, kind: 'x' });
+    const corr = client.subscriptionReceiver(t, 'corr', { receiveMode: 'receive_and_delete' });
+    const taken = await corr.receive({ maxMessages: 10 });
+    assert.deepEqual(copies(taken), [['m1', 'orig', null], ['m1', 'x', 'marked'], ['m3', 'x', 'marked']]);
+    assert.deepEqual(taken.map((m) => m.lockToken), [null, null, null], 'received and deleted');
+    assert.deepEqual(await corr.peek({ maxMessages: 10 }), []);
+    assert.deepEqual(await client.topicStats(t), { topic: t, subscriptionCount: 2n, sent: 4n, dropped: 1n });
+    const other = await topic();
+    await client.sender(other).sendBatch(['x', 'y']);     // no subscription: both dropped
+    assert.deepEqual(await client.topicStats(other), { topic: other, subscriptionCount: 0n, sent: 2n, dropped: 2n });
+    assert.equal((await client.topicStats(t)).sent, 4n);
+    // settle on a subscription; its dead-letter receiver
+    const [m1, m4] = got.sort((a, b) => (a.bodyText() < b.bodyText() ? -1 : 1));
+    assert.equal(await eu.complete(m1), 1);
+    await eu.deadLetter(m4, { reason: 'bad', errorDescription: 'm4 was bad' });
+    assert.deepEqual(await eu.peek({ maxMessages: 10 }), []);
+    const stats = await client.queueStats(sbq.subscriptionAddress(t, 'eu'));
+    assert.deepEqual([stats.sent, stats.completed, stats.dead_lettered, stats.dead_letter_count], [2n, 1n, 1n, 1n]);
+    const dlq = client.subscriptionDeadLetterReceiver(t, 'eu');
+    assert.equal(dlq.queue, `${t}/subscriptions/eu/$deadletterqueue`);
+    const dead = await dlq.receive({ maxMessages: 10 });
+    assert.deepEqual(dead.map((m) => [m.bodyText(), m.deadLetterReason, m.deadLetterErrorDescription]), [['m4', 'bad', 'm4 was bad']]);
+    assert.equal(await dlq.complete(dead), 1);
+    assert.deepEqual(await dlq.peek({ maxMessages: 10 }), []);
+});
+
+test("a filter that fails to evaluate dead-letters the subscription's copy", async () => {
+    const t = await topic();
+    await client.createSubscription(t, 'strict');
+    await client.removeRule(t, 'strict', '$Default');
+    await client.addRule(t, 'strict', 'div', { sqlFilter: 'amount / 0 > 1' });
+    await client.sender(t).send('boom', { applicationProperties: { amount: 5 } });
+    assert.deepEqual(await client.subscriptionReceiver(t, 'strict').peek({ maxMessages: 10 }), []);
+    const dead = await client.subscriptionDeadLetterReceiver(t, 'strict').receive({ maxMessages: 10 });
+    assert.deepEqual(dead.map((m) => [m.bodyText(), m.deadLetterReason]), [['boom', 'FilterException']]);
+    assert.ok(dead[0].deadLetterErrorDescription);
+});
+
+test('topics, subscriptions and rules: get, update, list, delete', async () => {
+    const t = uniq('nodet');
+    topics.push(t);
+    const created = await client.createTopic(t, { defaultMessageTtl: 3600, duplicate_detection_window: '1 minute', maxMessageSize: 2048 });
+    assert.deepEqual([created.topic, created.defaultMessageTtl, created.duplicateDetectionWindow, created.maxMessageSize],
+                     [t, 3600, 60, 2048]);
+    assert.ok(created.createdAt instanceof Date);
+    assert.deepEqual(await client.getTopic(t), created);
+    assert.equal((await client.getTopic(t.toUpperCase())).topic, t, 'names in any letter case');
+    const updated = await client.updateTopic(t, { maxMessageSize: 4096 });
+    assert.deepEqual([updated.maxMessageSize, updated.defaultMessageTtl], [4096, 3600]);
+    assert.deepEqual(await client.getTopic(t), updated);
+    assert.deepEqual((await client.topics()).filter((x) => x.topic === t), [updated]);
+    // seconds as the server counts them (it keeps an interval as a time: 1 mon is 30 days)
+    const long = (await client.updateTopic(t, { defaultMessageTtl: '1 year 2 mons 3 days 04:05:06.5' })).defaultMessageTtl;
+    const epoch = await client.query('SELECT extract(epoch FROM default_message_ttl)::float8 AS s FROM sbq_get_topic($1)', [t]);
+    assert.deepEqual([long, epoch.rows[0].s], [36561906.5, 36561906.5]);
+    let sub = await client.createSubscription(t, 's1', { lockDuration: 45, maxDeliveryCount: 3, deadLetteringOnFilterEvaluationExceptions: false });
+    assert.deepEqual([sub.topic, sub.subscription, sub.lockDuration, sub.maxDeliveryCount, sub.deadLetteringOnFilterEvaluationExceptions],
+                     [t, 's1', 45, 3, false]);
+    assert.deepEqual(await client.getSubscription(t, 's1'), sub);
+    sub = await client.updateSubscription(t, 's1', { max_delivery_count: 7, defaultMessageTtl: '1 day' });
+    assert.deepEqual([sub.maxDeliveryCount, sub.defaultMessageTtl, sub.lockDuration], [7, 86400, 45]);
+    assert.deepEqual(await client.getSubscription(t, 'S1'), sub);
+    await client.createSubscription(t, 's2', { requiresSession: true });
+    const other = await topic();                 // its subscription and rules are not t's
+    await client.createSubscription(other, 's1');
+    assert.deepEqual((await client.subscriptions(t)).map((x) => x.subscription), ['s1', 's2']);
+    assert.deepEqual((await client.subscriptions(t))[0], sub);
+    const q = await queue('node');
+    assert.equal((await client.updateSubscription(t, 's1', { forwardTo: q })).forwardTo, q);
+    assert.equal((await client.updateSubscription(t, 's1', { forwardTo: '' })).forwardTo, null);
+    // rules
+    const shape = (rs) => rs.map((r) => [r.topic, r.subscription, r.rule, r.filterType, r.filter, r.action]);
+    assert.deepEqual(shape(await client.rules(t, 's1')), [[t, 's1', '$Default', 'true', '1=1', null]]);
+    const corr = { subject: 'x', replyToSessionId: 'r', applicationProperties: { n: 1, some_key: 'v' } };
+    await client.addRule(t, 's1', 'c', { correlationFilter: corr });
+    await client.addRule(t, 's1', 'q', { sqlFilter: 'n > 1', action: "SET k = 'w'" });
+    await client.addRule(t, 's1', 'a', { action: 'REMOVE k' });
+    const stored = await client.query("SELECT filter::jsonb AS f FROM sbq_rules WHERE topic = $1 AND rule = 'c'", [t]);
+    assert.deepEqual(stored.rows[0].f, { subject: 'x', reply_to_session_id: 'r', properties: { n: 1, some_key: 'v' } },
+                     'sbqueue gets its own names');
+    const rules = await client.rules(t.toUpperCase(), 'S1');
+    assert.deepEqual(shape(rules), [
+        [t, 's1', '$Default', 'true', '1=1', null],
+        [t, 's1', 'c', 'correlation', corr, null],
+        [t, 's1', 'q', 'sql', 'n > 1', "SET k = 'w'"],
+        [t, 's1', 'a', 'true', '1=1', 'REMOVE k'],
+    ]);
+    assert.ok(rules[0].createdAt instanceof Date);
+    await client.removeRule(t, 's1', '$Default');
+    await client.removeRule(t, 's1', 'c');
+    assert.deepEqual((await client.rules(t, 's1')).map((r) => r.rule), ['q', 'a']);
+    await assert.rejects(client.removeRule(t, 's1', 'c'), sbq.EntityNotFound);
+    await assert.rejects(client.rules(t, 'no-such'), sbq.EntityNotFound);
+    await client.deleteSubscription(t, 's2');
+    await assert.rejects(client.getSubscription(t, 's2'), sbq.EntityNotFound);
+    assert.deepEqual((await client.subscriptions(t)).map((x) => x.subscription), ['s1']);
+    await client.deleteTopic(t);
+    for (const call of [() => client.getTopic(t), () => client.topicStats(t), () => client.subscriptions(t),
+                        () => client.getSubscription(t, 's1'), () => client.deleteTopic(t)]) {
+        await assert.rejects(call(), sbq.EntityNotFound);
+    }
+    assert.ok(!(await client.topics()).some((x) => x.topic === t));
+});
+
+test("duplicate detection is the topic's", async () => {
+    const t = await topic('nodet', { duplicateDetectionWindow: 60 });
+    await client.createSubscription(t, 'all');
+    const s = client.topicSender(t);
+    const n = await s.send('one', { messageId: 'm1' });
+    assert.equal(await s.send('again', { messageId: 'm1' }), n);
+    assert.deepEqual((await client.subscriptionReceiver(t, 'all').peek({ maxMessages: 10 })).map((m) => m.bodyText()), ['one']);
+    assert.equal((await client.topicStats(t)).sent, 1n);
+});
+
+test('typed errors of topics', async () => {
+    const t = await topic();
+    await client.createSubscription(t, 's');
+    await assert.rejects(client.addRule(t, 's', 'bad', { sqlFilter: 'region = = 1' }), (err) => {
+        assert.ok(err instanceof sbq.InvalidArgument);
+        assert.match(err.message, /invalid SQL filter/);
+        assert.equal(err.detail, 'The error is at character 10 of the filter.');
+        return true;
+    });
+    await assert.rejects(client.addRule(t, 's', 'bad', { action: 'SET' }), (err) => {
+        assert.ok(err instanceof sbq.InvalidArgument);
+        assert.match(err.message, /invalid rule action/);
+        assert.equal(err.detail, 'The error is at character 4 of the action.');
+        return true;
+    });
+    assert.deepEqual((await client.rules(t, 's')).map((r) => r.rule), ['$Default'], 'nothing added');
+    // a limit: 2,000 SQL filters per topic (made in one statement, to be quick)
+    await client.query("SELECT count(sbq_add_rule($1, 's', 'r' || i, sql_filter => 'n = ' || i)) FROM generate_series(1, 2000) i", [t]);
+    const sub = sbq.subscriptionAddress(t, 's');
+    const cases = [
+        [sbq.InvalidOperation, () => client.receiver(t).receive()],              // a topic
+        [sbq.InvalidOperation, () => client.receiver(t).peek()],
+        [sbq.InvalidOperation, () => client.sender(sub).send('x')],
+        [sbq.InvalidOperation, () => client.deleteQueue(sub)],
+        [sbq.QueueNotFound, () => client.subscriptionReceiver(t, 'no-such').receive()],
+        [sbq.EntityNotFound, () => client.createSubscription('no-such-' + t, 's')],
+        [sbq.EntityNotFound, () => client.addRule(t, 'no-such', 'r')],
+        [sbq.QueueAlreadyExists, () => client.createTopic(t)],
+        [sbq.QueueAlreadyExists, () => client.createQueue(t)],
+        [sbq.QueueAlreadyExists, () => client.createSubscription(t, 's')],
+        [sbq.QueueAlreadyExists, () => client.addRule(t, 's', '$Default')],
+        [sbq.InvalidArgument, () => client.addRule(t, 's', 'two', { sqlFilter: '1=1', correlationFilter: { subject: 'x' } })],
+        [sbq.InvalidArgument, () => client.updateSubscription(t, 's', { duplicateDetectionWindow: 60 })],
+        [sbq.InvalidArgument, () => client.createSubscription(t, 'f', { forwardDeadLetteredMessagesTo: t })],
+        [sbq.QuotaExceeded, () => client.addRule(t, 's', 'one-more', { sqlFilter: 'n = 0' })],
+    ];
+    for (const [cls, fn] of cases) {
+        await assert.rejects(fn(), (err) => {
+            assert.ok(err instanceof cls, `${cls.name} expected, got ${err.name}: ${err.message}`);
+            assert.equal(err.sqlstate, cls.sqlstate);
+            assert.equal(err.cause.code, cls.sqlstate);
+            return true;
+        });
+    }
+    // 0A000 comes only from a database whose SQL is older than the call needs
+    assert.equal(require('../errors').bySqlstate['0A000'], sbq.NotSupported);
+});
+
+test('trying rules out: testFilter, testAction', async () => {
+    const bigEu = "region = 'eu' AND amount > 100";
+    assert.equal(await client.testFilter(bigEu, 'x', { applicationProperties: { region: 'eu', amount: 250 } }), true);
+    assert.equal(await client.testFilter(bigEu, 'x', { applicationProperties: { region: 'eu', amount: 50 } }), false);
+    assert.equal(await client.testFilter(bigEu, 'x'), null, 'unknown: no such properties');
+    assert.equal(await client.testFilter("sys.Label = 's' AND sys.ContentType = 'application/json'", { a: 1 }, { subject: 's' }), true);
+    await assert.rejects(client.testFilter("amount > 'a'", 'x', { applicationProperties: { amount: 1 } }),
+                         (err) => err instanceof sbq.InvalidArgument && /FilterException/.test(err.detail));
+    await assert.rejects(client.testFilter('amount > = 1'),
+                         (err) => err instanceof sbq.InvalidArgument && err.detail === 'The error is at character 10 of the filter.');
+    const m = await client.testAction("SET sys.Subject = 'x'; SET n = n + 1; REMOVE k", 'hi',
+                                      { applicationProperties: { n: 1, k: 2 }, timeToLive: 60 });
+    assert.deepEqual(m, { body: Buffer.from('hi'), subject: 'x', contentType: 'text/plain; charset=utf-8',
+                          timeToLive: 60, applicationProperties: { n: 2 } });
+    await assert.rejects(client.testAction('SET', 'x'),
+                         (err) => err instanceof sbq.InvalidArgument && err.detail === 'The error is at character 4 of the action.');
+    const q = await queue('node');              // what it gives sends as it is
+    await client.sender(q).sendMessages([m]);
+    const got = (await client.receiver(q).peek())[0];
+    assert.deepEqual([got.bodyText(), got.subject, got.applicationProperties], ['hi', 'x', { n: 2 }]);
+});
+
+test('sessions on a subscription', async () => {
+    const t = await topic();
+    await client.createSubscription(t, 'fifo', { requiresSession: true });
+    const s = client.sender(t);
+    for (let i = 0; i < 2; i++) for (const id of ['a', 'b']) await s.send(`${id}${i}`, { sessionId: id });
+    await s.send('none');        // no session id: dead-lettered in the subscription
+    await assert.rejects(client.subscriptionReceiver(t, 'fifo').receive(), sbq.InvalidOperation);
+    const seen = {};
+    const b = await client.acceptSubscriptionSession(t, 'fifo', { sessionId: 'b' });
+    assert.equal(b.queue, sbq.subscriptionAddress(t, 'fifo'));
+    let msgs = await b.receive({ maxMessages: 10 });
+    seen.b = msgs.map((m) => m.bodyText());
+    await b.complete(msgs);
+    await b.setState(Buffer.from('done'));
+    assert.ok((await b.getState()).equals(Buffer.from('done')));
+    await b.release();
+    const next = await client.acceptSubscriptionSession(t, 'fifo');
+    msgs = await next.receive({ maxMessages: 10 });
+    seen[next.sessionId] = msgs.map((m) => m.bodyText());
+    await next.complete(msgs);
+    await next.release();
+    assert.deepEqual(seen, { a: ['a0', 'a1'], b: ['b0', 'b1'] });
+    assert.equal(await client.acceptSubscriptionSession(t, 'fifo'), null);
+    const dead = await client.subscriptionDeadLetterReceiver(t, 'fifo').peek({ maxMessages: 10 });
+    assert.deepEqual(dead.map((m) => [m.bodyText(), m.deadLetterReason]), [['none', 'Session id is null.']]);
+});
+
+test('a processor over a subscription', async () => {
+    const t = await topic();
+    await client.createSubscription(t, 'work');
+    const done = [];
+    const p = new sbq.Processor({}, sbq.subscriptionAddress(t, 'work'), async (m) => { done.push(m.bodyText()); },
+                                { concurrency: 2, maxWait: 0.5 });
+    await p.start();
+    try {
+        await client.sender(t).sendBatch(['a', 'b', 'c']);
+        const deadline = Date.now() + 10000;
+        while (Date.now() < deadline && p.settled.complete < 3) await sleep(50);
+    } finally {
+        await p.stop();
+    }
+    assert.deepEqual(done.sort(), ['a', 'b', 'c']);
+    assert.equal(p.settled.complete, 3);
+    assert.deepEqual(await client.subscriptionReceiver(t, 'work').peek({ maxMessages: 10 }), []);
 });
 
 test('an aborted waiting receive returns nothing within 100 ms', async () => {

@@ -7,6 +7,10 @@
             ...
             receiver.complete(msg)
 
+A topic is sent to as a queue is (client.sender(topic)); each of its subscriptions is
+received from as a queue, at its address "<topic>/subscriptions/<name>"
+(client.subscription_receiver(topic, name)).
+
 A Client owns one connection in autocommit mode: each call is a transaction of its
 own, unless it runs inside `with client.transaction():`, which commits (or rolls
 back) what the calls in it did together, as sbqueue's calls commit with the
@@ -16,6 +20,7 @@ Errors come as sbqueue.errors' typed exceptions.
 """
 
 import datetime
+import json
 import threading
 import uuid
 from typing import Iterable, List, Optional, Sequence, Union
@@ -33,6 +38,16 @@ Seconds = Union[int, float, datetime.timedelta]
 SEND_OPTIONS = ("message_id", "session_id", "correlation_id", "subject", "content_type",
                 "reply_to", "reply_to_session_id", "to_address", "time_to_live",
                 "scheduled_enqueue_time", "application_properties")
+
+
+# the options of the management calls that are intervals (seconds or a timedelta)
+INTERVAL_SUFFIXES = ("duration", "ttl", "window", "delay")
+
+
+def subscription_address(topic: str, subscription: str) -> str:
+    """The name a subscription is received from, peeked at, settled on, counted in
+    sbq_queue_stats by, and processed by (Processor): "<topic>/subscriptions/<name>"."""
+    return "%s/subscriptions/%s" % (topic, subscription)
 
 
 def _interval(value: Optional[Seconds]) -> Optional[datetime.timedelta]:
@@ -56,6 +71,18 @@ def _tokens(values) -> List[uuid.UUID]:
     if isinstance(values, (ReceivedMessage, uuid.UUID, str)):
         return [_token(values)]
     return [_token(v) for v in values]
+
+
+def _entity_options(options) -> dict:
+    """A management call's options, its intervals as timedeltas."""
+    return {k: (_interval(v) if k.endswith(INTERVAL_SUFFIXES) else v) for k, v in options.items()}
+
+
+def _rule(row: dict) -> dict:
+    """A row of sbq_rules, a correlation filter as a dict (as add_rule takes it)."""
+    if row.get("filter_type") == "correlation" and isinstance(row.get("filter"), str):
+        row["filter"] = json.loads(row["filter"])
+    return row
 
 
 def _body(body):
@@ -111,6 +138,12 @@ class Client:
 
     def _call(self, name: str, args: Sequence, kwargs=None, select=None, types=None):
         """Runs SELECT <select> FROM name(args, kw => v, ...); returns all rows."""
+        query, params = self._query(name, args, kwargs, select, types)
+        with typed_errors():
+            return self.conn.execute(query, params).fetchall()
+
+    def _query(self, name, args, kwargs=None, select=None, types=None):
+        """The statement of _call and its parameters."""
         kwargs = kwargs or {}
         types = types or {}
         parts = []
@@ -125,8 +158,25 @@ class Client:
             params.append(value)
         query = sql.SQL("SELECT {} FROM {}({})").format(
             sql.SQL(select or "*"), self._fn(name), sql.SQL(", ").join(parts))
+        return query, params
+
+    def _record(self, name, args, kwargs=None, types=None) -> Optional[dict]:
+        """The row a function returns (a record: sbq_topic_properties, ...) as a dict."""
+        query, params = self._query(name, args, kwargs, types=types)
         with typed_errors():
-            return self.conn.execute(query, params).fetchall()
+            cur = self.conn.execute(query, params)
+            row = cur.fetchone()
+            return dict(zip([c.name for c in cur.description], row)) if row else None
+
+    def _rows(self, query: sql.Composable, params: Sequence) -> List[dict]:
+        """The rows of a query (of sbqueue's views) as dicts. The calls that read a view
+        for one topic or subscription LEFT JOIN it to sbq_get_topic or
+        sbq_get_subscription: the name in any letter case, and EntityNotFound when there
+        is none (a join whose view side is empty might never call the function)."""
+        with typed_errors():
+            cur = self.conn.execute(query, params)
+            names = [c.name for c in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def _one(self, name, args, kwargs=None, types=None):
         rows = self._call(name, args, kwargs, types=types)
@@ -191,9 +241,7 @@ class Client:
     def create_queue(self, name: str, **options) -> None:
         """sbq_create_queue(name, option => value, ...): lock_duration, max_delivery_count,
         default_message_ttl, requires_session, ... (intervals as seconds or timedelta)."""
-        opts = {k: (_interval(v) if k.endswith(("duration", "ttl", "window", "delay")) else v)
-                for k, v in options.items()}
-        self._call("sbq_create_queue", [name], opts)
+        self._call("sbq_create_queue", [name], _entity_options(options))
 
     def delete_queue(self, name: str) -> None:
         self._call("sbq_delete_queue", [name])
@@ -231,9 +279,147 @@ class Client:
         session_id, token, locked_until = rows[0]
         return SessionReceiver(self, queue, session_id, token, locked_until)
 
+    # -- topics, subscriptions, rules (sbqueue 0.10)
+
+    def create_topic(self, name: str, **options) -> dict:
+        """sbq_create_topic(name, option => value, ...): default_message_ttl,
+        duplicate_detection_window (seconds or timedelta), max_message_size. The topic's
+        properties (sbq_topic_properties, as get_topic)."""
+        return self._record("sbq_create_topic", [name], _entity_options(options))
+
+    def update_topic(self, name: str, **options) -> dict:
+        """sbq_update_topic: changes the options given (create_topic's), keeps the
+        others; the topic's properties."""
+        return self._record("sbq_update_topic", [name], _entity_options(options))
+
+    def delete_topic(self, name: str) -> None:
+        """Deletes the topic with its subscriptions, their messages, rules and rights."""
+        self._call("sbq_delete_topic", [name])
+
+    def get_topic(self, name: str) -> dict:
+        """The topic's properties: topic, default_message_ttl, duplicate_detection_window,
+        max_message_size, created_at, updated_at (EntityNotFound when there is none)."""
+        return self._record("sbq_get_topic", [name])
+
+    def topics(self) -> List[dict]:
+        """The topics the caller holds a right on (sbq_topics), as get_topic's dicts."""
+        return self._rows(sql.SQL("SELECT * FROM {} ORDER BY topic").format(self._fn("sbq_topics")),
+                          [])
+
+    def topic_stats(self, topic: str) -> Optional[dict]:
+        """sbq_topic_stats of a topic: subscription_count, sent (duplicates not counted)
+        and dropped (taken by no subscription). EntityNotFound when there is no such
+        topic. (A subscription's counts: queue_stats(subscription_address(t, s)).)"""
+        rows = self._rows(
+            sql.SQL("SELECT s.* FROM {}(%s::text) t LEFT JOIN {} s ON s.topic = t.topic").format(
+                self._fn("sbq_get_topic"), self._fn("sbq_topic_stats")), [topic])
+        return rows[0] if rows and rows[0]["topic"] is not None else None
+
+    def create_subscription(self, topic: str, name: str, **options) -> dict:
+        """sbq_create_subscription(topic, name, option => value, ...): create_queue's
+        options but max_message_size and duplicate_detection_window (the topic's apply),
+        and dead_lettering_on_filter_evaluation_exceptions. It starts with the rule
+        $Default (every message). The subscription's properties."""
+        return self._record("sbq_create_subscription", [topic, name], _entity_options(options))
+
+    def update_subscription(self, topic: str, name: str, **options) -> dict:
+        """sbq_update_subscription: changes the options given, keeps the others
+        (requires_session is set at creation only); the subscription's properties."""
+        return self._record("sbq_update_subscription", [topic, name], _entity_options(options))
+
+    def delete_subscription(self, topic: str, name: str) -> None:
+        """Deletes the subscription with its messages, rules and rights."""
+        self._call("sbq_delete_subscription", [topic, name])
+
+    def get_subscription(self, topic: str, name: str) -> dict:
+        """The subscription's properties (sbq_subscription_properties) as a dict
+        (EntityNotFound when there is none)."""
+        return self._record("sbq_get_subscription", [topic, name])
+
+    def subscriptions(self, topic: str) -> List[dict]:
+        """The topic's subscriptions the caller may see (sbq_subscriptions), in the order
+        they were made, as get_subscription's dicts."""
+        rows = self._rows(
+            sql.SQL("SELECT s.* FROM {}(%s::text) t LEFT JOIN {} s ON s.topic = t.topic"
+                    " ORDER BY s.created_at, s.subscription").format(
+                self._fn("sbq_get_topic"), self._fn("sbq_subscriptions")), [topic])
+        return [r for r in rows if r["subscription"] is not None]
+
+    def add_rule(self, topic: str, subscription: str, rule: str, sql_filter: Optional[str] = None,
+                 correlation_filter: Optional[dict] = None, action: Optional[str] = None) -> None:
+        """Adds a rule: a SQL filter or a correlation filter (a dict of system properties
+        and "properties", all to be equal), or neither (the true filter), and an action
+        or none. A filter or action that does not parse is InvalidArgument, the position
+        in its detail."""
+        self._call("sbq_add_rule", [topic, subscription, rule, sql_filter,
+                                    Jsonb(correlation_filter) if correlation_filter is not None
+                                    else None, action],
+                   types={3: "text", 4: "jsonb", 5: "text"})
+
+    def remove_rule(self, topic: str, subscription: str, rule: str) -> None:
+        self._call("sbq_remove_rule", [topic, subscription, rule])
+
+    def rules(self, topic: str, subscription: str) -> List[dict]:
+        """The subscription's rules (sbq_rules), in the order they were added: topic,
+        subscription, rule, filter_type ("sql", "correlation" or "true"), filter (the
+        SQL filter; a correlation filter as a dict; "1=1"), action, created_at."""
+        rows = self._rows(
+            sql.SQL("SELECT r.* FROM {}(%s::text, %s::text) s LEFT JOIN {} r"
+                    " ON r.topic = s.topic AND r.subscription = s.subscription"
+                    " ORDER BY r.created_at, r.rule").format(
+                self._fn("sbq_get_subscription"), self._fn("sbq_rules")), [topic, subscription])
+        return [_rule(r) for r in rows if r["rule"] is not None]
+
+    def _new_message(self, body, options):
+        """sbq_new_message(body, option => value, ...) as SQL, and its parameters."""
+        value, kind = _body(body)
+        opts, types = Sender._options(options)
+        parts, params = [sql.SQL("%s::" + kind)], [value]
+        for k, v in opts.items():
+            parts.append(sql.SQL("{} => %s::" + types[k]).format(sql.Identifier(k)))
+            params.append(v)
+        return sql.SQL("{}({})").format(self._fn("sbq_new_message"), sql.SQL(", ").join(parts)), params
+
+    def test_filter(self, sql_filter: str, body="", **options) -> Optional[bool]:
+        """sbq_test_filter: a SQL filter's value on a message (body and send's options);
+        None when it is unknown. A filter that does not parse, or that fails to
+        evaluate on the message (a subscription would dead-letter it), raises
+        InvalidArgument. Reads and writes no table."""
+        call, params = self._new_message(body, options)
+        query = sql.SQL("SELECT {}(%s::text, {})").format(self._fn("sbq_test_filter"), call)
+        with typed_errors():
+            return self.conn.execute(query, [sql_filter, *params]).fetchone()[0]
+
+    def test_action(self, action: str, body="", **options) -> OutgoingMessage:
+        """sbq_test_action: the message (body and send's options) after a rule's action,
+        as an OutgoingMessage (its body as bytes). Errors as test_filter's."""
+        call, params = self._new_message(body, options)
+        query = sql.SQL("SELECT * FROM {}(%s::text, {})").format(self._fn("sbq_test_action"), call)
+        with typed_errors():
+            values = list(self.conn.execute(query, [action, *params]).fetchone())
+        values[0] = bytes(values[0]) if values[0] is not None else b""
+        return OutgoingMessage(*values)
+
+    def topic_sender(self, topic: str) -> "Sender":
+        """sender(topic): a topic is sent to as a queue is."""
+        return Sender(self, topic)
+
+    def subscription_receiver(self, topic: str, subscription: str,
+                              receive_mode: str = "peek_lock") -> "Receiver":
+        return Receiver(self, subscription_address(topic, subscription), receive_mode)
+
+    def subscription_dead_letter_receiver(self, topic: str, subscription: str) -> "Receiver":
+        return Receiver(self, subscription_address(topic, subscription) + "/$deadletterqueue")
+
+    def accept_subscription_session(self, topic: str, subscription: str,
+                                    session_id: Optional[str] = None,
+                                    max_wait: Seconds = 0) -> Optional["SessionReceiver"]:
+        """accept_session on a subscription (that requires sessions)."""
+        return self.accept_session(subscription_address(topic, subscription), session_id, max_wait)
+
 
 class Sender:
-    """Sends to one queue."""
+    """Sends to one queue or topic."""
 
     def __init__(self, client: Client, queue: str):
         self.client = client
@@ -336,7 +522,8 @@ class Sender:
 
 
 class Receiver:
-    """Receives from one queue (or its "<queue>/$deadletterqueue") and settles."""
+    """Receives from one queue or subscription ("<topic>/subscriptions/<name>"), or its
+    "/$deadletterqueue", and settles."""
 
     def __init__(self, client: Client, queue: str, receive_mode: str = "peek_lock"):
         self.client = client

@@ -64,12 +64,26 @@ class EntityNotFound(SbqError):
 
 
 class InvalidOperation(SbqError):
-    """SB010: the operation is not valid here (say, dead-lettering a dead letter)."""
+    """SB010: the operation is not valid here (say, dead-lettering a dead letter,
+    receiving from a topic, or sending to a subscription)."""
     sqlstate = "SB010"
 
 
+class QuotaExceeded(SbqError):
+    """54000: a topic has as many subscriptions, SQL filters or correlation filters as
+    it may."""
+    sqlstate = "54000"
+
+
+class NotSupported(SbqError):
+    """0A000: a feature sbqueue does not have (yet), or not with the installed SQL
+    (say, forward_dead_lettered_messages_to)."""
+    sqlstate = "0A000"
+
+
 class InvalidArgument(SbqError, ValueError):
-    """22023: an argument's value is out of range or malformed."""
+    """22023: an argument's value is out of range or malformed (a rule's filter or
+    action that does not parse: the character position is in detail)."""
     sqlstate = "22023"
 
 
@@ -97,7 +111,7 @@ BY_SQLSTATE = {cls.sqlstate: cls for cls in (
     QueueNotFound, MessageLockLost, MessageNotFound, SessionLockLost,
     SessionCannotBeLocked, QueueAlreadyExists, MessageTooLarge, EntityNotFound,
     InvalidOperation, InvalidArgument, NullArgument, PermissionDenied, OutOfLocks,
-    ReadOnly)}
+    ReadOnly, QuotaExceeded, NotSupported)}
 
 
 def translate(err):

@@ -7,6 +7,9 @@
 
     sbqueue.Processor("dbname=app", "orders", handle, concurrency=4).run()
 
+A subscription is processed by its address:
+Processor(conninfo, sbqueue.subscription_address("orders", "billing"), handle).
+
 Each of `concurrency` threads has a connection of its own and receives one message
 at a time (waiting up to max_wait, woken by a commit). The handler's return value
 settles the message: None, True or "complete" completes it, "abandon" and "defer" do
@@ -119,7 +122,8 @@ def _reconnect(connect, old, stopping):
 
 
 class Processor:
-    """Runs handler(message) for each message of queue, concurrency at a time."""
+    """Runs handler(message) for each message of queue (a queue's name or a
+    subscription's address, "<topic>/subscriptions/<name>"), concurrency at a time."""
 
     def __init__(self, conninfo: str, queue: str, handler: Callable[[ReceivedMessage], object],
                  concurrency: int = 1, max_wait: float = 5.0, renew_locks: bool = True,

@@ -3,7 +3,7 @@
     PGHOST=... PGPORT=... PGDATABASE=... python3 -m unittest discover -s clients/python/tests
 
 The database needs sbqueue (CREATE EXTENSION sbqueue) and a role may be created
-(the rights test makes one). Each test makes its queues and deletes them.
+(the rights test makes one). Each test makes its queues and topics and deletes them.
 """
 
 import datetime
@@ -35,11 +35,17 @@ class Base(unittest.TestCase):
     def setUp(self):
         self.client = sbqueue.Client.connect(CONNINFO)
         self.queues = []
+        self.topics = []
 
     def tearDown(self):
         for q in self.queues:
             try:
                 self.client.delete_queue(q)
+            except sbqueue.SbqError:
+                pass
+        for t in self.topics:
+            try:
+                self.client.delete_topic(t)
             except sbqueue.SbqError:
                 pass
         self.client.close()
@@ -49,6 +55,12 @@ class Base(unittest.TestCase):
         self.client.create_queue(q, **options)
         self.queues.append(q)
         return q
+
+    def topic(self, prefix="pyt", **options):
+        t = qname(prefix)
+        self.client.create_topic(t, **options)
+        self.topics.append(t)
+        return t
 
 
 class MessageType(Base):
@@ -385,6 +397,300 @@ class Sessions(Base):
         self.assertEqual(kept.get_state(), b"done")
         kept.set_state(None)
         kept.release()
+
+
+class Topics(Base):
+    """Topics, subscriptions and rules (sbqueue 0.10)."""
+
+    def copies(self, msgs):
+        """(body, subject, RuleName) of each message, sorted: the copies, exactly."""
+        return sorted((m.body_text(), m.subject, (m.application_properties or {}).get("RuleName"))
+                      for m in msgs)
+
+    def test_fan_out_by_filters_and_actions(self):
+        c = self.client
+        t = self.topic()
+        c.create_subscription(t, "eu")
+        c.create_subscription(t, "corr")
+        # eu: European orders over 100
+        c.remove_rule(t, "eu", "$Default")
+        c.add_rule(t, "eu", "big-eu", sql_filter="region = 'eu' AND amount > 100")
+        # corr: a correlation filter, and a rule whose action marks a copy of its own
+        c.remove_rule(t, "corr", "$Default")
+        c.add_rule(t, "corr", "by-corr", correlation_filter={"correlation_id": "c1",
+                                                            "properties": {"kind": "x"}})
+        c.add_rule(t, "corr", "marked", sql_filter="kind = 'x'", action="SET sys.Subject = 'x'")
+        s = c.topic_sender(t)
+        self.assertEqual(s.queue, t)
+        n1 = s.send("m1", subject="orig", correlation_id="c1",
+                    application_properties={"region": "eu", "amount": 250, "kind": "x"})
+        s.send("m2", application_properties={"region": "eu", "amount": 50})     # no one's
+        s.send("m3", application_properties={"region": "us", "amount": 500, "kind": "x"})
+        s.send("m4", correlation_id="c1", application_properties={"region": "eu", "amount": 101,
+                                                                 "kind": "y"})
+        self.assertIsInstance(n1, int)
+        eu = c.subscription_receiver(t, "eu")
+        self.assertEqual(eu.queue, "%s/subscriptions/eu" % t)
+        self.assertEqual(eu.queue, sbqueue.subscription_address(t, "eu"))
+        got = eu.receive(10)
+        self.assertEqual(self.copies(got), [("m1", "orig", None), ("m4", None, None)])
+        self.assertEqual(got[0].application_properties, {"region": "eu", "amount": 250, "kind": "x"})
+        corr = c.subscription_receiver(t, "corr", receive_mode="receive_and_delete")
+        taken = corr.receive(10)
+        self.assertEqual(self.copies(taken), [("m1", "orig", None), ("m1", "x", "marked"),
+                                              ("m3", "x", "marked")])
+        self.assertEqual({m.lock_token for m in taken}, {None}, "received and deleted")
+        self.assertEqual(corr.peek(10), [])
+        self.assertEqual(c.topic_stats(t), {"topic": t, "subscription_count": 2, "sent": 4,
+                                            "dropped": 1})
+        other = self.topic()
+        c.sender(other).send_batch(["x", "y"])    # no subscription: both dropped
+        self.assertEqual(c.topic_stats(other), {"topic": other, "subscription_count": 0,
+                                                "sent": 2, "dropped": 2})
+        self.assertEqual(c.topic_stats(t)["sent"], 4)
+        # settle on a subscription; its dead-letter receiver
+        first, second = sorted(got, key=lambda m: m.body_text())
+        self.assertEqual(eu.complete(first), 1)
+        eu.dead_letter(second, "bad", "m4 was bad")
+        self.assertEqual(eu.peek(10), [])
+        dlq = c.subscription_dead_letter_receiver(t, "eu")
+        self.assertEqual(dlq.queue, "%s/subscriptions/eu/$deadletterqueue" % t)
+        stats = c.queue_stats(sbqueue.subscription_address(t, "eu"))
+        self.assertEqual((stats["sent"], stats["completed"], stats["dead_lettered"],
+                          stats["dead_letter_count"]), (2, 1, 1, 1))
+        dead = dlq.receive(10)
+        self.assertEqual([(m.body_text(), m.dead_letter_reason, m.dead_letter_error_description)
+                          for m in dead], [("m4", "bad", "m4 was bad")])
+        self.assertEqual(dlq.complete(dead), 1)
+        self.assertEqual(dlq.peek(10), [])
+
+    def test_filter_errors_dead_letter_the_copy(self):
+        c = self.client
+        t = self.topic()
+        c.create_subscription(t, "strict")
+        c.remove_rule(t, "strict", "$Default")
+        c.add_rule(t, "strict", "div", sql_filter="amount / 0 > 1")
+        c.sender(t).send("boom", application_properties={"amount": 5})
+        self.assertEqual(c.subscription_receiver(t, "strict").peek(10), [])
+        dead = c.subscription_dead_letter_receiver(t, "strict").receive(10)
+        self.assertEqual([(m.body_text(), m.dead_letter_reason) for m in dead],
+                         [("boom", "FilterException")])
+        self.assertTrue(dead[0].dead_letter_error_description)
+
+    def test_management_round_trips(self):
+        c = self.client
+        t = qname("pyt")
+        self.topics.append(t)
+        created = c.create_topic(t, default_message_ttl=3600, duplicate_detection_window=60,
+                                 max_message_size=2048)
+        self.assertEqual((created["topic"], created["default_message_ttl"],
+                          created["duplicate_detection_window"], created["max_message_size"]),
+                         (t, datetime.timedelta(hours=1), datetime.timedelta(minutes=1), 2048))
+        self.assertEqual(c.get_topic(t), created)
+        self.assertEqual(c.get_topic(t.upper())["topic"], t, "names in any letter case")
+        updated = c.update_topic(t, max_message_size=4096)
+        self.assertEqual((updated["max_message_size"], updated["default_message_ttl"]),
+                         (4096, datetime.timedelta(hours=1)))
+        self.assertEqual(c.get_topic(t), updated)
+        self.assertIn(updated, c.topics())
+        sub = c.create_subscription(t, "s1", lock_duration=45, max_delivery_count=3,
+                                    dead_lettering_on_filter_evaluation_exceptions=False)
+        self.assertEqual((sub["topic"], sub["subscription"], sub["lock_duration"],
+                          sub["max_delivery_count"],
+                          sub["dead_lettering_on_filter_evaluation_exceptions"]),
+                         (t, "s1", datetime.timedelta(seconds=45), 3, False))
+        self.assertEqual(c.get_subscription(t, "s1"), sub)
+        sub = c.update_subscription(t, "s1", max_delivery_count=7,
+                                    default_message_ttl=datetime.timedelta(minutes=5))
+        self.assertEqual((sub["max_delivery_count"], sub["default_message_ttl"],
+                          sub["lock_duration"]),
+                         (7, datetime.timedelta(minutes=5), datetime.timedelta(seconds=45)))
+        self.assertEqual(c.get_subscription(t, "S1"), sub)
+        c.create_subscription(t, "s2", requires_session=True)
+        other = self.topic()                      # its subscription and rules are not t's
+        c.create_subscription(other, "s1")
+        self.assertEqual([x["subscription"] for x in c.subscriptions(t)], ["s1", "s2"])
+        self.assertEqual(c.subscriptions(t)[0], sub)
+        q = self.queue()
+        self.assertEqual(c.update_subscription(t, "s1", forward_to=q)["forward_to"], q)
+        self.assertIsNone(c.update_subscription(t, "s1", forward_to="")["forward_to"])
+        # rules
+        self.assertEqual([(r["rule"], r["filter_type"], r["filter"], r["action"])
+                          for r in c.rules(t, "s1")], [("$Default", "true", "1=1", None)])
+        corr = {"subject": "x", "properties": {"n": 1, "k": "v"}}
+        c.add_rule(t, "s1", "c", correlation_filter=corr)
+        c.add_rule(t, "s1", "q", sql_filter="n > 1", action="SET k = 'w'")
+        c.add_rule(t, "s1", "a", action="REMOVE k")
+        rules = c.rules(t.upper(), "S1")
+        self.assertEqual([(r["topic"], r["subscription"], r["rule"], r["filter_type"], r["filter"],
+                           r["action"]) for r in rules],
+                         [(t, "s1", "$Default", "true", "1=1", None),
+                          (t, "s1", "c", "correlation", corr, None),
+                          (t, "s1", "q", "sql", "n > 1", "SET k = 'w'"),
+                          (t, "s1", "a", "true", "1=1", "REMOVE k")])
+        c.remove_rule(t, "s1", "$Default")
+        c.remove_rule(t, "s1", "c")
+        self.assertEqual([r["rule"] for r in c.rules(t, "s1")], ["q", "a"])
+        with self.assertRaises(sbqueue.EntityNotFound):
+            c.remove_rule(t, "s1", "c")
+        with self.assertRaises(sbqueue.EntityNotFound):
+            c.rules(t, "no-such")
+        c.delete_subscription(t, "s2")
+        with self.assertRaises(sbqueue.EntityNotFound):
+            c.get_subscription(t, "s2")
+        self.assertEqual([x["subscription"] for x in c.subscriptions(t)], ["s1"])
+        c.delete_topic(t)
+        for call in (lambda: c.get_topic(t), lambda: c.topic_stats(t),
+                     lambda: c.subscriptions(t), lambda: c.get_subscription(t, "s1"),
+                     lambda: c.delete_topic(t)):
+            with self.assertRaises(sbqueue.EntityNotFound):
+                call()
+        self.assertNotIn(t, [x["topic"] for x in c.topics()])
+
+    def test_duplicate_detection_is_the_topics(self):
+        c = self.client
+        t = self.topic(duplicate_detection_window=60)
+        c.create_subscription(t, "all")
+        s = c.topic_sender(t)
+        n = s.send("one", message_id="m1")
+        self.assertEqual(s.send("again", message_id="m1"), n)
+        self.assertEqual([m.body_text() for m in c.subscription_receiver(t, "all").peek(10)],
+                         ["one"])
+        self.assertEqual(c.topic_stats(t)["sent"], 1)
+
+    def test_typed_errors(self):
+        c = self.client
+        t = self.topic()
+        c.create_subscription(t, "s")
+        with self.assertRaises(sbqueue.InvalidArgument) as cm:
+            c.add_rule(t, "s", "bad", sql_filter="region = = 1")
+        self.assertIn("invalid SQL filter", str(cm.exception))
+        self.assertEqual(cm.exception.detail, "The error is at character 10 of the filter.")
+        with self.assertRaises(sbqueue.InvalidArgument) as cm:
+            c.add_rule(t, "s", "bad", action="SET")
+        self.assertIn("invalid rule action", str(cm.exception))
+        self.assertEqual(cm.exception.detail, "The error is at character 4 of the action.")
+        self.assertEqual([r["rule"] for r in c.rules(t, "s")], ["$Default"], "nothing added")
+        # a limit: 2,000 SQL filters per topic (made in one statement, to be quick)
+        c.conn.execute("SELECT count(sbq_add_rule(%s, 's', 'r' || i, sql_filter => 'n = ' || i))"
+                       " FROM generate_series(1, 2000) i", (t,))
+        cases = [
+            (sbqueue.InvalidOperation, lambda: c.receiver(t).receive(1)),          # a topic
+            (sbqueue.InvalidOperation, lambda: c.receiver(t).peek(1)),
+            (sbqueue.InvalidOperation,
+             lambda: c.sender(sbqueue.subscription_address(t, "s")).send("x")),
+            (sbqueue.InvalidOperation, lambda: c.delete_queue(sbqueue.subscription_address(t, "s"))),
+            (sbqueue.QueueNotFound, lambda: c.subscription_receiver(t, "no-such").receive(1)),
+            (sbqueue.EntityNotFound, lambda: c.create_subscription("no-such-" + t, "s")),
+            (sbqueue.EntityNotFound, lambda: c.add_rule(t, "no-such", "r")),
+            (sbqueue.QueueAlreadyExists, lambda: c.create_topic(t)),
+            (sbqueue.QueueAlreadyExists, lambda: c.create_queue(t)),
+            (sbqueue.QueueAlreadyExists, lambda: c.create_subscription(t, "s")),
+            (sbqueue.QueueAlreadyExists, lambda: c.add_rule(t, "s", "$Default")),
+            (sbqueue.InvalidArgument, lambda: c.add_rule(t, "s", "two", sql_filter="1=1",
+                                                         correlation_filter={"subject": "x"})),
+            (sbqueue.InvalidArgument, lambda: c.update_subscription(
+                t, "s", duplicate_detection_window=60)),
+            (sbqueue.InvalidArgument, lambda: c.create_subscription(
+                t, "f", forward_dead_lettered_messages_to=t)),
+            (sbqueue.QuotaExceeded, lambda: c.add_rule(t, "s", "one-more", sql_filter="n = 0")),
+        ]
+        for cls, fn in cases:
+            with self.subTest(cls=cls.__name__):
+                with self.assertRaises(cls) as cm:
+                    fn()
+                self.assertEqual(cm.exception.sqlstate, cls.sqlstate)
+                self.assertEqual(cm.exception.__cause__.sqlstate, cls.sqlstate)
+        # 0A000 comes only from a database whose SQL is older than the call needs
+        self.assertIs(sbqueue.errors.BY_SQLSTATE["0A000"], sbqueue.NotSupported)
+
+    def test_trying_rules_out(self):
+        c = self.client
+        big_eu = "region = 'eu' AND amount > 100"
+        self.assertIs(c.test_filter(big_eu, "x", application_properties={"region": "eu",
+                                                                          "amount": 250}), True)
+        self.assertIs(c.test_filter(big_eu, "x", application_properties={"region": "eu",
+                                                                          "amount": 50}), False)
+        self.assertIsNone(c.test_filter(big_eu, "x"), "unknown: no such properties")
+        self.assertIs(c.test_filter("sys.Label = 's' AND sys.ContentType = 'application/json'",
+                                    {"a": 1}, subject="s"), True)
+        with self.assertRaises(sbqueue.InvalidArgument) as cm:
+            c.test_filter("amount > 'a'", "x", application_properties={"amount": 1})
+        self.assertIn("FilterException", cm.exception.detail)
+        with self.assertRaises(sbqueue.InvalidArgument) as cm:
+            c.test_filter("amount > = 1")
+        self.assertEqual(cm.exception.detail, "The error is at character 10 of the filter.")
+        m = c.test_action("SET sys.Subject = 'x'; SET n = n + 1; REMOVE k", "hi",
+                          application_properties={"n": 1, "k": 2}, time_to_live=60)
+        self.assertIsInstance(m, sbqueue.OutgoingMessage)
+        self.assertEqual((m.body, m.subject, m.application_properties, m.time_to_live,
+                          m.content_type, m.message_id),
+                         (b"hi", "x", {"n": 2}, datetime.timedelta(seconds=60),
+                          "text/plain; charset=utf-8", None))
+        with self.assertRaises(sbqueue.InvalidArgument) as cm:
+            c.test_action("SET", "x")
+        self.assertEqual(cm.exception.detail, "The error is at character 4 of the action.")
+        q = self.queue()                        # what it gives sends as it is
+        c.sender(q).send_messages([m])
+        got = c.receiver(q).peek(1)[0]
+        self.assertEqual((got.body_text(), got.subject, got.application_properties),
+                         ("hi", "x", {"n": 2}))
+
+    def test_sessions_on_a_subscription(self):
+        c = self.client
+        t = self.topic()
+        c.create_subscription(t, "fifo", requires_session=True)
+        s = c.sender(t)
+        for i in range(2):
+            for sid in ("a", "b"):
+                s.send("%s%d" % (sid, i), session_id=sid)
+        s.send("none")            # no session id: dead-lettered in the subscription
+        with self.assertRaises(sbqueue.InvalidOperation):
+            c.subscription_receiver(t, "fifo").receive(1)
+        seen = {}
+        with c.accept_subscription_session(t, "fifo", "b") as session:
+            self.assertEqual(session.queue, sbqueue.subscription_address(t, "fifo"))
+            msgs = session.receive(10)
+            seen["b"] = [m.body_text() for m in msgs]
+            session.complete(msgs)
+            session.set_state(b"done")
+            self.assertEqual(session.get_state(), b"done")
+        with c.accept_subscription_session(t, "fifo") as session:   # the next one
+            msgs = session.receive(10)
+            seen[session.session_id] = [m.body_text() for m in msgs]
+            session.complete(msgs)
+        self.assertEqual(seen, {"a": ["a0", "a1"], "b": ["b0", "b1"]})
+        self.assertIsNone(c.accept_subscription_session(t, "fifo"))
+        dead = c.subscription_dead_letter_receiver(t, "fifo").peek(10)
+        self.assertEqual([(m.body_text(), m.dead_letter_reason) for m in dead],
+                         [("none", "Session id is null.")])
+
+    def test_processor_over_a_subscription(self):
+        c = self.client
+        t = self.topic()
+        c.create_subscription(t, "work")
+        c.create_subscription(t, "other")
+        c.remove_rule(t, "other", "$Default")
+        c.add_rule(t, "other", "none", sql_filter="1 = 0")
+        done = []
+        lock = threading.Lock()
+
+        def handle(msg):
+            with lock:
+                done.append(msg.body_text())
+        p = sbqueue.Processor(CONNINFO, sbqueue.subscription_address(t, "work"), handle,
+                              concurrency=2, max_wait=0.5).start()
+        try:
+            c.sender(t).send_batch(["a", "b", "c"])
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and p.settled["complete"] < 3:
+                time.sleep(0.05)
+        finally:
+            p.stop(wait=True, timeout=10)
+        self.assertEqual(sorted(done), ["a", "b", "c"])
+        self.assertEqual(p.settled["complete"], 3)
+        self.assertEqual(c.subscription_receiver(t, "work").peek(10), [])
+        self.assertEqual(c.topic_stats(t)["dropped"], 0)
 
 
 class Console(Base):
