@@ -14,7 +14,7 @@ from .errors import (EntityNotFound, InvalidArgument, InvalidOperation, MessageL
 from .message import MESSAGE_FIELDS, OutgoingMessage, ReceivedMessage, Settled
 from .processor import DeadLetter, Processor
 
-__version__ = "0.9.0"
+__version__ = "0.11.0"
 
 __all__ = [
     "Client", "Sender", "Receiver", "SessionReceiver", "Processor", "DeadLetter",
