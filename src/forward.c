@@ -77,20 +77,25 @@ static int	sbq_forward_hops = 0;
 
 /*
  * The active dead letters of $1 that no valid lock holds ($2 now), $3 at
- * most, lowest sequence number first; the columns as sbq_dlq_props reads
- * them.
+ * most, lowest sequence number first, locked: their numbers only (a body
+ * may have hundreds of megabytes: each is read alone, stmt_dlq_row).
  */
 static SbqStatement stmt_dlq_pick = {"dead letters to forward", 3, {INT4OID, TIMESTAMPTZOID,
 		INT4OID},
-	"SELECT m.sequence_number, m.message_id, m.session_id, m.correlation_id, m.subject,"
-	"       m.content_type, m.reply_to, m.reply_to_session_id, m.to_address,"
-	"       m.time_to_live, m.application_properties, m.body, m.dead_letter_reason,"
-	"       m.dead_letter_error_description, m.dead_letter_source, m.transfer_hops"
-	"  FROM sbq.dead_letters m"
+	"SELECT m.sequence_number FROM sbq.dead_letters m"
 	" WHERE m.queue_id = $1 AND m.subqueue = 1 AND m.state = 0"
 	"   AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT
 	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number LIMIT $3"
 	" FOR UPDATE OF m SKIP LOCKED"
+};
+
+/* a picked dead letter, its columns as sbq_dlq_props reads them */
+static SbqStatement stmt_dlq_row = {"a dead letter to forward", 1, {INT8OID},
+	"SELECT m.sequence_number, m.message_id, m.session_id, m.correlation_id, m.subject,"
+	"       m.content_type, m.reply_to, m.reply_to_session_id, m.to_address,"
+	"       m.time_to_live, m.application_properties, m.body, m.dead_letter_reason,"
+	"       m.dead_letter_error_description, m.dead_letter_source, m.transfer_hops"
+	"  FROM sbq.dead_letters m WHERE m.sequence_number = $1 AND m.state = 0"
 };
 
 /* take a dead letter out (its row lock held): no lease came in between */
@@ -322,11 +327,15 @@ sbq_dlq_props(SPITupleTable *rows, uint64 row, SbqSendProps *p, Datum *body, int
 	*hops = isnull ? 0 : DatumGetInt16(d);
 }
 
+/* the memory of the dead letter being forwarded: one at a time */
+static MemoryContext sbq_dlq_cxt = NULL;
+
 /*
  * sbq_forward_one_dead_letter
- *		Forward the picked dead letter row of source, or defer it where it is
- *		when it cannot go; *forwarded or *kept counts it. False when it was
- *		neither (a lease came in between).
+ *		Forward the picked dead letter row of source (its number in rows), or
+ *		defer it where it is when it cannot go; *forwarded or *kept counts
+ *		it. False when it was neither (a lease came in between). What it
+ *		reads goes into sbq_dlq_cxt, emptied first.
  */
 static bool
 sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 row,
@@ -341,14 +350,23 @@ sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 
 	bool		isnull;
 	char	   *description = NULL;
 	const char *reason;
+	SPITupleTable *one;
+	MemoryContext old;
 
 	CHECK_FOR_INTERRUPTS();
+	MemoryContextReset(sbq_dlq_cxt);
 	seq = DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull));
 	seqd = Int64GetDatum(seq);
-	sbq_dlq_props(rows, row, &p, &body, &hops);
+	if (sbq_exec(&stmt_dlq_row, &seqd, NULL) != 1)
+		return false;
+	one = SPI_tuptable;
+	old = MemoryContextSwitchTo(sbq_dlq_cxt);
+	sbq_dlq_props(one, 0, &p, &body, &hops);
+	SPI_freetuptable(one);
 	sbq_forward_hops = hops;
 	reason = sbq_forward_problem(source, source->forward_dlq_to, &p, &body, 1, &dest,
 								 &description);
+	MemoryContextSwitchTo(old);
 	if (reason != NULL && strcmp(reason, "MessagingEntityNotFound") != 0)
 	{
 		sbq_forward_hops = 0;
@@ -367,9 +385,11 @@ sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 
 		sbq_forward_hops = 0;
 		return false;
 	}
+	old = MemoryContextSwitchTo(sbq_dlq_cxt);
 	sbq_forward_hops++;
 	(void) sbq_storage_send(&dest, &p, &body, 1, NULL, &seq);
 	sbq_forward_hops = 0;
+	MemoryContextSwitchTo(old);
 	(*forwarded)++;
 	return true;
 }
@@ -482,6 +502,9 @@ sbq_forward_dead_letters(const SbqQueue *source, TimestampTz now, int64 *forward
 	n = sbq_exec(&stmt_dlq_pick, values, NULL);
 	if (n == 0)
 		return false;
+	if (sbq_dlq_cxt == NULL)
+		sbq_dlq_cxt = AllocSetContextCreate(TopMemoryContext, "sbqueue dead letter to forward",
+											ALLOCSET_DEFAULT_SIZES);
 	/* the later statements leave the picked rows as they are, until the section ends */
 	rows = SPI_tuptable;
 	if (sbq_forward_dlq_sub(source, rows, 0, n, forwarded, kept, &failed_seq))
