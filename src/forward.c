@@ -241,8 +241,13 @@ sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodie
 			CHECK_FOR_INTERRUPTS();
 			if (psize > SBQ_MAX_PROPERTIES_SIZE ||
 				(int64) VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i])) + psize > dest.max_message_size)
+			{
+				/* it stays where it is: a hop it does not make */
+				sbq_forward_hops--;
 				sbq_forward_refused(source, &p, bodies[i], default_content_type, reason,
 									description, &seqs[i]);
+				sbq_forward_hops++;
+			}
 			else
 				(void) sbq_storage_send(&dest, &p, &bodies[i], 1, default_content_type, &seqs[i]);
 		}
@@ -352,6 +357,7 @@ sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 
 	const char *reason;
 	SPITupleTable *one;
 	MemoryContext old;
+	uint64		stored;
 
 	CHECK_FOR_INTERRUPTS();
 	MemoryContextReset(sbq_dlq_cxt);
@@ -386,10 +392,21 @@ sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 
 		return false;
 	}
 	old = MemoryContextSwitchTo(sbq_dlq_cxt);
+	/* dead-lettered where the stored source says nothing: here */
+	if (p.dead_letter_source == NULL)
+		p.dead_letter_source = cstring_to_text(source->name);
+	stored = sbq_storage_stored();
 	sbq_forward_hops++;
 	(void) sbq_storage_send(&dest, &p, &body, 1, NULL, &seq);
 	sbq_forward_hops = 0;
 	MemoryContextSwitchTo(old);
+	/* a duplicate there, or a topic with no subscription for it: it stays */
+	if (sbq_storage_stored() == stored)
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
+				 errmsg("\"%s\" stored nothing of dead letter " INT64_FORMAT, dest.name,
+						DatumGetInt64(seqd)),
+				 errdetail("A message with its id was sent there within the duplicate detection window, or no subscription of the topic takes it.")));
 	(*forwarded)++;
 	return true;
 }
@@ -412,12 +429,12 @@ sbq_error_ends_pass(const ErrorData *edata)
  * sbq_forward_dlq_sub
  *		Run the forward of rows first .. last-1 in a subtransaction: true when
  *		it committed; false when it failed with an error that leaves the pass
- *		going (logged; the subtransaction's work undone), *failed_seq the
- *		message it was at.
+ *		going (logged; the subtransaction's work undone), *failed the row it
+ *		was at.
  */
 static bool
 sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, uint64 last,
-					int64 *forwarded, int64 *kept, int64 *failed_seq)
+					int64 *forwarded, int64 *kept, uint64 *failed)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -454,10 +471,12 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 		/* the abort ended the storage section's leases too: it goes on */
 		sbq_lease_enter(sbq_storage_epoch());
 		sbq_forward_hops = 0;
-		*failed_seq = DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull));
+		*failed = row;
 		ereport(WARNING,
 				(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
-						*failed_seq, source->name, source->forward_dlq_to, edata->message)));
+						DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull)),
+						source->name, source->forward_dlq_to, edata->message),
+				 errdetail("It is deferred in the dead-letter sub-queue.")));
 		FreeErrorData(edata);
 		ok = false;
 	}
@@ -477,26 +496,49 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
  *		SBQ_FORWARD_DLQ_BATCH (see the file's header). Adds to *forwarded
  *		those forwarded and to *kept those deferred where they are; true
  *		when there may be more.
+ *
+ *		The entity's name is locked first, in share mode (a change of its
+ *		properties waits, as the step waits for one in progress), and its
+ *		properties read again under it: once an update that stops or moves
+ *		forwarding has returned, no pass forwards by the old ones. The name
+ *		lock comes before any row lock, as a delete takes them.
  */
 bool
-sbq_forward_dead_letters(const SbqQueue *source, TimestampTz now, int64 *forwarded,
+sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarded,
 						 int64 *kept)
 {
 	Datum		values[3];
 	SPITupleTable *rows;
+	SbqAddress	self;
 	SbqAddress	addr;
+	SbqQueue	source;
 	SbqQueue	dest;
+	char	   *lock_key;
+	char	   *segment;
 	uint64		n;
-	uint64		row;
-	int64		failed_seq = 0;
+	uint64		first = 0;
+	uint64		failed = 0;
+	int			failures = 0;
 
-	if (source->forward_dlq_to == NULL || !sbq_hops_installed())
+	if (queue->forward_dlq_to == NULL || !sbq_hops_installed())
+		return false;
+	/* a subscription's properties change under its topic's name */
+	self.name = queue->name;
+	self.key = sbq_name_key(CurrentMemoryContext, queue->name);
+	self.subqueue = SBQ_SUBQUEUE_MAIN;
+	lock_key = pstrdup(self.key);
+	segment = strstr(lock_key, SBQ_SUBSCRIPTIONS_SEGMENT);
+	if (segment != NULL)
+		*segment = '\0';
+	sbq_lock_queue_name(lock_key, ShareLock);
+	if (!sbq_storage_find_queue(&self, &source) || source.queue_id != queue->queue_id ||
+		source.forward_dlq_to == NULL)
 		return false;
 	/* while the destination does not exist, its dead letters wait */
-	sbq_forward_address(source->forward_dlq_to, &addr);
+	sbq_forward_address(source.forward_dlq_to, &addr);
 	if (!sbq_storage_find_to_forward(&addr, &dest))
 		return false;
-	values[0] = Int32GetDatum(source->queue_id);
+	values[0] = Int32GetDatum(source.queue_id);
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = Int32GetDatum(SBQ_FORWARD_DLQ_BATCH);
 	n = sbq_exec(&stmt_dlq_pick, values, NULL);
@@ -507,20 +549,32 @@ sbq_forward_dead_letters(const SbqQueue *source, TimestampTz now, int64 *forward
 											ALLOCSET_DEFAULT_SIZES);
 	/* the later statements leave the picked rows as they are, until the section ends */
 	rows = SPI_tuptable;
-	if (sbq_forward_dlq_sub(source, rows, 0, n, forwarded, kept, &failed_seq))
-		return n >= SBQ_FORWARD_DLQ_BATCH;
 
-	/* one by one: a message that fails again is deferred where it is */
-	for (row = 0; row < n && row < SBQ_FORWARD_DLQ_RETRIES; row++)
+	/*
+	 * All in one subtransaction; after an error, those before the failing
+	 * one again (rolled back with it), the failing one deferred, and on
+	 * from the next: a few subtransactions for each failure, and at most
+	 * SBQ_FORWARD_DLQ_RETRIES failures a pass.
+	 */
+	while (first < n)
 	{
 		Datum		seqd;
 		bool		isnull;
 
-		if (sbq_forward_dlq_sub(source, rows, row, row + 1, forwarded, kept, &failed_seq))
-			continue;
-		seqd = SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull);
+		if (sbq_forward_dlq_sub(&source, rows, first, n, forwarded, kept, &failed))
+			break;
+		if (failed > first &&
+			!sbq_forward_dlq_sub(&source, rows, first, failed, forwarded, kept, &failed))
+		{
+			/* what went through alone fails now: no more this pass */
+			return true;
+		}
+		seqd = SPI_getbinval(rows->vals[failed], rows->tupdesc, 1, &isnull);
 		if (sbq_exec(&stmt_dlq_keep, &seqd, NULL) == 1)
 			(*kept)++;
+		first = failed + 1;
+		if (++failures >= SBQ_FORWARD_DLQ_RETRIES)
+			return true;
 	}
-	return true;
+	return n >= SBQ_FORWARD_DLQ_BATCH;
 }

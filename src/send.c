@@ -191,6 +191,21 @@ static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, IN
 	" RETURNING n.old_seq, n.new_seq"
 };
 
+/* how many messages this backend has stored (sbq_storage_stored) */
+static uint64 sbq_stored = 0;
+
+/*
+ * sbq_storage_stored
+ *		How many messages this backend has stored so far: a caller compares
+ *		two readings to learn whether a send stored anything (a duplicate,
+ *		or a topic that no subscription took it from, stores nothing).
+ */
+uint64
+sbq_storage_stored(void)
+{
+	return sbq_stored;
+}
+
 static int
 sbq_cmp_int64(const void *a, const void *b)
 {
@@ -428,6 +443,7 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 		counts.sent = sbq_send_plain(values, nulls, bodies, nbodies, seqs);
 	if (counts.sent == 0)
 		return nbodies;
+	sbq_stored += counts.sent;
 
 	for (i = 0; i < nbodies; i++)
 		max_seq = Max(max_seq, seqs[i]);

@@ -87,12 +87,12 @@ static SbqStatement stmt_topic_cancel = {"cancel scheduled copies", 1, {INT8ARRA
 
 /*
  * A copy just stored, moved to its subscription's dead-letter sub-queue.
- * $1 its sequence number, $2 reason, $3 description
+ * $1 its sequence number, $2 reason, $3 description, $4 source (where it is)
  */
-static SbqStatement stmt_dead_letter_copy = {"dead-letter a copy", 3, {INT8OID, TEXTOID,
-		TEXTOID},
+static SbqStatement stmt_dead_letter_copy = {"dead-letter a copy", 4, {INT8OID, TEXTOID,
+		TEXTOID, TEXTOID},
 	"WITH d AS (DELETE FROM sbq.messages WHERE sequence_number = $1 RETURNING *)"
-	" " DEAD_LETTER_INSERT("d", "d.delivery_count", "$2", "$3", "NULL")
+	" " DEAD_LETTER_INSERT("d", "d.delivery_count", "$2", "$3", "$4")
 };
 
 /*
@@ -105,12 +105,13 @@ void
 sbq_dead_letter_copy(const SbqQueue *sub, int64 seq, const char *reason,
 					 const char *description)
 {
-	Datum		values[3];
+	Datum		values[4];
 	SbqCounts	counts = {0};
 
 	values[0] = Int64GetDatum(seq);
 	values[1] = CStringGetTextDatum(reason);
 	values[2] = CStringGetTextDatum(description);
+	values[3] = CStringGetTextDatum(sub->name);
 	if (sbq_exec(&stmt_dead_letter_copy, values, NULL) != 1)
 		elog(ERROR, "could not dead-letter message " INT64_FORMAT, seq);
 	counts.dead_lettered = 1;

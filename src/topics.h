@@ -98,6 +98,7 @@ extern bool sbq_storage_find_to_forward(const SbqAddress *addr, SbqQueue *queue)
 #define SBQ_MAX_FORWARD_HOPS	4
 extern void sbq_forward_reset(void);
 extern int	sbq_forward_hops_now(void);
+extern uint64 sbq_storage_stored(void);
 extern bool sbq_forward_dead_letters(const SbqQueue *source, TimestampTz now,
 									 int64 *forwarded, int64 *kept);
 extern int	sbq_forward_send(const SbqQueue *source, const SbqSendProps *props, Datum *bodies,

@@ -18,7 +18,7 @@
 -- the hops a message made count across its dead-letterings, so that a loop through
 -- dead-letter sub-queues ends too (R10.15); one that cannot go is deferred where it is.
 BEGIN;
-SELECT plan(80);
+SELECT plan(90);
 
 \ir bad_input_setup.psql
 
@@ -313,6 +313,72 @@ SELECT is((SELECT array_agg(convert_from(body, 'UTF8') || ' from ' || dead_lette
 SELECT is(pg_temp.kill('dl_t/subscriptions/src') || ' ' || pg_temp.pass() || ' '
           || (SELECT string_agg(dead_letter_source, ',') FROM sbq_peek('dl_dest', 10) WHERE convert_from(body, 'UTF8') = 'fan'),
     '1 1/0 dl_t/subscriptions/src', 'a subscription forwards its dead letters too');
+
+-- the source of a dead letter that a filter error or a refused forward made: where it is
+DO $$ BEGIN
+    PERFORM sbq_create_topic('dl_ft');
+    PERFORM sbq_create_subscription('dl_ft', 's', forward_dead_lettered_messages_to => 'dl_dest');
+    PERFORM sbq_remove_rule('dl_ft', 's', '$Default');
+    PERFORM sbq_add_rule('dl_ft', 's', 'bad', sql_filter => '1/x = 1');
+    PERFORM sbq_send('dl_ft', 'filter error', application_properties => '{"x": 0}');
+    PERFORM sbq_create_queue('dl_nosess', forward_to => 'dl_sess', forward_dead_lettered_messages_to => 'dl_dest');
+    PERFORM sbq_send('dl_nosess', 'no session id');
+END $$;
+SELECT is(pg_temp.pass(), '2/0', 'a filter error''s dead letter and a refused forward''s are forwarded');
+SELECT is((SELECT array_agg(convert_from(body, 'UTF8') || ' from ' || dead_letter_source ORDER BY sequence_number)
+             FROM sbq_peek('dl_dest', 100) WHERE convert_from(body, 'UTF8') IN ('filter error', 'no session id')),
+    ARRAY['filter error from dl_ft/subscriptions/s', 'no session id from dl_nosess'],
+    'R10.20: each with the entity it was dead-lettered in as its source');
+SELECT sbq_create_queue('dl_fs', max_message_size => 100) IS NULL AS made \gset
+SELECT sbq_create_queue('dl_to_fs', forward_to => 'dl_fs') IS NULL AS made \gset
+SELECT count(*) AS sent FROM sbq_send_batch('dl_to_fs', ARRAY['small', repeat('x', 200)]) \gset
+SELECT is((SELECT string_agg(d.dead_letter_reason || ' ' || coalesce(transfer_hops::text, 'none'), ',')
+             FROM sbq.dead_letters d JOIN sbq.queues q USING (queue_id) WHERE q.name = 'dl_to_fs'),
+    'MessageSizeExceededException none',
+    'R10.15: a message too large for its forward_to destination counts no hop where it stays');
+
+-- what would be stored nowhere stays: a duplicate in the destination's window, a topic that takes nothing
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_failed', duplicate_detection_window => '10 minutes');
+    PERFORM sbq_create_queue('dl_orders', forward_dead_lettered_messages_to => 'dl_failed');
+    PERFORM sbq_send('dl_orders', 'order 42', message_id => 'order-42');
+END $$;
+SELECT is(pg_temp.kill('dl_orders') || ' ' || pg_temp.pass() || ' ' || (SELECT count(sbq_complete('dl_failed', lock_token)) FROM sbq_receive('dl_failed')),
+    '1 1/0 1', 'a dead letter forwarded to a queue with duplicate detection, and completed there');
+SELECT is((SELECT sbq_send('dl_orders', 'order 42', message_id => 'order-42') > 0) || ' ' || pg_temp.kill('dl_orders') || ' ' || pg_temp.pass(),
+    'true 1 0/1', 'the same message id dead-lettered again: the destination would store nothing ...');
+SELECT is(pg_temp.dlq('dl_orders'), ARRAY['order 42 deferred: Bad'],
+    '... so it stays, deferred in the dead-letter sub-queue: never lost');
+DO $$ BEGIN
+    PERFORM sbq_create_topic('dl_picky');
+    PERFORM sbq_create_subscription('dl_picky', 'only_x');
+    PERFORM sbq_remove_rule('dl_picky', 'only_x', '$Default');
+    PERFORM sbq_add_rule('dl_picky', 'only_x', 'x', correlation_filter => '{"subject": "x"}');
+    PERFORM sbq_create_queue('dl_to_picky', forward_dead_lettered_messages_to => 'dl_picky');
+    PERFORM sbq_send('dl_to_picky', 'not x');
+END $$;
+SELECT is(pg_temp.kill('dl_to_picky') || ' ' || pg_temp.pass() || ' ' || pg_temp.dlq('dl_to_picky')::text,
+    '1 0/1 {"not x deferred: Bad"}', 'a dead letter no subscription of the destination topic takes stays, deferred');
+
+-- a forward that fails with an error: the others go on in the same pass, the failing one is deferred
+CREATE FUNCTION pg_temp.poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF convert_from(NEW.body, 'UTF8') = 'poison' THEN RAISE 'poisoned'; END IF;
+    RETURN NEW;
+END $$;
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_p_dest');
+    PERFORM sbq_create_queue('dl_p', forward_dead_lettered_messages_to => 'dl_p_dest');
+    PERFORM sbq_send('dl_p', CASE i WHEN 35 THEN 'poison' ELSE 'p' || i END) FROM generate_series(1, 40) i;
+END $$;
+SELECT is(pg_temp.kill('dl_p'), 40, 'forty dead letters, the 35th of which fails to arrive');
+CREATE TRIGGER poison BEFORE INSERT ON sbq.messages FOR EACH ROW EXECUTE FUNCTION pg_temp.poison();
+SET LOCAL client_min_messages = error;
+SELECT is(pg_temp.pass(), '39/1', 'one pass forwards the 39 others and defers the failing one');
+RESET client_min_messages;
+DROP TRIGGER poison ON sbq.messages;
+SELECT is((SELECT count(DISTINCT body) || '/' || count(*) FROM sbq_peek('dl_p_dest', 100)) || ' ' || pg_temp.dlq('dl_p')::text,
+    '39/39 {"poison deferred: Bad"}', '... each once');
 
 -- rights: manage on both ends
 SET LOCAL ROLE fw_owner;
