@@ -3,6 +3,10 @@
 # them, side by side.
 #
 #   bench/topics.sh [SECONDS] [ROUNDS]   defaults: 10 s cells, 3 rounds
+#   TOPICS_SCALE="1000 10000"            the correlation filter counts of the scaling
+#                                        phase ("" skips it; 100000 works, but
+#                                        making its rules takes most of an hour:
+#                                        each sbq_add_rule counts the topic's rules)
 #
 # Measures the sbqueue installed for $PG_CONFIG (it builds nothing: run `make
 # install` first). One throwaway server (scripts/pgserver.sh --preload: fsync and
@@ -26,6 +30,12 @@
 # the targets are about: copies stored per second by the topic against messages
 # stored per second by the 10 sends (target at least 0.8), and what a send to
 # sql100 costs against one to default (target under 3).
+# Then, how matching scales with the number of correlation filters (one client,
+# pgbench -c 1, the same rounds): for each count N, a topic of min(N, 2000)
+# subscriptions with N filters in all, {"properties": {"region": "rK"}} (filed
+# under region's value: the index finds the one that matches) against the same
+# with {"properties": {"n": K}} (numbers are not indexed: every filter is
+# compared); the message has region r50 and n 50, and matches one of each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -117,3 +127,45 @@ printf 'filters: cost of a send to sql100 / to default: %.2f (target < 3); corr1
 echo
 echo "($rounds rounds of ${secs} s cells, pgbench -n -M prepared -c 4 -j 2; fsync and"
 echo "synchronous_commit on; medians; load at the start: $load_at_start)"
+
+scale=${TOPICS_SCALE-1000 10000}
+[ -n "$scale" ] || exit 0
+echo
+echo "| correlation filters | indexed (string): ms a send | compared one by one (number): ms a send | one by one / indexed |"
+echo "|---:|---:|---:|---:|"
+for n in $scale; do
+    subs=$(( n < 2000 ? n : 2000 ))
+    per=$(( n / subs ))
+    log "making 2 topics of $subs subscriptions with $n correlation filters"
+    psql -X -q -v ON_ERROR_STOP=1 -d bench >/dev/null <<SQL
+SELECT sbq_create_topic(t) FROM unnest(ARRAY['str$n', 'num$n']) t;
+SELECT sbq_create_subscription(t, 's' || i), sbq_remove_rule(t, 's' || i, '\$Default')
+  FROM generate_series(1, $subs) i, unnest(ARRAY['str$n', 'num$n']) t;
+SELECT count(sbq_add_rule(t, 's' || i, 'r' || j, correlation_filter =>
+                 CASE t WHEN 'str$n' THEN jsonb_build_object('properties', jsonb_build_object('region', 'r' || ((i - 1) * $per + j)))
+                        ELSE jsonb_build_object('properties', jsonb_build_object('n', (i - 1) * $per + j)) END))
+  FROM generate_series(1, $subs) i, generate_series(1, $per) j, unnest(ARRAY['str$n', 'num$n']) t;
+SQL
+    props1="application_properties => '{\"region\": \"r50\", \"n\": 50}'"
+    for t in "str$n" "num$n"; do
+        echo "SELECT sbq_send('$t', $body, $props1);" > "$work/$t.sql"
+    done
+    for r in $(seq 1 "$rounds"); do
+        for t in "str$n" "num$n"; do
+            psql -X -q -d bench -c "SELECT count(sbq_purge_queue(queue)) FROM sbq_queues WHERE queue LIKE '$t/%'" >/dev/null
+            out=$(pgbench -n -M prepared -c 1 -T "$secs" -f "$work/$t.sql" bench 2>&1)
+            tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+            log "round $r $t: $tps tps"
+            results[$t]="${results[$t]:-} $tps"
+        done
+    done
+    a=$(echo "${results[str$n]}" | median)
+    b=$(echo "${results[num$n]}" | median)
+    printf '| %d | %.3f | %.3f | %.1f |\n' "$n" "$(echo "1000 / $a" | bc -l)" "$(echo "1000 / $b" | bc -l)" \
+        "$(echo "$a / $b" | bc -l)"
+    psql -X -q -d bench -c "SELECT sbq_delete_topic(t) FROM unnest(ARRAY['str$n', 'num$n']) t" >/dev/null
+done
+echo
+echo "(one client, pgbench -n -M prepared -c 1, $rounds rounds of ${secs} s cells, medians; the"
+echo "cache of each backend holds the topics' rules parsed and indexed, so the first send"
+echo "that reads them is not counted apart)"
