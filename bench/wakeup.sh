@@ -3,13 +3,16 @@
 #
 #   bench/wakeup.sh [iterations] [port]      default: 1000 wake-ups, a free port
 #
-# Builds bench/wakeup.c into a scratch directory, starts a throwaway server
-# with sbqueue preloaded (scripts/pgserver.sh: fsync on, synchronous_commit
-# on, the maintenance worker on), runs the benchmark in a fresh database and
-# stops the server. The receiver's sbqueue.receive_poll_interval is 60s, so
-# only a wake-up ends its sleep. BENCH_NO_PRELOAD=1 runs the same against a
-# server without the preload, where receives poll every 100ms (the default):
-# use a few hundred iterations, each takes about 50 ms. sbqueue must be built and installed (make install).
+# Measures the sbqueue installed for $PG_CONFIG: it compiles its client,
+# bench/wakeup.c, into a scratch directory, but builds and installs nothing of
+# sbqueue, so run `make install` (or scripts/setup.sh) first. Starts a
+# throwaway server with sbqueue preloaded (scripts/pgserver.sh: fsync on,
+# synchronous_commit on, the maintenance worker on), runs the benchmark in a
+# fresh database and stops the server. The receiver's
+# sbqueue.receive_poll_interval is 60s, so only a wake-up ends its sleep.
+# BENCH_NO_PRELOAD=1 runs the same against a server without the preload, where
+# receives poll every 100ms (the default): use a few hundred iterations, each
+# takes about 50 ms.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

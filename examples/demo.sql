@@ -2,10 +2,18 @@
 -- Run it with psql against a database that has the extension in schema sbqueue
 -- (CREATE SCHEMA sbqueue; CREATE EXTENSION sbqueue SCHEMA sbqueue):
 --   psql -X -v ON_ERROR_STOP=1 -f examples/demo.sql
+-- It can be run again in the same database: it starts by deleting the queues and
+-- the topic an earlier run made (all named demo/...).
 -- Every call names the schema: a call that does not can reach a function another
 -- role created in a schema on your search_path (README, Security).
 \pset footer off
 \set VERBOSITY terse
+
+\echo '--- start clean: delete what an earlier run of this demo left (nothing the first time)'
+SELECT count(sbqueue.sbq_delete_topic(topic)) AS topics_deleted
+  FROM sbqueue.sbq_topics WHERE topic = 'demo/events';
+SELECT count(sbqueue.sbq_delete_queue(queue)) AS queues_deleted
+  FROM sbqueue.sbq_queues WHERE queue IN ('demo/orders', 'demo/payments', 'demo/order-steps');
 
 \echo '--- a queue: 5 s locks, a message is dead-lettered on its 3rd failed delivery'
 SELECT queue, lock_duration, max_delivery_count
@@ -17,7 +25,7 @@ SELECT sbqueue.sbq_send('demo/orders', '{"order": 2, "item": "tea"}'::jsonb,
                 subject => 'order', application_properties => '{"priority": "high"}') AS sequence_number;
 SELECT * FROM sbqueue.sbq_send_batch('demo/orders', ARRAY['order #3', 'order #4']) AS sequence_number;
 
-\echo '--- peek: look at the queue without locking anything'
+\echo '--- peek: look at the queue without locking anything (a jsonb body reads back as jsonb prints it)'
 SELECT sequence_number, state, delivery_count, content_type, convert_from(body, 'UTF8') AS body
   FROM sbqueue.sbq_peek('demo/orders', 10);
 
@@ -78,7 +86,7 @@ SELECT sbqueue.sbq_complete('demo/orders/$deadletterqueue', :'dead_token'::uuid)
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
 
-\echo '--- resubmit: the dead letter goes back to the queue as a new message'
+\echo '--- dead-letter a message by hand, then resubmit it: it goes back to the queue as a new message'
 SELECT sbqueue.sbq_send('demo/orders', 'poison: fixed upstream') AS sequence_number;
 SELECT lock_token AS poison_token FROM sbqueue.sbq_receive('demo/orders') \gset
 SELECT sbqueue.sbq_deadletter('demo/orders', :'poison_token', 'BadData', 'customer id missing');
@@ -96,12 +104,12 @@ SELECT count(*) AS ordinary_receive_gets FROM sbqueue.sbq_receive('demo/orders',
 SELECT sequence_number, state, delivery_count, convert_from(body, 'UTF8') AS body
   FROM sbqueue.sbq_receive_deferred('demo/orders', ARRAY[:deferred_seq]::bigint[]);
 
-\echo '--- scheduled: invisible to receive until due, then it joins the back of the queue'
-SELECT sbqueue.sbq_send('demo/orders', 'in two seconds',
+\echo '--- scheduled: invisible to receive until due, then received under a new sequence number'
+SELECT sbqueue.sbq_send('demo/orders', 'in two seconds', message_id => 'reminder-1',
                 scheduled_enqueue_time => clock_timestamp() + interval '2 seconds') AS sequence_number;
-SELECT sequence_number, state FROM sbqueue.sbq_peek('demo/orders', 10) WHERE state = 'scheduled';
+SELECT sequence_number, message_id, state FROM sbqueue.sbq_peek('demo/orders', 10) WHERE state = 'scheduled';
 SELECT count(*) AS received_now FROM sbqueue.sbq_receive('demo/orders');
-SELECT sequence_number, state, convert_from(body, 'UTF8') AS body
+SELECT sequence_number, message_id, state, convert_from(body, 'UTF8') AS body
   FROM sbqueue.sbq_receive('demo/orders', max_wait => '5 seconds');
 
 \echo '--- duplicate detection: a retried send stores nothing and returns the first number'
@@ -120,15 +128,29 @@ SELECT sbqueue.sbq_send('demo/order-steps', step, session_id => order_id)
 SELECT session_id, available_count FROM sbqueue.sbq_list_sessions('demo/order-steps');
 -- a worker takes the next session (the one whose oldest message is oldest) ...
 SELECT session_id, session_token FROM sbqueue.sbq_accept_session('demo/order-steps') \gset
--- ... and gets its messages in order, nobody else can take order-1 meanwhile
-CREATE TEMP TABLE steps AS
+-- ... nobody else can take it meanwhile: asking for it by name is refused with SB005
+\set VERBOSITY verbose
+\set ON_ERROR_STOP 0
+SELECT * FROM sbqueue.sbq_accept_session('demo/order-steps', :'session_id');
+\set ON_ERROR_STOP 1
+\set VERBOSITY terse
+-- ... the holder gets its messages in order, completes them and keeps a state
+BEGIN;
+CREATE TEMP TABLE steps ON COMMIT DROP AS
   SELECT * FROM sbqueue.sbq_receive_session('demo/order-steps', :'session_token', 10);
 SELECT sequence_number, convert_from(body, 'UTF8') AS step FROM steps ORDER BY sequence_number;
 SELECT sbqueue.sbq_complete('demo/order-steps', array_agg(lock_token)) AS completed FROM steps;
+COMMIT;
 SELECT sbqueue.sbq_set_session_state('demo/order-steps', :'session_token', convert_to('shipped', 'UTF8'));
 SELECT sbqueue.sbq_release_session('demo/order-steps', :'session_token');
 SELECT session_id, has_state, available_count, locked_until IS NOT NULL AS held
   FROM sbqueue.sbq_list_sessions('demo/order-steps');
+-- the next holder of the same session finds the state the last one left
+SELECT session_token AS next_token
+  FROM sbqueue.sbq_accept_session('demo/order-steps', :'session_id') \gset
+SELECT :'session_id' AS session_id,
+       convert_from(sbqueue.sbq_get_session_state('demo/order-steps', :'next_token'), 'UTF8') AS state;
+SELECT sbqueue.sbq_release_session('demo/order-steps', :'next_token');
 
 \echo '--- topics: one send, a copy in every subscription whose rules match'
 SELECT topic FROM sbqueue.sbq_create_topic('demo/events');
