@@ -89,6 +89,13 @@ python_client() {
         PGDATABASE=sbq_pypkg "$work/venv/bin/sbq" --json stats >/dev/null
 }
 
+# docs/monitoring: the exporter's queries run, count what is there, and the
+# sample alerts name only metrics they make
+monitoring() {
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS sbq_mon" -c "CREATE DATABASE sbq_mon" &&
+        PGDATABASE=sbq_mon timeout 120 "$PYTHON" test/monitoring/check_queries.py
+}
+
 c_example() {
     fresh_db sbq_c &&
         PGDATABASE=sbq_c timeout 300 bash examples/c/test.sh
@@ -162,6 +169,7 @@ suite "concurrency" concurrency
 suite "python client" python_client
 suite "node client" node_client
 suite "c example" c_example
+suite "monitoring queries" monitoring
 suite "TAP (worker, wake-ups, faults)" tap
 
 echo
