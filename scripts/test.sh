@@ -32,17 +32,17 @@ passed=0
 failed=0
 failures=()
 suite() {
-    local name=$1
+    local name=$1 start=$SECONDS
     shift
     echo
     echo "=== $name"
     if "$@"; then
         passed=$((passed + 1))
-        echo "=== $name: ok"
+        echo "=== $name: ok ($((SECONDS - start)) s)"
     else
         failed=$((failed + 1))
         failures+=("$name")
-        echo "=== $name: FAILED"
+        echo "=== $name: FAILED ($((SECONDS - start)) s)"
     fi
 }
 
