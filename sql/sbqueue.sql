@@ -1278,8 +1278,121 @@ CREATE VIEW sbq_topic_stats WITH (security_barrier) AS
 /* the maintenance workers: of the databases the caller may connect to (src/registry.c) */
 CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
 
+/* ------------------------------------------------------------ metrics (0.12) */
+
+/*
+ * How full the table of locks in shared memory is (src/lease.c): its
+ * capacity (sbqueue.max_locks), the entries of the whole server (NULL but for
+ * pg_read_all_stats), this database's share and what it holds. All 0 without
+ * the preload.
+ */
+CREATE FUNCTION sbq_lock_table(
+    OUT capacity integer, OUT in_use bigint, OUT database_share integer,
+    OUT database_in_use integer)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'sbq_lock_table_sql'
+    LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+/*
+ * Everything a monitoring system scrapes, a sample a row, in the shape of
+ * Prometheus's metrics: metric is the family's name (counters end in
+ * _total), queue the queue, subscription or (for sbq_topic_*) topic the
+ * sample is of, or NULL for the database's own; state the message state of
+ * sbq_messages. The queue and topic rows are those of sbq_queue_stats and
+ * sbq_topic_stats, so a role sees the entities it holds a right on; the lock
+ * table's and the maintenance worker's rows are this database's (no worker
+ * rows without the preload). Times are seconds.
+ */
+CREATE VIEW sbq_metrics WITH (security_barrier) AS
+    SELECT m.metric, s.queue, m.state, m.value, m.type, m.help
+      FROM sbq_queue_stats s
+     CROSS JOIN LATERAL (VALUES
+        ('sbq_messages', 'active', s.active_count::pg_catalog.float8, 'gauge',
+         'Messages by state: available (active), under a lock, deferred, scheduled, in the dead-letter sub-queue'),
+        ('sbq_messages', 'locked', s.locked_count::pg_catalog.float8, 'gauge', NULL),
+        ('sbq_messages', 'deferred', s.deferred_count::pg_catalog.float8, 'gauge', NULL),
+        ('sbq_messages', 'scheduled', s.scheduled_count::pg_catalog.float8, 'gauge', NULL),
+        ('sbq_messages', 'dead_letter', s.dead_letter_count::pg_catalog.float8, 'gauge', NULL),
+        ('sbq_oldest_message_age_seconds', NULL,
+         coalesce(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()
+                                                OPERATOR(pg_catalog.-) s.oldest_enqueued_time), 0),
+         'gauge', 'Age of the oldest message (0 when there is none)'),
+        ('sbq_sessions', NULL, s.session_count::pg_catalog.float8, 'gauge',
+         'Sessions with messages or state'),
+        ('sbq_sessions_locked', NULL, s.locked_session_count::pg_catalog.float8, 'gauge',
+         'Sessions held by a receiver'),
+        ('sbq_sent_total', NULL, s.sent::pg_catalog.float8, 'counter', 'Messages sent'),
+        ('sbq_received_total', NULL, s.received::pg_catalog.float8, 'counter', 'Deliveries'),
+        ('sbq_completed_total', NULL, s.completed::pg_catalog.float8, 'counter', 'Messages completed'),
+        ('sbq_abandoned_total', NULL, s.abandoned::pg_catalog.float8, 'counter', 'Messages abandoned'),
+        ('sbq_deferred_total', NULL, s.deferred::pg_catalog.float8, 'counter', 'Messages deferred'),
+        ('sbq_dead_lettered_total', NULL, s.dead_lettered::pg_catalog.float8, 'counter',
+         'Messages dead-lettered'),
+        ('sbq_expired_total', NULL, s.expired::pg_catalog.float8, 'counter',
+         'Messages whose time to live ran out')
+     ) m(metric, state, value, type, help)
+    UNION ALL
+    SELECT m.metric, t.topic, NULL, m.value, m.type, m.help
+      FROM sbq_topic_stats t
+     CROSS JOIN LATERAL (VALUES
+        ('sbq_topic_subscriptions', t.subscription_count::pg_catalog.float8, 'gauge',
+         'Subscriptions of the topic'),
+        ('sbq_topic_sent_total', t.sent::pg_catalog.float8, 'counter',
+         'Messages sent to the topic (duplicates not counted)'),
+        ('sbq_topic_dropped_total', t.dropped::pg_catalog.float8, 'counter',
+         'Messages no subscription took')
+     ) m(metric, value, type, help)
+    UNION ALL
+    SELECT m.metric, NULL, NULL, m.value, 'gauge', m.help
+      FROM sbq_lock_table() l
+     CROSS JOIN LATERAL (VALUES
+        ('sbq_lock_table_capacity', l.capacity::pg_catalog.float8,
+         'Entries of the lock table in shared memory (sbqueue.max_locks; 0 without the preload)'),
+        ('sbq_lock_table_in_use', l.in_use::pg_catalog.float8,
+         'Entries in use in the whole server (shown to pg_read_all_stats only)'),
+        ('sbq_lock_table_database_share', l.database_share::pg_catalog.float8,
+         'Entries this database may hold'),
+        ('sbq_lock_table_database_in_use', l.database_in_use::pg_catalog.float8,
+         'Entries this database holds: message and session locks, markers of received messages')
+     ) m(metric, value, help)
+     WHERE m.value IS NOT NULL
+    UNION ALL
+    SELECT m.metric, NULL, NULL, m.value, m.type, m.help
+      FROM sbq_maintenance_status() w
+     CROSS JOIN LATERAL (VALUES
+        ('sbq_worker_running', (w.worker_pid IS NOT NULL)::pg_catalog.int4::pg_catalog.float8, 'gauge',
+         '1 while a maintenance worker is in the database'),
+        ('sbq_worker_last_pass_age_seconds',
+         coalesce(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()
+                                                OPERATOR(pg_catalog.-) w.last_pass_started), -1),
+         'gauge', 'Seconds since the last maintenance pass started (-1: none yet)'),
+        ('sbq_worker_last_pass_duration_seconds',
+         coalesce(pg_catalog.date_part('epoch', w.last_pass_duration), 0), 'gauge',
+         'How long the last maintenance pass took'),
+        ('sbq_worker_last_pass_ok', (w.last_pass_result IS NOT DISTINCT FROM 'ok')::pg_catalog.int4::pg_catalog.float8,
+         'gauge', '1 when the last maintenance pass succeeded'),
+        ('sbq_worker_passes_total', w.passes::pg_catalog.float8, 'counter',
+         'Maintenance passes since the server started'),
+        ('sbq_worker_pass_overdue_seconds',
+         GREATEST(coalesce(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()
+                                                           OPERATOR(pg_catalog.-) w.next_pass_due), 0), 0),
+         'gauge', 'How far the next maintenance pass is past its due time')
+     ) m(metric, value, type, help)
+     WHERE w.database_id OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+                                                   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+
+/*
+ * sbq_metrics in Prometheus's text exposition format (src/metrics.c): a HELP
+ * and TYPE line per family, then its samples, each labelled with the
+ * database (and queue or topic, and state), read as the caller. Serve it from
+ * any HTTP endpoint that runs a query.
+ */
+CREATE FUNCTION sbq_metrics_text() RETURNS text
+    AS 'MODULE_PATHNAME', 'sbq_metrics_text_sql'
+    LANGUAGE C STABLE PARALLEL RESTRICTED;
+
 /* the views show each caller what its rights let it see */
-GRANT SELECT ON sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status,
+GRANT SELECT ON sbq_metrics, sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status,
     sbq_topics, sbq_subscriptions, sbq_rules, sbq_topic_stats TO PUBLIC;
 
 /*

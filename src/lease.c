@@ -100,18 +100,22 @@
 #include "access/multixact.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/acl.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -130,6 +134,7 @@ PG_FUNCTION_INFO_V1(sbq_lease_until_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_count_sql);
 PG_FUNCTION_INFO_V1(sbq_lease_pending_sql);
 PG_FUNCTION_INFO_V1(sbq_session_until_sql);
+PG_FUNCTION_INFO_V1(sbq_lock_table_sql);
 
 #define SBQ_LEASE_PARTITIONS	16
 #define SBQ_LEASE_TRANCHE		"sbqueue leases"
@@ -1851,4 +1856,48 @@ sbq_lease_pending_sql(PG_FUNCTION_ARGS)
 	}
 	sbq_lease_unlock_all();
 	PG_RETURN_INT64(n);
+}
+
+/*
+ * sbq_lock_table_sql
+ *		sbq_lock_table(): how full the table of locks in shared memory is, for
+ *		monitoring. capacity is sbqueue.max_locks, in_use the entries of the
+ *		whole server (NULL but for roles with the privileges of
+ *		pg_read_all_stats: other tenants' activity is their own),
+ *		database_share the most entries this database may hold and
+ *		database_in_use what it holds: message locks, session locks and the
+ *		markers of messages that a committed receive took. Without the
+ *		preload there is no table: capacity and the rest are 0.
+ */
+Datum
+sbq_lock_table_sql(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	int64		in_use = 0;
+	int32		db_in_use = 0;
+	SbqLeaseShare *share;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (sbq_lease_hash != NULL)
+	{
+		in_use = (int64) hash_get_num_entries(sbq_lease_hash);
+		LWLockAcquire(sbq_shares_lock(), LW_SHARED);
+		share = (SbqLeaseShare *) hash_search(sbq_lease_shares, &MyDatabaseId, HASH_FIND, NULL);
+		if (share != NULL)
+		{
+			SpinLockAcquire(&share->mutex);
+			db_in_use = share->count;
+			SpinLockRelease(&share->mutex);
+		}
+		LWLockRelease(sbq_shares_lock());
+	}
+	values[0] = Int32GetDatum(sbq_lease_hash != NULL ? sbq_max_locks : 0);
+	values[1] = Int64GetDatum(in_use);
+	nulls[1] = !has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	values[2] = Int32GetDatum(sbq_lease_hash != NULL ? sbq_lease_db_limit() : 0);
+	values[3] = Int32GetDatum(db_in_use);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -6,7 +6,7 @@
 -- extension: which functions it may execute (every sbq_* function but
 -- sbq_create_queue and sbq_maintain, and the four read-only helpers the views call;
 -- not the three internal functions), which privileges it has on each table, sequence
--- and view (SELECT on the four views, nothing else), and that it has no USAGE on
+-- and view (SELECT on the views, nothing else), and that it has no USAGE on
 -- schema sbq. A new function, table or grant fails here until the lists are updated
 -- on purpose. Then: no function is SECURITY DEFINER or carries settings (proconfig)
 -- and each is in C (the C code switches to the owner of the tables and pins
@@ -90,7 +90,9 @@ SELECT results_eq(
         ('public.sbq_get_topic(text)'),
         ('public.sbq_grant(text, name, text[])'),
         ('public.sbq_list_sessions(text)'),
+        ('public.sbq_lock_table()'),
         ('public.sbq_maintenance_status()'),
+        ('public.sbq_metrics_text()'),
         ('public.sbq_new_message(bytea, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_new_message(jsonb, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_new_message(text, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
@@ -181,6 +183,7 @@ SELECT results_eq(
         FROM pg_temp.ext_relations() ORDER BY name COLLATE "C"$$,
     $$VALUES
         ('public.sbq_maintenance_status', 'v', ARRAY['SELECT']),
+        ('public.sbq_metrics', 'v', ARRAY['SELECT']),
         ('public.sbq_queue_stats', 'v', ARRAY['SELECT']),
         ('public.sbq_queues', 'v', ARRAY['SELECT']),
         ('public.sbq_rights', 'v', ARRAY['SELECT']),
@@ -203,7 +206,7 @@ SELECT results_eq(
         ('sbq.subscriptions', 'r', ARRAY[]::text[]),
         ('sbq.topic_scheduled', 'r', ARRAY[]::text[]),
         ('sbq.topics', 'r', ARRAY[]::text[])$$,
-    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the eight views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
+    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the nine views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r
             WHERE NOT EXISTS (SELECT FROM pg_depend d
                                WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid

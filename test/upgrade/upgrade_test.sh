@@ -442,6 +442,16 @@ if [ "$(try sbq_upgrade_old "SELECT count(*) FROM pg_catalog.pg_attribute
 else
     check "the update reaches 0.11 (sbq.messages has transfer_hops)" missing present
 fi
+# 0.12 has metrics: the view counts what the upgraded database holds
+if has_relation sbq_upgrade_old sbq_metrics; then
+    got=$(try sbq_upgrade_old "SELECT value FROM sbq_metrics WHERE metric = 'sbq_messages'
+                                 AND queue = 'dlq-to' AND state = 'active'")
+    check "after the update to 0.12 sbq_metrics counts a queue's messages" "$got" 0
+    got=$(try sbq_upgrade_old "SELECT sbq_metrics_text() ~ '(^|\n)sbq_topic_sent_total\{database=\"sbq_upgrade_old\",topic=\"t\"\} 1\n'")
+    check "after the update to 0.12 sbq_metrics_text() shows the topic's send" "$got" t
+else
+    check "the update reaches 0.12 (sbq_metrics)" missing present
+fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
 if has_relation sbq_upgrade_old sbq_maintenance_status &&

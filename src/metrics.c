@@ -1,0 +1,142 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.c
+ *	  sbq_metrics_text(): the rows of the view sbq_metrics in Prometheus's
+ *	  text exposition format, for an HTTP endpoint that runs one query.
+ *
+ * The view does the work (sbqueue.sql): this file only reads it, as the
+ * caller, so a role sees the metrics of the entities it holds a right on,
+ * as it does in the view, and formats them: per family (metric) a HELP and
+ * a TYPE line, then its samples, each labelled with the database, the queue
+ * (or topic, for sbq_topic_*) and the state. Label values are escaped as the
+ * format wants (backslash, double quote, newline).
+ *
+ * Owns nothing; takes no locks of its own.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/metrics.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/lsyscache.h"
+
+#include "compat.h"
+#include "sbqueue.h"
+
+PG_FUNCTION_INFO_V1(sbq_metrics_text_sql);
+
+/* Append a label value, escaped as the exposition format wants. */
+static void
+sbq_append_label(StringInfo buf, const char *name, const char *value)
+{
+	const char *p;
+
+	appendStringInfo(buf, "%s=\"", name);
+	for (p = value; *p; p++)
+	{
+		if (*p == '\\')
+			appendStringInfoString(buf, "\\\\");
+		else if (*p == '"')
+			appendStringInfoString(buf, "\\\"");
+		else if (*p == '\n')
+			appendStringInfoString(buf, "\\n");
+		else
+			appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoChar(buf, '"');
+}
+
+/* A sample's value: float8's shortest exact text; infinities as +Inf / -Inf. */
+static void
+sbq_append_value(StringInfo buf, float8 v)
+{
+	if (isinf(v))
+		appendStringInfoString(buf, v > 0 ? "+Inf" : "-Inf");
+	else
+		appendStringInfoString(buf, float8out_internal(v));
+}
+
+/*
+ * sbq_metrics_text_sql
+ *		sbq_metrics_text(): the view sbq_metrics (of the schema this function
+ *		is in) as Prometheus text, families in name order.
+ */
+Datum
+sbq_metrics_text_sql(PG_FUNCTION_ARGS)
+{
+	Oid			schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+	char	   *schema_name = get_namespace_name(schema);
+	char	   *database = get_database_name(MyDatabaseId);
+	StringInfoData query;
+	StringInfoData out;
+	char	   *family = NULL;
+	uint64		i;
+	text	   *result;
+
+	if (schema_name == NULL || database == NULL)
+		elog(ERROR, "sbq_metrics_text: its schema or database is gone");
+	initStringInfo(&query);
+	appendStringInfo(&query,
+					 "SELECT metric, queue, state, value, type, help FROM %s.sbq_metrics "
+					 "ORDER BY metric COLLATE \"C\", queue COLLATE \"C\", state COLLATE \"C\"",
+					 quote_identifier(schema_name));
+	/* the text is made in the caller's context (a StringInfo grows where it began) */
+	initStringInfo(&out);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(query.data, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "sbq_metrics_text: reading sbq_metrics failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *metric = SPI_getvalue(tup, desc, 1);
+		char	   *queue = SPI_getvalue(tup, desc, 2);
+		char	   *state = SPI_getvalue(tup, desc, 3);
+		bool		isnull;
+		Datum		value = SPI_getbinval(tup, desc, 4, &isnull);
+
+		CHECK_FOR_INTERRUPTS();
+		if (metric == NULL || isnull)
+			continue;
+		if (family == NULL || strcmp(family, metric) != 0)
+		{
+			char	   *type = SPI_getvalue(tup, desc, 5);
+			char	   *help = SPI_getvalue(tup, desc, 6);
+
+			appendStringInfo(&out, "# HELP %s %s\n# TYPE %s %s\n", metric,
+							 help ? help : "", metric, type ? type : "untyped");
+			family = metric;
+		}
+		appendStringInfo(&out, "%s{", metric);
+		sbq_append_label(&out, "database", database);
+		if (queue != NULL)
+		{
+			appendStringInfoChar(&out, ',');
+			sbq_append_label(&out, strncmp(metric, "sbq_topic_", 10) == 0 ? "topic" : "queue",
+							 queue);
+		}
+		if (state != NULL)
+		{
+			appendStringInfoChar(&out, ',');
+			sbq_append_label(&out, "state", state);
+		}
+		appendStringInfoString(&out, "} ");
+		sbq_append_value(&out, DatumGetFloat8(value));
+		appendStringInfoChar(&out, '\n');
+	}
+	SPI_finish();
+	result = cstring_to_text_with_len(out.data, out.len);
+	PG_RETURN_TEXT_P(result);
+}
