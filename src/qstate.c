@@ -15,8 +15,20 @@
  * transaction aborts. sbq_queue_stats adds what is here (and the current
  * transaction's own counts) to what is stored, so while nothing crashes the
  * counters read the same as before; a crash, or a restart, loses what was
- * not stored yet (about a second of counting). While a move is in flight
- * the view may count its part once too little, never twice.
+ * not stored yet (about a second of counting).
+ *
+ * A move must not make a counter go back, even for an instant: a monitoring
+ * system takes a counter that falls for a reset, and an alert on its
+ * increase fires. So what a transaction moves out stays in the entry, in a
+ * move slot with the transaction's id, until every snapshot sees that
+ * transaction as finished: a reader adds a slot's counts unless its own
+ * snapshot sees the transaction committed (then the rows it stored are what
+ * the reader sees). A slot is freed by the next move once no snapshot can
+ * miss its rows (an abort frees it at once, its counts back with the rest).
+ * With every slot in use (a snapshot held open elsewhere) counts are not
+ * moved until one frees: they gather here, and a crash would lose more. The
+ * counts a prepared transaction moved are counted from here until it commits;
+ * rolled back, they come back when its slot is freed.
  *
  * Scheduled messages. A receive activated due scheduled messages with a
  * statement on every call, nearly always finding none. Each entry has the
@@ -77,6 +89,11 @@
  * and every storage section holds AccessShareLock on it until after its
  * transaction's commit callbacks have run).
  *
+ * Length: over 1,000 lines on purpose. The counters, the scheduled times,
+ * the head hints and the send slots are fields of one shared entry under one
+ * spinlock, changed through one undo log and its transaction callbacks; split
+ * across files, each would have to see the entry's layout and the log.
+ *
  * Copyright (c) 2026, the sbqueue authors
  *
  * IDENTIFICATION
@@ -86,6 +103,7 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -97,6 +115,7 @@
 #include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -111,6 +130,9 @@ PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
 /* how long counts may gather here before a counting call stores them */
 #define SBQ_QSTATE_STORE_USECS	USECS_PER_SEC
 
+/* moves an entry keeps until every snapshot sees them finished */
+#define SBQ_QSTATE_MOVES		4
+
 typedef struct SbqQueueKey
 {
 	Oid			dbid;
@@ -123,6 +145,8 @@ typedef struct SbqQueueState
 	SbqQueueKey key;
 	slock_t		mutex;
 	int64		pending[SBQ_NUM_COUNTERS];
+	TransactionId move_xid[SBQ_QSTATE_MOVES];	/* invalid: a free slot */
+	int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];	/* what each moved */
 	TimestampTz last_take;		/* when the counts were last moved out */
 	bool		due_known;		/* next_due is known */
 	TimestampTz next_due;		/* DT_NOEND: no scheduled message */
@@ -160,6 +184,8 @@ typedef struct SbqQstateRecord
 	SbqQueueKey key;
 	SbqCounts	counts;
 	TimestampTz when;
+	int			slot;			/* SBQ_QS_TAKE: its move slot */
+	TransactionId xid;			/* SBQ_QS_TAKE: the moving transaction */
 } SbqQstateRecord;
 
 static HTAB *sbq_qstate_hash = NULL;
@@ -259,6 +285,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 	{
 		SpinLockInit(&entry->mutex);
 		memset(entry->pending, 0, sizeof(entry->pending));
+		memset(entry->move_xid, 0, sizeof(entry->move_xid));
 		entry->last_take = GetCurrentTimestamp();
 		entry->due_known = false;
 		entry->next_due = 0;
@@ -340,8 +367,12 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 				sbq_counts_add(entry->pending, &r->counts, 1);
 			break;
 		case SBQ_QS_TAKE:
-			if (!commit)
+			/* committed: the slot stays until every snapshot sees it */
+			if (!commit && entry->move_xid[r->slot] == r->xid)
+			{
 				sbq_counts_add(entry->pending, &r->counts, 1);
+				entry->move_xid[r->slot] = InvalidTransactionId;
+			}
 			break;
 		case SBQ_QS_SCHEDULED:
 			if (commit)
@@ -355,6 +386,7 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			if (commit)
 			{
 				memset(entry->pending, 0, sizeof(entry->pending));
+				memset(entry->move_xid, 0, sizeof(entry->move_xid));
 				entry->due_known = false;
 				entry->due_gen++;
 				entry->head_hint = 0;
@@ -447,7 +479,8 @@ sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c)
  *		Move the queue's gathered counts out of shared memory, for the caller
  *		to store in this transaction (they come back if it aborts). With
  *		only_if_old, only when they were last moved more than a second ago.
- *		False when there was nothing to move.
+ *		False when nothing was moved: there was nothing, or no move slot was
+ *		free (the counts stay here).
  */
 bool
 sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
@@ -456,29 +489,83 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	SbqQueueState *entry;
 	SbqQstateRecord *r;
 	TimestampTz now = GetCurrentTimestamp();
+	TransactionId seen[SBQ_QSTATE_MOVES];
+	bool		done[SBQ_QSTATE_MOVES];
+	bool		committed[SBQ_QSTATE_MOVES];
+	TransactionId xid;
 	int64	   *v = (int64 *) c;
 	bool		any = false;
+	int			slot = -1;
 	int			i;
 
 	sbq_qstate_key(&key, epoch, queue_id);
 	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry == NULL)
 		return false;
-	r = sbq_qstate_record(SBQ_QS_TAKE, &key);
+
+	/* anything to move, and its time? (no transaction id is taken for nothing) */
 	SpinLockAcquire(&entry->mutex);
 	if (!only_if_old || now - entry->last_take >= SBQ_QSTATE_STORE_USECS)
+	{
+		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+			any |= entry->pending[i] != 0;
+		if (!any)
+			entry->last_take = now;
+	}
+	memcpy(seen, entry->move_xid, sizeof(seen));
+	SpinLockRelease(&entry->mutex);
+	if (!any)
+		return false;
+
+	/* the slots every snapshot sees finished are free (not under the spinlock) */
+	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
+	{
+		done[i] = TransactionIdIsValid(seen[i]) && !TransactionIdIsCurrentTransactionId(seen[i]) &&
+			GlobalVisCheckRemovableXid(NULL, seen[i]);
+		/* one that did not commit was prepared and rolled back: its counts come back */
+		committed[i] = done[i] && TransactionIdDidCommit(seen[i]);
+	}
+	xid = GetTopTransactionId();
+	r = sbq_qstate_record(SBQ_QS_TAKE, &key);
+
+	any = false;
+	SpinLockAcquire(&entry->mutex);
+	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
+	{
+		if (done[i] && entry->move_xid[i] == seen[i])
+		{
+			if (!committed[i])
+			{
+				int			k;
+
+				for (k = 0; k < SBQ_NUM_COUNTERS; k++)
+					entry->pending[k] += entry->moved[i][k];
+			}
+			entry->move_xid[i] = InvalidTransactionId;
+		}
+		if (slot < 0 && !TransactionIdIsValid(entry->move_xid[i]))
+			slot = i;
+	}
+	entry->last_take = now;
+	if (slot >= 0)
 	{
 		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		{
 			v[i] = entry->pending[i];
 			any |= v[i] != 0;
+			entry->moved[slot][i] = v[i];
 			entry->pending[i] = 0;
 		}
-		entry->last_take = now;
+		if (any)
+			entry->move_xid[slot] = xid;
 	}
 	SpinLockRelease(&entry->mutex);
 	if (any)
+	{
 		r->counts = *c;
+		r->slot = slot;
+		r->xid = xid;
+	}
 	else
 		sbq_undo_forget_last(&sbq_qstate_log); /* nothing moved: no record */
 	return any;
@@ -622,9 +709,31 @@ sbq_pending_counts_sql(PG_FUNCTION_ARGS)
 	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry != NULL)
 	{
+		TransactionId xids[SBQ_QSTATE_MOVES];
+		int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];
+		Snapshot	snap = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+		int			j;
+
 		SpinLockAcquire(&entry->mutex);
 		memcpy(sum, entry->pending, sizeof(sum));
+		memcpy(xids, entry->move_xid, sizeof(xids));
+		memcpy(moved, entry->moved, sizeof(moved));
 		SpinLockRelease(&entry->mutex);
+
+		/*
+		 * A move's counts are in the rows this snapshot reads when it sees
+		 * the move committed (or made it); else they are counted from here.
+		 */
+		for (j = 0; j < SBQ_QSTATE_MOVES; j++)
+		{
+			if (!TransactionIdIsValid(xids[j]) || TransactionIdIsCurrentTransactionId(xids[j]))
+				continue;
+			if (GlobalVisCheckRemovableXid(NULL, xids[j]) ||
+				(!XidInMVCCSnapshot(xids[j], snap) && TransactionIdDidCommit(xids[j])))
+				continue;
+			for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+				sum[i] += moved[j][i];
+		}
 	}
 	for (i = 0; i < sbq_undo_count(&sbq_qstate_log); i++)
 	{
