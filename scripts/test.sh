@@ -141,12 +141,14 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
-# one at a time, but for maintain_pg_cron, which mostly waits for pg_cron's next
-# minute, and then topics_crash_loop: the two run one after the other beside the
-# others
+# in three lanes, each one test at a time: the tests mostly wait (for pg_cron's
+# next minute, for workers to come and go, for locks to run out), so three fit on
+# two cores; the ones that time their worker (worker_pool, wakeup) share a lane
+# with tests that use little CPU
 tap() {
     make -s PG_CONFIG="$PG_CONFIG" prove_installcheck \
-        PROVE_FLAGS="-j2 '--rules=seq=**/{maintain_pg_cron,topics_crash_loop}.pl' '--rules=seq=**'"
+        PROVE_FLAGS="-j3 '--rules=seq=**/{maintain_pg_cron,topics_crash_loop,worker_hostile}.pl' \
+'--rules=seq=**/{worker_vacuum,fault_no_worker,lease_review,session_memory}.pl' '--rules=seq=**'"
 }
 
 layout() {
