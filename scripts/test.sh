@@ -141,6 +141,13 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
+# the web console (console/, docs/console.md) driven in headless Chromium;
+# run.sh installs chromium and the console's npm packages when they are missing
+console() {
+    fresh_db sbq_console &&
+        PGDATABASE=sbq_console timeout 300 bash console/test/run.sh
+}
+
 # one at a time, but for maintain_pg_cron, which mostly waits for pg_cron's next
 # minute, and then topics_crash_loop: the two run one after the other beside the
 # others
@@ -170,6 +177,7 @@ suite "python client" python_client
 suite "node client" node_client
 suite "c example" c_example
 suite "monitoring queries" monitoring
+suite "web console" console
 suite "TAP (worker, wake-ups, faults)" tap
 
 echo
