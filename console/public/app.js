@@ -171,6 +171,8 @@ function renderQueues(data) {
 async function refreshQueues() {
     try {
         renderQueues(await api('/api/queues'));
+        // the list is back: its earlier error is stale
+        if ($('error').textContent.startsWith('queue list: ')) clearError();
     } catch (e) {
         showError(`queue list: ${e.message}`);
     }
