@@ -141,6 +141,13 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
+# the web console (console/, docs/console.md) driven in headless Chromium;
+# run.sh installs chromium and the console's npm packages when they are missing
+console() {
+    fresh_db sbq_console &&
+        PGDATABASE=sbq_console timeout 300 bash console/test/run.sh
+}
+
 # in three lanes, each one test at a time: the tests mostly wait (for pg_cron's
 # next minute, for workers to come and go, for locks to run out), so three fit on
 # two cores; the ones that time their worker (worker_pool, wakeup) share a lane
@@ -172,6 +179,7 @@ suite "python client" python_client
 suite "node client" node_client
 suite "c example" c_example
 suite "monitoring queries" monitoring
+suite "web console" console
 suite "TAP (worker, wake-ups, faults)" tap
 
 echo
