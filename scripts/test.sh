@@ -96,6 +96,11 @@ monitoring() {
         PGDATABASE=sbq_mon timeout 120 "$PYTHON" test/monitoring/check_queries.py
 }
 
+# every SQL block of README.md and docs/*.md, as written, each in a fresh database
+docs_sql() {
+    timeout 120 "$PYTHON" test/docs/readme_sql.py
+}
+
 c_example() {
     fresh_db sbq_c &&
         PGDATABASE=sbq_c timeout 300 bash examples/c/test.sh
@@ -179,6 +184,7 @@ suite "python client" python_client
 suite "node client" node_client
 suite "c example" c_example
 suite "monitoring queries" monitoring
+suite "docs SQL" docs_sql
 suite "web console" console
 suite "TAP (worker, wake-ups, faults)" tap
 
