@@ -141,6 +141,13 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
+# the Debian package built from this tree with dpkg-buildpackage, installed with
+# apt-get and tested on a server of its own; META.json for PGXN (test/package).
+# It leaves the package installed: the same build the TAP suite then uses
+package_suite() {
+    timeout 600 bash test/package/package_test.sh
+}
+
 # one at a time, but for maintain_pg_cron, which mostly waits for pg_cron's next
 # minute, and then topics_crash_loop: the two run one after the other beside the
 # others
@@ -170,6 +177,7 @@ suite "python client" python_client
 suite "node client" node_client
 suite "c example" c_example
 suite "monitoring queries" monitoring
+suite "package (Debian, PGXN)" package_suite
 suite "TAP (worker, wake-ups, faults)" tap
 
 echo
