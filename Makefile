@@ -53,3 +53,14 @@ PROVE_TESTS = test/t/*.pl
 .PHONY: prove_installcheck
 prove_installcheck:
 	PG_CONFIG='$(PG_CONFIG)' test/t/run.sh $(PROVE_FLAGS) $(PROVE_TESTS)
+
+# PGXN: the release zip PGXN takes, sbqueue-X.Y.Z.zip holding sbqueue-X.Y.Z/ with
+# META.json at its top, from the last commit (commit first). X.Y.Z is
+# default_version as a semantic version (0.11 is 0.11.0), as in META.json.
+# To write it elsewhere: make dist DIST_DIR=/some/dir
+DISTVERSION = $(if $(word 3,$(subst ., ,$(EXTVERSION))),$(EXTVERSION),$(EXTVERSION).0)
+DIST_DIR = .
+.PHONY: dist
+dist:
+	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ \
+		-o $(DIST_DIR)/$(EXTENSION)-$(DISTVERSION).zip HEAD

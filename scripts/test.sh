@@ -146,6 +146,13 @@ upgrade() {
     test/upgrade/upgrade_test.sh
 }
 
+# the Debian package built from this tree with dpkg-buildpackage, installed with
+# apt-get and tested on a server of its own; META.json for PGXN (test/package).
+# It leaves the package installed: the same build the TAP suite then uses
+package_suite() {
+    timeout 600 bash test/package/package_test.sh
+}
+
 # the web console (console/, docs/console.md) driven in headless Chromium;
 # run.sh installs chromium and the console's npm packages when they are missing
 console() {
@@ -186,6 +193,7 @@ suite "c example" c_example
 suite "monitoring queries" monitoring
 suite "docs SQL" docs_sql
 suite "web console" console
+suite "package (Debian, PGXN)" package_suite
 suite "TAP (worker, wake-ups, faults)" tap
 
 echo
