@@ -91,6 +91,16 @@
 #define sbq_guc_variables(n) (*(n) = GetNumConfigOptions(), get_guc_variables())
 #endif
 
+/*
+ * The oldest transaction whose commit status pg_xact still holds (read under
+ * XactTruncationLock): the struct it lives in was renamed in 17.
+ */
+#if PG_VERSION_NUM >= 170000
+#define SBQ_OLDEST_CLOG_XID() (TransamVariables->oldestClogXid)
+#else
+#define SBQ_OLDEST_CLOG_XID() (ShmemVariableCache->oldestClogXid)
+#endif
+
 /* The dead rows pgstat counts for a table (the field was renamed in 16). */
 #if PG_VERSION_NUM >= 160000
 #define SBQ_TABENTRY_DEAD(e) ((e)->dead_tuples)

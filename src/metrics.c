@@ -22,13 +22,14 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/float.h"
 #include "utils/lsyscache.h"
 
 #include "compat.h"
@@ -57,14 +58,22 @@ sbq_append_label(StringInfo buf, const char *name, const char *value)
 	appendStringInfoChar(buf, '"');
 }
 
-/* A sample's value: float8's shortest exact text; infinities as +Inf / -Inf. */
+/*
+ * A sample's value, whatever extra_float_digits says: a whole number in full
+ * (counters must not round), else to the microsecond (ages and durations in
+ * seconds); infinities as +Inf / -Inf.
+ */
 static void
 sbq_append_value(StringInfo buf, float8 v)
 {
-	if (isinf(v))
+	if (isnan(v))
+		appendStringInfoString(buf, "NaN");
+	else if (isinf(v))
 		appendStringInfoString(buf, v > 0 ? "+Inf" : "-Inf");
+	else if (v == floor(v) && fabs(v) < 9.0e15)
+		appendStringInfo(buf, INT64_FORMAT, (int64) v);
 	else
-		appendStringInfoString(buf, float8out_internal(v));
+		appendStringInfo(buf, "%.6f", v);
 }
 
 /*

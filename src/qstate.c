@@ -20,15 +20,19 @@
  * A move must not make a counter go back, even for an instant: a monitoring
  * system takes a counter that falls for a reset, and an alert on its
  * increase fires. So what a transaction moves out stays in the entry, in a
- * move slot with the transaction's id, until every snapshot sees that
- * transaction as finished: a reader adds a slot's counts unless its own
- * snapshot sees the transaction committed (then the rows it stored are what
- * the reader sees). A slot is freed by the next move once no snapshot can
- * miss its rows (an abort frees it at once, its counts back with the rest).
- * With every slot in use (a snapshot held open elsewhere) counts are not
- * moved until one frees: they gather here, and a crash would lose more. The
- * counts a prepared transaction moved are counted from here until it commits;
- * rolled back, they come back when its slot is freed.
+ * move slot with the transaction's id, until every snapshot of the database
+ * sees that transaction as finished: a reader adds a slot's counts unless its
+ * own snapshot sees the transaction committed (then the rows it stored are
+ * what the reader sees). The commit callback marks the slot committed, so a
+ * reader needs the commit log only for a transaction that was prepared (or
+ * whose callback has not run yet), and never for one older than what the
+ * commit log still holds. An abort frees the slot at once, its counts back
+ * with the rest. The next move, or the next maintenance pass (which looks at
+ * every queue of the database, with counts or not), frees a slot once the
+ * database's horizon has passed its transaction; one that was prepared and
+ * rolled back gives its counts back then. With every slot in use (a snapshot
+ * held open in the database) counts are not moved until one frees: they
+ * gather here, and a crash would lose more.
  *
  * Scheduled messages. A receive activated due scheduled messages with a
  * statement on every call, nearly always finding none. Each entry has the
@@ -115,6 +119,8 @@
 #include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -146,6 +152,7 @@ typedef struct SbqQueueState
 	slock_t		mutex;
 	int64		pending[SBQ_NUM_COUNTERS];
 	TransactionId move_xid[SBQ_QSTATE_MOVES];	/* invalid: a free slot */
+	bool		move_committed[SBQ_QSTATE_MOVES];	/* its commit callback ran */
 	int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];	/* what each moved */
 	TimestampTz last_take;		/* when the counts were last moved out */
 	bool		due_known;		/* next_due is known */
@@ -193,6 +200,7 @@ static LWLock *sbq_qstate_lock = NULL;
 static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
 static bool sbq_qstate_full_logged = false;	/* this backend said the table is full */
+static bool sbq_qstate_preparing = false;	/* the records are applied at PREPARE */
 
 static void sbq_qstate_apply(const void *record);
 static void sbq_qstate_undo(const void *record);
@@ -286,6 +294,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		SpinLockInit(&entry->mutex);
 		memset(entry->pending, 0, sizeof(entry->pending));
 		memset(entry->move_xid, 0, sizeof(entry->move_xid));
+		memset(entry->move_committed, 0, sizeof(entry->move_committed));
 		entry->last_take = GetCurrentTimestamp();
 		entry->due_known = false;
 		entry->next_due = 0;
@@ -368,11 +377,15 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			break;
 		case SBQ_QS_TAKE:
 			/* committed: the slot stays until every snapshot sees it */
-			if (!commit && entry->move_xid[r->slot] == r->xid)
+			if (entry->move_xid[r->slot] != r->xid)
+				break;
+			if (!commit)
 			{
 				sbq_counts_add(entry->pending, &r->counts, 1);
 				entry->move_xid[r->slot] = InvalidTransactionId;
 			}
+			else if (!sbq_qstate_preparing)
+				entry->move_committed[r->slot] = true;
 			break;
 		case SBQ_QS_SCHEDULED:
 			if (commit)
@@ -430,8 +443,13 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
 			sbq_undo_commit(&sbq_qstate_log);
+			break;
+		case XACT_EVENT_PREPARE:
+			/* a prepared move is not committed yet: its slot stays unmarked */
+			sbq_qstate_preparing = true;
+			sbq_undo_commit(&sbq_qstate_log);
+			sbq_qstate_preparing = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -475,26 +493,92 @@ sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c)
 }
 
 /*
+ * sbq_xid_committed
+ *		Whether a transaction committed, from the commit log; *known is false
+ *		when the log no longer holds it (older than any that can matter here:
+ *		the caller takes it as committed, its counts stored). Not under a
+ *		spinlock.
+ */
+static bool
+sbq_xid_committed(TransactionId xid, bool *known)
+{
+	bool		committed = false;
+
+	LWLockAcquire(XactTruncationLock, LW_SHARED);
+	*known = !TransactionIdPrecedes(xid, SBQ_OLDEST_CLOG_XID());
+	if (*known)
+		committed = TransactionIdDidCommit(xid);
+	LWLockRelease(XactTruncationLock);
+	return committed;
+}
+
+/*
+ * sbq_qstate_finished
+ *		Which of the move slots seen (their transactions, and whether marked
+ *		committed) every snapshot of this database sees finished: done[i],
+ *		to be freed; give_back[i] when that transaction did not commit (it
+ *		was prepared, then rolled back), so its counts come back. The horizon
+ *		is that of the database's tables (sbq.queues, epoch), as only its
+ *		sessions read these counters. Not under the spinlock. True when any
+ *		slot was in use.
+ */
+static bool
+sbq_qstate_finished(Oid epoch, const TransactionId *seen, const bool *seen_committed,
+					bool *done, bool *give_back)
+{
+	Relation	rel = NULL;
+	bool		used = false;
+	int			i;
+
+	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
+	{
+		done[i] = give_back[i] = false;
+		if (!TransactionIdIsValid(seen[i]))
+			continue;
+		used = true;
+		if (TransactionIdIsCurrentTransactionId(seen[i]))
+			continue;
+		if (rel == NULL)
+			rel = RelationIdGetRelation(epoch);
+		done[i] = GlobalVisCheckRemovableXid(RelationIsValid(rel) ? rel : NULL, seen[i]);
+		if (done[i] && !seen_committed[i])
+		{
+			bool		known;
+
+			give_back[i] = !sbq_xid_committed(seen[i], &known) && known;
+		}
+	}
+	if (RelationIsValid(rel))
+		RelationClose(rel);
+	return used;
+}
+
+/*
  * sbq_qstate_take
  *		Move the queue's gathered counts out of shared memory, for the caller
  *		to store in this transaction (they come back if it aborts). With
  *		only_if_old, only when they were last moved more than a second ago.
- *		False when nothing was moved: there was nothing, or no move slot was
- *		free (the counts stay here).
+ *		Frees the move slots that every snapshot of the database sees
+ *		finished, whether or not there is anything to move. False when
+ *		nothing was moved: there was nothing, or no move slot was free (the
+ *		counts stay here).
  */
 bool
 sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 {
 	SbqQueueKey key;
 	SbqQueueState *entry;
-	SbqQstateRecord *r;
+	SbqQstateRecord *r = NULL;
 	TimestampTz now = GetCurrentTimestamp();
 	TransactionId seen[SBQ_QSTATE_MOVES];
+	bool		seen_committed[SBQ_QSTATE_MOVES];
 	bool		done[SBQ_QSTATE_MOVES];
-	bool		committed[SBQ_QSTATE_MOVES];
-	TransactionId xid;
-	int64	   *v = (int64 *) c;
+	bool		give_back[SBQ_QSTATE_MOVES];
+	bool		due;
 	bool		any = false;
+	bool		used;
+	TransactionId xid = InvalidTransactionId;
+	int64	   *v = (int64 *) c;
 	int			slot = -1;
 	int			i;
 
@@ -503,30 +587,32 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	if (entry == NULL)
 		return false;
 
-	/* anything to move, and its time? (no transaction id is taken for nothing) */
+	/* its time? anything to move, any slot to look at? */
 	SpinLockAcquire(&entry->mutex);
-	if (!only_if_old || now - entry->last_take >= SBQ_QSTATE_STORE_USECS)
+	due = !only_if_old || now - entry->last_take >= SBQ_QSTATE_STORE_USECS;
+	if (due)
 	{
 		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 			any |= entry->pending[i] != 0;
+		memcpy(seen, entry->move_xid, sizeof(seen));
+		memcpy(seen_committed, entry->move_committed, sizeof(seen_committed));
 		if (!any)
 			entry->last_take = now;
 	}
-	memcpy(seen, entry->move_xid, sizeof(seen));
 	SpinLockRelease(&entry->mutex);
-	if (!any)
+	if (!due)
 		return false;
 
-	/* the slots every snapshot sees finished are free (not under the spinlock) */
+	used = sbq_qstate_finished(epoch, seen, seen_committed, done, give_back);
+	if (!any && !used)
+		return false;
 	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
+		any |= give_back[i];	/* what comes back is moved now */
+	if (any)
 	{
-		done[i] = TransactionIdIsValid(seen[i]) && !TransactionIdIsCurrentTransactionId(seen[i]) &&
-			GlobalVisCheckRemovableXid(NULL, seen[i]);
-		/* one that did not commit was prepared and rolled back: its counts come back */
-		committed[i] = done[i] && TransactionIdDidCommit(seen[i]);
+		xid = GetTopTransactionId();
+		r = sbq_qstate_record(SBQ_QS_TAKE, &key);
 	}
-	xid = GetTopTransactionId();
-	r = sbq_qstate_record(SBQ_QS_TAKE, &key);
 
 	any = false;
 	SpinLockAcquire(&entry->mutex);
@@ -534,30 +620,34 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	{
 		if (done[i] && entry->move_xid[i] == seen[i])
 		{
-			if (!committed[i])
-			{
-				int			k;
+			int			k;
 
+			if (give_back[i])
 				for (k = 0; k < SBQ_NUM_COUNTERS; k++)
 					entry->pending[k] += entry->moved[i][k];
-			}
 			entry->move_xid[i] = InvalidTransactionId;
 		}
 		if (slot < 0 && !TransactionIdIsValid(entry->move_xid[i]))
 			slot = i;
 	}
-	entry->last_take = now;
-	if (slot >= 0)
+	if (r != NULL)
 	{
-		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		entry->last_take = now;
+		if (slot >= 0)
 		{
-			v[i] = entry->pending[i];
-			any |= v[i] != 0;
-			entry->moved[slot][i] = v[i];
-			entry->pending[i] = 0;
+			for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+			{
+				v[i] = entry->pending[i];
+				any |= v[i] != 0;
+				entry->moved[slot][i] = v[i];
+				entry->pending[i] = 0;
+			}
+			if (any)
+			{
+				entry->move_xid[slot] = xid;
+				entry->move_committed[slot] = false;
+			}
 		}
-		if (any)
-			entry->move_xid[slot] = xid;
 	}
 	SpinLockRelease(&entry->mutex);
 	if (any)
@@ -566,7 +656,7 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 		r->slot = slot;
 		r->xid = xid;
 	}
-	else
+	else if (r != NULL)
 		sbq_undo_forget_last(&sbq_qstate_log); /* nothing moved: no record */
 	return any;
 }
@@ -710,6 +800,7 @@ sbq_pending_counts_sql(PG_FUNCTION_ARGS)
 	if (entry != NULL)
 	{
 		TransactionId xids[SBQ_QSTATE_MOVES];
+		bool		committed[SBQ_QSTATE_MOVES];
 		int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];
 		Snapshot	snap = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
 		int			j;
@@ -717,19 +808,26 @@ sbq_pending_counts_sql(PG_FUNCTION_ARGS)
 		SpinLockAcquire(&entry->mutex);
 		memcpy(sum, entry->pending, sizeof(sum));
 		memcpy(xids, entry->move_xid, sizeof(xids));
+		memcpy(committed, entry->move_committed, sizeof(committed));
 		memcpy(moved, entry->moved, sizeof(moved));
 		SpinLockRelease(&entry->mutex);
 
 		/*
 		 * A move's counts are in the rows this snapshot reads when it sees
 		 * the move committed (or made it); else they are counted from here.
+		 * Running or prepared when the snapshot was taken: not seen. Finished
+		 * before it: seen if it committed, which the slot says, or (prepared,
+		 * or its callback still to run) the commit log; one the log no longer
+		 * holds is long committed.
 		 */
 		for (j = 0; j < SBQ_QSTATE_MOVES; j++)
 		{
+			bool		known;
+
 			if (!TransactionIdIsValid(xids[j]) || TransactionIdIsCurrentTransactionId(xids[j]))
 				continue;
-			if (GlobalVisCheckRemovableXid(NULL, xids[j]) ||
-				(!XidInMVCCSnapshot(xids[j], snap) && TransactionIdDidCommit(xids[j])))
+			if (!XidInMVCCSnapshot(xids[j], snap) &&
+				(committed[j] || sbq_xid_committed(xids[j], &known) || !known))
 				continue;
 			for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 				sum[i] += moved[j][i];

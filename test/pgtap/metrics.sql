@@ -6,7 +6,7 @@
 -- pg_read_all_stats; the text form has a HELP and a TYPE line per family and a line
 -- per row of the view.
 BEGIN;
-SELECT plan(22);
+SELECT plan(23);
 
 SELECT has_view('sbq_metrics', 'metrics: the view sbq_metrics exists');
 SELECT columns_are('sbq_metrics', ARRAY['metric', 'queue', 'state', 'value', 'type', 'help'],
@@ -109,6 +109,12 @@ SELECT is((SELECT count(*) FROM regexp_split_to_table(rtrim(sbq_metrics_text(), 
 SELECT ok(sbq_metrics_text() ~ (E'\n# TYPE sbq_messages gauge\n(sbq_messages\\{[^\n]*\n)*sbq_messages\\{database="'
                                  || current_database() || E'",queue="mt_q",state="locked"\\} 0\n'),
     'metrics: a sample line names the database, the queue and the state');
+
+SET LOCAL extra_float_digits = -15;
+SELECT ok(sbq_metrics_text() ~ (E'\nsbq_lock_table_database_share\\{database="' || current_database() || E'"\\} '
+                                 || (SELECT database_share FROM sbq_lock_table()) || E'\n'),
+    'metrics: sbq_metrics_text() writes whole numbers in full whatever extra_float_digits says');
+RESET extra_float_digits;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -19,7 +19,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('counters_move_edges',
+my $node = PostgreSQL::Test::Cluster->new('metrics_counters_move_edges',
 	$ENV{SBQ_TEST_PORT} ? (port => $ENV{SBQ_TEST_PORT}) : ());
 $node->init;
 $node->append_conf('postgresql.conf', qq(
