@@ -336,8 +336,15 @@ class Console {
     }
 
     async handle(req, res) {
-        const url = new URL(req.url, 'http://console');
         try {
+            // inside the try: a request target URL cannot read (GET //[) is the
+            // client's error, not a reason for the whole console to stop
+            let url;
+            try {
+                url = new URL(req.url, 'http://console');
+            } catch (e) {
+                throw new HttpError(400, 'the request target is not a URL path', 'url');
+            }
             this.checkRequest(req);
             if (req.method === 'GET' && STATIC[url.pathname]) return this.serveFile(res, ...STATIC[url.pathname]);
             if (req.method === 'GET' && url.pathname === '/api/config') {
@@ -378,7 +385,11 @@ class Console {
 
     listen() {
         this.bindHost = this.opts.host || '127.0.0.1';
-        this.server = http.createServer((req, res) => { this.handle(req, res); });
+        this.server = http.createServer((req, res) => {
+            // handle() answers every error itself; should answering fail too, one
+            // request is lost, never the process (an unhandled rejection ends it)
+            this.handle(req, res).catch((e) => { log(`request failed: ${e.stack || e.message}`); res.destroy(); });
+        });
         this.server.headersTimeout = 10000;
         this.server.requestTimeout = 30000;
         return new Promise((resolve, reject) => {

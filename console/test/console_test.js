@@ -13,6 +13,7 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
+const net = require('node:net');
 const path = require('node:path');
 const pg = require('pg');
 const { chromium } = require('playwright-core');
@@ -118,6 +119,18 @@ function request(port, method, urlPath, { headers = {}, body } = {}) {
         req.on('error', reject);
         if (data) req.write(data);
         req.end();
+    });
+}
+
+// bytes as they are, for what http.request will not send; the answer's status
+// line, or the socket error
+function rawRequest(port, text) {
+    return new Promise((resolve) => {
+        const s = net.connect(port, '127.0.0.1', () => s.write(text));
+        let out = '';
+        s.on('data', (d) => { out += d; });
+        s.on('close', () => resolve(out.split('\r\n')[0]));
+        s.on('error', (e) => resolve(`error ${e.code}`));
     });
 }
 
@@ -531,4 +544,17 @@ test('--database takes a keyword/value string; a database without sbqueue is ref
         await stopConsole(srv);
     }
     await assert.rejects(startConsole([], { PGDATABASE: 'postgres' }), /sbqueue is not installed/);
+});
+
+test('a request target that is no URL is answered 400, and the console goes on', async () => {
+    const srv = await startConsole();
+    try {
+        const status = await rawRequest(srv.port,
+            `GET //[ HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nConnection: close\r\n\r\n`);
+        assert.match(status, /^HTTP\/1\.1 400 /);
+        assert.equal(srv.exitCode, null, 'the console still runs');
+        assert.equal((await request(srv.port, 'GET', '/api/config')).status, 200);
+    } finally {
+        await stopConsole(srv);
+    }
 });
