@@ -123,11 +123,14 @@ class HttpError extends Error {
 // last --samples of them kept in memory
 class Sampler {
     constructor(size) { this.size = size; this.ring = []; this.lastError = null; }
+    // a Map, not an object: a queue may be named "constructor" or "toString",
+    // and an object would answer for it from its prototype in a sample taken
+    // before the queue existed
     add(t, rows) {
-        const counts = {};
+        const counts = new Map();
         for (const r of rows) {
-            counts[r.queue] = [Number(r.active_count), Number(r.locked_count), Number(r.deferred_count),
-                Number(r.scheduled_count), Number(r.dead_letter_count)];
+            counts.set(r.queue, [Number(r.active_count), Number(r.locked_count), Number(r.deferred_count),
+                Number(r.scheduled_count), Number(r.dead_letter_count)]);
         }
         this.ring.push({ t, counts });
         if (this.ring.length > this.size) this.ring.splice(0, this.ring.length - this.size);
@@ -135,7 +138,7 @@ class Sampler {
     // per queue: [[t, active, locked, deferred, scheduled, dead letters], ...] oldest first
     series(queue) {
         const out = [];
-        for (const s of this.ring) if (s.counts[queue]) out.push([s.t, ...s.counts[queue]]);
+        for (const s of this.ring) if (s.counts.has(queue)) out.push([s.t, ...s.counts.get(queue)]);
         return out;
     }
 }

@@ -28,6 +28,8 @@ const Q_DEAD = 'console/dead';
 const Q_SECRET = 'console/secret';
 const Q_SPARK = 'console/spark';
 const TOPIC = 'console/topic';
+// names an object has from its prototype
+const Q_PROTO = ['constructor', 'toString'];
 
 const TEXT_BODY = 'Hello, console! ünïcödé';
 const JSON_BODY = { name: 'widget', tags: ['a', 'b'], n: 42 };
@@ -214,7 +216,7 @@ before(async () => {
     schema = r.rows[0].nspname;
     await sql('SET client_min_messages = warning');
     // a run before in the same database: start again
-    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK]) {
+    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK, ...Q_PROTO]) {
         await sql(`SELECT ${fn('sbq_delete_queue')}(queue) FROM ${fn('sbq_queues')} WHERE queue = $1`, [q]);
     }
     await sql(`SELECT ${fn('sbq_delete_topic')}(topic) FROM ${fn('sbq_topics')} WHERE topic = $1`, [TOPIC]);
@@ -556,5 +558,25 @@ test('a request target that is no URL is answered 400, and the console goes on',
         assert.equal((await request(srv.port, 'GET', '/api/config')).status, 200);
     } finally {
         await stopConsole(srv);
+    }
+});
+
+test('a queue named like a property of every object ("constructor") is listed like any other', async () => {
+    const srv = await startConsole();
+    try {
+        const page = await openPage(srv);
+        await waitFor('two samples', async () => (await page.$eval(`${row(Q_SPARK)} svg.sparkline`,
+            (e) => Number(e.getAttribute('data-points')))) >= 2);
+        // made after the first samples, so that those do not hold it
+        for (const q of Q_PROTO) await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [q]);
+        for (const q of Q_PROTO) await waitCounts(page, q, { active: 0, dead: 0 });
+        assert.equal(await page.isVisible('#error'), false, await page.textContent('#error'));
+        const r = await request(srv.port, 'GET', '/api/queues');
+        assert.equal(r.status, 200, r.text);
+        assert.ok(r.json.queues.find((q) => q.queue === 'constructor').history.length >= 1);
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        for (const q of Q_PROTO) await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [q]);
     }
 });
