@@ -69,6 +69,12 @@ function parseArgs(argv) {
             opts[name] = Number(v);
         } else usage(`unknown argument ${a}`);
     }
+    // every request must name the address in its Host header, and no browser
+    // names 0.0.0.0 or ::, so a console on every address would refuse everything
+    if (opts.host !== null && (opts.host === '' || opts.host === '0.0.0.0' || (opts.host.includes(':') && /^[0:]+$/.test(opts.host)))) {
+        usage(`--host ${opts.host || '""'} is every address, but the console answers only requests that name ` +
+            'the address it listens on: give the one address the browser will use');
+    }
     return opts;
 }
 

@@ -546,6 +546,8 @@ test('--database takes a keyword/value string; a database without sbqueue is ref
         await stopConsole(srv);
     }
     await assert.rejects(startConsole([], { PGDATABASE: 'postgres' }), /sbqueue is not installed/);
+    // every address: no browser's Host header would name it, so nothing would be answered
+    for (const h of ['0.0.0.0', '::']) await assert.rejects(startConsole(['--host', h]), /is every address/);
 });
 
 test('a request target that is no URL is answered 400, and the console goes on', async () => {
