@@ -111,6 +111,16 @@ function parseConninfo(s) {
 
 function ident(name) { return '"' + String(name).replace(/"/g, '""') + '"'; }
 
+// Only the server's errors carry a SQLSTATE; a connection's error has a Node
+// code (ENOENT, ECONNREFUSED) in the same field, which is not one
+function sqlstateOf(e) { return e instanceof pg.DatabaseError ? e.code : null; }
+
+// The database cannot be reached (down, restarting, no free connection in time)
+function unreachable(e) {
+    return !(e instanceof pg.DatabaseError) &&
+        (e.syscall !== undefined || /^(Connection terminated|timeout exceeded when trying to connect)/.test(e.message));
+}
+
 // Errors become JSON with the SQLSTATE; the HTTP status follows it
 function errorStatus(code) {
     if (!code) return 500;
@@ -219,7 +229,7 @@ class Console {
             this.sampler.add(Date.now(), queues);
             this.sampler.lastError = null;
         } catch (e) {
-            this.sampler.lastError = { error: e.message, sqlstate: e.code || null };
+            this.sampler.lastError = { error: e.message, sqlstate: sqlstateOf(e) };
             log(`sample failed: ${e.message}`);
         }
     }
@@ -378,10 +388,14 @@ class Console {
             throw new HttpError(404, 'not found', 'not-found');
         } catch (e) {
             if (e instanceof HttpError) return sendJson(res, e.status, { error: e.message, code: e.code || null, sqlstate: null });
-            const status = errorStatus(e.code);
-            if (status === 500 && !e.code) log(`error: ${e.stack || e.message}`);
+            const sqlstate = sqlstateOf(e);
+            if (!sqlstate && unreachable(e)) {
+                return sendJson(res, 503, { error: `cannot reach the database: ${e.message}`, code: 'unreachable', sqlstate: null });
+            }
+            const status = errorStatus(sqlstate);
+            if (!sqlstate) log(`error: ${e.stack || e.message}`);
             return sendJson(res, status, {
-                error: e.message, sqlstate: e.code || null, detail: e.detail || null, hint: e.hint || null,
+                error: e.message, sqlstate, detail: e.detail || null, hint: e.hint || null,
             });
         }
     }

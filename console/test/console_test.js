@@ -136,6 +136,29 @@ function rawRequest(port, text) {
     });
 }
 
+// A TCP forwarder to the test's server: closing it is the database going away
+// (its connections cut, new ones refused), listening again on the same port is
+// the database back
+function pgProxy(port = 0) {
+    const pgHost = process.env.PGHOST || '/var/run/postgresql';
+    const pgPort = Number(process.env.PGPORT || 5432);
+    const target = pgHost.startsWith('/') ? { path: `${pgHost}/.s.PGSQL.${pgPort}` } : { host: pgHost, port: pgPort };
+    const sockets = new Set();
+    const server = net.createServer((c) => {
+        const u = net.connect(target);
+        for (const [a, b] of [[c, u], [u, c]]) {
+            sockets.add(a);
+            a.pipe(b);
+            a.on('error', () => b.destroy());
+            a.on('close', () => { b.destroy(); sockets.delete(a); });
+        }
+    });
+    return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve({
+        port: server.address().port,
+        close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
+    })));
+}
+
 // --- the page ----------------------------------------------------------------
 
 async function openPage(child) {
@@ -580,5 +603,32 @@ test('a queue named like a property of every object ("constructor") is listed li
     } finally {
         await stopConsole(srv);
         for (const q of Q_PROTO) await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [q]);
+    }
+});
+
+test('the database gone and back: 503 without a SQLSTATE while gone, the page recovers by itself', async () => {
+    let proxy = await pgProxy();
+    const conninfo = `host=127.0.0.1 port=${proxy.port} dbname='${admin.database.replace(/[\\']/g, '\\$&')}'`;
+    const srv = await startConsole(['--database', conninfo]);
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_DEAD, { dead: (await stats(Q_DEAD)).dead });
+        await proxy.close();
+        const r = await request(srv.port, 'GET', '/api/queues');
+        assert.equal(r.status, 503, r.text);
+        assert.equal(r.json.sqlstate, null, 'a connection error has no SQLSTATE');
+        assert.match(r.json.error, /^cannot reach the database: /);
+        await waitFor('the error on the page', async () => {
+            const t = await page.textContent('#error');
+            return /^queue list: cannot reach the database: .* \(HTTP 503\)$/.test(t) || t;
+        });
+        proxy = await pgProxy(proxy.port);
+        await waitFor('the page without its error', async () => (await page.isHidden('#error')) || await page.textContent('#error'));
+        assert.equal((await request(srv.port, 'GET', '/api/queues')).status, 200);
+        assert.equal(srv.exitCode, null, 'the console still runs');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await proxy.close();
     }
 });
