@@ -28,6 +28,7 @@ const Q_DEAD = 'console/dead';
 const Q_SECRET = 'console/secret';
 const Q_SPARK = 'console/spark';
 const TOPIC = 'console/topic';
+const Q_HOSTILE = 'console/hostile';
 // names an object has from its prototype
 const Q_PROTO = ['constructor', 'toString'];
 
@@ -239,7 +240,7 @@ before(async () => {
     schema = r.rows[0].nspname;
     await sql('SET client_min_messages = warning');
     // a run before in the same database: start again
-    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK, ...Q_PROTO]) {
+    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK, Q_HOSTILE, ...Q_PROTO]) {
         await sql(`SELECT ${fn('sbq_delete_queue')}(queue) FROM ${fn('sbq_queues')} WHERE queue = $1`, [q]);
     }
     await sql(`SELECT ${fn('sbq_delete_topic')}(topic) FROM ${fn('sbq_topics')} WHERE topic = $1`, [TOPIC]);
@@ -630,5 +631,45 @@ test('the database gone and back: 503 without a SQLSTATE while gone, the page re
     } finally {
         await stopConsole(srv);
         await proxy.close();
+    }
+});
+
+test('markup in properties, application_properties keys and values, dead-letter reasons is shown as text', async () => {
+    const mark = (n) => `<img src=x onerror="window.__xss = ${n}"><script>window.__xss = ${n}</script>`;
+    await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [Q_HOSTILE]);
+    const props = { [mark(1)]: mark(2), plain: mark(3) };
+    await sql(`SELECT ${fn('sbq_send')}($1, $2::text, message_id => $3, correlation_id => $4, subject => $5,
+                      content_type => 'text/html', reply_to => $6, session_id => NULL, application_properties => $7::jsonb)`,
+    [Q_HOSTILE, `<html><body onload="window.__xss = 4">${mark(5)}</body></html>`, 'id-<b>x</b>', mark(6), mark(7), mark(8),
+        JSON.stringify(props)]);
+    const [s] = await deadLetter(Q_HOSTILE, 1, mark(9));
+    const srv = await startConsole();
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_HOSTILE, { dead: 1 });
+        await openDeadLetters(page, Q_HOSTILE);
+        await waitFor('the dead letter listed', async () => (await peekRows(page)).join() === s || await peekRows(page));
+        const cell = (c) => page.textContent(`#messages tr[data-seq="${s}"] td.${c}`);
+        assert.equal(await cell('reason'), mark(9));
+        assert.equal(await cell('description'), 'bad payload 1');
+        assert.equal(await cell('message-id'), 'id-<b>x</b>');
+        assert.equal(await cell('subject'), mark(7));
+        await openMessage(page, s);
+        const prop = (k) => page.textContent(`#detail-props tr[data-prop="${k}"] td`);
+        assert.equal(await prop('correlation_id'), mark(6));
+        assert.equal(await prop('reply_to'), mark(8));
+        assert.equal(await prop('dead_letter_reason'), mark(9));
+        assert.deepEqual(JSON.parse(await prop('application_properties')), props);
+        assert.equal(await page.getAttribute('#body', 'data-view'), 'text');
+        assert.match(await bodyText(page), /^<html><body onload=/);
+        assert.equal(await page.$$eval('main img, main script, main b, main html, #messages svg, #message-detail svg',
+            (l) => l.length), 0, 'no element made from what the message brings');
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(await page.evaluate(() => window.__xss), undefined, 'nothing of the message ran');
+        assert.deepEqual(page.errors || [], [], 'no error in the page');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_HOSTILE]);
     }
 });
