@@ -298,7 +298,10 @@ class Console {
         if (body.sequenceNumbers !== undefined && body.sequenceNumbers !== null) {
             if (!Array.isArray(body.sequenceNumbers) || body.sequenceNumbers.length === 0 ||
                 body.sequenceNumbers.length > 5000 ||
-                !body.sequenceNumbers.every((s) => /^\d{1,19}$/.test(String(s)))) {
+                // strings of digits, or numbers JSON holds exactly: 9007199254740993
+                // arrives as ...992, another message's number
+                !body.sequenceNumbers.every((s) => (typeof s === 'string' && /^\d{1,19}$/.test(s)) ||
+                    (Number.isSafeInteger(s) && s >= 0))) {
                 throw new HttpError(400, 'sequenceNumbers: 1 .. 5000 sequence numbers, or null for all', '22023');
             }
             seqs = body.sequenceNumbers.map(String);

@@ -486,6 +486,10 @@ test('--allow-changes: resubmit from the page, refused requests, purge', async (
             const r = await request(srv.port, 'POST', '/api/purge-dead-letters', { headers, body: purge });
             assert.equal(r.status, status, `a POST with ${what} is refused: ${r.text}`);
         }
+        // a sequence number JSON cannot hold exactly would name another message
+        const inexact = await request(srv.port, 'POST', '/api/resubmit', { headers: { ...json, 'x-sbq-console-token': token },
+            body: `{"queue": "${Q_DEAD}", "sequenceNumbers": [9007199254740993]}` });
+        assert.equal(inexact.status, 400, inexact.text);
         const rebound = await request(srv.port, 'GET', '/api/peek?queue=console/dead',
             { headers: { Host: `console.example.com:${srv.port}` } });
         assert.equal(rebound.status, 403, 'a read through another host name (DNS rebinding) is refused');
