@@ -125,7 +125,8 @@ function unreachable(e) {
 function errorStatus(code) {
     if (!code) return 500;
     if (code === '42501') return 403;
-    if (code === 'SB001' || code === 'SB008') return 404;
+    // SB003: a resubmit names a dead letter another session resubmitted or purged
+    if (code === 'SB001' || code === 'SB003' || code === 'SB008') return 404;
     if (code.startsWith('22')) return 400;
     if (code === '57014') return 504;
     return 500;

@@ -29,6 +29,7 @@ const Q_SECRET = 'console/secret';
 const Q_SPARK = 'console/spark';
 const TOPIC = 'console/topic';
 const Q_HOSTILE = 'console/hostile';
+const Q_STALE = 'console/stale';
 // names an object has from its prototype
 const Q_PROTO = ['constructor', 'toString'];
 
@@ -240,7 +241,7 @@ before(async () => {
     schema = r.rows[0].nspname;
     await sql('SET client_min_messages = warning');
     // a run before in the same database: start again
-    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK, Q_HOSTILE, ...Q_PROTO]) {
+    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK, Q_HOSTILE, Q_STALE, ...Q_PROTO]) {
         await sql(`SELECT ${fn('sbq_delete_queue')}(queue) FROM ${fn('sbq_queues')} WHERE queue = $1`, [q]);
     }
     await sql(`SELECT ${fn('sbq_delete_topic')}(topic) FROM ${fn('sbq_topics')} WHERE topic = $1`, [TOPIC]);
@@ -675,5 +676,35 @@ test('markup in properties, application_properties keys and values, dead-letter 
     } finally {
         await stopConsole(srv);
         await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_HOSTILE]);
+    }
+});
+
+test('resubmitting a dead letter someone else resubmitted: SB003 shown, and the list loaded again', async () => {
+    await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [Q_STALE]);
+    for (let i = 1; i <= 2; i++) await sql(`SELECT ${fn('sbq_send')}($1, $2::text)`, [Q_STALE, `stale-${i}`]);
+    const dead = await deadLetter(Q_STALE, 2, 'StaleTest');
+    const srv = await startConsole(['--allow-changes']);
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_STALE, { dead: 2 });
+        await openDeadLetters(page, Q_STALE);
+        await waitFor('dead letters listed', async () => (await peekRows(page)).join() === dead.join() || await peekRows(page));
+        // behind the page's back
+        await sql(`SELECT ${fn('sbq_resubmit')}($1, ARRAY[$2::bigint])`, [Q_STALE, dead[0]]);
+        await page.check(`#messages input.select[data-seq="${dead[0]}"]`);
+        await page.click('#dl-resubmit-selected');
+        await waitFor('the error', async () => /^resubmit: SB003: /.test(await page.textContent('#error')) || await page.textContent('#error'));
+        await waitFor('the list without it', async () => (await peekRows(page)).join() === dead[1] || await peekRows(page));
+        const r = await request(srv.port, 'POST', '/api/resubmit', {
+            headers: { 'Content-Type': 'application/json', 'x-sbq-console-token': (await request(srv.port, 'GET', '/api/config')).headers['x-sbq-console-token'] },
+            body: { queue: Q_STALE, sequenceNumbers: [dead[0]] },
+        });
+        assert.equal(r.status, 404, r.text);
+        assert.equal(r.json.sqlstate, 'SB003');
+        assert.equal((await stats(Q_STALE)).dead, 1, 'the other dead letter is left');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_STALE]);
     }
 });
