@@ -69,6 +69,12 @@ function parseArgs(argv) {
             opts[name] = Number(v);
         } else usage(`unknown argument ${a}`);
     }
+    // every request must name the address in its Host header, and no browser
+    // names 0.0.0.0 or ::, so a console on every address would refuse everything
+    if (opts.host !== null && (opts.host === '' || opts.host === '0.0.0.0' || (opts.host.includes(':') && /^[0:]+$/.test(opts.host)))) {
+        usage(`--host ${opts.host || '""'} is every address, but the console answers only requests that name ` +
+            'the address it listens on: give the one address the browser will use');
+    }
     return opts;
 }
 
@@ -105,11 +111,22 @@ function parseConninfo(s) {
 
 function ident(name) { return '"' + String(name).replace(/"/g, '""') + '"'; }
 
+// Only the server's errors carry a SQLSTATE; a connection's error has a Node
+// code (ENOENT, ECONNREFUSED) in the same field, which is not one
+function sqlstateOf(e) { return e instanceof pg.DatabaseError ? e.code : null; }
+
+// The database cannot be reached (down, restarting, no free connection in time)
+function unreachable(e) {
+    return !(e instanceof pg.DatabaseError) &&
+        (e.syscall !== undefined || /^(Connection terminated|timeout exceeded when trying to connect)/.test(e.message));
+}
+
 // Errors become JSON with the SQLSTATE; the HTTP status follows it
 function errorStatus(code) {
     if (!code) return 500;
     if (code === '42501') return 403;
-    if (code === 'SB001' || code === 'SB008') return 404;
+    // SB003: a resubmit names a dead letter another session resubmitted or purged
+    if (code === 'SB001' || code === 'SB003' || code === 'SB008') return 404;
     if (code.startsWith('22')) return 400;
     if (code === '57014') return 504;
     return 500;
@@ -123,11 +140,14 @@ class HttpError extends Error {
 // last --samples of them kept in memory
 class Sampler {
     constructor(size) { this.size = size; this.ring = []; this.lastError = null; }
+    // a Map, not an object: a queue may be named "constructor" or "toString",
+    // and an object would answer for it from its prototype in a sample taken
+    // before the queue existed
     add(t, rows) {
-        const counts = {};
+        const counts = new Map();
         for (const r of rows) {
-            counts[r.queue] = [Number(r.active_count), Number(r.locked_count), Number(r.deferred_count),
-                Number(r.scheduled_count), Number(r.dead_letter_count)];
+            counts.set(r.queue, [Number(r.active_count), Number(r.locked_count), Number(r.deferred_count),
+                Number(r.scheduled_count), Number(r.dead_letter_count)]);
         }
         this.ring.push({ t, counts });
         if (this.ring.length > this.size) this.ring.splice(0, this.ring.length - this.size);
@@ -135,7 +155,7 @@ class Sampler {
     // per queue: [[t, active, locked, deferred, scheduled, dead letters], ...] oldest first
     series(queue) {
         const out = [];
-        for (const s of this.ring) if (s.counts[queue]) out.push([s.t, ...s.counts[queue]]);
+        for (const s of this.ring) if (s.counts.has(queue)) out.push([s.t, ...s.counts.get(queue)]);
         return out;
     }
 }
@@ -210,7 +230,7 @@ class Console {
             this.sampler.add(Date.now(), queues);
             this.sampler.lastError = null;
         } catch (e) {
-            this.sampler.lastError = { error: e.message, sqlstate: e.code || null };
+            this.sampler.lastError = { error: e.message, sqlstate: sqlstateOf(e) };
             log(`sample failed: ${e.message}`);
         }
     }
@@ -279,7 +299,10 @@ class Console {
         if (body.sequenceNumbers !== undefined && body.sequenceNumbers !== null) {
             if (!Array.isArray(body.sequenceNumbers) || body.sequenceNumbers.length === 0 ||
                 body.sequenceNumbers.length > 5000 ||
-                !body.sequenceNumbers.every((s) => /^\d{1,19}$/.test(String(s)))) {
+                // strings of digits, or numbers JSON holds exactly: 9007199254740993
+                // arrives as ...992, another message's number
+                !body.sequenceNumbers.every((s) => (typeof s === 'string' && /^\d{1,19}$/.test(s)) ||
+                    (Number.isSafeInteger(s) && s >= 0))) {
                 throw new HttpError(400, 'sequenceNumbers: 1 .. 5000 sequence numbers, or null for all', '22023');
             }
             seqs = body.sequenceNumbers.map(String);
@@ -336,8 +359,15 @@ class Console {
     }
 
     async handle(req, res) {
-        const url = new URL(req.url, 'http://console');
         try {
+            // inside the try: a request target URL cannot read (GET //[) is the
+            // client's error, not a reason for the whole console to stop
+            let url;
+            try {
+                url = new URL(req.url, 'http://console');
+            } catch (e) {
+                throw new HttpError(400, 'the request target is not a URL path', 'url');
+            }
             this.checkRequest(req);
             if (req.method === 'GET' && STATIC[url.pathname]) return this.serveFile(res, ...STATIC[url.pathname]);
             if (req.method === 'GET' && url.pathname === '/api/config') {
@@ -362,10 +392,14 @@ class Console {
             throw new HttpError(404, 'not found', 'not-found');
         } catch (e) {
             if (e instanceof HttpError) return sendJson(res, e.status, { error: e.message, code: e.code || null, sqlstate: null });
-            const status = errorStatus(e.code);
-            if (status === 500 && !e.code) log(`error: ${e.stack || e.message}`);
+            const sqlstate = sqlstateOf(e);
+            if (!sqlstate && unreachable(e)) {
+                return sendJson(res, 503, { error: `cannot reach the database: ${e.message}`, code: 'unreachable', sqlstate: null });
+            }
+            const status = errorStatus(sqlstate);
+            if (!sqlstate) log(`error: ${e.stack || e.message}`);
             return sendJson(res, status, {
-                error: e.message, sqlstate: e.code || null, detail: e.detail || null, hint: e.hint || null,
+                error: e.message, sqlstate, detail: e.detail || null, hint: e.hint || null,
             });
         }
     }
@@ -378,7 +412,11 @@ class Console {
 
     listen() {
         this.bindHost = this.opts.host || '127.0.0.1';
-        this.server = http.createServer((req, res) => { this.handle(req, res); });
+        this.server = http.createServer((req, res) => {
+            // handle() answers every error itself; should answering fail too, one
+            // request is lost, never the process (an unhandled rejection ends it)
+            this.handle(req, res).catch((e) => { log(`request failed: ${e.stack || e.message}`); res.destroy(); });
+        });
         this.server.headersTimeout = 10000;
         this.server.requestTimeout = 30000;
         return new Promise((resolve, reject) => {

@@ -393,6 +393,9 @@ async function resubmitSelected() {
         await afterChange(`Resubmitted ${r.resubmitted} of ${seqs.length} dead letters to ${queue}.`);
     } catch (e) {
         showError(`resubmit: ${e.message}`);
+        // a selection of dead letters someone else resubmitted or purged: show
+        // what is left, or the same error comes back at every try
+        loadPeek();
     }
 }
 

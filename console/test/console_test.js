@@ -13,6 +13,7 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
+const net = require('node:net');
 const path = require('node:path');
 const pg = require('pg');
 const { chromium } = require('playwright-core');
@@ -27,6 +28,10 @@ const Q_DEAD = 'console/dead';
 const Q_SECRET = 'console/secret';
 const Q_SPARK = 'console/spark';
 const TOPIC = 'console/topic';
+const Q_HOSTILE = 'console/hostile';
+const Q_STALE = 'console/stale';
+// names an object has from its prototype
+const Q_PROTO = ['constructor', 'toString'];
 
 const TEXT_BODY = 'Hello, console! ünïcödé';
 const JSON_BODY = { name: 'widget', tags: ['a', 'b'], n: 42 };
@@ -121,6 +126,41 @@ function request(port, method, urlPath, { headers = {}, body } = {}) {
     });
 }
 
+// bytes as they are, for what http.request will not send; the answer's status
+// line, or the socket error
+function rawRequest(port, text) {
+    return new Promise((resolve) => {
+        const s = net.connect(port, '127.0.0.1', () => s.write(text));
+        let out = '';
+        s.on('data', (d) => { out += d; });
+        s.on('close', () => resolve(out.split('\r\n')[0]));
+        s.on('error', (e) => resolve(`error ${e.code}`));
+    });
+}
+
+// A TCP forwarder to the test's server: closing it is the database going away
+// (its connections cut, new ones refused), listening again on the same port is
+// the database back
+function pgProxy(port = 0) {
+    const pgHost = process.env.PGHOST || '/var/run/postgresql';
+    const pgPort = Number(process.env.PGPORT || 5432);
+    const target = pgHost.startsWith('/') ? { path: `${pgHost}/.s.PGSQL.${pgPort}` } : { host: pgHost, port: pgPort };
+    const sockets = new Set();
+    const server = net.createServer((c) => {
+        const u = net.connect(target);
+        for (const [a, b] of [[c, u], [u, c]]) {
+            sockets.add(a);
+            a.pipe(b);
+            a.on('error', () => b.destroy());
+            a.on('close', () => { b.destroy(); sockets.delete(a); });
+        }
+    });
+    return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve({
+        port: server.address().port,
+        close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
+    })));
+}
+
 // --- the page ----------------------------------------------------------------
 
 async function openPage(child) {
@@ -201,7 +241,7 @@ before(async () => {
     schema = r.rows[0].nspname;
     await sql('SET client_min_messages = warning');
     // a run before in the same database: start again
-    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK]) {
+    for (const q of [Q_BODIES, Q_DEAD, Q_SECRET, Q_SPARK, Q_HOSTILE, Q_STALE, ...Q_PROTO]) {
         await sql(`SELECT ${fn('sbq_delete_queue')}(queue) FROM ${fn('sbq_queues')} WHERE queue = $1`, [q]);
     }
     await sql(`SELECT ${fn('sbq_delete_topic')}(topic) FROM ${fn('sbq_topics')} WHERE topic = $1`, [TOPIC]);
@@ -447,6 +487,10 @@ test('--allow-changes: resubmit from the page, refused requests, purge', async (
             const r = await request(srv.port, 'POST', '/api/purge-dead-letters', { headers, body: purge });
             assert.equal(r.status, status, `a POST with ${what} is refused: ${r.text}`);
         }
+        // a sequence number JSON cannot hold exactly would name another message
+        const inexact = await request(srv.port, 'POST', '/api/resubmit', { headers: { ...json, 'x-sbq-console-token': token },
+            body: `{"queue": "${Q_DEAD}", "sequenceNumbers": [9007199254740993]}` });
+        assert.equal(inexact.status, 400, inexact.text);
         const rebound = await request(srv.port, 'GET', '/api/peek?queue=console/dead',
             { headers: { Host: `console.example.com:${srv.port}` } });
         assert.equal(rebound.status, 403, 'a read through another host name (DNS rebinding) is refused');
@@ -531,4 +575,136 @@ test('--database takes a keyword/value string; a database without sbqueue is ref
         await stopConsole(srv);
     }
     await assert.rejects(startConsole([], { PGDATABASE: 'postgres' }), /sbqueue is not installed/);
+    // every address: no browser's Host header would name it, so nothing would be answered
+    for (const h of ['0.0.0.0', '::']) await assert.rejects(startConsole(['--host', h]), /is every address/);
+});
+
+test('a request target that is no URL is answered 400, and the console goes on', async () => {
+    const srv = await startConsole();
+    try {
+        const status = await rawRequest(srv.port,
+            `GET //[ HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nConnection: close\r\n\r\n`);
+        assert.match(status, /^HTTP\/1\.1 400 /);
+        assert.equal(srv.exitCode, null, 'the console still runs');
+        assert.equal((await request(srv.port, 'GET', '/api/config')).status, 200);
+    } finally {
+        await stopConsole(srv);
+    }
+});
+
+test('a queue named like a property of every object ("constructor") is listed like any other', async () => {
+    const srv = await startConsole();
+    try {
+        const page = await openPage(srv);
+        await waitFor('two samples', async () => (await page.$eval(`${row(Q_SPARK)} svg.sparkline`,
+            (e) => Number(e.getAttribute('data-points')))) >= 2);
+        // made after the first samples, so that those do not hold it
+        for (const q of Q_PROTO) await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [q]);
+        for (const q of Q_PROTO) await waitCounts(page, q, { active: 0, dead: 0 });
+        assert.equal(await page.isVisible('#error'), false, await page.textContent('#error'));
+        const r = await request(srv.port, 'GET', '/api/queues');
+        assert.equal(r.status, 200, r.text);
+        assert.ok(r.json.queues.find((q) => q.queue === 'constructor').history.length >= 1);
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        for (const q of Q_PROTO) await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [q]);
+    }
+});
+
+test('the database gone and back: 503 without a SQLSTATE while gone, the page recovers by itself', async () => {
+    let proxy = await pgProxy();
+    const conninfo = `host=127.0.0.1 port=${proxy.port} dbname='${admin.database.replace(/[\\']/g, '\\$&')}'`;
+    const srv = await startConsole(['--database', conninfo]);
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_DEAD, { dead: (await stats(Q_DEAD)).dead });
+        await proxy.close();
+        const r = await request(srv.port, 'GET', '/api/queues');
+        assert.equal(r.status, 503, r.text);
+        assert.equal(r.json.sqlstate, null, 'a connection error has no SQLSTATE');
+        assert.match(r.json.error, /^cannot reach the database: /);
+        await waitFor('the error on the page', async () => {
+            const t = await page.textContent('#error');
+            return /^queue list: cannot reach the database: .* \(HTTP 503\)$/.test(t) || t;
+        });
+        proxy = await pgProxy(proxy.port);
+        await waitFor('the page without its error', async () => (await page.isHidden('#error')) || await page.textContent('#error'));
+        assert.equal((await request(srv.port, 'GET', '/api/queues')).status, 200);
+        assert.equal(srv.exitCode, null, 'the console still runs');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await proxy.close();
+    }
+});
+
+test('markup in properties, application_properties keys and values, dead-letter reasons is shown as text', async () => {
+    const mark = (n) => `<img src=x onerror="window.__xss = ${n}"><script>window.__xss = ${n}</script>`;
+    await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [Q_HOSTILE]);
+    const props = { [mark(1)]: mark(2), plain: mark(3) };
+    await sql(`SELECT ${fn('sbq_send')}($1, $2::text, message_id => $3, correlation_id => $4, subject => $5,
+                      content_type => 'text/html', reply_to => $6, session_id => NULL, application_properties => $7::jsonb)`,
+    [Q_HOSTILE, `<html><body onload="window.__xss = 4">${mark(5)}</body></html>`, 'id-<b>x</b>', mark(6), mark(7), mark(8),
+        JSON.stringify(props)]);
+    const [s] = await deadLetter(Q_HOSTILE, 1, mark(9));
+    const srv = await startConsole();
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_HOSTILE, { dead: 1 });
+        await openDeadLetters(page, Q_HOSTILE);
+        await waitFor('the dead letter listed', async () => (await peekRows(page)).join() === s || await peekRows(page));
+        const cell = (c) => page.textContent(`#messages tr[data-seq="${s}"] td.${c}`);
+        assert.equal(await cell('reason'), mark(9));
+        assert.equal(await cell('description'), 'bad payload 1');
+        assert.equal(await cell('message-id'), 'id-<b>x</b>');
+        assert.equal(await cell('subject'), mark(7));
+        await openMessage(page, s);
+        const prop = (k) => page.textContent(`#detail-props tr[data-prop="${k}"] td`);
+        assert.equal(await prop('correlation_id'), mark(6));
+        assert.equal(await prop('reply_to'), mark(8));
+        assert.equal(await prop('dead_letter_reason'), mark(9));
+        assert.deepEqual(JSON.parse(await prop('application_properties')), props);
+        assert.equal(await page.getAttribute('#body', 'data-view'), 'text');
+        assert.match(await bodyText(page), /^<html><body onload=/);
+        assert.equal(await page.$$eval('main img, main script, main b, main html, #messages svg, #message-detail svg',
+            (l) => l.length), 0, 'no element made from what the message brings');
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(await page.evaluate(() => window.__xss), undefined, 'nothing of the message ran');
+        assert.deepEqual(page.errors || [], [], 'no error in the page');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_HOSTILE]);
+    }
+});
+
+test('resubmitting a dead letter someone else resubmitted: SB003 shown, and the list loaded again', async () => {
+    await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [Q_STALE]);
+    for (let i = 1; i <= 2; i++) await sql(`SELECT ${fn('sbq_send')}($1, $2::text)`, [Q_STALE, `stale-${i}`]);
+    const dead = await deadLetter(Q_STALE, 2, 'StaleTest');
+    const srv = await startConsole(['--allow-changes']);
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_STALE, { dead: 2 });
+        await openDeadLetters(page, Q_STALE);
+        await waitFor('dead letters listed', async () => (await peekRows(page)).join() === dead.join() || await peekRows(page));
+        // behind the page's back
+        await sql(`SELECT ${fn('sbq_resubmit')}($1, ARRAY[$2::bigint])`, [Q_STALE, dead[0]]);
+        await page.check(`#messages input.select[data-seq="${dead[0]}"]`);
+        await page.click('#dl-resubmit-selected');
+        await waitFor('the error', async () => /^resubmit: SB003: /.test(await page.textContent('#error')) || await page.textContent('#error'));
+        await waitFor('the list without it', async () => (await peekRows(page)).join() === dead[1] || await peekRows(page));
+        const r = await request(srv.port, 'POST', '/api/resubmit', {
+            headers: { 'Content-Type': 'application/json', 'x-sbq-console-token': (await request(srv.port, 'GET', '/api/config')).headers['x-sbq-console-token'] },
+            body: { queue: Q_STALE, sequenceNumbers: [dead[0]] },
+        });
+        assert.equal(r.status, 404, r.text);
+        assert.equal(r.json.sqlstate, 'SB003');
+        assert.equal((await stats(Q_STALE)).dead, 1, 'the other dead letter is left');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_STALE]);
+    }
 });
