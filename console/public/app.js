@@ -213,15 +213,19 @@ function renderDeadLetterActions() {
 async function loadPeek() {
     const p = state.peek;
     if (!p) return;
+    // only the latest request's answer is shown: an earlier one (another page
+    // size or start) may come back after it
+    const gen = (p.gen = (p.gen || 0) + 1);
     const params = new URLSearchParams({ queue: p.queue, max: String(p.max) });
     if (p.deadLetters) params.set('deadletters', '1');
     if (p.from !== null) params.set('from', p.from);
     try {
         const data = await api(`/api/peek?${params}`);
-        if (state.peek !== p) return;
+        if (state.peek !== p || p.gen !== gen) return;
         p.messages = data.messages;
         renderMessages();
     } catch (e) {
+        if (state.peek !== p || p.gen !== gen) return;
         p.messages = [];
         renderMessages();
         showError(`peek ${p.deadLetters ? `${p.queue}/$deadletterqueue` : p.queue}: ${e.message}`);
