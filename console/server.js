@@ -380,6 +380,7 @@ class Console {
             }
             if (req.method === 'GET' && url.pathname === '/api/queues') return sendJson(res, 200, await this.apiQueues());
             if (req.method === 'GET' && url.pathname === '/api/peek') return sendJson(res, 200, await this.apiPeek(url.searchParams));
+            if (req.method === 'GET' && url.pathname === '/metrics') return this.serveMetrics(res);
             const changes = { '/api/resubmit': 'apiResubmit', '/api/purge-dead-letters': 'apiPurgeDeadLetters' };
             if (changes[url.pathname]) {
                 if (req.method !== 'POST') throw new HttpError(405, 'POST only', 'method');
@@ -402,6 +403,22 @@ class Console {
                 error: e.message, sqlstate, detail: e.detail || null, hint: e.hint || null,
             });
         }
+    }
+
+    // Prometheus's text format from sbq_metrics_text() (sbqueue 0.12), as the
+    // console's role: what it holds a right on, this database's lock table and worker
+    async serveMetrics(res) {
+        let r;
+        try {
+            r = await this.pool.query(`SELECT ${this.fn('sbq_metrics_text')}() AS t`);
+        } catch (e) {
+            if (sqlstateOf(e) === '42883') throw new HttpError(404, 'metrics need sbqueue 0.12 (ALTER EXTENSION sbqueue UPDATE)', 'no-metrics');
+            throw e;
+        }
+        const data = Buffer.from(r.rows[0].t);
+        res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8',
+            'Content-Length': data.length });
+        res.end(data);
     }
 
     serveFile(res, file, type) {

@@ -559,6 +559,23 @@ test('a role with listen only: sees its queues, resubmit and purge fail with 425
     }
 });
 
+test('GET /metrics: sbq_metrics_text() in Prometheus\'s format, as the console\'s role', async () => {
+    const srv = await startConsole([], { PGUSER: LISTENER });
+    try {
+        const r = await request(srv.port, 'GET', '/metrics');
+        assert.equal(r.status, 200, r.text);
+        assert.match(r.headers['content-type'], /^text\/plain; version=0\.0\.4/);
+        const db = (await sql('SELECT current_database() AS d')).rows[0].d;
+        const s = await stats(Q_DEAD);
+        assert.ok(r.text.includes(`\nsbq_messages{database="${db}",queue="${Q_DEAD}",state="dead_letter"} ${s.dead}\n`), r.text.slice(0, 600));
+        assert.ok(r.text.includes('# TYPE sbq_sent_total counter\n'));
+        assert.ok(!r.text.includes(`queue="${Q_SPARK}"`), 'a queue the role holds no right on is not there');
+        assert.equal((await request(srv.port, 'GET', '/metrics', { headers: { Host: `evil.example:${srv.port}` } })).status, 403);
+    } finally {
+        await stopConsole(srv);
+    }
+});
+
 test('--database takes a keyword/value string; a database without sbqueue is refused', async () => {
     const db = admin.database;
     const srv = await startConsole(['--database', `dbname='${db.replace(/[\\']/g, '\\$&')}' application_name=console_test`],
