@@ -54,7 +54,9 @@ async function api(path, options = {}) {
     let body = null;
     try { body = await res.json(); } catch (e) { body = null; }
     if (!res.ok) {
-        const err = new Error(describeError(body, res.status));
+        // a console started again has a new token: this page's is stale
+        const stale = body && body.code === 'token' ? ' (the console was restarted: reload the page)' : '';
+        const err = new Error(describeError(body, res.status) + stale);
         err.status = res.status;
         err.body = body;
         throw err;
@@ -473,7 +475,13 @@ async function start() {
         b.addEventListener('click', () => { state.view = b.getAttribute('data-view'); renderBody(); });
     }
     await refreshQueues();
-    setInterval(refreshQueues, REFRESH_MS);
+    // the next refresh is due REFRESH_MS after the last one ended: on a slow
+    // database they do not pile up, nor come back out of order
+    const tick = async () => {
+        await refreshQueues();
+        setTimeout(tick, REFRESH_MS);
+    };
+    setTimeout(tick, REFRESH_MS);
     document.body.setAttribute('data-ready', '1');
 }
 
