@@ -7,6 +7,7 @@
 //                          [--database CONNINFO] [--schema NAME]
 //                          [--sample-seconds 5] [--samples 120]
 //                          [--statement-timeout 5000] [--pool 4]
+//                          [--public-origin URL]
 //
 // Connection: the PG* environment variables (PGHOST, PGPORT, PGDATABASE, PGUSER,
 // PGPASSWORD, ...), or --database with a postgres:// URL or a libpq keyword/value
@@ -14,7 +15,8 @@
 //
 // Safety: it listens on 127.0.0.1 unless --host names another address; it answers
 // only requests whose Host header is that address (or localhost) with its port,
-// and refuses a foreign Origin (DNS rebinding, other sites). It is read-only
+// and refuses a foreign Origin (DNS rebinding, other sites); --public-origin
+// adds the one address a proxy or tunnel shows the browser. It is read-only
 // unless started with --allow-changes; then each POST must carry the token the
 // page gets from GET /api/config (header x-sbq-console-token), a random value
 // made when the process starts.
@@ -28,20 +30,20 @@ const pg = require('pg');
 
 const BODY_CAP = 64 * 1024;          // bytes of a body sent to the page
 const PEEK_MAX = 100;                // messages per page at most
-const POST_MAX = 64 * 1024;          // bytes of a request body
+const POST_MAX = 256 * 1024;         // bytes of a request body: 5,000 sequence numbers fit
 const TOKEN_HEADER = 'x-sbq-console-token';
 
 function usage(msg) {
     if (msg) process.stderr.write(`console: ${msg}\n`);
     process.stderr.write('usage: node server.js [--port N] [--host ADDR] [--allow-changes] ' +
         '[--database CONNINFO] [--schema NAME] [--sample-seconds N] [--samples N] ' +
-        '[--statement-timeout MS] [--pool N]\n');
+        '[--statement-timeout MS] [--pool N] [--public-origin URL]\n');
     process.exit(2);
 }
 
 function parseArgs(argv) {
     const opts = {
-        port: 8470, host: null, allowChanges: false, database: null, schema: null,
+        port: 8470, host: null, allowChanges: false, database: null, schema: null, publicOrigin: null,
         sampleSeconds: 5, samples: 120, statementTimeout: 5000, pool: 4,
     };
     const ints = {
@@ -59,6 +61,17 @@ function parseArgs(argv) {
         };
         if (key === '--allow-changes') opts.allowChanges = true;
         else if (key === '--host') opts.host = value();
+        else if (key === '--public-origin') {
+            // scheme, host and port only: what a browser sends as Origin
+            const v = value();
+            let u = null;
+            try { u = new URL(v); } catch (e) { u = null; }
+            if (!u || !/^https?:$/.test(u.protocol) || u.username || u.password || u.search || u.hash ||
+                (u.pathname !== '/' && u.pathname !== '')) {
+                usage('--public-origin takes an origin: http(s)://host[:port], nothing after it');
+            }
+            opts.publicOrigin = u;
+        }
         else if (key === '--database') opts.database = value();
         else if (key === '--schema') opts.schema = value();
         else if (key === '--help' || key === '-h') usage();
@@ -153,9 +166,10 @@ class Sampler {
         if (this.ring.length > this.size) this.ring.splice(0, this.ring.length - this.size);
     }
     // per queue: [[t, active, locked, deferred, scheduled, dead letters], ...] oldest first
-    series(queue) {
+    // (since: only the samples taken after that time, in ms)
+    series(queue, since = 0) {
         const out = [];
-        for (const s of this.ring) if (s.counts.has(queue)) out.push([s.t, ...s.counts.get(queue)]);
+        for (const s of this.ring) if (s.t > since && s.counts.has(queue)) out.push([s.t, ...s.counts.get(queue)]);
         return out;
     }
 }
@@ -240,7 +254,12 @@ class Console {
         this.timer = setInterval(() => this.sample(), this.opts.sampleSeconds * 1000);
     }
 
-    async apiQueues() {
+    // ?since=T (ms): each queue's history holds only the samples taken after T,
+    // so a page that has the rest gets one sample per queue, not the whole ring
+    async apiQueues(params) {
+        const sinceText = params.get('since') || '0';
+        if (!/^\d{1,16}$/.test(sinceText)) throw new HttpError(400, 'since: a time in milliseconds', '22023');
+        const since = Number(sinceText);
         const { queues, topics } = await this.stats();
         return {
             queues: queues.map((r) => ({
@@ -253,12 +272,13 @@ class Console {
                     sent: r.sent, received: r.received, completed: r.completed, abandoned: r.abandoned,
                     deferred: r.deferred, deadLettered: r.dead_lettered, expired: r.expired,
                 },
-                history: this.sampler.series(r.queue),
+                history: this.sampler.series(r.queue, since),
             })),
             topics: topics.map((t) => ({
                 topic: t.topic, subscriptions: Number(t.subscription_count), sent: t.sent, dropped: t.dropped,
             })),
             sampleSeconds: this.opts.sampleSeconds,
+            samplesKept: this.opts.samples,
             samplerError: this.sampler.lastError,
             now: Date.now(),
         };
@@ -332,14 +352,34 @@ class Console {
         return hosts;
     }
 
-    checkRequest(req) {
+    // the Host headers and Origins this console answers: its own address, and the
+    // one --public-origin names (a proxy that passes the browser's Host, a tunnel
+    // to another local port)
+    allowed() {
         const hosts = this.allowedHosts();
+        const origins = new Set([...hosts].map((h) => `http://${h}`));
+        const pub = this.opts.publicOrigin;
+        if (pub) {
+            hosts.add(pub.host.toLowerCase());
+            origins.add(pub.origin.toLowerCase());
+        }
+        return { hosts, origins };
+    }
+
+    checkRequest(req) {
+        const { hosts, origins } = this.allowed();
         const host = (req.headers.host || '').toLowerCase();
         if (!hosts.has(host)) throw new HttpError(403, `Host "${req.headers.host || ''}" is not this console's address`, 'host');
         const origin = req.headers.origin;
-        if (origin !== undefined) {
-            const ok = [...hosts].some((h) => origin.toLowerCase() === `http://${h}`);
-            if (!ok) throw new HttpError(403, `Origin "${origin}" is not this console`, 'origin');
+        if (origin !== undefined && !origins.has(origin.toLowerCase())) {
+            throw new HttpError(403, `Origin "${origin}" is not this console`, 'origin');
+        }
+        // a request another page made (an <img>, a no-cors fetch: no Origin on a GET)
+        // costs the database a query even if its answer cannot be read; browsers say
+        // so. The console's own page is same-origin; a typed address is none
+        const site = req.headers['sec-fetch-site'];
+        if (site === 'cross-site' || site === 'same-site') {
+            throw new HttpError(403, `a request from another site (${site}) is not this console's`, 'fetch-site');
         }
     }
 
@@ -378,7 +418,7 @@ class Console {
                     samples: this.opts.samples, bodyCap: BODY_CAP, peekMax: PEEK_MAX,
                 }, headers);
             }
-            if (req.method === 'GET' && url.pathname === '/api/queues') return sendJson(res, 200, await this.apiQueues());
+            if (req.method === 'GET' && url.pathname === '/api/queues') return sendJson(res, 200, await this.apiQueues(url.searchParams));
             if (req.method === 'GET' && url.pathname === '/api/peek') return sendJson(res, 200, await this.apiPeek(url.searchParams));
             if (req.method === 'GET' && url.pathname === '/metrics') return this.serveMetrics(res);
             const changes = { '/api/resubmit': 'apiResubmit', '/api/purge-dead-letters': 'apiPurgeDeadLetters' };
@@ -392,8 +432,15 @@ class Console {
             }
             throw new HttpError(404, 'not found', 'not-found');
         } catch (e) {
-            if (e instanceof HttpError) return sendJson(res, e.status, { error: e.message, code: e.code || null, sqlstate: null });
+            if (e instanceof HttpError) {
+                return sendJson(res, e.status, { error: e.message, code: e.code || null, sqlstate: null },
+                    e.status === 413 ? { Connection: 'close' } : {});
+            }
             const sqlstate = sqlstateOf(e);
+            // the extension dropped and made again, maybe in another schema: look it up again
+            if (!this.opts.schema && (sqlstate === '42P01' || sqlstate === '42883' || sqlstate === '3F000')) {
+                this.init().catch((e2) => log(`looking sbqueue up again failed: ${e2.message}`));
+            }
             if (!sqlstate && unreachable(e)) {
                 return sendJson(res, 503, { error: `cannot reach the database: ${e.message}`, code: 'unreachable', sqlstate: null });
             }
@@ -458,9 +505,15 @@ function readJson(req) {
     return new Promise((resolve, reject) => {
         const chunks = [];
         let size = 0;
+        let over = false;
+        // too large: answered 413 (and the connection closed) once the body is
+        // read past the limit, by its Content-Length when it says so
+        const tooLarge = () => new HttpError(413, `the request body is over ${POST_MAX} bytes`, 'too-large');
+        if (Number(req.headers['content-length']) > POST_MAX) { req.resume(); reject(tooLarge()); return; }
         req.on('data', (c) => {
+            if (over) return;
             size += c.length;
-            if (size > POST_MAX) { reject(new HttpError(413, 'request too large', 'too-large')); req.destroy(); return; }
+            if (size > POST_MAX) { over = true; req.resume(); reject(tooLarge()); return; }
             chunks.push(c);
         });
         req.on('end', () => {

@@ -9,6 +9,8 @@ const state = {
     config: null,
     token: null,
     rows: new Map(),            // queue -> its <tr>
+    history: new Map(),         // queue -> its samples, oldest first
+    since: 0,                   // the newest sample's time (ms) the page has
     peek: null,                 // { queue, deadLetters, from, max, messages }
     selected: null,             // the message shown in detail
     view: null,                 // 'text' | 'json' | 'hex'
@@ -140,6 +142,7 @@ function sparkline(history) {
 function renderQueues(data) {
     const tbody = $('queues').tBodies[0];
     const seen = new Set();
+    let newest = 0;
     for (const q of data.queues) {
         seen.add(q.queue);
         let tr = state.rows.get(q.queue);
@@ -150,10 +153,15 @@ function renderQueues(data) {
         tbody.append(tr);        // keeps the server's order
         for (const c of COUNT_CELLS) tr.querySelector(`td.${c}`).textContent = String(q[c]);
         tr.querySelector('td.deadLetters').classList.toggle('nonzero', q.deadLetters > 0);
-        tr.querySelector('td.spark').replaceChildren(sparkline(q.history));
+        // the server sends the samples since the last it sent: added to those kept here
+        const history = (state.history.get(q.queue) || []).concat(q.history).slice(-data.samplesKept);
+        state.history.set(q.queue, history);
+        for (const s of q.history) if (s[0] > newest) newest = s[0];
+        tr.querySelector('td.spark').replaceChildren(sparkline(history));
     }
+    state.since = Math.max(state.since, newest);
     for (const [name, tr] of state.rows) {
-        if (!seen.has(name)) { tr.remove(); state.rows.delete(name); }
+        if (!seen.has(name)) { tr.remove(); state.rows.delete(name); state.history.delete(name); }
     }
     $('queues-empty').hidden = data.queues.length > 0;
     const tt = $('topics').tBodies[0];
@@ -172,7 +180,7 @@ function renderQueues(data) {
 
 async function refreshQueues() {
     try {
-        renderQueues(await api('/api/queues'));
+        renderQueues(await api(`/api/queues?since=${state.since}`));
         // the list is back: its earlier error is stale
         if ($('error').textContent.startsWith('queue list: ')) clearError();
     } catch (e) {

@@ -505,6 +505,18 @@ test('--allow-changes: resubmit from the page, refused requests, purge', async (
         assert.equal(ok.json.resubmitted, 1);
         assert.equal((await stats(Q_DEAD)).dead, 1);
 
+        // a body past the limit is 413, not a reset connection; 5,000 sequence numbers fit
+        const big = await request(srv.port, 'POST', '/api/resubmit', {
+            headers: { ...json, 'x-sbq-console-token': token },
+            body: { queue: Q_DEAD, sequenceNumbers: Array(30000).fill('9223372036854775807') },
+        });
+        assert.equal(big.status, 413, big.text);
+        const most = await request(srv.port, 'POST', '/api/resubmit', {
+            headers: { ...json, 'x-sbq-console-token': token },
+            body: { queue: Q_DEAD, sequenceNumbers: Array(5000).fill('9223372036854775807') },
+        });
+        assert.equal(most.json.sqlstate, 'SB003', `read and passed to sbq_resubmit: ${most.text}`);
+
         // purge from the page (the confirmation is accepted)
         await page.click('#peek-first');
         await waitFor('one dead letter left', async () => (await peekRows(page)).length === 1 || await peekRows(page));
@@ -576,6 +588,28 @@ test('GET /metrics: sbq_metrics_text() in Prometheus\'s format, as the console\'
     }
 });
 
+test('--public-origin: the address a proxy or tunnel shows the browser is answered too, no other', async () => {
+    await assert.rejects(startConsole(['--public-origin', 'http://localhost:9000/console']), /exited with 2/);
+    const srv = await startConsole(['--public-origin', 'https://Console.Example:8443']);
+    try {
+        const via = { Host: 'console.example:8443', Origin: 'https://console.example:8443' };
+        assert.equal((await request(srv.port, 'GET', '/api/config', { headers: via })).status, 200);
+        assert.equal((await request(srv.port, 'GET', '/api/config', { headers: { Origin: 'https://console.example:8443' } })).status, 200,
+            'the page on its own address, opened from the public one');
+        assert.equal((await request(srv.port, 'GET', '/api/config', { headers: { Host: 'console.example:8444' } })).status, 403);
+        assert.equal((await request(srv.port, 'GET', '/api/config', { headers: { ...via, Origin: 'http://console.example:8443' } })).status, 403,
+            'another scheme is another origin');
+        assert.equal((await request(srv.port, 'GET', '/api/config', { headers: { Host: 'evil.example:8443' } })).status, 403);
+        // what another page's <img> or no-cors fetch sends: refused before any query
+        for (const site of ['cross-site', 'same-site']) {
+            assert.equal((await request(srv.port, 'GET', '/api/peek?queue=x', { headers: { 'Sec-Fetch-Site': site } })).status, 403, site);
+        }
+        assert.equal((await request(srv.port, 'GET', '/api/config', { headers: { 'Sec-Fetch-Site': 'same-origin' } })).status, 200);
+    } finally {
+        await stopConsole(srv);
+    }
+});
+
 test('--database takes a keyword/value string; a database without sbqueue is refused', async () => {
     const db = admin.database;
     const srv = await startConsole(['--database', `dbname='${db.replace(/[\\']/g, '\\$&')}' application_name=console_test`],
@@ -622,6 +656,21 @@ test('a queue named like a property of every object ("constructor") is listed li
         const r = await request(srv.port, 'GET', '/api/queues');
         assert.equal(r.status, 200, r.text);
         assert.ok(r.json.queues.find((q) => q.queue === 'constructor').history.length >= 1);
+
+        // ?since: only the samples after that time, so a page gets one per refresh, not the ring
+        const spark = r.json.queues.find((q) => q.queue === Q_SPARK).history;
+        assert.ok(spark.length >= 2, `samples: ${spark.length}`);
+        const since = spark[spark.length - 2][0];
+        const r2 = await request(srv.port, 'GET', `/api/queues?since=${since}`);
+        assert.deepEqual(r2.json.queues.find((q) => q.queue === Q_SPARK).history.map((x) => x[0]).slice(0, 1),
+            [spark[spark.length - 1][0]], 'the samples after since, from the next one on');
+        const r3 = await request(srv.port, 'GET', `/api/queues?since=${Date.now() + 3600000}`);
+        assert.ok(r3.json.queues.every((q) => q.history.length === 0), 'none after a time to come');
+        assert.equal((await request(srv.port, 'GET', '/api/queues?since=soon')).status, 400);
+        // and the page, which asks with since, still draws more points as samples come
+        const before = await page.$eval(`${row(Q_SPARK)} svg.sparkline`, (e) => Number(e.getAttribute('data-points')));
+        await waitFor('a point more', async () => (await page.$eval(`${row(Q_SPARK)} svg.sparkline`,
+            (e) => Number(e.getAttribute('data-points')))) > before);
         await page.close();
     } finally {
         await stopConsole(srv);
