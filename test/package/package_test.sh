@@ -42,11 +42,11 @@
 # non-zero at the first failure and prints its cause last: for make
 # installcheck, the regression diffs.
 #
-# When the version moves (0.11 to 0.12): default_version in sbqueue.control is
+# When the version moves (say 0.12 to 0.13): default_version in sbqueue.control is
 # the one source. Set "version" and provides.sbqueue.version in META.json to
-# 0.12.0, and put an entry for 0.12 on top of debian/changelog (`dch -v 0.12`,
+# 0.13.0, and put an entry for 0.13 on top of debian/changelog (`dch -v 0.13`,
 # from devscripts, or by hand); this test fails until the three agree. The
-# Makefile derives the rest (sbqueue--0.12.sql, the zip's name), and the checks
+# Makefile derives the rest (sbqueue--0.13.sql, the zip's name), and the checks
 # here read the version from sbqueue.control.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
