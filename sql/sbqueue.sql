@@ -1095,19 +1095,22 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
              FROM (SELECT m.enqueued_time,
                           CASE
                             WHEN m.state OPERATOR(pg_catalog.=) 2 THEN 'scheduled'
-                            -- locked in a session: by the session's lock (src/session.c)
-                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
-                                 AND EXISTS (SELECT FROM sbq.sessions se
-                                              WHERE se.queue_id OPERATOR(pg_catalog.=) m.queue_id
-                                                AND se.session_id OPERATOR(pg_catalog.=) m.session_id
-                                                AND se.session_token IS NOT NULL
-                                                AND se.locked_until OPERATOR(pg_catalog.>) clk.t
-                                                AND se.locked_boot OPERATOR(pg_catalog.=) sbq.session_boot())
-                                 THEN 'locked'
-                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
-                                 AND m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
-                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
-                                 THEN 'active'
+                            -- in a session: locked by the session's lock (src/session.c).
+                            -- A CASE of its own, not "= 'infinity' AND EXISTS": with
+                            -- locked_until NULL (never received) the AND would still
+                            -- run the EXISTS, for every such message
+                            WHEN m.locked_until OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+                                CASE
+                                  WHEN EXISTS (SELECT FROM sbq.sessions se
+                                                WHERE se.queue_id OPERATOR(pg_catalog.=) m.queue_id
+                                                  AND se.session_id OPERATOR(pg_catalog.=) m.session_id
+                                                  AND se.session_token IS NOT NULL
+                                                  AND se.locked_until OPERATOR(pg_catalog.>) clk.t
+                                                  AND se.locked_boot OPERATOR(pg_catalog.=) sbq.session_boot())
+                                       THEN 'locked'
+                                  WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
+                                  ELSE 'active'
+                                END
                             WHEN coalesce(sbq.lease_until(m.sequence_number), m.locked_until)
                                  OPERATOR(pg_catalog.>) clk.t THEN 'locked'
                             WHEN m.state OPERATOR(pg_catalog.=) 1 THEN 'deferred'
