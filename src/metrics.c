@@ -24,13 +24,19 @@
 
 #include <math.h>
 
+#include "access/transam.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
 
 #include "compat.h"
 #include "sbqueue.h"
@@ -77,6 +83,73 @@ sbq_append_value(StringInfo buf, float8 v)
 }
 
 /*
+ * sbq_metrics_plan
+ *		The plan of the read of sbq_metrics, made sure to read sbqueue's own
+ *		view: the query names it by schema and name, and the schema is the
+ *		database owner's (public, say), who could rename it and put a view of
+ *		their own in its place between the look-up of the name and the parse
+ *		(a caller's cached name is what such a swap needs). So the view is
+ *		found by its schema's OID and locked, and the parsed query must read
+ *		only it and what is sbqueue's or the system's; anything else is an
+ *		error before anything runs. Called connected to SPI.
+ */
+static SPIPlanPtr
+sbq_metrics_plan(Oid schema)
+{
+	Oid			ext = get_extension_oid("sbqueue", false);
+	Oid			view = get_relname_relid("sbq_metrics", schema);
+	char	   *view_schema;
+	StringInfoData query;
+	SPIPlanPtr	plan;
+	bool		found = false;
+	ListCell   *lc;
+
+	if (!OidIsValid(view) || getExtensionOfObject(RelationRelationId, view) != ext)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sbq_metrics_text() finds no view sbq_metrics of sbqueue beside it")));
+	LockRelationOid(view, AccessShareLock);
+	view_schema = get_namespace_name(get_rel_namespace(view));
+	if (view_schema == NULL)
+		elog(ERROR, "sbq_metrics_text: the schema of sbq_metrics is gone");
+	initStringInfo(&query);
+	appendStringInfo(&query,
+					 "SELECT metric, queue, state, value, type, help FROM %s.sbq_metrics "
+					 "ORDER BY metric COLLATE pg_catalog.\"C\", queue COLLATE pg_catalog.\"C\", "
+					 "state COLLATE pg_catalog.\"C\"",
+					 quote_identifier(view_schema));
+	plan = SPI_prepare(query.data, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "sbq_metrics_text: preparing the read of sbq_metrics failed");
+	foreach(lc, SPI_plan_get_plan_sources(plan))
+	{
+		CachedPlanSource *source = (CachedPlanSource *) lfirst(lc);
+		ListCell   *rc;
+
+		foreach(rc, source->relationOids)
+		{
+			Oid			rel = lfirst_oid(rc);
+
+			if (rel == view)
+				found = true;
+			else if (rel >= FirstNormalObjectId &&
+					 getExtensionOfObject(RelationRelationId, rel) != ext)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("sbq_metrics_text() would read \"%s\", which is not sbqueue's",
+								get_rel_name(rel) ? get_rel_name(rel) : "?"),
+						 errdetail("A schema was renamed or an object put in its place while it ran.")));
+		}
+	}
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sbq_metrics_text() would not read sbqueue's view sbq_metrics"),
+				 errdetail("A schema was renamed or an object put in its place while it ran.")));
+	return plan;
+}
+
+/*
  * sbq_metrics_text_sql
  *		sbq_metrics_text(): the view sbq_metrics (of the schema this function
  *		is in) as Prometheus text, families in name order.
@@ -85,26 +158,19 @@ Datum
 sbq_metrics_text_sql(PG_FUNCTION_ARGS)
 {
 	Oid			schema = get_func_namespace(fcinfo->flinfo->fn_oid);
-	char	   *schema_name = get_namespace_name(schema);
 	char	   *database = get_database_name(MyDatabaseId);
-	StringInfoData query;
 	StringInfoData out;
 	char	   *family = NULL;
 	uint64		i;
 	text	   *result;
 
-	if (schema_name == NULL || database == NULL)
-		elog(ERROR, "sbq_metrics_text: its schema or database is gone");
-	initStringInfo(&query);
-	appendStringInfo(&query,
-					 "SELECT metric, queue, state, value, type, help FROM %s.sbq_metrics "
-					 "ORDER BY metric COLLATE \"C\", queue COLLATE \"C\", state COLLATE \"C\"",
-					 quote_identifier(schema_name));
+	if (database == NULL)
+		elog(ERROR, "sbq_metrics_text: its database is gone");
 	/* the text is made in the caller's context (a StringInfo grows where it began) */
 	initStringInfo(&out);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(query.data, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(sbq_metrics_plan(schema), NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "sbq_metrics_text: reading sbq_metrics failed");
 	for (i = 0; i < SPI_processed; i++)
 	{
