@@ -27,6 +27,13 @@
 #define SBQ_MY_PROC_NUMBER() (MyProc->pgprocno)
 #endif
 
+/* This backend's local transaction id: a field of its own from 17 on. */
+#if PG_VERSION_NUM >= 170000
+#define SBQ_MY_LXID() (MyProc->vxid.lxid)
+#else
+#define SBQ_MY_LXID() (MyProc->lxid)
+#endif
+
 /*
  * shmem_request_hook (the only correct place to ask for shared memory) comes
  * with 15, and so does MarkGUCPrefixReserved; sbqueue does not build on less.
@@ -116,6 +123,23 @@
 #define sbq_database_is_invalid(form) database_is_invalid_form(form)
 #else
 #define sbq_database_is_invalid(form) false
+#endif
+
+/*
+ * The range table of an executor state made by hand (send_direct.c): its
+ * permissions are a list of their own from 16 on.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "parser/parse_relation.h"
+#define SBQ_EXEC_INIT_RANGE_TABLE(estate, rte) \
+	do { \
+		List	   *perminfos_ = NIL; \
+		addRTEPermissionInfo(&perminfos_, (rte)); \
+		ExecInitRangeTable((estate), list_make1(rte), perminfos_); \
+	} while (0)
+#else
+#define SBQ_EXEC_INIT_RANGE_TABLE(estate, rte) \
+	ExecInitRangeTable((estate), list_make1(rte))
 #endif
 
 #endif							/* SBQ_COMPAT_H */

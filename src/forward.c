@@ -442,6 +442,8 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 	volatile uint64 row = first;
 	bool		ok = true;
 
+	/* pinned at the section's level: the subtransaction's end would unpin them */
+	sbq_storage_pin_settings();
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();

@@ -378,6 +378,8 @@ sbq_send_plain(Datum *values, bool *nulls, Datum *bodies, int nbodies, int64 *se
 	uint64		n;
 	uint64		i;
 
+	if (sbq_send_direct(values, nulls, bodies, nbodies, seqs))
+		return nbodies;
 	if (nbodies == 1)
 	{
 		values[SEND_ARG_BODY] = bodies[0];

@@ -40,6 +40,7 @@
 /* storage_core.c: the storage section */
 extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
+extern void sbq_storage_pin_settings(void);
 extern MemoryContext sbq_storage_caller_context(void);
 extern Oid	sbq_storage_epoch(void);
 extern Oid	sbq_storage_caller(void);
@@ -59,6 +60,10 @@ extern int64 sbq_storage_purge(const SbqQueue *queue, int16 subqueue);
 
 /* rights.c */
 extern void sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant);
+
+/* send_direct.c */
+extern bool sbq_send_direct(const Datum *values, const bool *nulls,
+							const Datum *bodies, int nbodies, int64 *seqs);
 
 /* send.c */
 extern int	sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,

@@ -102,8 +102,20 @@
 static int	sbq_sql_flavour = SBQ_FLAVOUR_UNKNOWN;
 static bool sbq_sql_callback = false;
 
-/* GUC nest level of the current storage section, 0 when outside one */
+/*
+ * GUC nest level of the settings pinned for the current storage section, 0
+ * when none are (outside a section, or before its first statement).
+ */
 static int	sbq_guc_nest_level = 0;
+
+/*
+ * The open storage section: the transaction and subtransaction it was opened
+ * in. A section that an error ended keeps its marks until the next opens; the
+ * local transaction id tells a stale one from another transaction.
+ */
+static bool sbq_section_open = false;
+static LocalTransactionId sbq_section_lxid = InvalidLocalTransactionId;
+static SubTransactionId sbq_section_subxid = InvalidSubTransactionId;
 
 /* the memory context current when the storage section was opened */
 static MemoryContext sbq_caller_cxt = NULL;
@@ -353,19 +365,45 @@ sbq_storage_epoch_locked(void)
 
 
 /*
- * sbq_storage_begin
- *		Open a storage section: connect to SPI and pin the settings every
- *		statement of the storage files runs under. Errors unwind both with
- *		the (sub)transaction; the normal exit is sbq_storage_end().
+ * sbq_storage_pin_settings
+ *		Pin the settings every statement of the storage files runs under
+ *		(search_path, and plans that use the indexes), until the storage
+ *		section ends; called before a section's first statement. A call
+ *		that runs none (a plain send stores its row without SQL,
+ *		send_direct.c) does not pay for setting and restoring them. They
+ *		must be pinned at the section's own (sub)transaction level: the end
+ *		of a subtransaction opened in the section would restore them.
  */
 void
-sbq_storage_begin(void)
+sbq_storage_pin_settings(void)
 {
 	static const char *const off[] = {
 		"enable_seqscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin", "jit"
 	};
 	int			i;
 
+	if (!sbq_section_open || sbq_guc_nest_level != 0 ||
+		SBQ_MY_LXID() != sbq_section_lxid)
+		return;
+	if (GetCurrentSubTransactionId() != sbq_section_subxid)
+		elog(ERROR, "sbqueue settings pinned in a subtransaction of their storage section");
+	sbq_guc_nest_level = NewGUCNestLevel();
+	sbq_restrict_search_path();
+	for (i = 0; i < (int) lengthof(off); i++)
+		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * sbq_storage_begin
+ *		Open a storage section: connect to SPI; the settings its statements
+ *		run under are pinned before the first (sbq_storage_pin_settings).
+ *		Errors unwind both with the (sub)transaction; the normal exit is
+ *		sbq_storage_end().
+ */
+void
+sbq_storage_begin(void)
+{
 	Oid			epoch;
 
 	sbq_caller_cxt = CurrentMemoryContext;
@@ -398,11 +436,10 @@ sbq_storage_begin(void)
 			sbq_switched = true;
 		}
 	}
-	sbq_guc_nest_level = NewGUCNestLevel();
-	sbq_restrict_search_path();
-	for (i = 0; i < (int) lengthof(off); i++)
-		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
+	sbq_guc_nest_level = 0;
+	sbq_section_open = true;
+	sbq_section_lxid = SBQ_MY_LXID();
+	sbq_section_subxid = GetCurrentSubTransactionId();
 }
 
 /*
@@ -423,8 +460,10 @@ sbq_storage_caller_context(void)
 void
 sbq_storage_end(void)
 {
-	AtEOXact_GUC(true, sbq_guc_nest_level);
+	if (sbq_guc_nest_level != 0)
+		AtEOXact_GUC(true, sbq_guc_nest_level);
 	sbq_guc_nest_level = 0;
+	sbq_section_open = false;
 	sbq_lease_leave();
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
@@ -611,6 +650,7 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 	MemoryContext cxt = CurrentMemoryContext;
 	int			rc = 0;
 
+	sbq_storage_pin_settings();
 	PG_TRY();
 	{
 		SPIPlanPtr	plan = sbq_plan(st, subqueue);

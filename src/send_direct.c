@@ -1,0 +1,424 @@
+/*-------------------------------------------------------------------------
+ *
+ * send_direct.c
+ *	  A plain send stored without the SQL executor: the rows go into
+ *	  sbq.messages through the table access method and its indexes, as a
+ *	  logical replication worker applies an INSERT.
+ *
+ * A send ran one INSERT ... VALUES through SPI. Starting that statement
+ * (looking up its cached plan, checking the search_path it was planned
+ * under, building a projection of 25 columns and the executor's nodes) cost
+ * more than storing the row: about a third of a send's time in the server.
+ * Here the row is built from the same arguments and stored with
+ * ExecSimpleRelationInsert, which checks the table's NOT NULL and CHECK
+ * constraints and inserts into every index, as the INSERT did.
+ *
+ * The executor would parse and plan the table's CHECK constraints and the
+ * predicates of its partial indexes again for every row it stores in a new
+ * executor state. They are prepared once here, kept for the backend, and
+ * given to each executor state; a change to the table or its indexes (any
+ * relcache invalidation of them) drops them.
+ *
+ * It serves only when it stores exactly what the INSERT would: the table is
+ * a plain one with no triggers and no row security, the current user may
+ * insert into it and take numbers from its sequence, and every column of
+ * the table (whatever version of the SQL installed it) is one this file
+ * knows, with the type it expects. Otherwise the caller runs the INSERT.
+ *
+ * Owns: nothing shared. Locks: RowExclusiveLock on sbq.messages and its
+ * indexes, as the INSERT takes.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/send_direct.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "compat.h"
+#include "storage.h"
+#include "storage_core.h"
+
+/* Where a column's value comes from. */
+typedef enum SbqColSource
+{
+	SBQ_COL_SEQUENCE,			/* the message's new sequence number */
+	SBQ_COL_ARG,				/* an argument of the send ($n) */
+	SBQ_COL_MESSAGE_ID,			/* $7, or a new UUID as text */
+	SBQ_COL_BODY,				/* the body */
+	SBQ_COL_ZERO,				/* 0 */
+	SBQ_COL_NULL				/* nothing */
+} SbqColSource;
+
+typedef struct SbqDirectCol
+{
+	const char *name;
+	Oid			type;
+	SbqColSource source;
+	int			arg;			/* for SBQ_COL_ARG: the index of $n (n - 1) */
+} SbqDirectCol;
+
+/*
+ * The columns of sbq.messages and what a send stores in each: what
+ * send.c's INSERT_SENT_COLS / INSERT_SENT_VALUES say, column by column. In
+ * the table's order (0.11 added transfer_hops last), which is looked at first.
+ */
+static const SbqDirectCol sbq_direct_cols[] = {
+	{"sequence_number", INT8OID, SBQ_COL_SEQUENCE, 0},
+	{"queue_id", INT4OID, SBQ_COL_ARG, 0},
+	{"subqueue", INT2OID, SBQ_COL_ZERO, 0},
+	{"state", INT2OID, SBQ_COL_ARG, 1},
+	{"delivery_count", INT4OID, SBQ_COL_ZERO, 0},
+	{"lock_token", UUIDOID, SBQ_COL_NULL, 0},
+	{"locked_until", TIMESTAMPTZOID, SBQ_COL_NULL, 0},
+	{"enqueued_time", TIMESTAMPTZOID, SBQ_COL_ARG, 2},
+	{"scheduled_enqueue_time", TIMESTAMPTZOID, SBQ_COL_ARG, 3},
+	{"expires_at", TIMESTAMPTZOID, SBQ_COL_ARG, 4},
+	{"time_to_live", INTERVALOID, SBQ_COL_ARG, 5},
+	{"message_id", TEXTOID, SBQ_COL_MESSAGE_ID, 6},
+	{"session_id", TEXTOID, SBQ_COL_ARG, 7},
+	{"correlation_id", TEXTOID, SBQ_COL_ARG, 8},
+	{"subject", TEXTOID, SBQ_COL_ARG, 9},
+	{"content_type", TEXTOID, SBQ_COL_ARG, 10},
+	{"reply_to", TEXTOID, SBQ_COL_ARG, 11},
+	{"reply_to_session_id", TEXTOID, SBQ_COL_ARG, 12},
+	{"to_address", TEXTOID, SBQ_COL_ARG, 13},
+	{"application_properties", JSONBOID, SBQ_COL_ARG, 14},
+	{"dead_letter_reason", TEXTOID, SBQ_COL_ARG, 15},
+	{"dead_letter_error_description", TEXTOID, SBQ_COL_ARG, 16},
+	{"dead_letter_source", TEXTOID, SBQ_COL_ARG, 17},
+	{"body", BYTEAOID, SBQ_COL_BODY, 0},
+	{"transfer_hops", INT2OID, SBQ_COL_ARG, 18},
+};
+
+/*
+ * The entry of sbq_direct_cols for each attribute of desc (NULL for a
+ * dropped one) in map; false when a column is not one of them or has
+ * another type.
+ */
+static bool
+sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
+{
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			j;
+
+		map[i] = NULL;
+		if (att->attisdropped)
+			continue;
+		if (i < (int) lengthof(sbq_direct_cols) &&
+			strcmp(NameStr(att->attname), sbq_direct_cols[i].name) == 0)
+			map[i] = &sbq_direct_cols[i];
+		for (j = 0; map[i] == NULL && j < (int) lengthof(sbq_direct_cols); j++)
+		{
+			if (strcmp(NameStr(att->attname), sbq_direct_cols[j].name) == 0)
+			{
+				map[i] = &sbq_direct_cols[j];
+				break;
+			}
+		}
+		if (map[i] == NULL || map[i]->type != att->atttypid || att->atthasdef ||
+			att->attgenerated != '\0')
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The prepared CHECK constraints of sbq.messages and predicates of its
+ * partial indexes, for the relation relid (InvalidOid: none kept).
+ */
+typedef struct SbqDirectExprs
+{
+	Oid			relid;
+	int			ncheck;
+	char	  **ccbin;			/* the constraints as prepared */
+	ExprState **checks;
+	int			nindex;
+	Oid		   *index_oids;
+	ExprState **predicates;		/* NULL for an index with none */
+	bool		in_use;			/* by a store in progress (not for a nested one) */
+	bool		stale;			/* invalidated while in use: drop it after */
+} SbqDirectExprs;
+
+static SbqDirectExprs sbq_direct_exprs = {InvalidOid};
+static MemoryContext sbq_direct_cxt = NULL;
+
+/* Drop what is kept: now, or when the store using it ends. */
+static void
+sbq_direct_forget(void)
+{
+	if (sbq_direct_exprs.in_use)
+	{
+		sbq_direct_exprs.stale = true;
+		return;
+	}
+	sbq_direct_exprs.relid = InvalidOid;
+	sbq_direct_exprs.stale = false;
+	if (sbq_direct_cxt != NULL)
+		MemoryContextReset(sbq_direct_cxt);
+}
+
+/* a relcache invalidation of the table (an index made or dropped is one) */
+static void
+sbq_direct_inval(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == sbq_direct_exprs.relid)
+		sbq_direct_forget();
+}
+
+/* Whether what is kept is for rel as it is now, with the indexes rri has open. */
+static bool
+sbq_direct_kept_fits(Relation rel, ResultRelInfo *rri)
+{
+	SbqDirectExprs *e = &sbq_direct_exprs;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	int			i;
+
+	if (e->relid != RelationGetRelid(rel) || e->stale ||
+		e->ncheck != (constr != NULL ? constr->num_check : 0) ||
+		e->nindex != rri->ri_NumIndices)
+		return false;
+	for (i = 0; i < e->ncheck; i++)
+		if (strcmp(e->ccbin[i], constr->check[i].ccbin) != 0)
+			return false;
+	for (i = 0; i < e->nindex; i++)
+		if (e->index_oids[i] != RelationGetRelid(rri->ri_IndexRelationDescs[i]))
+			return false;
+	return true;
+}
+
+/*
+ * sbq_direct_prepare
+ *		Give rri (its indexes open) the kept constraints and predicates,
+ *		prepared first when what is kept does not fit; false when none are
+ *		given (a store in progress uses them: the executor prepares its own).
+ */
+static bool
+sbq_direct_prepare(Relation rel, ResultRelInfo *rri)
+{
+	SbqDirectExprs *e = &sbq_direct_exprs;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	MemoryContext old;
+	int			i;
+
+	if (e->in_use)
+		return false;
+	if (!sbq_direct_kept_fits(rel, rri))
+	{
+		if (sbq_direct_cxt == NULL)
+		{
+			sbq_direct_cxt = AllocSetContextCreate(CacheMemoryContext, "sbqueue direct send",
+												   ALLOCSET_SMALL_SIZES);
+			CacheRegisterRelcacheCallback(sbq_direct_inval, (Datum) 0);
+		}
+		sbq_direct_forget();
+		old = MemoryContextSwitchTo(sbq_direct_cxt);
+		e->ncheck = constr != NULL ? constr->num_check : 0;
+		e->ccbin = palloc0(sizeof(char *) * Max(e->ncheck, 1));
+		e->checks = palloc0(sizeof(ExprState *) * Max(e->ncheck, 1));
+		for (i = 0; i < e->ncheck; i++)
+		{
+			e->ccbin[i] = pstrdup(constr->check[i].ccbin);
+			e->checks[i] = ExecInitExpr(expression_planner(stringToNode(e->ccbin[i])), NULL);
+		}
+		e->nindex = rri->ri_NumIndices;
+		e->index_oids = palloc0(sizeof(Oid) * Max(e->nindex, 1));
+		e->predicates = palloc0(sizeof(ExprState *) * Max(e->nindex, 1));
+		for (i = 0; i < e->nindex; i++)
+		{
+			List	   *pred = rri->ri_IndexRelationInfo[i]->ii_Predicate;
+
+			e->index_oids[i] = RelationGetRelid(rri->ri_IndexRelationDescs[i]);
+			if (pred != NIL)
+				e->predicates[i] =
+					ExecInitQual((List *) expression_planner((Expr *) copyObject(pred)), NULL);
+		}
+		MemoryContextSwitchTo(old);
+		e->relid = RelationGetRelid(rel);
+	}
+	if (e->ncheck > 0)
+		rri->ri_ConstraintExprs = e->checks;
+	for (i = 0; i < e->nindex; i++)
+		if (e->predicates[i] != NULL)
+			rri->ri_IndexRelationInfo[i]->ii_PredicateState = e->predicates[i];
+	e->in_use = true;
+	return true;
+}
+
+static void sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
+							 const SbqDirectCol **map, const Datum *values,
+							 const bool *nulls, const Datum *bodies, int nbodies,
+							 Oid seqid, int64 *seqs);
+
+/* Whether rel takes a row the way this file stores it. */
+static bool
+sbq_direct_fits(Relation rel)
+{
+	return rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
+		!rel->rd_rel->relrowsecurity && !rel->rd_rel->relispartition &&
+		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+}
+
+/*
+ * sbq_send_direct
+ *		Store nbodies messages of a send (values and nulls are its arguments,
+ *		as send.c's SEND_ARGS) in sbq.messages, their sequence numbers into
+ *		seqs in the order of the bodies. Returns false, having stored
+ *		nothing, when the table is not one it can store into (the caller
+ *		runs the INSERT, which stores or fails as it always did).
+ */
+bool
+sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int nbodies,
+				int64 *seqs)
+{
+	Oid			nsp = get_rel_namespace(sbq_storage_epoch());
+	Oid			relid;
+	Oid			seqid;
+	Relation	rel;
+	TupleDesc	desc;
+	const SbqDirectCol **map;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	RangeTblEntry *rte;
+	TupleTableSlot *slot;
+	bool		kept;
+
+	if (!OidIsValid(nsp))
+		return false;
+	relid = get_relname_relid("messages", nsp);
+	seqid = get_relname_relid("message_seq", nsp);
+	if (!OidIsValid(relid) || !OidIsValid(seqid) ||
+		pg_class_aclcheck(seqid, GetUserId(), ACL_USAGE | ACL_UPDATE) != ACLCHECK_OK)
+		return false;
+
+	rel = table_open(relid, RowExclusiveLock);
+	desc = RelationGetDescr(rel);
+	map = palloc(sizeof(SbqDirectCol *) * desc->natts);
+	if (!sbq_direct_fits(rel) || !sbq_direct_map(desc, map))
+	{
+		/* the INSERT takes the same lock: keep it, as it would */
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = relid;
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+	SBQ_EXEC_INIT_RANGE_TABLE(estate, rte);
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecOpenIndices(rri, false);
+	slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+	kept = sbq_direct_prepare(rel, rri);
+
+	PG_TRY();
+	{
+		sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid, seqs);
+	}
+	PG_FINALLY();
+	{
+		if (kept)
+		{
+			sbq_direct_exprs.in_use = false;
+			if (sbq_direct_exprs.stale)
+				sbq_direct_forget();
+		}
+	}
+	PG_END_TRY();
+
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	/* what follows in this transaction sees the rows, as after the INSERT */
+	CommandCounterIncrement();
+	return true;
+}
+
+/* The rows of sbq_send_direct, stored through rri. */
+static void
+sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
+				 const SbqDirectCol **map, const Datum *values, const bool *nulls,
+				 const Datum *bodies, int nbodies, Oid seqid, int64 *seqs)
+{
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	int			i;
+
+	for (i = 0; i < nbodies; i++)
+	{
+		int			a;
+
+		CHECK_FOR_INTERRUPTS();
+		ExecClearTuple(slot);
+		seqs[i] = nextval_internal(seqid, true);
+		for (a = 0; a < desc->natts; a++)
+		{
+			const SbqDirectCol *c = map[a];
+			Datum	   *v = &slot->tts_values[a];
+			bool	   *n = &slot->tts_isnull[a];
+
+			*n = false;
+			if (c == NULL)
+			{
+				*v = (Datum) 0;
+				*n = true;
+				continue;
+			}
+			switch (c->source)
+			{
+				case SBQ_COL_SEQUENCE:
+					*v = Int64GetDatum(seqs[i]);
+					break;
+				case SBQ_COL_ARG:
+					*v = values[c->arg];
+					*n = nulls[c->arg];
+					break;
+				case SBQ_COL_MESSAGE_ID:
+					if (nulls[c->arg])
+						*v = CStringGetTextDatum(sbq_new_message_id());
+					else
+						*v = values[c->arg];
+					break;
+				case SBQ_COL_BODY:
+					*v = bodies[i];
+					break;
+				case SBQ_COL_ZERO:
+					*v = c->type == INT2OID ? Int16GetDatum(0) : Int32GetDatum(0);
+					break;
+				case SBQ_COL_NULL:
+					*v = (Datum) 0;
+					*n = true;
+					break;
+			}
+		}
+		ExecStoreVirtualTuple(slot);
+		ExecSimpleRelationInsert(rri, estate, slot);
+	}
+}
