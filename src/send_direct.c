@@ -15,15 +15,23 @@
  *
  * The executor would parse and plan the table's CHECK constraints and the
  * predicates of its partial indexes again for every row it stores in a new
- * executor state. They are prepared once here, kept for the backend, and
- * given to each executor state; a change to the table or its indexes (any
- * relcache invalidation of them) drops them.
+ * executor state. When they are simple, as sbqueue's own are (columns
+ * compared with integers or tested for NULL, on built-in kinds of index),
+ * they are prepared once here, kept for the backend, and given to each
+ * executor state; a change to the table or its indexes (a relcache
+ * invalidation of them) drops them. Anything else a DBA adds (a constraint
+ * calling a function, an index on an expression or of an operator class of
+ * an extension) runs code: the executor prepares it for each store, as
+ * functions are now, and the settings of the storage section are pinned
+ * first, so that it runs under search_path = pg_catalog, pg_temp, as it ran
+ * in the INSERT (the store runs as the owner of the tables).
  *
  * It serves only when it stores exactly what the INSERT would: the table is
  * a plain one with no triggers and no row security, the current user may
  * insert into it and take numbers from its sequence, and every column of
  * the table (whatever version of the SQL installed it) is one this file
- * knows, with the type it expects. Otherwise the caller runs the INSERT.
+ * knows, with the type it expects and no type modifier. Otherwise the caller
+ * runs the INSERT.
  *
  * Owns: nothing shared. Locks: RowExclusiveLock on sbq.messages and its
  * indexes, as the INSERT takes.
@@ -38,6 +46,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -46,9 +55,11 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -139,8 +150,8 @@ sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
 				break;
 			}
 		}
-		if (map[i] == NULL || map[i]->type != att->atttypid || att->atthasdef ||
-			att->attgenerated != '\0')
+		if (map[i] == NULL || map[i]->type != att->atttypid || att->atttypmod != -1 ||
+			att->atthasdef || att->attgenerated != '\0')
 			return false;
 	}
 	return true;
@@ -159,6 +170,7 @@ typedef struct SbqDirectExprs
 	int			nindex;
 	Oid		   *index_oids;
 	ExprState **predicates;		/* NULL for an index with none */
+	bool		simple;			/* all of them simple (sbq_direct_simple): kept */
 	bool		in_use;			/* by a store in progress (not for a nested one) */
 	bool		stale;			/* invalidated while in use: drop it after */
 } SbqDirectExprs;
@@ -211,19 +223,76 @@ sbq_direct_kept_fits(Relation rel, ResultRelInfo *rri)
 }
 
 /*
+ * Whether an expression is simple: columns and constants compared with the
+ * built-in equality of integers, tested for NULL, combined with AND, OR and
+ * NOT, as sbqueue's own constraint and predicates are. A simple expression
+ * runs no code that could depend on search_path or on a function changed
+ * since it was prepared; anything else (a DBA's constraint calling a
+ * function of theirs, say) is prepared by the executor for every store, and
+ * runs with the settings pinned.
+ */
+static bool
+sbq_direct_not_simple(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	switch (nodeTag(node))
+	{
+		case T_Var:
+		case T_Const:
+		case T_NullTest:
+		case T_BoolExpr:
+		case T_List:
+			break;
+		case T_OpExpr:
+			{
+				OpExpr	   *op = (OpExpr *) node;
+				Oid			fn = OidIsValid(op->opfuncid) ? op->opfuncid : get_opcode(op->opno);
+
+				if (fn != F_INT2EQ && fn != F_INT24EQ && fn != F_INT4EQ && fn != F_INT42EQ &&
+					fn != F_INT8EQ)
+					return true;
+				break;
+			}
+		default:
+			return true;
+	}
+	return expression_tree_walker(node, sbq_direct_not_simple, context);
+}
+
+/* Whether index i of rri is a built-in kind on columns, its predicate simple. */
+static bool
+sbq_direct_index_simple(ResultRelInfo *rri, int i)
+{
+	Relation	index = rri->ri_IndexRelationDescs[i];
+	IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
+	int			k;
+
+	if (index->rd_rel->relam >= FirstNormalObjectId || ii->ii_Expressions != NIL ||
+		sbq_direct_not_simple((Node *) ii->ii_Predicate, NULL))
+		return false;
+	for (k = 0; k < IndexRelationGetNumberOfKeyAttributes(index); k++)
+		if (index->rd_opfamily[k] >= FirstNormalObjectId)
+			return false;
+	return true;
+}
+
+/*
  * sbq_direct_prepare
  *		Give rri (its indexes open) the kept constraints and predicates,
  *		prepared first when what is kept does not fit; false when none are
- *		given (a store in progress uses them: the executor prepares its own).
+ *		given: a store in progress uses them, or they are not simple (then
+ *		*pin: the settings must be pinned before the store runs them).
  */
 static bool
-sbq_direct_prepare(Relation rel, ResultRelInfo *rri)
+sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool *pin)
 {
 	SbqDirectExprs *e = &sbq_direct_exprs;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	MemoryContext old;
 	int			i;
 
+	*pin = true;
 	if (e->in_use)
 		return false;
 	if (!sbq_direct_kept_fits(rel, rri))
@@ -236,13 +305,20 @@ sbq_direct_prepare(Relation rel, ResultRelInfo *rri)
 		}
 		sbq_direct_forget();
 		old = MemoryContextSwitchTo(sbq_direct_cxt);
+		e->simple = true;
 		e->ncheck = constr != NULL ? constr->num_check : 0;
 		e->ccbin = palloc0(sizeof(char *) * Max(e->ncheck, 1));
 		e->checks = palloc0(sizeof(ExprState *) * Max(e->ncheck, 1));
 		for (i = 0; i < e->ncheck; i++)
 		{
+			Node	   *check;
+
 			e->ccbin[i] = pstrdup(constr->check[i].ccbin);
-			e->checks[i] = ExecInitExpr(expression_planner(stringToNode(e->ccbin[i])), NULL);
+			check = stringToNode(e->ccbin[i]);
+			if (sbq_direct_not_simple(check, NULL))
+				e->simple = false;
+			else
+				e->checks[i] = ExecInitExpr(expression_planner((Expr *) check), NULL);
 		}
 		e->nindex = rri->ri_NumIndices;
 		e->index_oids = palloc0(sizeof(Oid) * Max(e->nindex, 1));
@@ -252,13 +328,18 @@ sbq_direct_prepare(Relation rel, ResultRelInfo *rri)
 			List	   *pred = rri->ri_IndexRelationInfo[i]->ii_Predicate;
 
 			e->index_oids[i] = RelationGetRelid(rri->ri_IndexRelationDescs[i]);
-			if (pred != NIL)
+			if (!sbq_direct_index_simple(rri, i))
+				e->simple = false;
+			else if (pred != NIL)
 				e->predicates[i] =
 					ExecInitQual((List *) expression_planner((Expr *) copyObject(pred)), NULL);
 		}
 		MemoryContextSwitchTo(old);
 		e->relid = RelationGetRelid(rel);
 	}
+	if (!e->simple)
+		return false;
+	*pin = false;
 	if (e->ncheck > 0)
 		rri->ri_ConstraintExprs = e->checks;
 	for (i = 0; i < e->nindex; i++)
@@ -305,6 +386,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	RangeTblEntry *rte;
 	TupleTableSlot *slot;
 	bool		kept;
+	bool		pin;
 
 	if (!OidIsValid(nsp))
 		return false;
@@ -336,7 +418,10 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	estate->es_output_cid = GetCurrentCommandId(true);
 	ExecOpenIndices(rri, false);
 	slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
-	kept = sbq_direct_prepare(rel, rri);
+	kept = sbq_direct_prepare(rel, rri, &pin);
+	/* what is not simple runs the way the INSERT ran it: with the settings pinned */
+	if (pin)
+		sbq_storage_pin_settings();
 
 	PG_TRY();
 	{
@@ -369,8 +454,12 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 				 const Datum *bodies, int nbodies, Oid seqid, int64 *seqs)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
+	text	  **ids = NULL;
 	int			i;
 
+	for (i = 0; i < desc->natts; i++)
+		if (map[i] != NULL && map[i]->source == SBQ_COL_MESSAGE_ID && nulls[map[i]->arg])
+			ids = sbq_new_message_ids(nbodies);
 	for (i = 0; i < nbodies; i++)
 	{
 		int			a;
@@ -402,7 +491,7 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 					break;
 				case SBQ_COL_MESSAGE_ID:
 					if (nulls[c->arg])
-						*v = CStringGetTextDatum(sbq_new_message_id());
+						*v = PointerGetDatum(ids[i]);
 					else
 						*v = values[c->arg];
 					break;

@@ -11,7 +11,8 @@
  * AccessShareLock until the end of the transaction (so a DROP EXTENSION
  * that committed before is seen and one that comes later waits: see
  * sbq_storage_epoch_locked), tells lease.c which incarnation its leases
- * belong to, and pins the settings every statement runs under.
+ * belong to, and pins the settings every statement runs under before the
+ * first one runs (a plain send runs none: send_direct.c stores its rows).
  *
  * Statements go through SPI with plans prepared once per backend and kept
  * (SPI_keepplan), always generic (CURSOR_OPT_GENERIC_PLAN), so a call never

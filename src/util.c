@@ -323,33 +323,52 @@ sbq_props_size(const SbqSendProps *props)
 }
 
 /*
- * sbq_new_message_id
- *		A message id for a message sent without one: a version 4 UUID as
- *		lower-case text, as gen_random_uuid() makes them (palloc'd).
+ * sbq_new_message_ids
+ *		n message ids for messages sent without one: version 4 UUIDs as
+ *		lower-case text, as gen_random_uuid() makes them (palloc'd). The
+ *		random bytes of all n come from one draw: a draw costs much more
+ *		than its bytes.
  */
-char *
-sbq_new_message_id(void)
+text	  **
+sbq_new_message_ids(int n)
 {
-	unsigned char b[16];
-	char	   *s = palloc(37);
-	int			i;
-	int			o = 0;
+	unsigned char *b = palloc(16 * (Size) Max(n, 1));
+	text	  **ids = palloc(sizeof(text *) * Max(n, 1));
+	int			k;
 
-	if (!pg_strong_random(b, sizeof(b)))
+	if (!pg_strong_random(b, 16 * (Size) n))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate random values")));
-	b[6] = (b[6] & 0x0f) | 0x40;
-	b[8] = (b[8] & 0x3f) | 0x80;
-	for (i = 0; i < 16; i++)
+	for (k = 0; k < n; k++)
 	{
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			s[o++] = '-';
-		s[o++] = "0123456789abcdef"[b[i] >> 4];
-		s[o++] = "0123456789abcdef"[b[i] & 0x0f];
+		unsigned char *u = b + 16 * k;
+		text	   *t = palloc(VARHDRSZ + 36);
+		char	   *s = VARDATA(t);
+		int			i;
+		int			o = 0;
+
+		u[6] = (u[6] & 0x0f) | 0x40;
+		u[8] = (u[8] & 0x3f) | 0x80;
+		for (i = 0; i < 16; i++)
+		{
+			if (i == 4 || i == 6 || i == 8 || i == 10)
+				s[o++] = '-';
+			s[o++] = "0123456789abcdef"[u[i] >> 4];
+			s[o++] = "0123456789abcdef"[u[i] & 0x0f];
+		}
+		SET_VARSIZE(t, VARHDRSZ + 36);
+		ids[k] = t;
 	}
-	s[o] = '\0';
-	return s;
+	pfree(b);
+	return ids;
+}
+
+/* sbq_new_message_id: one of sbq_new_message_ids, as a C string */
+char *
+sbq_new_message_id(void)
+{
+	return text_to_cstring(sbq_new_message_ids(1)[0]);
 }
 
 /*
