@@ -354,6 +354,13 @@ static void sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot 
 							 const bool *nulls, const Datum *bodies, int nbodies,
 							 Oid seqid, int64 *seqs);
 
+/* the context line of an error while storing: the name of the statement */
+static void
+sbq_direct_context(void *arg)
+{
+	errcontext("sbqueue statement \"%s\"", (const char *) arg);
+}
+
 /* Whether rel takes a row the way this file stores it. */
 static bool
 sbq_direct_fits(Relation rel)
@@ -387,6 +394,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	TupleTableSlot *slot;
 	bool		kept;
 	bool		pin;
+	ErrorContextCallback errcb;
 
 	if (!OidIsValid(nsp))
 		return false;
@@ -423,6 +431,11 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	if (pin)
 		sbq_storage_pin_settings();
 
+	/* an error names the statement this replaces, as its errors did (never its SQL) */
+	errcb.callback = sbq_direct_context;
+	errcb.arg = (void *) (nbodies == 1 ? "send one" : "send many");
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
 	PG_TRY();
 	{
 		sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid, seqs);
@@ -437,6 +450,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 		}
 	}
 	PG_END_TRY();
+	error_context_stack = errcb.previous;
 
 	ExecCloseIndices(rri);
 	ExecResetTupleTable(estate->es_tupleTable, false);

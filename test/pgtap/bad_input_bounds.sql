@@ -164,9 +164,10 @@ SELECT * FROM pg_temp.bad('BB26', 'a lock duration of 1 month less 29 days 23:54
 
 -- a long call over a large array is cancelled at once: statement_timeout (a cancel
 -- like pg_cancel_backend's) ends a batch of 5,000 bodies within 100 ms of firing, with
--- 57014, and stores nothing. (The bodies are small: PostgreSQL itself does not look
--- for a cancel while it builds an array argument, which for 5,000 bodies of 12 KB
--- takes longer than the whole call here.)
+-- 57014, and stores nothing. (The bodies are of 1,000 bytes: a send stores 5,000 of
+-- 200 bytes in about 50 ms, and PostgreSQL itself does not look for a cancel while it
+-- builds an array argument, which for 5,000 bodies of 12 KB takes longer than the
+-- whole call here.)
 DO $$ BEGIN
     PERFORM sbq_create_queue('bb_big', max_message_size => 268435456);
 END $$;
@@ -180,7 +181,7 @@ EXCEPTION WHEN query_canceled THEN
 END $$;
 SET LOCAL statement_timeout = '50ms';
 SELECT pg_temp.cancelled_after(
-    $$SELECT count(*) FROM sbq_send_batch('bb_big', array_fill(repeat('x', 200), ARRAY[5000]))$$)
+    $$SELECT count(*) FROM sbq_send_batch('bb_big', array_fill(repeat('x', 1000), ARRAY[5000]))$$)
     AS c \gset
 RESET statement_timeout;
 SELECT ok(:'c' ~ '^57014 ' AND split_part(:'c', ' ', 2)::int < 150,
