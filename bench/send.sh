@@ -23,7 +23,7 @@
 # median. WAL bytes per message from pg_current_wal_lsn(). Then the server's
 # own time per send, without the client or the commit: a DO block that sends
 # 20,000 messages one by one in one transaction, 5 times in turn per contender
-# (the median, in microseconds per message).
+# (the median, in microseconds per message); SEND_CELLS=0 measures only this.
 # Prints a Markdown report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,6 +97,8 @@ count() {
 
 declare -A rate wal
 cells=("one on" "one off" "many on" "many off")
+# SEND_CELLS=0: only the server's time per send (for comparing builds one after another)
+[ "${SEND_CELLS:-1}" = 0 ] && rounds=0
 for r in $(seq "$rounds"); do
     order=("${contenders[@]}")
     [ $((r % 2)) -eq 0 ] && order=(skm skq sbq)
@@ -138,6 +140,10 @@ for r in 1 2 3 4 5; do
 done
 
 version=$(psql -X -Atc "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'")
+if [ "$rounds" = 0 ]; then
+    echo "server µs per send (median of 5): sbqueue $(echo "${us[sbq]}" | median), SKIP LOCKED $(echo "${us[skq]}" | median), many queues $(echo "${us[skm]}" | median); runs: sbqueue ${us[sbq]% }"
+    exit 0
+fi
 echo "Measured with \`$command\` (sbqueue $version), $(date -u +%Y-%m-%d), $(nproc) CPUs, $(psql -X -Atc 'SHOW server_version'),"
 echo "4 clients (pgbench -M prepared, -j 2), $secs s cells, the median of $rounds rounds."
 echo
