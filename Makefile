@@ -18,7 +18,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*--*.sql) sql/$(EXTENSION)--0.1.sql
 
 # pg_regress: inputs in sql/, expected outputs in expected/
 REGRESS = test_setup create queue_management send receive settle defer deadletter ttl scheduled \
-          duplicates maintain lease filter
+          duplicates maintain lease filter send_direct
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # isolation specs: test/specs, expected outputs in test/expected

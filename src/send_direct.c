@@ -27,7 +27,7 @@
  * in the INSERT (the store runs as the owner of the tables).
  *
  * It serves only when it stores exactly what the INSERT would: the table is
- * a plain one with no triggers and no row security, the current user may
+ * a plain one with no triggers, rules or row security, the current user may
  * insert into it and take numbers from its sequence, and every column of
  * the table (whatever version of the SQL installed it) is one this file
  * knows, with the type it expects and no type modifier. Otherwise the caller
@@ -151,7 +151,7 @@ sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
 			}
 		}
 		if (map[i] == NULL || map[i]->type != att->atttypid || att->atttypmod != -1 ||
-			att->atthasdef || att->attgenerated != '\0')
+			att->atthasdef || att->attgenerated != '\0' || att->attidentity != '\0')
 			return false;
 	}
 	return true;
@@ -203,23 +203,41 @@ sbq_direct_inval(Datum arg, Oid relid)
 
 /* Whether what is kept is for rel as it is now, with the indexes rri has open. */
 static bool
-sbq_direct_kept_fits(Relation rel, ResultRelInfo *rri)
+sbq_direct_kept_fits(Relation rel, List *index_oids)
 {
 	SbqDirectExprs *e = &sbq_direct_exprs;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	ListCell   *lc;
 	int			i;
 
 	if (e->relid != RelationGetRelid(rel) || e->stale ||
 		e->ncheck != (constr != NULL ? constr->num_check : 0) ||
-		e->nindex != rri->ri_NumIndices)
+		e->nindex != list_length(index_oids))
 		return false;
 	for (i = 0; i < e->ncheck; i++)
 		if (strcmp(e->ccbin[i], constr->check[i].ccbin) != 0)
 			return false;
-	for (i = 0; i < e->nindex; i++)
-		if (e->index_oids[i] != RelationGetRelid(rri->ri_IndexRelationDescs[i]))
+	i = 0;
+	foreach(lc, index_oids)
+		if (e->index_oids[i++] != lfirst_oid(lc))
 			return false;
 	return true;
+}
+
+/*
+ * Whether what is kept fits rel and is simple: then opening its indexes runs
+ * nothing of a DBA's (opening one builds its predicate and expressions, and
+ * may fold them, calling their functions), and neither does storing a row.
+ * The index list is the one ExecOpenIndices opens, in its order.
+ */
+static bool
+sbq_direct_kept_simple(Relation rel)
+{
+	List	   *index_oids = RelationGetIndexList(rel);
+	bool		fits = sbq_direct_kept_fits(rel, index_oids) && sbq_direct_exprs.simple;
+
+	list_free(index_oids);
+	return fits;
 }
 
 /*
@@ -283,9 +301,11 @@ sbq_direct_index_simple(ResultRelInfo *rri, int i)
  *		prepared first when what is kept does not fit; false when none are
  *		given: a store in progress uses them, or they are not simple (then
  *		*pin: the settings must be pinned before the store runs them).
+ *		kept_simple is what sbq_direct_kept_simple said before the indexes
+ *		were opened.
  */
 static bool
-sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool *pin)
+sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool kept_simple, bool *pin)
 {
 	SbqDirectExprs *e = &sbq_direct_exprs;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
@@ -295,7 +315,7 @@ sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool *pin)
 	*pin = true;
 	if (e->in_use)
 		return false;
-	if (!sbq_direct_kept_fits(rel, rri))
+	if (!kept_simple || e->nindex != rri->ri_NumIndices)
 	{
 		if (sbq_direct_cxt == NULL)
 		{
@@ -366,6 +386,7 @@ static bool
 sbq_direct_fits(Relation rel)
 {
 	return rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
+		rel->rd_rules == NULL &&
 		!rel->rd_rel->relrowsecurity && !rel->rd_rel->relispartition &&
 		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_INSERT) == ACLCHECK_OK;
 }
@@ -394,6 +415,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	TupleTableSlot *slot;
 	bool		kept;
 	bool		pin;
+	bool		simple;
 	ErrorContextCallback errcb;
 
 	if (!OidIsValid(nsp))
@@ -424,9 +446,17 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
 	estate->es_output_cid = GetCurrentCommandId(true);
+	/*
+	 * Unless what is kept says the indexes and constraints are sbqueue's own
+	 * kind, the settings are pinned before the indexes are opened: opening
+	 * one may fold its predicate, running a DBA's functions.
+	 */
+	simple = sbq_direct_kept_simple(rel);
+	if (!simple)
+		sbq_storage_pin_settings();
 	ExecOpenIndices(rri, false);
 	slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
-	kept = sbq_direct_prepare(rel, rri, &pin);
+	kept = sbq_direct_prepare(rel, rri, simple, &pin);
 	/* what is not simple runs the way the INSERT ran it: with the settings pinned */
 	if (pin)
 		sbq_storage_pin_settings();

@@ -5,7 +5,7 @@
 -- or filled by the next send; the settings a call pins for its statements are pinned
 -- only when it runs one, and the caller's are as they were after it.
 BEGIN;
-SELECT plan(23);
+SELECT plan(25);
 
 CREATE EXTENSION IF NOT EXISTS amcheck;
 SELECT sbq_create_queue('sd_q', default_message_ttl => '1 hour') IS NOT NULL AS created \gset
@@ -170,6 +170,24 @@ CREATE OR REPLACE FUNCTION sd_subject_ok(s text) RETURNS boolean LANGUAGE sql AS
 SELECT throws_ok($$SELECT sbq_send('sd_q', 'now bad'::text, subject => 'good')$$, '23514', NULL,
     'send_direct: ... and holds as the function is after CREATE OR REPLACE');
 ALTER TABLE sbq.messages DROP CONSTRAINT sd_subject_chk;
+
+-- (A DBA's partial index whose predicate calls a function of theirs: pg_regress's
+-- send_direct, which needs the index made in a committed transaction.)
+
+-- an identity column the send names is refused, as the INSERT refused it
+SAVEPOINT sd_identity;
+ALTER TABLE sbq.messages ALTER COLUMN delivery_count ADD GENERATED ALWAYS AS IDENTITY;
+SELECT throws_ok($$SELECT sbq_send('sd_q', 'identity'::text)$$, '428C9', NULL,
+    'send_direct: a column made GENERATED ALWAYS AS IDENTITY refuses the send, as the INSERT did');
+ROLLBACK TO SAVEPOINT sd_identity;
+
+-- a rule on the table is obeyed, as the INSERT obeyed it
+CREATE TABLE sd_log (subject text);
+CREATE RULE sd_also AS ON INSERT TO sbq.messages DO ALSO INSERT INTO public.sd_log VALUES (NEW.subject);
+SELECT sbq_send('sd_q', 'logged'::text, subject => 'sd-rule') > 0 AS sent \gset
+DROP RULE sd_also ON sbq.messages;
+SELECT is((SELECT string_agg(subject, ',') FROM sd_log), 'sd-rule',
+    'send_direct: a rule on sbq.messages is obeyed');
 
 -- a column whose type has a modifier rounds what is stored, as the INSERT did
 DROP VIEW sd_rows;

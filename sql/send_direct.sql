@@ -1,0 +1,41 @@
+-- send_direct: a DBA's partial index on sbq.messages whose predicate calls a function
+-- of theirs. Opening the index after its cached form was dropped (here: the index made
+-- in an earlier transaction, then ANALYZE) folds the predicate; a plain send stores
+-- without SQL (src/send_direct.c), and must still run that fold with search_path
+-- pinned to pg_catalog, pg_temp, as the INSERT did: the store runs as the owner of the
+-- tables, so a role that may only send must not get a function of its own run.
+-- (Committed steps: pgTAP's send_direct runs in one transaction, where an index made
+-- in it keeps its cached form.)
+SELECT queue FROM sbq_create_queue('sdx');
+CREATE TABLE regress.sdx_marks (who text);
+GRANT INSERT ON regress.sdx_marks TO PUBLIC;
+CREATE ROLE sdx_sender;
+SELECT sbq_grant('sdx', 'sdx_sender', ARRAY['send']);
+CREATE SCHEMA sdx_evil AUTHORIZATION sdx_sender;
+CREATE FUNCTION regress.sdx_probe() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT 1';
+CREATE FUNCTION regress.sdx_reserved() RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN sdx_probe() + 1000000;
+EXCEPTION WHEN undefined_function THEN
+    RETURN 1000000;
+END $$;
+CREATE INDEX sdx_reserved_idx ON sbq.messages (queue_id) WHERE queue_id <> regress.sdx_reserved();
+SET ROLE sdx_sender;
+CREATE FUNCTION sdx_evil.sdx_probe() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO regress.sdx_marks VALUES ('probe'); RETURN 1; END $$;
+SELECT sbq_send('sdx', 'warm'::text) > 0 AS sent;
+RESET ROLE;
+ANALYZE sbq.messages;
+SET ROLE sdx_sender;
+SET search_path = sdx_evil, regress, public, pg_catalog;
+SELECT public.sbq_send('sdx', 'after analyze'::text) > 0 AS sent;
+RESET ROLE;
+RESET search_path;
+-- nothing of the sender's ran
+SELECT count(*) AS marks FROM regress.sdx_marks;
+SELECT count(*) AS sent FROM sbq_peek('sdx', 10);
+DROP INDEX sbq.sdx_reserved_idx;
+DROP SCHEMA sdx_evil CASCADE;
+SELECT sbq_revoke('sdx', 'sdx_sender', ARRAY['send']);
+SELECT sbq_delete_queue('sdx');
+DROP ROLE sdx_sender;
