@@ -201,7 +201,7 @@ sbq_direct_inval(Datum arg, Oid relid)
 		sbq_direct_forget();
 }
 
-/* Whether what is kept is for rel as it is now, with the indexes rri has open. */
+/* Whether what is kept is for rel as it is now, with the indexes index_oids. */
 static bool
 sbq_direct_kept_fits(Relation rel, List *index_oids)
 {
@@ -422,6 +422,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 		return false;
 	relid = get_relname_relid("messages", nsp);
 	seqid = get_relname_relid("message_seq", nsp);
+	/* nextval() needs USAGE or UPDATE on the sequence (either: ACLMASK_ANY) */
 	if (!OidIsValid(relid) || !OidIsValid(seqid) ||
 		pg_class_aclcheck(seqid, GetUserId(), ACL_USAGE | ACL_UPDATE) != ACLCHECK_OK)
 		return false;
@@ -510,7 +511,8 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 
 		CHECK_FOR_INTERRUPTS();
 		ExecClearTuple(slot);
-		seqs[i] = nextval_internal(seqid, true);
+		/* its rights were checked once above, as nextval() checks them */
+		seqs[i] = nextval_internal(seqid, false);
 		for (a = 0; a < desc->natts; a++)
 		{
 			const SbqDirectCol *c = map[a];
