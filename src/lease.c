@@ -1734,33 +1734,140 @@ sbq_lease_slot_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(sbq_lease_absent(PG_GETARG_INT64(0)));
 }
 
+/* ------------------------------------------------- what a statement has seen */
+
+/*
+ * The leases that one statement has been shown, for the judges of locks (peek
+ * and the views: sbq_queue_stats, sbq_messages): they judge locks at the
+ * start of the statement, so that a statement that peeks and reads the stats
+ * sees one instant. The rows they read come from the statement's snapshot,
+ * but the lease table is not versioned: a settlement, a sweep or a receive
+ * that dead-letters a message, committed while the statement runs, takes the
+ * lease away while the snapshot still shows the row unchanged. So once a
+ * statement has been shown a lease, it goes on seeing it when the entry is
+ * gone (or is another session's uncommitted claim), until the statement
+ * ends: its lock had not ended at the instant the statement judges. A lease
+ * granted while the statement runs is shown as it is (only a receive that
+ * commits while the statement runs can do that).
+ *
+ * Bounded by the table's size (sbqueue.max_locks): past that, a statement
+ * sees the table as it is. Backend-local; dropped when the statement (its
+ * start, in its transaction) changes.
+ */
+typedef struct SbqShownLease
+{
+	SbqLeaseKey key;
+	SbqLease	lease;
+} SbqShownLease;
+
+static HTAB *sbq_shown = NULL;
+static LocalTransactionId sbq_shown_lxid = InvalidLocalTransactionId;
+static TimestampTz sbq_shown_stmt = 0;
+
+/* The current statement's leases shown (NULL: none yet, and create is false). */
+static HTAB *
+sbq_shown_leases(bool create)
+{
+	LocalTransactionId lxid = SBQ_MY_LXID();
+	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+
+	if (sbq_shown != NULL && (sbq_shown_lxid != lxid || sbq_shown_stmt != stmt))
+	{
+		hash_destroy(sbq_shown);
+		sbq_shown = NULL;
+	}
+	if (sbq_shown == NULL && create)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(SbqLeaseKey);
+		ctl.entrysize = sizeof(SbqShownLease);
+		ctl.hcxt = TopMemoryContext;
+		sbq_shown = hash_create("sbqueue leases shown", 64, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		sbq_shown_lxid = lxid;
+		sbq_shown_stmt = stmt;
+	}
+	return sbq_shown;
+}
+
+/* Remember that the current statement was shown this lease. */
+static void
+sbq_shown_note(const SbqLease *lease)
+{
+	HTAB	   *shown = sbq_shown_leases(true);
+	SbqShownLease *s;
+
+	if (hash_get_num_entries(shown) >= sbq_max_locks)
+		return;
+	s = (SbqShownLease *) hash_search(shown, &lease->key, HASH_ENTER, NULL);
+	s->lease = *lease;
+}
+
+/* The lease the current statement was shown for key, if any. */
+static bool
+sbq_shown_find(const SbqLeaseKey *key, SbqLease *copy)
+{
+	HTAB	   *shown = sbq_shown_leases(false);
+	SbqShownLease *s;
+
+	if (shown == NULL)
+		return false;
+	s = (SbqShownLease *) hash_search(shown, key, HASH_FIND, NULL);
+	if (s == NULL)
+		return false;
+	*copy = s->lease;
+	return true;
+}
+
 /*
  * Copy the lease of seq, if it has a token and is a committed lock (or this
  * transaction's own claim): another session's claim that has not committed
- * is no lock yet, for peek and the counts.
+ * is no lock yet, for peek and the counts. A judge of locks (judge: see
+ * above) is also shown a lease that ended since the statement was shown it.
  */
 static bool
-sbq_lease_show(Oid epoch, int64 seq, SbqLease *copy)
+sbq_lease_show(Oid epoch, int64 seq, SbqLease *copy, bool judge)
 {
 	SbqLeaseKey key;
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
 	bool		found = false;
+	bool		mine = false;
 
 	if (sbq_lease_hash == NULL || !OidIsValid(epoch))
 		return false;
 	lock = sbq_lease_locate_in(epoch, seq, &key, &hash);
 	LWLockAcquire(lock, LW_SHARED);
 	entry = sbq_lease_find(&key, hash);
-	if (entry != NULL && entry->has_token && !sbq_lease_settled_by_me(entry) &&
-		(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
+	if (entry != NULL && sbq_lease_settled_by_me(entry))
+		mine = true;
+	else if (entry != NULL && entry->has_token &&
+			 (entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
 	{
 		*copy = *entry;
 		found = true;
 	}
 	LWLockRelease(lock);
+	if (!judge || mine)
+		return found;
+	/* outside the partition lock: these allocate, and may fail */
+	if (found)
+		sbq_shown_note(copy);
+	else
+		found = sbq_shown_find(&key, copy);
 	return found;
+}
+
+/*
+ * Whether a call of the SQL probes below judges locks for a statement: it
+ * does outside sbqueue's own statements (from the views), not inside them.
+ */
+static inline bool
+sbq_lease_judging(void)
+{
+	return !OidIsValid(sbq_lease_epoch);
 }
 
 /* The incarnation to show leases of: the section's, or the catalog's. */
@@ -1775,14 +1882,15 @@ sbq_lease_show_epoch(void)
 /*
  * sbq_lease_lookup
  *		The lock of the message seq if a lease holds it (valid or expired):
- *		its expiry and delivery count.
+ *		its expiry and delivery count. For peek, a judge of locks: a lease
+ *		the statement was shown stays shown once ended (sbq_lease_show).
  */
 bool
 sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count)
 {
 	SbqLease	lease;
 
-	if (!sbq_lease_show(sbq_lease_show_epoch(), seq, &lease))
+	if (!sbq_lease_show(sbq_lease_show_epoch(), seq, &lease, true))
 		return false;
 	*until = lease.locked_until;
 	*delivery_count = lease.delivery_count;
@@ -1795,7 +1903,8 @@ sbq_lease_until_sql(PG_FUNCTION_ARGS)
 {
 	SbqLease	lease;
 
-	if (!sbq_lease_show(sbq_lease_show_epoch(), PG_GETARG_INT64(0), &lease))
+	if (!sbq_lease_show(sbq_lease_show_epoch(), PG_GETARG_INT64(0), &lease,
+						sbq_lease_judging()))
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(lease.locked_until);
 }
@@ -1806,7 +1915,8 @@ sbq_lease_count_sql(PG_FUNCTION_ARGS)
 {
 	SbqLease	lease;
 
-	if (!sbq_lease_show(sbq_lease_show_epoch(), PG_GETARG_INT64(0), &lease))
+	if (!sbq_lease_show(sbq_lease_show_epoch(), PG_GETARG_INT64(0), &lease,
+						sbq_lease_judging()))
 		PG_RETURN_NULL();
 	PG_RETURN_INT32(lease.delivery_count);
 }
@@ -1821,7 +1931,7 @@ sbq_session_until_sql(PG_FUNCTION_ARGS)
 	SbqLease	lease;
 	int64		key = PG_GETARG_INT64(0);
 
-	if (key <= 0 || !sbq_lease_show(sbq_lease_show_epoch(), -key, &lease) ||
+	if (key <= 0 || !sbq_lease_show(sbq_lease_show_epoch(), -key, &lease, sbq_lease_judging()) ||
 		lease.subqueue != SBQ_SUBQUEUE_SESSION)
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(lease.locked_until);
