@@ -119,6 +119,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -634,6 +635,7 @@ sbq_lease_apply(const void *undo_entry)
 }
 
 static void sbq_lease_free_dropped(void);
+static void sbq_shown_forget(void);
 
 /*
  * sbq_lease_at_commit
@@ -672,17 +674,20 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			sbq_shown_forget();
 			sbq_lease_at_commit();
 			sbq_lease_free_dropped();
 			sbq_lease_epoch = InvalidOid;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			sbq_shown_forget();
 			sbq_undo_abort(&sbq_lease_log);
 			sbq_ndrops = 0;
 			sbq_lease_epoch = InvalidOid;
 			break;
 		case XACT_EVENT_PREPARE:
+			sbq_shown_forget();
 			sbq_lease_epoch = InvalidOid;
 			break;
 		default:
@@ -1734,26 +1739,38 @@ sbq_lease_slot_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(sbq_lease_absent(PG_GETARG_INT64(0)));
 }
 
-/* ------------------------------------------------- what a statement has seen */
+/* --------------------------------------------------- what a snapshot has seen */
 
 /*
- * The leases that one statement has been shown, for the judges of locks (peek
- * and the views: sbq_queue_stats, sbq_messages): they judge locks at the
- * start of the statement, so that a statement that peeks and reads the stats
- * sees one instant. The rows they read come from the statement's snapshot,
- * but the lease table is not versioned: a settlement, a sweep or a receive
- * that dead-letters a message, committed while the statement runs, takes the
- * lease away while the snapshot still shows the row unchanged. So once a
- * statement has been shown a lease, it goes on seeing it when the entry is
- * gone (or is another session's uncommitted claim), until the statement
- * ends: its lock had not ended at the instant the statement judges. A lease
- * granted while the statement runs is shown as it is (only a receive that
- * commits while the statement runs can do that).
+ * The leases shown to the judges of locks (peek, and the lease probes that
+ * the views sbq_queue_stats and sbq_metrics call), per snapshot. They judge
+ * locks at the start of the statement, so that a statement that peeks and
+ * reads the stats sees one instant. The rows they read come from the
+ * snapshot, but the lease table is not versioned: a settlement, a sweep or a
+ * receive that dead-letters a message, committed while the statement runs,
+ * takes the lease away while the snapshot still shows the row unchanged. So
+ * a committed lease shown under a snapshot goes on being shown under the
+ * same snapshot once the entry is gone (or is another session's uncommitted
+ * claim): the transaction that ended it is not visible to that snapshot.
+ * For peek, only to a message of the same queue and subqueue. A new lease is
+ * shown as it is (only a receive that commits meanwhile makes one).
  *
- * Bounded by the table's size (sbqueue.max_locks): past that, a statement
- * sees the table as it is. Backend-local; dropped when the statement (its
- * start, in its transaction) changes.
+ * "The same snapshot" is the active one, known by what it sees (its xmin,
+ * xmax, running transactions and how many transactions
+ * had ended when it was taken): under READ COMMITTED each statement has its
+ * own, under REPEATABLE READ the transaction has one. Backend-local, bounded
+ * by this database's share of the table, and dropped when the transaction
+ * ends or another snapshot judges.
  */
+typedef struct SbqShownSnapshot
+{
+	LocalTransactionId lxid;
+	TransactionId xmin;
+	TransactionId xmax;
+	uint32		xcnt;
+	uint64		completions;
+} SbqShownSnapshot;
+
 typedef struct SbqShownLease
 {
 	SbqLeaseKey key;
@@ -1761,21 +1778,38 @@ typedef struct SbqShownLease
 } SbqShownLease;
 
 static HTAB *sbq_shown = NULL;
-static LocalTransactionId sbq_shown_lxid = InvalidLocalTransactionId;
-static TimestampTz sbq_shown_stmt = 0;
+static SbqShownSnapshot sbq_shown_snap;
 
-/* The current statement's leases shown (NULL: none yet, and create is false). */
+/* Drop the leases shown (never fails). */
+static void
+sbq_shown_forget(void)
+{
+	if (sbq_shown != NULL)
+		hash_destroy(sbq_shown);
+	sbq_shown = NULL;
+}
+
+/*
+ * The leases shown under the active snapshot: NULL when none are (and
+ * create is false), or when no snapshot is active.
+ */
 static HTAB *
 sbq_shown_leases(bool create)
 {
-	LocalTransactionId lxid = SBQ_MY_LXID();
-	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+	SbqShownSnapshot now;
+	Snapshot	snap;
 
-	if (sbq_shown != NULL && (sbq_shown_lxid != lxid || sbq_shown_stmt != stmt))
-	{
-		hash_destroy(sbq_shown);
-		sbq_shown = NULL;
-	}
+	if (!ActiveSnapshotSet())
+		return NULL;
+	snap = GetActiveSnapshot();
+	memset(&now, 0, sizeof(now));
+	now.lxid = SBQ_MY_LXID();
+	now.xmin = snap->xmin;
+	now.xmax = snap->xmax;
+	now.xcnt = snap->xcnt;
+	now.completions = snap->snapXactCompletionCount;
+	if (sbq_shown != NULL && memcmp(&now, &sbq_shown_snap, sizeof(now)) != 0)
+		sbq_shown_forget();
 	if (sbq_shown == NULL && create)
 	{
 		HASHCTL		ctl;
@@ -1785,26 +1819,28 @@ sbq_shown_leases(bool create)
 		ctl.hcxt = TopMemoryContext;
 		sbq_shown = hash_create("sbqueue leases shown", 64, &ctl,
 								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		sbq_shown_lxid = lxid;
-		sbq_shown_stmt = stmt;
+		sbq_shown_snap = now;
 	}
 	return sbq_shown;
 }
 
-/* Remember that the current statement was shown this lease. */
+/* Remember that the active snapshot was shown this committed lease. */
 static void
 sbq_shown_note(const SbqLease *lease)
 {
 	HTAB	   *shown = sbq_shown_leases(true);
 	SbqShownLease *s;
+	bool		found;
 
-	if (hash_get_num_entries(shown) >= sbq_max_locks)
+	if (shown == NULL ||
+		(hash_get_num_entries(shown) >= sbq_lease_db_limit() &&
+		 hash_search(shown, &lease->key, HASH_FIND, NULL) == NULL))
 		return;
-	s = (SbqShownLease *) hash_search(shown, &lease->key, HASH_ENTER, NULL);
+	s = (SbqShownLease *) hash_search(shown, &lease->key, HASH_ENTER, &found);
 	s->lease = *lease;
 }
 
-/* The lease the current statement was shown for key, if any. */
+/* The lease shown under the active snapshot for key, if any. */
 static bool
 sbq_shown_find(const SbqLeaseKey *key, SbqLease *copy)
 {
@@ -1824,7 +1860,8 @@ sbq_shown_find(const SbqLeaseKey *key, SbqLease *copy)
  * Copy the lease of seq, if it has a token and is a committed lock (or this
  * transaction's own claim): another session's claim that has not committed
  * is no lock yet, for peek and the counts. A judge of locks (judge: see
- * above) is also shown a lease that ended since the statement was shown it.
+ * above) is also shown a committed lease that it was shown under the same
+ * snapshot and that has ended since.
  */
 static bool
 sbq_lease_show(Oid epoch, int64 seq, SbqLease *copy, bool judge)
@@ -1835,6 +1872,7 @@ sbq_lease_show(Oid epoch, int64 seq, SbqLease *copy, bool judge)
 	SbqLease   *entry;
 	bool		found = false;
 	bool		mine = false;
+	bool		committed = false;
 
 	if (sbq_lease_hash == NULL || !OidIsValid(epoch))
 		return false;
@@ -1848,14 +1886,15 @@ sbq_lease_show(Oid epoch, int64 seq, SbqLease *copy, bool judge)
 	{
 		*copy = *entry;
 		found = true;
+		committed = entry->state != SBQ_LEASE_CLAIMED;
 	}
 	LWLockRelease(lock);
 	if (!judge || mine)
 		return found;
 	/* outside the partition lock: these allocate, and may fail */
-	if (found)
+	if (committed)
 		sbq_shown_note(copy);
-	else
+	else if (!found)
 		found = sbq_shown_find(&key, copy);
 	return found;
 }
@@ -1882,15 +1921,20 @@ sbq_lease_show_epoch(void)
 /*
  * sbq_lease_lookup
  *		The lock of the message seq if a lease holds it (valid or expired):
- *		its expiry and delivery count. For peek, a judge of locks: a lease
- *		the statement was shown stays shown once ended (sbq_lease_show).
+ *		its expiry and delivery count, for a message of the queue's
+ *		subqueue. For peek, a judge of locks: a lease shown under the active
+ *		snapshot stays shown once ended (sbq_lease_show).
  */
 bool
-sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count)
+sbq_lease_lookup(int64 seq, int32 queue_id, int16 subqueue, TimestampTz *until,
+				 int32 *delivery_count)
 {
 	SbqLease	lease;
 
 	if (!sbq_lease_show(sbq_lease_show_epoch(), seq, &lease, true))
+		return false;
+	/* a lease shown before, of a message that has moved since */
+	if (lease.queue_id != queue_id || lease.subqueue != subqueue)
 		return false;
 	*until = lease.locked_until;
 	*delivery_count = lease.delivery_count;

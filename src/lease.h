@@ -118,7 +118,8 @@ extern int	sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLe
 extern int	sbq_lease_owner(int64 seq, VirtualTransactionId *vxid);
 
 /* peek */
-extern bool sbq_lease_lookup(int64 seq, TimestampTz *until, int32 *delivery_count);
+extern bool sbq_lease_lookup(int64 seq, int32 queue_id, int16 subqueue, TimestampTz *until,
+							 int32 *delivery_count);
 
 /* durable paths and maintenance */
 extern bool sbq_lease_absent(int64 seq);

@@ -230,12 +230,13 @@ sbq_message_row(SPITupleTable *tt, uint64 row, Datum *values, bool *nulls)
 /*
  * sbq_put_message_rows
  *		Copy the messages of the current SPI result into a tuplestore; with
- *		leases, a message's lease (valid at now, or not) shows as its lock.
- *		Returns how many it put.
+ *		leases_of (for peek: the messages of that queue's subqueue), a
+ *		message's lease (valid at now, or not) shows as its lock. Returns how
+ *		many it put.
  */
 int
-sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc, bool leases,
-					 TimestampTz now)
+sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc, const SbqQueue *leases_of,
+					 int16 subqueue, TimestampTz now)
 {
 	Datum		values[SBQ_MESSAGE_NATTS];
 	bool		nulls[SBQ_MESSAGE_NATTS];
@@ -251,7 +252,9 @@ sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc, bool leases,
 		if (!sbq_message_row(SPI_tuptable, row, values, nulls))
 			continue;
 		/* a lease is the message's lock (it is not in the row) */
-		if (leases && sbq_lease_lookup(DatumGetInt64(values[0]), &until, &count))
+		if (leases_of != NULL &&
+			sbq_lease_lookup(DatumGetInt64(values[0]), leases_of->queue_id, subqueue,
+							 &until, &count))
 		{
 			values[3] = TimestampTzGetDatum(until);
 			nulls[3] = until <= now;
@@ -306,7 +309,7 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 		n_expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
 		n_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
 		if (outs == NULL)
-			delivered += sbq_put_message_rows(tupstore, tupdesc, false, 0);
+			delivered += sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
 		else
 		{
 			uint64		row;
@@ -402,7 +405,8 @@ sbq_storage_peek(const SbqQueue *queue, int16 subqueue, int max_messages,
 		(void) sbq_exec(&stmt_peek_session, values, NULL);
 	else
 		(void) sbq_exec_in(&stmt_peek, subqueue, values, NULL);
-	return sbq_put_message_rows(tupstore, tupdesc, sbq_lease_available(), now);
+	return sbq_put_message_rows(tupstore, tupdesc, sbq_lease_available() ? queue : NULL,
+								subqueue, now);
 }
 
 /*
@@ -470,7 +474,7 @@ sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs,
 
 	values[1] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
 	(void) sbq_exec_in(&stmt_lock_deferred, subqueue, values, NULL);
-	counts.received = sbq_put_message_rows(tupstore, tupdesc, false, 0);
+	counts.received = sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
 	if (counts.received != nseqs)
 		elog(ERROR, "locked %d of %d deferred messages", (int) counts.received, nseqs);
 	sbq_add_counts(queue->queue_id, &counts);

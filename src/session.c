@@ -761,7 +761,7 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 		return r;
 	r.expired_dead_lettered = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
 	r.expired_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
-	r.delivered = sbq_put_message_rows(tupstore, tupdesc, false, 0);
+	r.delivered = sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
 	if (r.delivered > 0)
 		sbq_session_note_locked(lock);
 	counts.received = r.delivered;
@@ -811,7 +811,7 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, SbqSessionLock *lock
 		*missing = sbq_first_missing(seqs, nseqs, n, 1);
 		return false;
 	}
-	(void) sbq_put_message_rows(tupstore, tupdesc, false, 0);
+	(void) sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
 	sbq_session_note_locked(lock);
 	counts.received = n;
 	sbq_add_counts(queue->queue_id, &counts);

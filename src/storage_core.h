@@ -204,7 +204,7 @@ extern int	sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, b
 extern void sbq_check_message_desc(TupleDesc tupdesc);
 extern bool sbq_message_row(SPITupleTable *tt, uint64 row, Datum *values, bool *nulls);
 extern int	sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc,
-								 bool leases, TimestampTz now);
+								 const SbqQueue *leases_of, int16 subqueue, TimestampTz now);
 extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 							 SbqReceiveMode mode, TimestampTz now, SbqReceiveResult *result,
 							 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs);
