@@ -158,6 +158,38 @@ sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
 }
 
 /*
+ * The column map of the table last stored into, kept until a relcache
+ * invalidation of it (any change to its columns is one, and is seen when the
+ * table is opened: before the map is read).
+ */
+static Oid	sbq_direct_map_relid = InvalidOid;
+static int	sbq_direct_map_natts = 0;
+static bool sbq_direct_map_ok = false;
+static const SbqDirectCol **sbq_direct_map_kept = NULL;
+
+/* sbq_direct_map for rel, from what is kept when it is for rel */
+static const SbqDirectCol **
+sbq_direct_map_of(Relation rel, bool *ok)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (sbq_direct_map_relid != RelationGetRelid(rel) ||
+		sbq_direct_map_natts != desc->natts)
+	{
+		sbq_direct_map_relid = InvalidOid;
+		if (sbq_direct_map_kept != NULL)
+			pfree(sbq_direct_map_kept);
+		sbq_direct_map_kept = MemoryContextAlloc(TopMemoryContext,
+												 sizeof(SbqDirectCol *) * Max(desc->natts, 1));
+		sbq_direct_map_ok = sbq_direct_map(desc, sbq_direct_map_kept);
+		sbq_direct_map_natts = desc->natts;
+		sbq_direct_map_relid = RelationGetRelid(rel);
+	}
+	*ok = sbq_direct_map_ok;
+	return sbq_direct_map_kept;
+}
+
+/*
  * The prepared CHECK constraints of sbq.messages and predicates of its
  * partial indexes, for the relation relid (InvalidOid: none kept).
  */
@@ -199,6 +231,20 @@ sbq_direct_inval(Datum arg, Oid relid)
 {
 	if (!OidIsValid(relid) || relid == sbq_direct_exprs.relid)
 		sbq_direct_forget();
+	if (!OidIsValid(relid) || relid == sbq_direct_map_relid)
+		sbq_direct_map_relid = InvalidOid;
+}
+
+/* Have sbq_direct_inval called from now on. */
+static void
+sbq_direct_register(void)
+{
+	if (sbq_direct_cxt == NULL)
+	{
+		sbq_direct_cxt = AllocSetContextCreate(CacheMemoryContext, "sbqueue direct send",
+											   ALLOCSET_SMALL_SIZES);
+		CacheRegisterRelcacheCallback(sbq_direct_inval, (Datum) 0);
+	}
 }
 
 /* Whether what is kept is for rel as it is now, with the indexes index_oids. */
@@ -317,12 +363,7 @@ sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool kept_simple, bool *pin
 		return false;
 	if (!kept_simple || e->nindex != rri->ri_NumIndices)
 	{
-		if (sbq_direct_cxt == NULL)
-		{
-			sbq_direct_cxt = AllocSetContextCreate(CacheMemoryContext, "sbqueue direct send",
-												   ALLOCSET_SMALL_SIZES);
-			CacheRegisterRelcacheCallback(sbq_direct_inval, (Datum) 0);
-		}
+		sbq_direct_register();
 		sbq_direct_forget();
 		old = MemoryContextSwitchTo(sbq_direct_cxt);
 		e->simple = true;
@@ -416,6 +457,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	bool		kept;
 	bool		pin;
 	bool		simple;
+	bool		mapped;
 	ErrorContextCallback errcb;
 
 	if (!OidIsValid(nsp))
@@ -427,10 +469,11 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 		pg_class_aclcheck(seqid, GetUserId(), ACL_USAGE | ACL_UPDATE) != ACLCHECK_OK)
 		return false;
 
+	sbq_direct_register();
 	rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(rel);
-	map = palloc(sizeof(SbqDirectCol *) * desc->natts);
-	if (!sbq_direct_fits(rel) || !sbq_direct_map(desc, map))
+	map = sbq_direct_map_of(rel, &mapped);
+	if (!sbq_direct_fits(rel) || !mapped)
 	{
 		/* the INSERT takes the same lock: keep it, as it would */
 		table_close(rel, NoLock);

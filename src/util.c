@@ -326,9 +326,40 @@ sbq_props_size(const SbqSendProps *props)
  * sbq_new_message_ids
  *		n message ids for messages sent without one: version 4 UUIDs as
  *		lower-case text, as gen_random_uuid() makes them (palloc'd). The
- *		random bytes of all n come from one draw: a draw costs much more
- *		than its bytes.
+ *		random bytes of all n come from one draw, and a small send's from
+ *		bytes this backend drew ahead (each used once): a draw costs much
+ *		more than its bytes.
  */
+/* random bytes drawn ahead, for the ids of small sends */
+#define SBQ_ID_POOL_IDS		64
+static unsigned char sbq_id_pool[16 * SBQ_ID_POOL_IDS];
+static int	sbq_id_pool_left = 0;	/* ids' worth of bytes not yet used, at the end */
+
+/* Fill b with the random bytes of n ids, each byte used once. */
+static void
+sbq_random_id_bytes(unsigned char *b, int n)
+{
+	if (n > SBQ_ID_POOL_IDS / 2)
+	{
+		if (!pg_strong_random(b, 16 * (Size) n))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random values")));
+		return;
+	}
+	if (sbq_id_pool_left < n)
+	{
+		if (!pg_strong_random(sbq_id_pool, sizeof(sbq_id_pool)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random values")));
+		sbq_id_pool_left = SBQ_ID_POOL_IDS;
+	}
+	sbq_id_pool_left -= n;
+	memcpy(b, sbq_id_pool + 16 * sbq_id_pool_left, 16 * (Size) n);
+	memset(sbq_id_pool + 16 * sbq_id_pool_left, 0, 16 * (Size) n);
+}
+
 text	  **
 sbq_new_message_ids(int n)
 {
@@ -336,10 +367,7 @@ sbq_new_message_ids(int n)
 	text	  **ids = palloc(sizeof(text *) * Max(n, 1));
 	int			k;
 
-	if (!pg_strong_random(b, 16 * (Size) n))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate random values")));
+	sbq_random_id_bytes(b, n);
 	for (k = 0; k < n; k++)
 	{
 		unsigned char *u = b + 16 * k;

@@ -5,11 +5,27 @@
 -- or filled by the next send; the settings a call pins for its statements are pinned
 -- only when it runs one, and the caller's are as they were after it.
 BEGIN;
-SELECT plan(25);
+SELECT plan(26);
 
 CREATE EXTENSION IF NOT EXISTS amcheck;
 SELECT sbq_create_queue('sd_q', default_message_ttl => '1 hour') IS NOT NULL AS created \gset
 SELECT sbq_create_queue('sd_s', requires_session => true) IS NOT NULL AS created \gset
+
+-- made-up message ids: version 4 UUIDs, each one different, whether a send
+-- takes its random bytes from those its backend drew ahead (single sends and
+-- small batches, past several refills) or draws them itself (a large batch); the
+-- table is still sbqueue's own here, so these take the direct path
+SELECT sbq_create_queue('sd_ids') IS NULL AS created \gset
+DO $$ BEGIN FOR i IN 1..150 LOOP PERFORM sbq_send('sd_ids', 'one'::text); END LOOP; END $$;
+SELECT count(*) FROM generate_series(1, 5) g, LATERAL sbq_send_batch('sd_ids', array_fill('few' || g, ARRAY[30])) s \gset
+SELECT count(*) FROM sbq_send_batch('sd_ids', array_fill('many'::text, ARRAY[200])) \gset
+SELECT results_eq(
+    $$SELECT count(*), count(DISTINCT message_id),
+             count(*) FILTER (WHERE message_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$')
+        FROM sbq_peek('sd_ids', 1000)$$,
+    $$VALUES (500::bigint, 500::bigint, 500::bigint)$$,
+    'send_direct: 500 made-up message ids are version 4 UUIDs, all different');
+SELECT sbq_delete_queue('sd_ids') IS NULL AS deleted \gset
 
 -- one of every kind of send, tagged by the path it took (direct, or the INSERT)
 CREATE FUNCTION sd_send_all(path text) RETURNS void LANGUAGE plpgsql AS $$
