@@ -626,7 +626,8 @@ sbq_filter_sys_lookup(void *arg, SbqFilterSysProp prop, SbqFilterValue *v)
 static bool
 sbq_filter_new_guid(void *arg, unsigned char out[16])
 {
-	return pg_strong_random(out, 16);
+	sbq_random_bytes(out, 16);
+	return true;
 }
 
 /* The engine's view of a message. */

@@ -226,6 +226,7 @@ extern int64 sbq_props_size(const SbqSendProps *props);
 extern int64 sbq_jsonb_text_size(Jsonb *j, int64 limit);
 extern bool sbq_made_up_message_id(const char *id, int len);
 extern char *sbq_new_message_id(void);
+extern void sbq_random_bytes(void *b, Size len);
 extern text **sbq_new_message_ids(int n);
 extern void sbq_check_message_size(const SbqQueue *queue, int64 body, int64 props,
 								   const char *what);

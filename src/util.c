@@ -323,43 +323,51 @@ sbq_props_size(const SbqSendProps *props)
 }
 
 /*
- * sbq_new_message_ids
- *		n message ids for messages sent without one: version 4 UUIDs as
- *		lower-case text, as gen_random_uuid() makes them (palloc'd). The
- *		random bytes of all n come from one draw, and a small send's from
- *		bytes this backend drew ahead (each used once): a draw costs much
- *		more than its bytes.
+ * Strong random bytes drawn ahead, for the message ids, lock tokens and
+ * filter GUIDs that one call needs a few of: a draw (pg_strong_random) costs
+ * some microseconds whatever its size, more than a small send takes for
+ * everything else. Each byte is handed out once and then cleared.
  */
-/* random bytes drawn ahead, for the ids of small sends */
-#define SBQ_ID_POOL_IDS		64
-static unsigned char sbq_id_pool[16 * SBQ_ID_POOL_IDS];
-static int	sbq_id_pool_left = 0;	/* ids' worth of bytes not yet used, at the end */
+#define SBQ_RANDOM_POOL		1024
+static unsigned char sbq_random_pool[SBQ_RANDOM_POOL];
+static Size sbq_random_left = 0;	/* bytes not yet handed out, at the start */
 
-/* Fill b with the random bytes of n ids, each byte used once. */
-static void
-sbq_random_id_bytes(unsigned char *b, int n)
+/*
+ * sbq_random_bytes
+ *		Fill b with len strong random bytes: from the pool, or for a large
+ *		request from a draw of its own.
+ */
+void
+sbq_random_bytes(void *b, Size len)
 {
-	if (n > SBQ_ID_POOL_IDS / 2)
+	if (len > SBQ_RANDOM_POOL / 2)
 	{
-		if (!pg_strong_random(b, 16 * (Size) n))
+		if (!pg_strong_random(b, len))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not generate random values")));
 		return;
 	}
-	if (sbq_id_pool_left < n)
+	if (sbq_random_left < len)
 	{
-		if (!pg_strong_random(sbq_id_pool, sizeof(sbq_id_pool)))
+		sbq_random_left = 0;
+		if (!pg_strong_random(sbq_random_pool, SBQ_RANDOM_POOL))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not generate random values")));
-		sbq_id_pool_left = SBQ_ID_POOL_IDS;
+		sbq_random_left = SBQ_RANDOM_POOL;
 	}
-	sbq_id_pool_left -= n;
-	memcpy(b, sbq_id_pool + 16 * sbq_id_pool_left, 16 * (Size) n);
-	memset(sbq_id_pool + 16 * sbq_id_pool_left, 0, 16 * (Size) n);
+	sbq_random_left -= len;
+	memcpy(b, sbq_random_pool + sbq_random_left, len);
+	memset(sbq_random_pool + sbq_random_left, 0, len);
 }
 
+/*
+ * sbq_new_message_ids
+ *		n message ids for messages sent without one: version 4 UUIDs as
+ *		lower-case text, as gen_random_uuid() makes them (palloc'd), their
+ *		random bytes from sbq_random_bytes.
+ */
 text	  **
 sbq_new_message_ids(int n)
 {
@@ -367,7 +375,7 @@ sbq_new_message_ids(int n)
 	text	  **ids = palloc(sizeof(text *) * Max(n, 1));
 	int			k;
 
-	sbq_random_id_bytes(b, n);
+	sbq_random_bytes(b, 16 * (Size) n);
 	for (k = 0; k < n; k++)
 	{
 		unsigned char *u = b + 16 * k;
@@ -509,10 +517,7 @@ sbq_make_lock_token(int64 seq, pg_uuid_t *token)
 	uint64		s;
 	int			i;
 
-	if (!pg_strong_random(token->data, 8))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate random values")));
+	sbq_random_bytes(token->data, 8);
 	token->data[6] = (token->data[6] & 0x0F) | 0x40;	/* version 4 */
 	s = (uint64) seq ^ sbq_token_mask(token);
 	for (i = 15; i >= 8; i--)

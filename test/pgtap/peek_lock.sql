@@ -1,6 +1,6 @@
 -- sbqueue pgTAP: peek-lock receive, complete, abandon, lock tokens (no sleeps)
 BEGIN;
-SELECT plan(37);
+SELECT plan(38);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('t01');
@@ -111,6 +111,31 @@ SELECT throws_ok($$SELECT sbq_abandon('t01', NULL::uuid)$$, '22004', NULL,
     'R2.9 (API Errors): abandon with a NULL token fails with 22004');
 SELECT throws_ok($$SELECT sbq_renew('t01', NULL::uuid)$$, '22004', NULL,
     'R2.9 (API Errors): renew with a NULL token fails with 22004');
+
+-- lock tokens: each one different, version 4, whether a receive takes one
+-- (one by one, past several refills of the random bytes its backend draws
+-- ahead) or many, under locks in shared memory or in the rows
+SELECT sbq_create_queue('t01_tokens') IS NULL AS created \gset
+SELECT count(*) FROM sbq_send_batch('t01_tokens', array_fill('t'::text, ARRAY[600])) \gset
+CREATE TEMP TABLE t01_tok (tok uuid);
+DO $$ BEGIN
+    FOR i IN 1..200 LOOP
+        INSERT INTO t01_tok SELECT lock_token FROM sbq_receive('t01_tokens');
+    END LOOP;
+    INSERT INTO t01_tok SELECT lock_token FROM sbq_receive('t01_tokens', 200);
+    SET LOCAL sbqueue.memory_locks = off;
+    FOR i IN 1..100 LOOP
+        INSERT INTO t01_tok SELECT lock_token FROM sbq_receive('t01_tokens');
+    END LOOP;
+    INSERT INTO t01_tok SELECT lock_token FROM sbq_receive('t01_tokens', 100);
+    SET LOCAL sbqueue.memory_locks = on;
+END $$;
+SELECT results_eq(
+    $$SELECT count(*), count(DISTINCT tok),
+             count(*) FILTER (WHERE tok::text ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$')
+        FROM t01_tok$$,
+    $$VALUES (600::bigint, 600::bigint, 600::bigint)$$,
+    'lock tokens: 600 received one by one and in batches are version 4 UUIDs, all different');
 
 SELECT * FROM finish();
 ROLLBACK;
