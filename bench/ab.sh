@@ -80,7 +80,10 @@ cell() {
     export PGHOST="$work/$c" PGPORT=$port PGUSER=postgres PGDATABASE=postgres
     psql -X -q -c "SELECT sbq_purge_queue('bench')" -c "VACUUM ANALYZE sbq.messages" >/dev/null
     if [ "$prefill" -gt 0 ]; then
-        psql -X -q -c "SELECT count(*) FROM sbq_send_batch('bench', array_fill('bench message body'::text, ARRAY[$prefill]))" \
+        # in batches of 5,000, the most one call sends
+        psql -X -q -c "DO \$\$ BEGIN FOR i IN 0 .. ($prefill - 1) / 5000 LOOP
+                PERFORM sbq_send_batch('bench', array_fill('bench message body'::text,
+                    ARRAY[least(5000, $prefill - i * 5000)])); END LOOP; END \$\$" \
             -c "VACUUM ANALYZE sbq.messages" >/dev/null
     fi
     before=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
@@ -103,7 +106,7 @@ workloads=(
     "send 1|sbq_send|0|1|"
     "send batch of $batch|sbq_send_batch|0|$batch|"
     "receive + complete 1|sbq_consume|200000|1|"
-    "receive + complete batch of $batch|sbq_consume_batch|1000000|$batch|"
+    "receive + complete batch of $batch|sbq_consume_batch|3000000|$batch|"
     "cycle 1 (3 transactions)|sbq_cycle|0|1|"
     "cycle batch of $batch|sbq_cycle_batch|0|$batch|"
     "cycle 1, locks in the rows|sbq_cycle|0|1|-c sbqueue.memory_locks=off"

@@ -41,7 +41,9 @@ empty() {
 }
 fill() {   # $1: messages to queue for receive + complete cells
     psql -X -q -c "INSERT INTO skq_messages (body) SELECT 'bench message body' FROM generate_series(1, $1)" \
-        -c "SELECT count(*) FROM sbq_send_batch('bench', array_fill('bench message body'::text, ARRAY[$1]))" >/dev/null
+        -c "DO \$\$ BEGIN FOR i IN 0 .. ($1 - 1) / 5000 LOOP
+                PERFORM sbq_send_batch('bench', array_fill('bench message body'::text,
+                    ARRAY[least(5000, $1 - i * 5000)])); END LOOP; END \$\$" >/dev/null
 }
 cell() {   # $1 script, $2 PGOPTIONS: prints messages/second
     PGOPTIONS="$2" "$PGBIN/pgbench" -n -M prepared -c 4 -j 2 -T "$secs" \
