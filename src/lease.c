@@ -509,6 +509,7 @@ sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 {
 	SbqLeaseUndo *u = sbq_undo_add(&sbq_lease_log);
 
+	sbq_shared_change_gen++;
 	u->key = *key;
 	u->existed = entry != NULL;
 	u->renew = false;
@@ -1755,22 +1756,12 @@ sbq_lease_slot_sql(PG_FUNCTION_ARGS)
  * For peek, only to a message of the same queue and subqueue. A new lease is
  * shown as it is (only a receive that commits meanwhile makes one).
  *
- * "The same snapshot" is the active one, known by what it sees (its xmin,
- * xmax, running transactions and how many transactions
- * had ended when it was taken): under READ COMMITTED each statement has its
- * own, under REPEATABLE READ the transaction has one. Backend-local, bounded
+ * "The same snapshot" is the active one, known by what it sees
+ * (sbq_snapshot_key): under READ COMMITTED each statement has its own, under
+ * REPEATABLE READ the transaction has one. Backend-local, bounded
  * by this database's share of the table, and dropped when the transaction
  * ends or another snapshot judges.
  */
-typedef struct SbqShownSnapshot
-{
-	LocalTransactionId lxid;
-	TransactionId xmin;
-	TransactionId xmax;
-	uint32		xcnt;
-	uint64		completions;
-} SbqShownSnapshot;
-
 typedef struct SbqShownLease
 {
 	SbqLeaseKey key;
@@ -1778,7 +1769,7 @@ typedef struct SbqShownLease
 } SbqShownLease;
 
 static HTAB *sbq_shown = NULL;
-static SbqShownSnapshot sbq_shown_snap;
+static SbqSnapshotKey sbq_shown_snap;
 
 /* Drop the leases shown (never fails). */
 static void
@@ -1796,18 +1787,13 @@ sbq_shown_forget(void)
 static HTAB *
 sbq_shown_leases(bool create)
 {
-	SbqShownSnapshot now;
-	Snapshot	snap;
+	SbqSnapshotKey now;
 
-	if (!ActiveSnapshotSet())
+	if (!sbq_snapshot_key(&now))
 		return NULL;
-	snap = GetActiveSnapshot();
-	memset(&now, 0, sizeof(now));
-	now.lxid = SBQ_MY_LXID();
-	now.xmin = snap->xmin;
-	now.xmax = snap->xmax;
-	now.xcnt = snap->xcnt;
-	now.completions = snap->snapXactCompletionCount;
+	/* the snapshot alone: not the statement, nor this transaction's own changes */
+	now.stmt = 0;
+	now.gen = 0;
 	if (sbq_shown != NULL && memcmp(&now, &sbq_shown_snap, sizeof(now)) != 0)
 		sbq_shown_forget();
 	if (sbq_shown == NULL && create)
@@ -1982,9 +1968,100 @@ sbq_session_until_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Whether a lease is a delivery that the "received" counter does not have
+ * yet (it gets it when the lease ends: settled, or taken over after it
+ * expired).
+ */
+static inline bool
+sbq_lease_pending(const SbqLease *entry, Oid epoch)
+{
+	return entry->key.dbid == MyDatabaseId && entry->key.epoch == epoch &&
+		entry->has_token && entry->subqueue != SBQ_SUBQUEUE_SESSION &&
+		!sbq_lease_settled_by_me(entry) &&
+		(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc());
+}
+
+/*
+ * The pending deliveries of every queue of this database, counted in one
+ * scan of the table for the snapshot that qstate.c counts for
+ * (sbq_counts_seen): a view that reads 100 queues scanned it 100 times.
+ * NULL when not counted (then each call counts for itself).
+ */
+typedef struct SbqPendingSeen
+{
+	int32		queue_id;
+	int64		n;
+} SbqPendingSeen;
+
+static HTAB *sbq_pending_seen = NULL;
+
+void
+sbq_lease_count_pending_all(void)
+{
+	HASHCTL		ctl;
+	HTAB	   *seen;
+	HASH_SEQ_STATUS status;
+	SbqLease   *entry;
+	Oid			epoch;
+	int32	   *ids;
+	int			max;
+	int			n = 0;
+	bool		complete = true;
+	int			i;
+
+	if (sbq_pending_seen != NULL)
+		hash_destroy(sbq_pending_seen);
+	sbq_pending_seen = NULL;
+	if (sbq_lease_hash == NULL)
+		return;
+
+	/* room first: nothing is allocated under the partition locks */
+	epoch = sbq_lease_show_epoch();
+	max = Max(sbq_max_locks, sbq_lease_db_limit());
+	ids = palloc(sizeof(int32) * Max(max, 1));
+	sbq_lease_lock_all(LW_SHARED);
+	hash_seq_init(&status, sbq_lease_hash);
+	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
+	{
+		if (!sbq_lease_pending(entry, epoch))
+			continue;
+		if (n >= max)
+		{
+			complete = false;
+			hash_seq_term(&status);
+			break;
+		}
+		ids[n++] = entry->queue_id;
+	}
+	sbq_lease_unlock_all();
+	if (!complete)
+	{
+		pfree(ids);
+		return;
+	}
+
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(SbqPendingSeen);
+	ctl.hcxt = TopMemoryContext;
+	seen = hash_create("sbqueue pending deliveries seen", 64, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (i = 0; i < n; i++)
+	{
+		SbqPendingSeen *p;
+		bool		found;
+
+		p = (SbqPendingSeen *) hash_search(seen, &ids[i], HASH_ENTER, &found);
+		p->n = found ? p->n + 1 : 1;
+	}
+	pfree(ids);
+	sbq_pending_seen = seen;
+}
+
+/*
  * sbq.lease_pending_received(queue_id): deliveries of the queue under a lease
- * that the "received" counter does not have yet (it gets them when the lease
- * ends: settled, or taken over after it expired).
+ * that the "received" counter does not have yet, as counted for the active
+ * snapshot together with the counts gathered in shared memory
+ * (sbq_counts_seen); without an active snapshot, counted now.
  */
 Datum
 sbq_lease_pending_sql(PG_FUNCTION_ARGS)
@@ -1997,15 +2074,18 @@ sbq_lease_pending_sql(PG_FUNCTION_ARGS)
 
 	if (sbq_lease_hash == NULL)
 		PG_RETURN_INT64(0);
+	if (sbq_counts_seen() && sbq_pending_seen != NULL)
+	{
+		SbqPendingSeen *s = hash_search(sbq_pending_seen, &queue_id, HASH_FIND, NULL);
+
+		PG_RETURN_INT64(s != NULL ? s->n : 0);
+	}
 	epoch = sbq_lease_show_epoch();
 	sbq_lease_lock_all(LW_SHARED);
 	hash_seq_init(&status, sbq_lease_hash);
 	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
 	{
-		if (entry->key.dbid == MyDatabaseId && entry->key.epoch == epoch &&
-			entry->queue_id == queue_id && entry->has_token &&
-			entry->subqueue != SBQ_SUBQUEUE_SESSION && !sbq_lease_settled_by_me(entry) &&
-			(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
+		if (entry->queue_id == queue_id && sbq_lease_pending(entry, epoch))
 			n++;
 	}
 	sbq_lease_unlock_all();

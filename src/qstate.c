@@ -125,7 +125,9 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "qstate.h"
+#include "sbqueue.h"
 #include "undo.h"
 
 PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
@@ -345,6 +347,7 @@ sbq_qstate_record(SbqQstateKind kind, const SbqQueueKey *key)
 	sbq_qstate_callbacks_on();
 	sbq_undo_reserve(&sbq_qstate_log, 1);
 	r = sbq_undo_add(&sbq_qstate_log);
+	sbq_shared_change_gen++;
 	r->kind = kind;
 	r->key = *key;
 	return r;
@@ -779,9 +782,138 @@ sbq_qstate_forget(Oid epoch, int32 queue_id)
 }
 
 /*
+ * Add to sum an entry's counts gathered and not stored yet, as snapshot snap
+ * reads sbq.queue_counters.
+ */
+static void
+sbq_entry_counts(SbqQueueState *entry, Snapshot snap, int64 *sum)
+{
+	int64		pending[SBQ_NUM_COUNTERS];
+	TransactionId xids[SBQ_QSTATE_MOVES];
+	bool		committed[SBQ_QSTATE_MOVES];
+	int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];
+	int			i;
+	int			j;
+
+	SpinLockAcquire(&entry->mutex);
+	memcpy(pending, entry->pending, sizeof(pending));
+	memcpy(xids, entry->move_xid, sizeof(xids));
+	memcpy(committed, entry->move_committed, sizeof(committed));
+	memcpy(moved, entry->moved, sizeof(moved));
+	SpinLockRelease(&entry->mutex);
+
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		sum[i] += pending[i];
+
+	/*
+	 * A move's counts are in the rows this snapshot reads when it sees the
+	 * move committed (or made it); else they are counted from here. Running
+	 * or prepared when the snapshot was taken: not seen. Finished before it:
+	 * seen if it committed, which the slot says, or (prepared, or its
+	 * callback still to run) the commit log; one the log no longer holds is
+	 * long committed.
+	 */
+	for (j = 0; j < SBQ_QSTATE_MOVES; j++)
+	{
+		bool		known;
+
+		if (!TransactionIdIsValid(xids[j]) || TransactionIdIsCurrentTransactionId(xids[j]))
+			continue;
+		if (!XidInMVCCSnapshot(xids[j], snap) &&
+			(committed[j] || sbq_xid_committed(xids[j], &known) || !known))
+			continue;
+		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+			sum[i] += moved[j][i];
+	}
+}
+
+/*
+ * The gathered counts of every queue of this database, read once for a
+ * snapshot (sbq_snapshot_key), and then the pending deliveries under leases
+ * (lease.c, sbq_lease_count_pending_all): the views read both for each
+ * queue, and each lease count was a scan of the whole lease table, so a view
+ * of 100 queues made 100 scans. Read in that order, every queue's counts
+ * before the leases, as a view read them queue by queue: a delivery whose
+ * lease ends in between is then counted by neither, never by both (a counter
+ * must never read higher than it will later). Kept while the key is the
+ * same: for one client statement and snapshot, until this transaction
+ * changes a lease or a count (in a function, a receive that another session
+ * commits meanwhile without ending a transaction that wrote is then counted
+ * late, never early). Bounded by the table's size; backend-local.
+ */
+typedef struct SbqCountsSeen
+{
+	SbqQueueKey key;
+	int64		sum[SBQ_NUM_COUNTERS];
+} SbqCountsSeen;
+
+static HTAB *sbq_counts_seen_hash = NULL;
+static SbqSnapshotKey sbq_counts_seen_key;
+
+/*
+ * sbq_counts_seen
+ *		Make sure the counts are read for the active snapshot; false when
+ *		none is active (then the callers count for themselves).
+ */
+bool
+sbq_counts_seen(void)
+{
+	SbqSnapshotKey key;
+	HASHCTL		ctl;
+	HTAB	   *seen;
+	SbqQueueState **entries;
+	HASH_SEQ_STATUS status;
+	SbqQueueState *entry;
+	Snapshot	snap;
+	int			n = 0;
+	int			i;
+
+	if (!sbq_snapshot_key(&key))
+		return false;
+	if (sbq_counts_seen_hash != NULL &&
+		memcmp(&key, &sbq_counts_seen_key, sizeof(key)) == 0)
+		return true;
+	if (sbq_counts_seen_hash != NULL)
+		hash_destroy(sbq_counts_seen_hash);
+	sbq_counts_seen_hash = NULL;
+
+	ctl.keysize = sizeof(SbqQueueKey);
+	ctl.entrysize = sizeof(SbqCountsSeen);
+	ctl.hcxt = TopMemoryContext;
+	seen = hash_create("sbqueue counts seen", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	snap = GetActiveSnapshot();
+	if (sbq_qstate_hash != NULL)
+	{
+		entries = palloc(sizeof(SbqQueueState *) * SBQ_QSTATE_MAX);
+		LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+		hash_seq_init(&status, sbq_qstate_hash);
+		while ((entry = hash_seq_search(&status)) != NULL)
+		{
+			if (entry->key.dbid == MyDatabaseId && n < SBQ_QSTATE_MAX)
+				entries[n++] = entry;
+		}
+		LWLockRelease(sbq_qstate_lock);
+		for (i = 0; i < n; i++)
+		{
+			SbqCountsSeen *c;
+
+			c = (SbqCountsSeen *) hash_search(seen, &entries[i]->key, HASH_ENTER, NULL);
+			memset(c->sum, 0, sizeof(c->sum));
+			sbq_entry_counts(entries[i], snap, c->sum);
+		}
+		pfree(entries);
+	}
+	sbq_lease_count_pending_all();
+	sbq_counts_seen_hash = seen;
+	sbq_counts_seen_key = key;
+	return true;
+}
+
+/*
  * sbq.pending_counts(epoch, queue_id): the counts gathered for the queue and
- * not stored yet, with those of the current transaction, as an array in the
- * column order of sbq.queue_counters.
+ * not stored yet, as read for the active snapshot (sbq_counts_seen), with
+ * those of the current transaction, as an array in the column order of
+ * sbq.queue_counters.
  */
 Datum
 sbq_pending_counts_sql(PG_FUNCTION_ARGS)
@@ -796,43 +928,15 @@ sbq_pending_counts_sql(PG_FUNCTION_ARGS)
 
 	memset(sum, 0, sizeof(sum));
 	sbq_qstate_key(&key, epoch, queue_id);
-	entry = sbq_qstate_entry(epoch, queue_id, false);
-	if (entry != NULL)
+	if (sbq_counts_seen())
 	{
-		TransactionId xids[SBQ_QSTATE_MOVES];
-		bool		committed[SBQ_QSTATE_MOVES];
-		int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];
-		Snapshot	snap = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
-		int			j;
+		SbqCountsSeen *c = hash_search(sbq_counts_seen_hash, &key, HASH_FIND, NULL);
 
-		SpinLockAcquire(&entry->mutex);
-		memcpy(sum, entry->pending, sizeof(sum));
-		memcpy(xids, entry->move_xid, sizeof(xids));
-		memcpy(committed, entry->move_committed, sizeof(committed));
-		memcpy(moved, entry->moved, sizeof(moved));
-		SpinLockRelease(&entry->mutex);
-
-		/*
-		 * A move's counts are in the rows this snapshot reads when it sees
-		 * the move committed (or made it); else they are counted from here.
-		 * Running or prepared when the snapshot was taken: not seen. Finished
-		 * before it: seen if it committed, which the slot says, or (prepared,
-		 * or its callback still to run) the commit log; one the log no longer
-		 * holds is long committed.
-		 */
-		for (j = 0; j < SBQ_QSTATE_MOVES; j++)
-		{
-			bool		known;
-
-			if (!TransactionIdIsValid(xids[j]) || TransactionIdIsCurrentTransactionId(xids[j]))
-				continue;
-			if (!XidInMVCCSnapshot(xids[j], snap) &&
-				(committed[j] || sbq_xid_committed(xids[j], &known) || !known))
-				continue;
-			for (i = 0; i < SBQ_NUM_COUNTERS; i++)
-				sum[i] += moved[j][i];
-		}
+		if (c != NULL)
+			memcpy(sum, c->sum, sizeof(sum));
 	}
+	else if ((entry = sbq_qstate_entry(epoch, queue_id, false)) != NULL)
+		sbq_entry_counts(entry, GetTransactionSnapshot(), sum);
 	for (i = 0; i < sbq_undo_count(&sbq_qstate_log); i++)
 	{
 		const SbqQstateRecord *r = sbq_undo_entry(&sbq_qstate_log, i);

@@ -45,6 +45,7 @@ extern void sbq_qstate_shmem_startup(void);
 
 /* counters */
 extern bool sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c);
+extern bool sbq_counts_seen(void);
 extern bool sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old);
 extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max);
 extern void sbq_qstate_forget(Oid epoch, int32 queue_id);

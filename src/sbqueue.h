@@ -209,7 +209,28 @@ extern void sbq_check_queue_props(SbqQueue *p);
 extern void sbq_check_forward_to(SbqQueue *p, const SbqQueue *before, const char *self_key);
 extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *after);
 
+/*
+ * What a snapshot sees, as far as the views' readers of shared memory care
+ * (util.c, sbq_snapshot_key): equal keys, equal snapshots of the same
+ * transaction; with stmt and gen, also of the same client statement (its
+ * start) with nothing this transaction did to the shared tables since (gen:
+ * bumped by lease.c and qstate.c at every change they record).
+ */
+typedef struct SbqSnapshotKey
+{
+	LocalTransactionId lxid;
+	TransactionId xmin;
+	TransactionId xmax;
+	uint32		xcnt;
+	uint64		completions;
+	TimestampTz stmt;
+	uint64		gen;
+} SbqSnapshotKey;
+
+extern uint64 sbq_shared_change_gen;
+
 /* util.c */
+extern bool sbq_snapshot_key(SbqSnapshotKey *key);
 extern void sbq_parse_address(text *queue, bool allow_dlq, SbqAddress *addr);
 extern char *sbq_name_key(MemoryContext cxt, const char *name);
 extern void sbq_queue_address(FunctionCallInfo fcinfo, bool allow_dlq, SbqAddress *addr);

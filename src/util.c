@@ -18,17 +18,20 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "common/hashfn.h"
 #include "mb/pg_wchar.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
+#include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
 #include "compat.h"
@@ -320,6 +323,37 @@ sbq_props_size(const SbqSendProps *props)
 		size += sbq_jsonb_text_size(props->application_properties,
 									SBQ_MAX_PROPERTIES_SIZE - size);
 	return size;
+}
+
+/* this transaction's changes to the lease and queue-state tables, counted */
+uint64		sbq_shared_change_gen = 0;
+
+/*
+ * sbq_snapshot_key
+ *		The key of the active snapshot (false: none is active). Under READ
+ *		COMMITTED each statement has a snapshot of its own, under REPEATABLE
+ *		READ the transaction has one; two snapshots taken with no transaction
+ *		ended in between see the same (the count of ended transactions says
+ *		so). Also the client statement's start, and this transaction's
+ *		changes to the shared tables (see SbqSnapshotKey).
+ */
+bool
+sbq_snapshot_key(SbqSnapshotKey *key)
+{
+	Snapshot	snap;
+
+	if (!ActiveSnapshotSet())
+		return false;
+	snap = GetActiveSnapshot();
+	memset(key, 0, sizeof(*key));
+	key->lxid = SBQ_MY_LXID();
+	key->xmin = snap->xmin;
+	key->xmax = snap->xmax;
+	key->xcnt = snap->xcnt;
+	key->completions = snap->snapXactCompletionCount;
+	key->stmt = GetCurrentStatementStartTimestamp();
+	key->gen = sbq_shared_change_gen;
+	return true;
 }
 
 /*

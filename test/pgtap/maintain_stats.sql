@@ -3,7 +3,7 @@
 -- The exact counts of sbq_maintain() assume the database holds no committed messages
 -- (as in the test runner's fresh database); other test files' data is uncommitted, so invisible.
 BEGIN;
-SELECT plan(45);
+SELECT plan(46);
 
 -- ------------------------------------------------ rights and shape
 SELECT ok(NOT has_function_privilege('public', 'sbq_maintain()', 'EXECUTE'),
@@ -245,6 +245,22 @@ SELECT is((SELECT (j ->> 'locks_released')::int + (j ->> 'dead_lettered')::int F
     'API Maintenance: a pass right after the receives releases none of their locks');
 SELECT lives_ok($$SELECT sbq_complete('t15', ARRAY(SELECT lock_token FROM r3))$$,
     'API Maintenance: the locks of the receive are still valid after the pass');
+
+-- the counters read from shared memory are read once for every queue of a
+-- statement, and again after this transaction receives or settles: within
+-- one statement (a DO block), a receive that writes nothing (a lock in shared
+-- memory) shows in the next read
+SELECT sbq_create_queue('t15_own') IS NULL AS created \gset
+SELECT count(*) FROM sbq_send_batch('t15_own', ARRAY['a', 'b', 'c']) \gset
+CREATE TEMP TABLE t15_own_reads (n int, received bigint, locked bigint);
+DO $$ BEGIN
+    INSERT INTO t15_own_reads SELECT 1, received, locked_count FROM sbq_queue_stats WHERE queue = 't15_own';
+    PERFORM count(*) FROM sbq_receive('t15_own', 2);
+    INSERT INTO t15_own_reads SELECT 2, received, locked_count FROM sbq_queue_stats WHERE queue = 't15_own';
+END $$;
+SELECT results_eq($$SELECT n, received, locked FROM t15_own_reads ORDER BY n$$,
+    $$VALUES (1, 0::bigint, 0::bigint), (2, 2::bigint, 2::bigint)$$,
+    'API Maintenance: this transaction''s own receive counts in the next read of the stats');
 
 SELECT * FROM finish();
 ROLLBACK;
