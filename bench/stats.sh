@@ -14,6 +14,9 @@
 #   one       SELECT * FROM sbq_queue_stats WHERE queue = 'q1'
 #   metrics   SELECT count(*) FROM sbq_metrics (every sample)
 #   text      SELECT sbq_metrics_text()
+# each in a session of its own (the first read of a connection: it also fills
+# the connection's caches), and then again "warm": one session reads it
+# ROUNDS + 1 times and the first read is not counted.
 # Prints the median milliseconds of each read at each depth, as a Markdown table
 # (n/a: a build before 0.12, which has no sbq_metrics).
 set -euo pipefail
@@ -85,7 +88,17 @@ SQL
             got[$d/$k]="${got[$d/$k]:-} $ms"
         done
     done
+    # warm: one session reads ROUNDS + 1 times, the first read not counted
+    for k in "${order[@]}"; do
+        if [ "$has_metrics" != t ] && [[ $k == metrics || $k == text ]]; then
+            got[$d/$k, warm]=n/a
+            continue
+        fi
+        got[$d/$k, warm]=$({ echo '\timing on'; for r in $(seq $((rounds + 1))); do echo "${reads[$k]};"; done; } |
+            psql -X -q -d "$db" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n +2 | tr '\n' ' ')
+    done
 done
+order+=("stats, warm" "one, warm" "metrics, warm" "text, warm")
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo "bench/stats.sh $queues \"$depths\" $rounds: median ms of $rounds reads, sbqueue $version ($PGBIN)"
