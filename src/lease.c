@@ -708,6 +708,9 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	int			level = GetCurrentTransactionNestLevel();
 	int			i;
 
+	/* what the views read from shared memory changes with what is undone */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		sbq_shared_change_gen++;
 	sbq_undo_subxact(&sbq_lease_log, event);
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
@@ -955,6 +958,7 @@ sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until, int32 deli
 	LWLock	   *lock;
 	SbqLease   *entry = sbq_lease_mine(seq, &key, &hash, &lock);
 
+	sbq_shared_change_gen++;
 	entry->session_key = session_key;
 	entry->token = *token;
 	entry->has_token = true;
@@ -980,6 +984,7 @@ sbq_lease_make_marker(int64 seq)
 	LWLock	   *lock;
 	SbqLease   *entry = sbq_lease_mine(seq, &key, &hash, &lock);
 
+	sbq_shared_change_gen++;
 	entry->state = SBQ_LEASE_SETTLING;
 	entry->has_token = false;
 	LWLockRelease(lock);
@@ -998,6 +1003,7 @@ sbq_lease_unclaim(int64 seq)
 		if (u->key.seq == seq && u->key.epoch == sbq_lease_epoch &&
 			u->key.dbid == MyDatabaseId)
 		{
+			sbq_shared_change_gen++;
 			sbq_undo_undo_now(&sbq_lease_log, i);
 			return;
 		}

@@ -446,6 +446,13 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			/*
+			 * The leases this transaction ended go first, its counts after: a
+			 * reader in between (counts, then leases) then misses a settled
+			 * delivery for an instant rather than counting it twice. This
+			 * callback, registered later than lease.c's, runs before it.
+			 */
+			sbq_lease_at_commit();
 			sbq_undo_commit(&sbq_qstate_log);
 			break;
 		case XACT_EVENT_PREPARE:
@@ -468,6 +475,8 @@ static void
 sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							SubTransactionId parentSubid, void *arg)
 {
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		sbq_shared_change_gen++;
 	sbq_undo_subxact(&sbq_qstate_log, event);
 }
 

@@ -214,7 +214,7 @@ extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *afte
  * (util.c, sbq_snapshot_key): equal keys, equal snapshots of the same
  * transaction; with stmt and gen, also of the same client statement (its
  * start) with nothing this transaction did to the shared tables since (gen:
- * bumped by lease.c and qstate.c at every change they record).
+ * bumped by lease.c and qstate.c at every change they make or undo).
  */
 typedef struct SbqSnapshotKey
 {

@@ -247,20 +247,34 @@ SELECT lives_ok($$SELECT sbq_complete('t15', ARRAY(SELECT lock_token FROM r3))$$
     'API Maintenance: the locks of the receive are still valid after the pass');
 
 -- the counters read from shared memory are read once for every queue of a
--- statement, and again after this transaction receives or settles: within
--- one statement (a DO block), a receive that writes nothing (a lock in shared
--- memory) shows in the next read
+-- statement, and again after this transaction receives or settles, or rolls
+-- back to a savepoint: within one statement (a DO block), a receive that
+-- writes nothing (a lock in shared memory) shows in the next read, and one
+-- rolled back no longer does
 SELECT sbq_create_queue('t15_own') IS NULL AS created \gset
 SELECT count(*) FROM sbq_send_batch('t15_own', ARRAY['a', 'b', 'c']) \gset
 CREATE TEMP TABLE t15_own_reads (n int, received bigint, locked bigint);
-DO $$ BEGIN
+DO $$
+DECLARE
+    r3 record;
+BEGIN
     INSERT INTO t15_own_reads SELECT 1, received, locked_count FROM sbq_queue_stats WHERE queue = 't15_own';
     PERFORM count(*) FROM sbq_receive('t15_own', 2);
     INSERT INTO t15_own_reads SELECT 2, received, locked_count FROM sbq_queue_stats WHERE queue = 't15_own';
+    BEGIN
+        PERFORM count(*) FROM sbq_receive('t15_own', 1);
+        SELECT received, locked_count INTO r3 FROM sbq_queue_stats WHERE queue = 't15_own';
+        RAISE EXCEPTION 'roll the receive back';
+    EXCEPTION WHEN raise_exception THEN
+        NULL;
+    END;
+    INSERT INTO t15_own_reads VALUES (3, r3.received, r3.locked_count);
+    INSERT INTO t15_own_reads SELECT 4, received, locked_count FROM sbq_queue_stats WHERE queue = 't15_own';
 END $$;
 SELECT results_eq($$SELECT n, received, locked FROM t15_own_reads ORDER BY n$$,
-    $$VALUES (1, 0::bigint, 0::bigint), (2, 2::bigint, 2::bigint)$$,
-    'API Maintenance: this transaction''s own receive counts in the next read of the stats');
+    $$VALUES (1, 0::bigint, 0::bigint), (2, 2::bigint, 2::bigint), (3, 3::bigint, 3::bigint),
+             (4, 2::bigint, 2::bigint)$$,
+    'API Maintenance: this transaction''s own receive counts in the next read of the stats, and not once rolled back');
 
 SELECT * FROM finish();
 ROLLBACK;
