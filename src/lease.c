@@ -1797,8 +1797,7 @@ sbq_shown_leases(bool create)
 
 	if (!sbq_snapshot_key(&now))
 		return NULL;
-	/* the snapshot alone: not the statement, nor this transaction's own changes */
-	now.stmt = 0;
+	/* the snapshot alone: not the query, nor this transaction's own changes */
 	now.gen = 0;
 	if (sbq_shown != NULL && memcmp(&now, &sbq_shown_snap, sizeof(now)) != 0)
 		sbq_shown_forget();

@@ -845,10 +845,8 @@ sbq_entry_counts(SbqQueueState *entry, Snapshot snap, int64 *sum)
  * before the leases, as a view read them queue by queue: a delivery whose
  * lease ends in between is then counted by neither, never by both (a counter
  * must never read higher than it will later). Kept while the key is the
- * same: for one client statement and snapshot, until this transaction
- * changes a lease or a count (in a function, a receive that another session
- * commits meanwhile without ending a transaction that wrote is then counted
- * late, never early). Bounded by the table's size; backend-local.
+ * same: for one query and snapshot, until this transaction changes a lease
+ * or a count. Bounded by the table's size; backend-local.
  */
 typedef struct SbqCountsSeen
 {

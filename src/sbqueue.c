@@ -24,6 +24,7 @@
  */
 #include "postgres.h"
 
+#include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -35,6 +36,24 @@
 #include "worker.h"
 
 PG_MODULE_MAGIC;
+
+static ExecutorStart_hook_type sbq_prev_executor_start = NULL;
+
+/*
+ * Every query that starts is another reading for the views' readers of
+ * shared memory (sbq_snapshot_key): a function that polls the stats sees
+ * what committed since its last statement, even when no transaction that
+ * wrote has ended meanwhile.
+ */
+static void
+sbq_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	sbq_shared_change_gen++;
+	if (sbq_prev_executor_start != NULL)
+		sbq_prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
 
 /* sbqueue.receive_poll_interval: how often a waiting receive looks again */
 int			sbq_receive_poll_interval = 100;
@@ -168,6 +187,9 @@ _PG_init(void)
 	MarkGUCPrefixReserved("sbqueue");
 
 	sbq_lease_init(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
+
+	sbq_prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = sbq_executor_start;
 
 	/* shared memory, the launcher and the hook need the preload */
 	if (!process_shared_preload_libraries_in_progress)

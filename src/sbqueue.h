@@ -212,9 +212,10 @@ extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *afte
 /*
  * What a snapshot sees, as far as the views' readers of shared memory care
  * (util.c, sbq_snapshot_key): equal keys, equal snapshots of the same
- * transaction; with stmt and gen, also of the same client statement (its
- * start) with nothing this transaction did to the shared tables since (gen:
- * bumped by lease.c and qstate.c at every change they make or undo).
+ * transaction; with gen, also of the same query, with nothing this
+ * transaction did to the shared tables since (gen: bumped when a query
+ * starts, sbqueue.c, and by lease.c and qstate.c at every change they make
+ * or undo).
  */
 typedef struct SbqSnapshotKey
 {
@@ -223,7 +224,6 @@ typedef struct SbqSnapshotKey
 	TransactionId xmax;
 	uint32		xcnt;
 	uint64		completions;
-	TimestampTz stmt;
 	uint64		gen;
 } SbqSnapshotKey;
 

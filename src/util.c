@@ -18,7 +18,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "common/hashfn.h"
@@ -325,7 +324,7 @@ sbq_props_size(const SbqSendProps *props)
 	return size;
 }
 
-/* this transaction's changes to the lease and queue-state tables, counted */
+/* queries started, and changes to the lease and queue-state tables, counted */
 uint64		sbq_shared_change_gen = 0;
 
 /*
@@ -334,8 +333,8 @@ uint64		sbq_shared_change_gen = 0;
  *		COMMITTED each statement has a snapshot of its own, under REPEATABLE
  *		READ the transaction has one; two snapshots taken with no transaction
  *		ended in between see the same (the count of ended transactions says
- *		so). Also the client statement's start, and this transaction's
- *		changes to the shared tables (see SbqSnapshotKey).
+ *		so). Also which query reads, and this transaction's changes to the
+ *		shared tables (see SbqSnapshotKey).
  */
 bool
 sbq_snapshot_key(SbqSnapshotKey *key)
@@ -351,7 +350,6 @@ sbq_snapshot_key(SbqSnapshotKey *key)
 	key->xmax = snap->xmax;
 	key->xcnt = snap->xcnt;
 	key->completions = snap->snapXactCompletionCount;
-	key->stmt = GetCurrentStatementStartTimestamp();
 	key->gen = sbq_shared_change_gen;
 	return true;
 }
