@@ -1821,13 +1821,12 @@ sbq_shown_note(const SbqLease *lease)
 {
 	HTAB	   *shown = sbq_shown_leases(true);
 	SbqShownLease *s;
-	bool		found;
 
 	if (shown == NULL ||
 		(hash_get_num_entries(shown) >= sbq_lease_db_limit() &&
 		 hash_search(shown, &lease->key, HASH_FIND, NULL) == NULL))
 		return;
-	s = (SbqShownLease *) hash_search(shown, &lease->key, HASH_ENTER, &found);
+	s = (SbqShownLease *) hash_search(shown, &lease->key, HASH_ENTER, NULL);
 	s->lease = *lease;
 }
 
