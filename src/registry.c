@@ -367,6 +367,26 @@ sbq_dbslot_publish(Oid dbid, bool installed)
 }
 
 /*
+ * sbq_dbslot_publish_if_changed
+ *		A COMMIT PREPARED in dbid has committed and sbqueue is installed there
+ *		now, or not: tell the registry as a commit would, but only if that is
+ *		news (a distributed database commits many prepared transactions, and
+ *		each telling wakes the launcher). "Not installed" is news only to a
+ *		database the registry holds as installed.
+ */
+void
+sbq_dbslot_publish_if_changed(Oid dbid, bool installed)
+{
+	SbqDbSlotState slot;
+	bool		known = sbq_dbslot_get(dbid, &slot);
+
+	if (installed ? (known && slot.state == SBQ_DB_INSTALLED)
+		: !(known && slot.state == SBQ_DB_INSTALLED))
+		return;
+	sbq_dbslot_publish(dbid, installed);
+}
+
+/*
  * sbq_dbslot_publish_prepared
  *		A transaction that created or dropped an extension in dbid was
  *		prepared: its COMMIT PREPARED will run no hook of ours. Unless the

@@ -34,7 +34,11 @@
  * PREPARED runs no hook: a prepared transaction that created or dropped an
  * extension has the launcher look at its database again every minute while
  * prepared transactions are pending there (and sbqueue state in shared
- * memory makes it look too, launcher.c).
+ * memory makes it look too, launcher.c). The COMMIT PREPARED statement
+ * itself passes the utility hook, though: once it has run, the hook reads
+ * whether sbqueue is installed in the database now and tells the registry
+ * if that is news, so that a database created by a prepared transaction gets
+ * its worker at once.
  *
  * Owns: the backend-local list of databases this transaction holds, whether
  * it created or dropped an extension, and a transaction callback (registered
@@ -201,6 +205,7 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		recheck = false;
 	bool		rescan = false;
+	bool		prepared_done = false;
 
 	if (sbq_shmem_available())
 	{
@@ -232,6 +237,9 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 			case T_AlterExtensionStmt:
 				recheck = strcmp(((AlterExtensionStmt *) parsetree)->extname, "sbqueue") == 0;
 				break;
+			case T_TransactionStmt:
+				prepared_done = ((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED;
+				break;
 			default:
 				break;
 		}
@@ -243,6 +251,16 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/*
+	 * The prepared transaction has committed: if it created or dropped
+	 * sbqueue here, no callback of ours ran at its commit, so tell the
+	 * registry now (a prepared CREATE EXTENSION, as a distributed
+	 * transaction's participants run it, gets its maintenance at once)
+	 */
+	if (prepared_done && sbq_shmem_available())
+		sbq_dbslot_publish_if_changed(MyDatabaseId,
+									  OidIsValid(get_extension_oid("sbqueue", true)));
 
 	/* only once the statement has succeeded (a refused one asks for nothing) */
 	if (recheck || rescan)

@@ -15,8 +15,8 @@
 #	  read-only deferrable, with a serializable transaction kept open): the
 #	  worker neither waits nor takes them, and another database's expired lock
 #	  is still dead-lettered at once;
-#	- sbqueue created by COMMIT PREPARED, which runs no hook: the database
-#	  gets its maintenance once sbqueue is used there;
+#	- sbqueue created by COMMIT PREPARED, which runs no transaction callback
+#	  of ours: the database gets its maintenance within seconds, unused;
 #	- a database whose passes fail keeps backing off while workers take turns,
 #	  and other roles' failing ALTER EXTENSION statements or new databases do
 #	  not cut its back-off short;
@@ -204,8 +204,8 @@ cmp_ok(time - $t_vac, '<', 10, 'within 10 s: not at hx\'s vacuum cost settings')
 $node->safe_psql('postgres', "ALTER SYSTEM RESET sbqueue.max_workers");
 $node->reload;
 
-# --- sbqueue created by COMMIT PREPARED: no hook sees it; using it there
-# brings the database its maintenance
+# --- sbqueue created by COMMIT PREPARED: no transaction callback sees its
+# commit, the statement's utility hook does
 is($node->safe_psql('app', "SELECT count(*) FROM sbq_maintenance_status WHERE database = 'p1'"), '0',
 	'p1 has no sbqueue yet');
 $node->safe_psql('p1', q{
@@ -213,7 +213,21 @@ $node->safe_psql('p1', q{
 	CREATE EXTENSION sbqueue;
 	PREPARE TRANSACTION 'create_sbqueue';
 });
+# the COMMIT PREPARED statement tells the registry: p1 has its worker within
+# seconds, before anything is used there (not a minute later, at the recheck)
+$node->safe_psql('p1', "SELECT pg_sleep(1.5)");
+my $committed_at = time;
 $node->safe_psql('p1', "COMMIT PREPARED 'create_sbqueue'");
+my $p1_state = '';
+while (time - $committed_at < 10)
+{
+	$p1_state = $node->safe_psql('app',
+		"SELECT state FROM sbq_maintenance_status WHERE database = 'p1' AND passes > 0");
+	last if $p1_state eq 'installed';
+	usleep(100_000);
+}
+is($p1_state, 'installed', 'p1 has maintenance passes within 10 s of COMMIT PREPARED, unused');
+diag(sprintf('p1: first pass %.2f s after COMMIT PREPARED', time - $committed_at));
 $until = over_delivered_message('p1', 'late');
 ok(dead_lettered('p1', 'late'), 'in p1 an expired lock is dead-lettered with no receive call');
 $delay = time - $until;
