@@ -344,7 +344,7 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 														ALLOCSET_SMALL_SIZES);
 		if (!sbq_queue_cache_callback)
 		{
-			CacheRegisterRelcacheCallback(sbq_queue_cache_inval, (Datum) 0);
+			sbq_on_relcache_inval(sbq_queue_cache_inval);
 			sbq_queue_cache_callback = true;
 		}
 		sbq_queues_relid = sbq_queues_oid();

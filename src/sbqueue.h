@@ -26,6 +26,7 @@
 #include "funcapi.h"
 #include "storage/lockdefs.h"
 #include "utils/array.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
@@ -248,6 +249,7 @@ extern int64 sbq_jsonb_text_size(Jsonb *j, int64 limit);
 extern bool sbq_made_up_message_id(const char *id, int len);
 extern char *sbq_new_message_id(void);
 extern void sbq_random_bytes(void *b, Size len);
+extern void sbq_on_relcache_inval(RelcacheCallbackFunction fn);
 extern text **sbq_new_message_ids(int n);
 extern void sbq_check_message_size(const SbqQueue *queue, int64 body, int64 props,
 								   const char *what);

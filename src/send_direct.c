@@ -243,7 +243,7 @@ sbq_direct_register(void)
 	{
 		sbq_direct_cxt = AllocSetContextCreate(CacheMemoryContext, "sbqueue direct send",
 											   ALLOCSET_SMALL_SIZES);
-		CacheRegisterRelcacheCallback(sbq_direct_inval, (Datum) 0);
+		sbq_on_relcache_inval(sbq_direct_inval);
 	}
 }
 

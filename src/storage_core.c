@@ -329,7 +329,7 @@ sbq_storage_epoch(void)
 	{
 		if (!sbq_epoch_callback)
 		{
-			CacheRegisterRelcacheCallback(sbq_epoch_inval, (Datum) 0);
+			sbq_on_relcache_inval(sbq_epoch_inval);
 			sbq_epoch_callback = true;
 		}
 		sbq_epoch_relid = sbq_queues_oid();

@@ -402,7 +402,7 @@ sbq_topic_cache_ready(void)
 		return true;
 	if (!sbq_topic_cache_callback)
 	{
-		CacheRegisterRelcacheCallback(sbq_topic_cache_inval, (Datum) 0);
+		sbq_on_relcache_inval(sbq_topic_cache_inval);
 		sbq_topic_cache_callback = true;
 	}
 	if (sbq_topic_cache_cxt == NULL)

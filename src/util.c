@@ -28,6 +28,7 @@
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/snapmgr.h"
@@ -363,6 +364,47 @@ sbq_snapshot_key(SbqSnapshotKey *key)
 #define SBQ_RANDOM_POOL		1024
 static unsigned char sbq_random_pool[SBQ_RANDOM_POOL];
 static Size sbq_random_left = 0;	/* bytes not yet handed out, at the start */
+
+/*
+ * The relcache callbacks of sbqueue's caches, called through one callback of
+ * its own: a backend has room for ten (PostgreSQL 15 and later; a FATAL error
+ * when they run out), and a server that preloads other extensions besides
+ * (a distributed one registers five) has few to spare.
+ */
+#define SBQ_MAX_RELCACHE_FNS	8
+static RelcacheCallbackFunction sbq_relcache_fns[SBQ_MAX_RELCACHE_FNS];
+static int	sbq_nrelcache_fns = 0;
+
+static void
+sbq_relcache_dispatch(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < sbq_nrelcache_fns; i++)
+		sbq_relcache_fns[i] (arg, relid);
+}
+
+/*
+ * sbq_on_relcache_inval
+ *		Have fn called (with 0 for its argument) on every relcache
+ *		invalidation from now on in this backend, as
+ *		CacheRegisterRelcacheCallback would. Once for each fn, whatever the
+ *		number of calls.
+ */
+void
+sbq_on_relcache_inval(RelcacheCallbackFunction fn)
+{
+	int			i;
+
+	for (i = 0; i < sbq_nrelcache_fns; i++)
+		if (sbq_relcache_fns[i] == fn)
+			return;
+	if (sbq_nrelcache_fns == SBQ_MAX_RELCACHE_FNS)
+		elog(ERROR, "sbqueue has too many relcache callbacks");
+	if (sbq_nrelcache_fns == 0)
+		CacheRegisterRelcacheCallback(sbq_relcache_dispatch, (Datum) 0);
+	sbq_relcache_fns[sbq_nrelcache_fns++] = fn;
+}
 
 /*
  * sbq_random_bytes
