@@ -170,6 +170,12 @@ tap() {
 '--rules=seq=**/{worker_vacuum,fault_no_worker,lease_review,session_memory}.pl' '--rules=seq=**'"
 }
 
+# sbqueue on a three-node Citus cluster (docs/scale-out.md); builds Citus from
+# the vendored source archive first when it is not installed
+citus_suite() {
+    timeout 900 bash test/citus/run.sh
+}
+
 layout() {
     "$PYTHON" scripts/check_source.py
 }
@@ -195,6 +201,7 @@ suite "docs SQL" docs_sql
 suite "web console" console
 suite "package (Debian, PGXN)" package_suite
 suite "TAP (worker, wake-ups, faults)" tap
+suite "Citus cluster (scale-out)" citus_suite
 
 echo
 echo "suites: $passed passed, $failed failed"
