@@ -3,7 +3,8 @@
 #
 # Builds Citus from its source archive when it is not installed (the archive is
 # looked for in $SBQ_CITUS_SOURCE, else in the vendored sources beside the
-# clone, ../shared/vendor/citus/), starts a coordinator and two workers with
+# clone, or beside the local repository it was cloned from:
+# ../shared/vendor/citus/), starts a coordinator and two workers with
 # citus and sbqueue preloaded (scripts/citus_cluster.sh), and checks what the
 # scale-out design's first part promises:
 #   - CREATE EXTENSION sbqueue on the coordinator (which Citus runs on the
@@ -28,7 +29,10 @@ PGBIN=$("$PG_CONFIG" --bindir)
 export PGBIN
 
 if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
-    src=${SBQ_CITUS_SOURCE:-$(ls "$root"/../shared/vendor/citus/citus-*.tar.gz 2>/dev/null | tail -1)}
+    # beside this clone, or beside the repository it was cloned from (a local one)
+    origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null || true)
+    src=${SBQ_CITUS_SOURCE:-$(ls "$root"/../shared/vendor/citus/citus-*.tar.gz \
+        ${origin:+"$origin"/../shared/vendor/citus/citus-*.tar.gz} 2>/dev/null | tail -1)}
     if [ -z "$src" ] || [ ! -f "$src" ]; then
         echo "citus: SKIPPED: Citus is not installed and no source archive was found" \
             "(set SBQ_CITUS_SOURCE to citus-<version>.tar.gz)"
