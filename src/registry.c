@@ -330,23 +330,12 @@ sbq_dbslot_remove(SbqDbSlotState *slot)
 	(void) hash_search(sbq_dbslots, &dbid, HASH_REMOVE, NULL);
 }
 
-/*
- * sbq_dbslot_publish
- *		A committed transaction created sbqueue in dbid (installed) or dropped
- *		it: say so, so that the launcher schedules passes there (or stops),
- *		and wake the launcher. An installed database is due at once. Cannot
- *		fail (a commit callback); a full registry drops the news and counts
- *		that (the launcher logs it; sbqueue state in shared memory makes it
- *		look at the database again once a slot is free).
- */
-void
-sbq_dbslot_publish(Oid dbid, bool installed)
+/* sbq_dbslot_publish, with the registry's lock held exclusively */
+static void
+sbq_dbslot_publish_locked(Oid dbid, bool installed)
 {
 	SbqDbSlotState *slot;
 
-	if (sbq_registry == NULL)
-		return;
-	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
 	slot = installed ? sbq_dbslot_find_or_add(dbid, false) : sbq_dbslot_find(dbid);
 	if (slot != NULL)
 	{
@@ -362,28 +351,74 @@ sbq_dbslot_publish(Oid dbid, bool installed)
 	}
 	else if (installed)
 		sbq_registry->lost++;
+}
+
+/*
+ * sbq_dbslot_publish
+ *		A committed transaction created sbqueue in dbid (installed) or dropped
+ *		it: say so, so that the launcher schedules passes there (or stops),
+ *		and wake the launcher. An installed database is due at once. Cannot
+ *		fail (a commit callback); a full registry drops the news and counts
+ *		that (the launcher logs it; sbqueue state in shared memory makes it
+ *		look at the database again once a slot is free).
+ */
+void
+sbq_dbslot_publish(Oid dbid, bool installed)
+{
+	if (sbq_registry == NULL)
+		return;
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	sbq_dbslot_publish_locked(dbid, installed);
 	LWLockRelease(sbq_registry_lock);
 	sbq_registry_wake_launcher();
 }
 
 /*
- * sbq_dbslot_publish_if_changed
- *		A COMMIT PREPARED in dbid has committed and sbqueue is installed there
- *		now, or not: tell the registry as a commit would, but only if that is
- *		news (a distributed database commits many prepared transactions, and
- *		each telling wakes the launcher). "Not installed" is news only to a
- *		database the registry holds as installed.
+ * sbq_dbslot_seen
+ *		What the registry holds of dbid now, for a later
+ *		sbq_dbslot_publish_if_changed: whether it has a slot (*known) and
+ *		the generation of the slot's state.
  */
-void
-sbq_dbslot_publish_if_changed(Oid dbid, bool installed)
+uint64
+sbq_dbslot_seen(Oid dbid, bool *known)
 {
 	SbqDbSlotState slot;
-	bool		known = sbq_dbslot_get(dbid, &slot);
 
-	if (installed ? (known && slot.state == SBQ_DB_INSTALLED)
-		: !(known && slot.state == SBQ_DB_INSTALLED))
+	*known = sbq_registry != NULL && sbq_dbslot_get(dbid, &slot);
+	return *known ? slot.state_gen : 0;
+}
+
+/*
+ * sbq_dbslot_publish_if_changed
+ *		A COMMIT PREPARED in dbid has committed and, read from the catalog
+ *		after sbq_dbslot_seen gave (known, gen), sbqueue is installed there
+ *		now, or not: tell the registry as a commit would, but only if that
+ *		is news (a distributed database commits many prepared transactions,
+ *		and each telling wakes the launcher; "not installed" is news only to
+ *		a database the registry holds as installed), and only if no commit
+ *		has told the registry anything since (known, gen) were read: its
+ *		news is newer than this catalog read, and must not be undone.
+ */
+void
+sbq_dbslot_publish_if_changed(Oid dbid, bool installed, bool known, uint64 gen)
+{
+	SbqDbSlotState *slot;
+	bool		was_installed;
+
+	if (sbq_registry == NULL)
 		return;
-	sbq_dbslot_publish(dbid, installed);
+	LWLockAcquire(sbq_registry_lock, LW_EXCLUSIVE);
+	slot = sbq_dbslot_find(dbid);
+	was_installed = slot != NULL && slot->state == SBQ_DB_INSTALLED;
+	if ((slot != NULL) != known || (slot != NULL && slot->state_gen != gen) ||
+		installed == was_installed)
+	{
+		LWLockRelease(sbq_registry_lock);
+		return;
+	}
+	sbq_dbslot_publish_locked(dbid, installed);
+	LWLockRelease(sbq_registry_lock);
+	sbq_registry_wake_launcher();
 }
 
 /*

@@ -85,7 +85,8 @@ extern uint64 sbq_registry_lost(void);
 
 /* the database slots: commits that create or drop the extension */
 extern void sbq_dbslot_publish(Oid dbid, bool installed);
-extern void sbq_dbslot_publish_if_changed(Oid dbid, bool installed);
+extern uint64 sbq_dbslot_seen(Oid dbid, bool *known);
+extern void sbq_dbslot_publish_if_changed(Oid dbid, bool installed, bool known, uint64 gen);
 extern void sbq_dbslot_publish_prepared(Oid dbid);
 
 /* the database slots: the launcher */

@@ -37,8 +37,8 @@
  * memory makes it look too, launcher.c). The COMMIT PREPARED statement
  * itself passes the utility hook, though: once it has run, the hook reads
  * whether sbqueue is installed in the database now and tells the registry
- * if that is news, so that a database created by a prepared transaction gets
- * its worker at once.
+ * if that is news (and no commit told it anything meanwhile), so that a
+ * database created by a prepared transaction gets its worker at once.
  *
  * Owns: the backend-local list of databases this transaction holds, whether
  * it created or dropped an extension, and a transaction callback (registered
@@ -259,8 +259,15 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	 * transaction's participants run it, gets its maintenance at once)
 	 */
 	if (prepared_done && sbq_shmem_available())
+	{
+		bool		known;
+		uint64		gen = sbq_dbslot_seen(MyDatabaseId, &known);
+
+		/* what the registry held before the catalog read: see the callee */
 		sbq_dbslot_publish_if_changed(MyDatabaseId,
-									  OidIsValid(get_extension_oid("sbqueue", true)));
+									  OidIsValid(get_extension_oid("sbqueue", true)),
+									  known, gen);
+	}
 
 	/* only once the statement has succeeded (a refused one asks for nothing) */
 	if (recheck || rescan)
