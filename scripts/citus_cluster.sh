@@ -45,7 +45,7 @@ build)
     tar xzf "$tarball" -C "$work"
     src=$(find "$work" -maxdepth 1 -mindepth 1 -type d | head -1)
     (cd "$src" && ./configure PG_CONFIG="$PG_CONFIG" --without-libcurl >"$work/configure.log" 2>&1 &&
-        make -j2 >"$work/make.log" 2>&1 && make install PG_CONFIG="$PG_CONFIG" >"$work/install.log" 2>&1) || {
+        make -j2 COPT="-O0 -g0" >"$work/make.log" 2>&1 && make install PG_CONFIG="$PG_CONFIG" >"$work/install.log" 2>&1) || {
         tail -30 "$work"/*.log >&2
         echo "citus_cluster: the Citus build failed" >&2
         exit 1
