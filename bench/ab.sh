@@ -14,7 +14,9 @@
 # and a batch from a filled queue, and the full cycle of 1 and a batch; and
 # the cycle of 1 with sbqueue.memory_locks off (locks in the rows).
 # Prints the median messages/second of each and new/old, as a Markdown table.
-# AB_ONLY (an extended regular expression) keeps the workloads whose names match.
+# AB_ONLY (an extended regular expression) keeps the workloads whose names match;
+# AB_NO_PRELOAD=1 starts both servers without shared_preload_libraries (locks
+# and counters in the rows).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -56,13 +58,20 @@ describe_new=$(git -C "$root" log -1 --format='%h %s' HEAD)
 start() {   # $1: old or new
     local bin=$new_bin
     [ "$1" = old ] && bin=$old_bin
-    PGBIN=$bin scripts/pgserver.sh start "$work/$1" --preload
+    if [ "${AB_NO_PRELOAD:-0}" = 1 ]; then
+        PGBIN=$bin scripts/pgserver.sh start "$work/$1"
+    else
+        PGBIN=$bin scripts/pgserver.sh start "$work/$1" --preload
+    fi
 }
+# no worker without the preload (and no setting of its to turn off)
+worker_off="ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off"
+[ "${AB_NO_PRELOAD:-0}" = 1 ] && worker_off=
 for c in old new; do
     port=$(start $c)
     PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
         -c "ALTER SYSTEM SET shared_buffers = '1GB'" -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
-        -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" >/dev/null
+        ${worker_off:+-c "$worker_off"} >/dev/null
     scripts/pgserver.sh stop "$work/$c" >/dev/null
     port=$(start $c)
     PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
@@ -133,7 +142,7 @@ done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "bench/ab.sh $rev $secs $rounds: messages/second, the median of $((rounds * 2)) cells of ${secs} s each,"
-echo "4 clients, fsync and synchronous_commit on, $(nproc) CPUs"
+echo "4 clients, fsync and synchronous_commit on, $(nproc) CPUs$([ "${AB_NO_PRELOAD:-0}" = 1 ] && echo ", sbqueue not preloaded")"
 echo
 echo "old: $describe_old"
 echo "new: $describe_new"

@@ -12,7 +12,10 @@
  * statements here. Those take the head of the queue with FOR UPDATE SKIP
  * LOCKED; messages met there whose expired lock was their last allowed
  * delivery are dead-lettered and messages whose time to live has passed are
- * dead-lettered or dropped, by the same statement, and never handed out.
+ * dead-lettered or dropped, and never handed out. A first statement hands out
+ * what it may and only counts such messages; when it found some, a statement
+ * that also dead-letters and drops takes them (and the receive goes on with
+ * it).
  *
  * Owns: nothing shared. Locks: row locks of its statements only.
  *
@@ -132,6 +135,30 @@
 	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))" \
 	"     AND " LEASE_SLOT \
 	"  RETURNING " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count + 1") ")"
+
+/*
+ * The head taken, the rows handed out, and how many rows taken were left
+ * alone (their last allowed delivery expired, or their time to live passed),
+ * in the columns RECEIVE_DROP_AND_COUNT gives (n_over counts those rows, the
+ * other two are 0). Nearly every receive finds no such row, and this
+ * statement then does all the work without the dead-letter and expiry
+ * steps' tables and indexes (about a sixth of a single receive's time); one
+ * that finds some runs the whole statement next, which takes them again
+ * (this transaction holds their row locks; their rows are unchanged).
+ */
+#define RECEIVE_LEFT_ALONE \
+	"SELECT l.*, s.n_left AS n_over, 0 AS n_expired_dead, 0 AS n_dropped" \
+	"  FROM (SELECT (SELECT count(*) FROM c WHERE c.over OR c.expired)::int4 AS n_left) s" \
+	"  LEFT JOIN l ON true" \
+	" ORDER BY l.sequence_number"
+
+static SbqStatement stmt_receive_lock_plain = {"receive, lock in rows", 9, RECEIVE_ARGS,
+	RECEIVE_HEAD RECEIVE_LOCK_ROWS " " RECEIVE_LEFT_ALONE
+};
+
+static SbqStatement stmt_receive_delete_plain = {"receive and delete", 9, RECEIVE_ARGS,
+	RECEIVE_HEAD RECEIVE_DELETE_ROWS " " RECEIVE_LEFT_ALONE
+};
 
 static SbqStatement stmt_receive_lock = {"receive, lock in rows", 9, RECEIVE_ARGS,
 	RECEIVE_HEAD RECEIVE_LOCK_ROWS RECEIVE_TAIL,
@@ -281,7 +308,8 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 {
 	Datum		values[9];
 	char		description[128];
-	SbqStatement *st = mode == SBQ_PEEK_LOCK ? &stmt_receive_lock : &stmt_receive_delete;
+	SbqStatement *st = mode == SBQ_PEEK_LOCK ? &stmt_receive_lock_plain : &stmt_receive_delete_plain;
+	bool		plain = true;
 	int			delivered = 0;
 
 	sbq_max_delivery_description(queue, description, sizeof(description));
@@ -324,13 +352,19 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 				outs[delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
 			}
 		}
-		result->dead_lettered += n_over;
-		result->expired_dead_lettered += n_expired_dead;
-		result->expired_dropped += n_dropped;
-
 		/* the head held nothing but what we handed out: nothing more to find */
 		if (n_over + n_expired_dead + n_dropped == 0)
 			break;
+		if (plain)
+		{
+			/* it left rows to dead-letter or drop: the whole statement from now on */
+			st = mode == SBQ_PEEK_LOCK ? &stmt_receive_lock : &stmt_receive_delete;
+			plain = false;
+			continue;
+		}
+		result->dead_lettered += n_over;
+		result->expired_dead_lettered += n_expired_dead;
+		result->expired_dropped += n_dropped;
 	}
 	result->delivered += delivered;
 }
