@@ -15,7 +15,7 @@
  * dead-lettered or dropped, and never handed out. A first statement hands out
  * what it may and only counts such messages; when it found some, a statement
  * that also dead-letters and drops takes them (and the receive goes on with
- * it).
+ * it; see RECEIVE_LEFT_ALONE for the one case it does not).
  *
  * Owns: nothing shared. Locks: row locks of its statements only.
  *
@@ -144,7 +144,11 @@
  * statement then does all the work without the dead-letter and expiry
  * steps' tables and indexes (about a sixth of a single receive's time); one
  * that finds some runs the whole statement next, which takes them again
- * (this transaction holds their row locks; their rows are unchanged).
+ * (this transaction holds their row locks; their rows are unchanged) unless
+ * rows ahead of them, freed by another transaction meanwhile, fill what is
+ * left of max_messages: then they stay, never handed out, for the next
+ * receive or maintenance pass to move, as rows another transaction held
+ * would.
  */
 #define RECEIVE_LEFT_ALONE \
 	"SELECT l.*, s.n_left AS n_over, 0 AS n_expired_dead, 0 AS n_dropped" \
@@ -152,11 +156,11 @@
 	"  LEFT JOIN l ON true" \
 	" ORDER BY l.sequence_number"
 
-static SbqStatement stmt_receive_lock_plain = {"receive, lock in rows", 9, RECEIVE_ARGS,
+static SbqStatement stmt_receive_lock_plain = {"receive, lock in rows, the head", 9, RECEIVE_ARGS,
 	RECEIVE_HEAD RECEIVE_LOCK_ROWS " " RECEIVE_LEFT_ALONE
 };
 
-static SbqStatement stmt_receive_delete_plain = {"receive and delete", 9, RECEIVE_ARGS,
+static SbqStatement stmt_receive_delete_plain = {"receive and delete, the head", 9, RECEIVE_ARGS,
 	RECEIVE_HEAD RECEIVE_DELETE_ROWS " " RECEIVE_LEFT_ALONE
 };
 
