@@ -178,24 +178,26 @@ $holder->quit;
 my $bootstrap = $node->safe_psql('postgres', 'SELECT rolname FROM pg_authid WHERE oid = 10');
 $node->safe_psql('postgres', "ALTER SYSTEM SET sbqueue.max_workers = 8");
 $node->reload;
+# hx's statement_timeout of 1 ms holds for these sessions too: lift it at
+# connection, not with a SET, which itself runs under it (and a timeout that
+# fires as it ends cancels the next statement)
+my $hx_untimed = $node->connstr('hx') . " options='-c statement_timeout=0'";
 $node->safe_psql('hx', qq{
 	SET SESSION AUTHORIZATION $bootstrap;
 	SET ROLE NONE;
 	SET default_transaction_read_only = off;
-	SET statement_timeout = 0;
 	SELECT sbq_create_queue('v');
 	SELECT count(*) FROM (SELECT sbq_send('v', 'x') FROM generate_series(1, 1500)) s;
 	SELECT count(*) FROM sbq_receive('v', 1500, receive_mode => 'receive_and_delete');
 	SELECT pg_stat_force_next_flush();
-});
+}, connstr => $hx_untimed);
 my $t_vac = time;
 my $vacuumed = '';
 while (time < $t_vac + 60)
 {
-	# (hx's statement_timeout of 1 ms is for this session too)
-	$vacuumed = $node->safe_psql('hx', "SET statement_timeout = 0;
-		SELECT vacuum_count > 0 AND n_dead_tup < 1000 FROM pg_stat_all_tables
-		 WHERE schemaname = 'sbq' AND relname = 'messages'");
+	$vacuumed = $node->safe_psql('hx',
+		"SELECT vacuum_count > 0 AND n_dead_tup < 1000 FROM pg_stat_all_tables
+		 WHERE schemaname = 'sbq' AND relname = 'messages'", connstr => $hx_untimed);
 	last if $vacuumed eq 't';
 	usleep(200_000);
 }
