@@ -19,8 +19,9 @@
  *	  connects to it and finds the extension or not. That is the only time a
  *	  worker visits a database without sbqueue, except that one with a
  *	  prepared transaction pending is looked at again every SBQ_RECHECK_MS
- *	  (that transaction may create the extension when it commits, and
- *	  COMMIT PREPARED runs no hook of ours), and one that shared memory
+ *	  (that transaction may create the extension when it commits; the
+ *	  COMMIT PREPARED statement tells the registry, utility_hook.c, unless a
+ *	  commit told it something meanwhile), and one that shared memory
  *	  shows sbqueue state of (a queue used there) is looked at at once.
  *	- The commit of a transaction that creates or drops sbqueue says so in
  *	  the registry (utility_hook.c), and wakes the launcher; so does the
@@ -493,8 +494,9 @@ sbq_launcher_slot(SbqLauncherDb *db, TimestampTz now, long *nap_ms, SbqDbSlotSta
 	{
 		/*
 		 * sbqueue state in shared memory says it is installed after all:
-		 * created by a commit no hook saw (COMMIT PREPARED), or told while
-		 * the registry was full. Look again, at most once a recheck period.
+		 * created by a commit that did not tell the registry (a COMMIT
+		 * PREPARED that raced another commit), or told while the registry
+		 * was full. Look again, at most once a recheck period.
 		 */
 		bool		evident = db->evidence &&
 			(db->evidence_look_at == 0 ||

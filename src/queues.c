@@ -251,7 +251,6 @@ typedef struct SbqCachedQueue
 static HTAB *sbq_queue_cache = NULL;
 static MemoryContext sbq_queue_cache_cxt = NULL;
 static Oid	sbq_queues_relid = InvalidOid;
-static bool sbq_queue_cache_callback = false;
 
 /* relcache invalidation callback: a change to sbq.queues drops the cache */
 static void
@@ -342,11 +341,7 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 			sbq_queue_cache_cxt = AllocSetContextCreate(TopMemoryContext,
 														"sbqueue queue cache",
 														ALLOCSET_SMALL_SIZES);
-		if (!sbq_queue_cache_callback)
-		{
-			sbq_on_relcache_inval(sbq_queue_cache_inval);
-			sbq_queue_cache_callback = true;
-		}
+		sbq_on_relcache_inval(sbq_queue_cache_inval);
 		sbq_queues_relid = sbq_queues_oid();
 		if (!OidIsValid(sbq_queues_relid))
 			return true;

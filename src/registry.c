@@ -424,7 +424,8 @@ sbq_dbslot_publish_if_changed(Oid dbid, bool installed, bool known, uint64 gen)
 /*
  * sbq_dbslot_publish_prepared
  *		A transaction that created or dropped an extension in dbid was
- *		prepared: its COMMIT PREPARED will run no hook of ours. Unless the
+ *		prepared: no callback of ours runs at its COMMIT PREPARED (the
+ *		statement's utility hook tells what it finds then). Unless the
  *		database is known to have sbqueue (its passes then find out), have the
  *		launcher look there again every recheck period while prepared
  *		transactions are pending. Cannot fail (a transaction callback).

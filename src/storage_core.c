@@ -134,7 +134,6 @@ static bool sbq_switched = false;
 
 /* the OID of sbq.queues as sbq_storage_epoch knows it, until it changes */
 static Oid	sbq_epoch_relid = InvalidOid;
-static bool sbq_epoch_callback = false;
 
 /* add to a queue's stored counters, in one row per backend (shard) */
 static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID,
@@ -327,11 +326,7 @@ sbq_storage_epoch(void)
 {
 	if (!OidIsValid(sbq_epoch_relid))
 	{
-		if (!sbq_epoch_callback)
-		{
-			sbq_on_relcache_inval(sbq_epoch_inval);
-			sbq_epoch_callback = true;
-		}
+		sbq_on_relcache_inval(sbq_epoch_inval);
 		sbq_epoch_relid = sbq_queues_oid();
 	}
 	return sbq_epoch_relid;

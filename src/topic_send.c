@@ -358,7 +358,6 @@ typedef struct SbqTopicEntry
 static HTAB *sbq_topic_cache = NULL;
 static MemoryContext sbq_topic_cache_cxt = NULL;
 static Oid	sbq_topic_cache_relid = InvalidOid;
-static bool sbq_topic_cache_callback = false;
 static bool sbq_topic_cache_stale = false;
 static uint64 sbq_topic_cache_gen = 0;
 
@@ -400,11 +399,7 @@ sbq_topic_cache_ready(void)
 	sbq_topic_cache_stale = false;
 	if (sbq_topic_cache != NULL)
 		return true;
-	if (!sbq_topic_cache_callback)
-	{
-		sbq_on_relcache_inval(sbq_topic_cache_inval);
-		sbq_topic_cache_callback = true;
-	}
+	sbq_on_relcache_inval(sbq_topic_cache_inval);
 	if (sbq_topic_cache_cxt == NULL)
 		sbq_topic_cache_cxt = AllocSetContextCreate(TopMemoryContext, "sbqueue topic cache",
 													ALLOCSET_SMALL_SIZES);

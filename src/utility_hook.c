@@ -31,8 +31,8 @@
  * EXTENSION, DROP SCHEMA ... CASCADE, DROP OWNED). Just before such a
  * transaction commits, the hook looks whether sbqueue is installed in the
  * database now, and once it has committed it tells the registry. COMMIT
- * PREPARED runs no hook: a prepared transaction that created or dropped an
- * extension has the launcher look at its database again every minute while
+ * PREPARED runs no transaction callback: a prepared transaction that created
+ * or dropped an extension has the launcher look at its database again every minute while
  * prepared transactions are pending there (and sbqueue state in shared
  * memory makes it look too, launcher.c). The COMMIT PREPARED statement
  * itself passes the utility hook, though: once it has run, the hook reads
