@@ -38,6 +38,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "distributed.h"
 #include "storage.h"
 #include "topics.h"
 #include "wait.h"
@@ -412,6 +413,7 @@ sbq_send_many(FunctionCallInfo fcinfo, SbqBodyType type)
 Datum
 sbq_send_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_send_one(fcinfo, SBQ_BODY_TEXT);
 }
 
@@ -419,6 +421,7 @@ sbq_send_text(PG_FUNCTION_ARGS)
 Datum
 sbq_send_bytea(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_send_one(fcinfo, SBQ_BODY_BYTEA);
 }
 
@@ -426,6 +429,7 @@ sbq_send_bytea(PG_FUNCTION_ARGS)
 Datum
 sbq_send_jsonb(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_send_one(fcinfo, SBQ_BODY_JSONB);
 }
 
@@ -433,6 +437,7 @@ sbq_send_jsonb(PG_FUNCTION_ARGS)
 Datum
 sbq_send_batch_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_send_many(fcinfo, SBQ_BODY_TEXT);
 }
 
@@ -440,6 +445,7 @@ sbq_send_batch_text(PG_FUNCTION_ARGS)
 Datum
 sbq_send_batch_bytea(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_send_many(fcinfo, SBQ_BODY_BYTEA);
 }
 
@@ -447,6 +453,7 @@ sbq_send_batch_bytea(PG_FUNCTION_ARGS)
 Datum
 sbq_send_batch_jsonb(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_send_many(fcinfo, SBQ_BODY_JSONB);
 }
 
@@ -588,6 +595,7 @@ sbq_send_batch_messages(PG_FUNCTION_ARGS)
 	Tuplestorestate *tupstore;
 	ErrorContextCallback errcb;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_refuse_dlq_send(&addr);
 	sbq_require_arg(fcinfo, 1, "messages");
@@ -745,6 +753,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 	TimestampTz deadline;
 	bool		looked = false;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, true, &addr);
 	max_messages = sbq_max_messages_arg(fcinfo, 1);
 	/* saturates: a wait longer than time can hold waits until cancelled */
@@ -801,6 +810,7 @@ sbq_peek(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Tuplestorestate *tupstore;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, true, &addr);
 	max_messages = sbq_max_messages_arg(fcinfo, 1);
 	if (!PG_ARGISNULL(2))
@@ -861,6 +871,7 @@ sbq_cancel_scheduled(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	int64		seq;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_require_arg(fcinfo, 1, "sequence_number");
 	seq = PG_GETARG_INT64(1);
@@ -909,6 +920,7 @@ sbq_receive_deferred(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Tuplestorestate *tupstore;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, true, &addr);
 	sbq_require_arg(fcinfo, 1, "sequence_numbers");
 	seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers",
@@ -948,6 +960,7 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	int64		missing = 0;
 	int			n;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, true, &addr);
 	if (!PG_ARGISNULL(1))
 		seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers",

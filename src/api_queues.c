@@ -34,6 +34,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "distributed.h"
 #include "storage_core.h"
 #include "topics.h"
 
@@ -353,6 +354,7 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 	SbqQueue	existing;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_address(fcinfo, false, &addr);
 	sbq_refuse_reserved_name(&addr);
 	memset(&props, 0, sizeof(props));
@@ -393,6 +395,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 	Datum		result;
 	bool		was_session;
 
+	SBQ_ROUTE(fcinfo);
 	/* self-conflicting, so two updates never overwrite each other's change */
 	sbq_queue_call_begin(fcinfo, false, "sbq_update_queue()", ShareUpdateExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &props);
@@ -428,6 +431,7 @@ sbq_delete_queue(PG_FUNCTION_ARGS)
 	SbqAddress	addr;
 	SbqQueue	queue;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_call_begin(fcinfo, false, "sbq_delete_queue()", AccessExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &queue);
 	sbq_refuse_subscription_manage(&addr, &queue, "sbq_delete_subscription()");
@@ -444,6 +448,7 @@ sbq_purge_queue(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	int64		n;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_call_begin(fcinfo, true, "sbq_purge_queue()", NoLock, SBQ_RIGHT_MANAGE,
 						 &addr, &queue);
 	n = sbq_storage_purge(&queue, addr.subqueue);
@@ -459,6 +464,7 @@ sbq_get_queue(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_queue_call_begin(fcinfo, true, NULL, NoLock, SBQ_RIGHT_ANY, &addr, &queue);
 	result = sbq_properties_result(fcinfo, queue.queue_id);
 	sbq_storage_end();
@@ -469,17 +475,33 @@ sbq_get_queue(PG_FUNCTION_ARGS)
 Datum
 sbq_maintain(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *result;
-	MemoryContext callcxt = CurrentMemoryContext;
-	MemoryContext oldcxt;
+	SbqMaintainResult res = {0};
 
-	sbq_storage_begin();
-	result = sbq_storage_maintain();
-	oldcxt = MemoryContextSwitchTo(callcxt);
-	result = (Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(result));
-	MemoryContextSwitchTo(oldcxt);
-	sbq_storage_end();
-	PG_RETURN_JSONB_P(result);
+	if (sbq_dist_call_active())
+	{
+		/* distributed: a pass over each shard group this node holds */
+		int64	   *groups;
+		int			n = sbq_dist_local_groups(&groups);
+		int			i;
+
+		for (i = 0; i < n; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (!sbq_dist_enter_group(groups[i]))
+				continue;		/* moved away meanwhile */
+			sbq_storage_begin();
+			sbq_storage_maintain(&res);
+			sbq_storage_end();
+			sbq_dist_leave();
+		}
+	}
+	else
+	{
+		sbq_storage_begin();
+		sbq_storage_maintain(&res);
+		sbq_storage_end();
+	}
+	PG_RETURN_JSONB_P(sbq_maintain_result_json(&res));
 }
 
 /* ---------------------------------------------------------------- rights */
@@ -586,6 +608,7 @@ sbq_grant_common(FunctionCallInfo fcinfo, bool grant)
 Datum
 sbq_grant(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_grant_common(fcinfo, true);
 }
 
@@ -593,5 +616,6 @@ sbq_grant(PG_FUNCTION_ARGS)
 Datum
 sbq_revoke(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_grant_common(fcinfo, false);
 }

@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "distributed.h"
 #include "shmem.h"
 #include "storage.h"
 #include "wait.h"
@@ -116,6 +117,7 @@ sbq_accept_session(PG_FUNCTION_ARGS)
 	SbqAcceptResult r;
 	bool		looked = false;
 
+	SBQ_ROUTE(fcinfo);
 	if (!PG_ARGISNULL(1))
 	{
 		session_id = PG_GETARG_TEXT_PP(1);
@@ -185,6 +187,7 @@ sbq_receive_session(PG_FUNCTION_ARGS)
 	Tuplestorestate *tupstore;
 	bool		looked = false;
 
+	SBQ_ROUTE(fcinfo);
 	token = sbq_session_token_arg(fcinfo, 1);
 	max_messages = sbq_max_messages_arg(fcinfo, 2);
 	wait_us = sbq_max_wait_arg(fcinfo, 3, &deadline);
@@ -230,6 +233,7 @@ sbq_receive_deferred_session(PG_FUNCTION_ARGS)
 	Tuplestorestate *tupstore;
 	SbqSessionLock lock;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_require_arg(fcinfo, 1, "sequence_numbers");
 	seqs = sbq_seq_array_arg(fcinfo, 1, "sequence_numbers",
 							 "At most " CppAsString2(SBQ_MAX_RECEIVE) " messages are received at once.",
@@ -260,6 +264,7 @@ sbq_renew_session(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token = sbq_session_token_arg(fcinfo, 1);
 	TimestampTz until;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_session_call_begin(fcinfo, "sbq_renew_session()", &addr, &queue);
 	if (!sbq_storage_renew_session(&queue, token, &until))
 		sbq_session_lock_lost(&queue, token);
@@ -276,6 +281,7 @@ sbq_get_session_state(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token = sbq_session_token_arg(fcinfo, 1);
 	bytea	   *state = NULL;
 
+	SBQ_ROUTE(fcinfo);
 	/* it locks the session row: not in a read-only transaction */
 	sbq_session_call_begin(fcinfo, "sbq_get_session_state()", &addr, &queue);
 	if (!sbq_storage_session_state(&queue, token, false, &state))
@@ -298,6 +304,7 @@ sbq_set_session_state(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token = sbq_session_token_arg(fcinfo, 1);
 	bytea	   *state = PG_ARGISNULL(2) ? NULL : PG_GETARG_BYTEA_PP(2);
 
+	SBQ_ROUTE(fcinfo);
 	sbq_session_call_begin(fcinfo, "sbq_set_session_state()", &addr, &queue);
 	if (state != NULL && VARSIZE_ANY_EXHDR(state) > (Size) queue.max_message_size)
 		ereport(ERROR,
@@ -322,6 +329,7 @@ sbq_release_session(PG_FUNCTION_ARGS)
 	SbqQueue	queue;
 	pg_uuid_t  *token = sbq_session_token_arg(fcinfo, 1);
 
+	SBQ_ROUTE(fcinfo);
 	sbq_session_call_begin(fcinfo, "sbq_release_session()", &addr, &queue);
 	if (!sbq_storage_release_session(&queue, token))
 		sbq_session_lock_lost(&queue, token);
@@ -338,6 +346,7 @@ sbq_list_sessions(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Tuplestorestate *tupstore = sbq_init_srf(fcinfo, &tupdesc);
 
+	SBQ_ROUTE(fcinfo);
 	sbq_session_call_begin(fcinfo, NULL, &addr, &queue);
 	sbq_storage_list_sessions(&queue, tupstore, tupdesc);
 	sbq_storage_end();

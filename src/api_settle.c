@@ -51,6 +51,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "distributed.h"
 #include "storage.h"
 
 PG_FUNCTION_INFO_V1(sbq_complete);
@@ -474,6 +475,7 @@ sbq_complete_form(FunctionCallInfo fcinfo, SbqTokenForm form)
 Datum
 sbq_complete(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_complete_form(fcinfo, SBQ_TOKEN_ONE);
 }
 
@@ -481,6 +483,7 @@ sbq_complete(PG_FUNCTION_ARGS)
 Datum
 sbq_complete_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_complete_form(fcinfo, SBQ_TOKEN_TEXT);
 }
 
@@ -488,6 +491,7 @@ sbq_complete_text(PG_FUNCTION_ARGS)
 Datum
 sbq_complete_many(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_complete_form(fcinfo, SBQ_TOKEN_MANY);
 }
 
@@ -509,6 +513,7 @@ sbq_abandon_form(FunctionCallInfo fcinfo, SbqTokenForm form)
 Datum
 sbq_abandon(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_abandon_form(fcinfo, SBQ_TOKEN_ONE);
 }
 
@@ -516,6 +521,7 @@ sbq_abandon(PG_FUNCTION_ARGS)
 Datum
 sbq_abandon_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_abandon_form(fcinfo, SBQ_TOKEN_TEXT);
 }
 
@@ -523,6 +529,7 @@ sbq_abandon_text(PG_FUNCTION_ARGS)
 Datum
 sbq_abandon_many(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_abandon_form(fcinfo, SBQ_TOKEN_MANY);
 }
 
@@ -541,6 +548,7 @@ sbq_defer_form(FunctionCallInfo fcinfo, SbqTokenForm form)
 Datum
 sbq_defer(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_defer_form(fcinfo, SBQ_TOKEN_ONE);
 }
 
@@ -548,6 +556,7 @@ sbq_defer(PG_FUNCTION_ARGS)
 Datum
 sbq_defer_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_defer_form(fcinfo, SBQ_TOKEN_TEXT);
 }
 
@@ -555,6 +564,7 @@ sbq_defer_text(PG_FUNCTION_ARGS)
 Datum
 sbq_defer_many(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_defer_form(fcinfo, SBQ_TOKEN_MANY);
 }
 
@@ -582,6 +592,7 @@ sbq_deadletter_form(FunctionCallInfo fcinfo, SbqTokenForm form)
 Datum
 sbq_deadletter(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_deadletter_form(fcinfo, SBQ_TOKEN_ONE);
 }
 
@@ -589,6 +600,7 @@ sbq_deadletter(PG_FUNCTION_ARGS)
 Datum
 sbq_deadletter_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_deadletter_form(fcinfo, SBQ_TOKEN_TEXT);
 }
 
@@ -596,6 +608,7 @@ sbq_deadletter_text(PG_FUNCTION_ARGS)
 Datum
 sbq_deadletter_many(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_deadletter_form(fcinfo, SBQ_TOKEN_MANY);
 }
 
@@ -612,6 +625,7 @@ sbq_renew_form(FunctionCallInfo fcinfo, SbqTokenForm form)
 Datum
 sbq_renew(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_renew_form(fcinfo, SBQ_TOKEN_ONE);
 }
 
@@ -619,6 +633,7 @@ sbq_renew(PG_FUNCTION_ARGS)
 Datum
 sbq_renew_text(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_renew_form(fcinfo, SBQ_TOKEN_TEXT);
 }
 
@@ -626,6 +641,7 @@ sbq_renew_text(PG_FUNCTION_ARGS)
 Datum
 sbq_renew_many(PG_FUNCTION_ARGS)
 {
+	SBQ_ROUTE(fcinfo);
 	return sbq_renew_form(fcinfo, SBQ_TOKEN_MANY);
 }
 
@@ -785,6 +801,7 @@ sbq_settle(PG_FUNCTION_ARGS)
 	Tuplestorestate *tupstore;
 	int			i;
 
+	SBQ_ROUTE(fcinfo);
 	disp = sbq_settle_disposition_arg(fcinfo);
 	sbq_settle_init(fcinfo, disp, fnames[disp], &c);
 	c.reason = sbq_dead_letter_text_arg(fcinfo, 3, "reason");

@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "distributed.h"
 #include "storage_core.h"
 #include "topics.h"
 
@@ -165,6 +166,7 @@ sbq_create_topic(PG_FUNCTION_ARGS)
 	SbqQueue	existing;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_require_arg(fcinfo, 0, "topic");
 	sbq_parse_address(PG_GETARG_TEXT_PP(0), false, &addr);
 	sbq_refuse_reserved_name(&addr);
@@ -199,6 +201,7 @@ sbq_update_topic(PG_FUNCTION_ARGS)
 	SbqQueue	props;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_topic_call_begin(fcinfo, "sbq_update_topic()", ShareUpdateExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &props);
 	sbq_overlay_queue_props(fcinfo, &props, false, topic_arg_positions);
@@ -216,6 +219,7 @@ sbq_delete_topic(PG_FUNCTION_ARGS)
 	SbqAddress	addr;
 	SbqQueue	topic;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_topic_call_begin(fcinfo, "sbq_delete_topic()", AccessExclusiveLock,
 						 SBQ_RIGHT_MANAGE, &addr, &topic);
 	sbq_storage_delete_topic(topic.queue_id);
@@ -231,6 +235,7 @@ sbq_get_topic(PG_FUNCTION_ARGS)
 	SbqQueue	topic;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_topic_call_begin(fcinfo, NULL, NoLock, SBQ_RIGHT_ANY, &addr, &topic);
 	result = sbq_topic_result(fcinfo, topic.queue_id);
 	sbq_storage_end();
@@ -430,6 +435,7 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 	int64		ncorr;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	name = sbq_entity_name_key(fcinfo, 1, "subscription", &key);
 	memset(&props, 0, sizeof(props));
 	props.max_message_size = SBQ_MAX_MESSAGE_SIZE;
@@ -472,6 +478,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 	bool		was_session;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_subscription_call_begin(fcinfo, "sbq_update_subscription()", ShareUpdateExclusiveLock,
 								SBQ_RIGHT_MANAGE, &topic, &sub, &dlq_on_filter_errors);
 	was_session = sub.requires_session;
@@ -511,6 +518,7 @@ sbq_delete_subscription(PG_FUNCTION_ARGS)
 	SbqQueue	sub;
 	bool		dlq_on_filter_errors;
 
+	SBQ_ROUTE(fcinfo);
 	/*
 	 * The topic's name exclusively, as a send takes it in share mode: a send
 	 * in progress may be storing a copy in the subscription, which the delete
@@ -533,6 +541,7 @@ sbq_get_subscription(PG_FUNCTION_ARGS)
 	bool		dlq_on_filter_errors;
 	Datum		result;
 
+	SBQ_ROUTE(fcinfo);
 	sbq_subscription_call_begin(fcinfo, NULL, NoLock, SBQ_RIGHT_ANY, &topic, &sub,
 								&dlq_on_filter_errors);
 	result = sbq_subscription_result(fcinfo, sub.queue_id);
@@ -562,6 +571,7 @@ sbq_add_rule(PG_FUNCTION_ARGS)
 	int64		nsql;
 	int64		ncorr;
 
+	SBQ_ROUTE(fcinfo);
 	name = sbq_entity_name_key(fcinfo, 2, "rule", &key);
 	if (!PG_ARGISNULL(3) && !PG_ARGISNULL(4))
 		ereport(ERROR,
@@ -604,6 +614,7 @@ sbq_remove_rule(PG_FUNCTION_ARGS)
 	char	   *name;
 	char	   *key;
 
+	SBQ_ROUTE(fcinfo);
 	name = sbq_entity_name_key(fcinfo, 2, "rule", &key);
 	sbq_subscription_call_begin(fcinfo, "sbq_remove_rule()", ShareUpdateExclusiveLock,
 								SBQ_RIGHT_MANAGE, &topic, &sub, &dlq_on_filter_errors);

@@ -123,6 +123,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "distributed.h"
 #include "lease.h"
 #include "qstate.h"
 #include "sbqueue.h"
@@ -765,7 +766,11 @@ sbq_lease_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		if (!OidIsValid(nsp) || nsp != get_namespace_oid("sbq", true))
 			return;
 		relname = get_rel_name(objectId);
-		if (relname != NULL && strcmp(relname, "queues") == 0)
+		/* or a shard of it, distributed (distributed.c): "queues_<shard id>" */
+		if (relname != NULL &&
+			(strcmp(relname, "queues") == 0 ||
+			 (strncmp(relname, "queues_", 7) == 0 && relname[7] != '\0' &&
+			  strspn(relname + 7, "0123456789") == strlen(relname + 7))))
 			sbq_lease_note_drop(MyDatabaseId, objectId);
 	}
 }
@@ -1444,7 +1449,8 @@ sbq_lease_orphan(const SbqLease *entry, TimestampTz now)
 {
 	return entry->key.dbid == MyDatabaseId && entry->key.epoch != sbq_lease_epoch &&
 		entry->state == SBQ_LEASE_HELD &&
-		(!entry->has_token || entry->locked_until <= now);
+		(!entry->has_token || entry->locked_until <= now) &&
+		!sbq_dist_epoch_live(entry->key.epoch);
 }
 
 /*

@@ -214,23 +214,6 @@ static SbqStatement stmt_remove_dead_letters = {"remove old dead letters", 4, {I
 	"    AND " LEASE_SLOT
 };
 
-/* What a pass did, as sbq_maintain() reports it. */
-typedef struct SbqMaintainResult
-{
-	int64		queues;
-	int64		activated;
-	int64		released;
-	int64		dead_lettered;
-	int64		expired_dead;
-	int64		expired_dropped;
-	int64		forgotten;
-	int64		dead_letters_removed;
-	int64		dead_letters_forwarded;
-	int64		dead_letters_kept;	/* could not be forwarded: deferred */
-	int64		sessions_expired;
-	bool		more;
-	bool		skipped;
-} SbqMaintainResult;
 
 /* What a pass has to do in a queue (stmt_queue_work). */
 typedef struct SbqQueueWork
@@ -484,12 +467,11 @@ sbq_queue_work(SbqQueueWork **work)
  *		One maintenance pass over this database (see this file's header).
  *		Returns the counts as a JSON object.
  */
-Jsonb *
-sbq_storage_maintain(void)
+void
+sbq_storage_maintain(SbqMaintainResult *acc)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	SbqMaintainResult res = {0};
-	StringInfoData buf;
 
 	if (RecoveryInProgress())
 		res.skipped = true;
@@ -546,6 +528,27 @@ sbq_storage_maintain(void)
 		}
 		sbq_maintain_topics(now, &res);
 	}
+	acc->queues += res.queues;
+	acc->activated += res.activated;
+	acc->released += res.released;
+	acc->dead_lettered += res.dead_lettered;
+	acc->expired_dead += res.expired_dead;
+	acc->expired_dropped += res.expired_dropped;
+	acc->forgotten += res.forgotten;
+	acc->dead_letters_removed += res.dead_letters_removed;
+	acc->dead_letters_forwarded += res.dead_letters_forwarded;
+	acc->dead_letters_kept += res.dead_letters_kept;
+	acc->sessions_expired += res.sessions_expired;
+	acc->more |= res.more;
+	acc->skipped |= res.skipped;
+}
+
+/* What passes did, as a JSON object (sbq_maintain()'s result). */
+Jsonb *
+sbq_maintain_result_json(const SbqMaintainResult *r)
+{
+	SbqMaintainResult res = *r;
+	StringInfoData buf;
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf,

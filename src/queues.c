@@ -267,7 +267,7 @@ sbq_queue_cache_inval(Datum arg, Oid relid)
 void
 sbq_queue_cache_changed(void)
 {
-	Oid			relid = sbq_queues_oid();
+	Oid			relid = sbq_queues_table_oid();
 
 	if (OidIsValid(relid))
 		CacheInvalidateRelcacheByRelid(relid);
@@ -342,7 +342,7 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 														"sbqueue queue cache",
 														ALLOCSET_SMALL_SIZES);
 		sbq_on_relcache_inval(sbq_queue_cache_inval);
-		sbq_queues_relid = sbq_queues_oid();
+		sbq_queues_relid = sbq_queues_table_oid();
 		if (!OidIsValid(sbq_queues_relid))
 			return true;
 		memset(&ctl, 0, sizeof(ctl));

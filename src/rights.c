@@ -78,7 +78,7 @@ static SbqStatement stmt_rights_of_queue_topics = {"rights of a queue", 1, {INT4
 
 static SbqStatement stmt_grant = {"grant", 3, {INT4OID, OIDOID, INT2OID},
 	"INSERT INTO sbq.rights AS r (queue_id, role, rights) VALUES ($1, $2::regrole, $3)"
-	" ON CONFLICT (queue_id, role) DO UPDATE SET rights = r.rights | excluded.rights"
+	" ON CONFLICT (queue_id, role" EK(", entity_key") ") DO UPDATE SET rights = r.rights | excluded.rights"
 };
 
 /* a revoke of every right a role holds removes its row; of some, the bits */

@@ -37,6 +37,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "distributed.h"
 #include "storage_core.h"
 #include "topics.h"
 #include "wait.h"
@@ -97,7 +98,7 @@ static SbqStatement stmt_dedup_claim = {"claim message id", 5, {INT4OID, TEXTOID
 		TIMESTAMPTZOID, TIMESTAMPTZOID},
 	"INSERT INTO sbq.duplicate_ids AS d (queue_id, message_id, sequence_number, sent_at)"
 	" VALUES ($1, $2, $3, $4)"
-	" ON CONFLICT (queue_id, message_id) DO UPDATE"
+	" ON CONFLICT (queue_id, message_id" EK(", entity_key") ") DO UPDATE"
 	" SET sequence_number = excluded.sequence_number, sent_at = excluded.sent_at"
 	" WHERE d.sent_at <= $5"
 	" RETURNING d.sequence_number"
@@ -405,6 +406,10 @@ sbq_send_plain(Datum *values, bool *nulls, Datum *bodies, int nbodies, int64 *se
 	return (int64) n;
 }
 
+static int	sbq_send_to(const SbqQueue *queue, const SbqSendProps *props,
+						Datum *bodies, int nbodies, const char *default_content_type,
+						int64 *seqs);
+
 /*
  * sbq_storage_send
  *		Store nbodies messages (bytea datums, checked for size by the caller)
@@ -416,6 +421,24 @@ int
 sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 				 Datum *bodies, int nbodies, const char *default_content_type,
 				 int64 *seqs)
+{
+	int64		saved;
+	int			n;
+
+	if (!sbq_dist_active())
+		return sbq_send_to(queue, props, bodies, nbodies, default_content_type, seqs);
+	/* distributed: the rows it writes are the entity's sent to (a subscription's, a forward's) */
+	saved = sbq_dist_push_key(queue->name);
+	n = sbq_send_to(queue, props, bodies, nbodies, default_content_type, seqs);
+	sbq_dist_pop_key(saved);
+	return n;
+}
+
+/* sbq_storage_send's work */
+static int
+sbq_send_to(const SbqQueue *queue, const SbqSendProps *props,
+			Datum *bodies, int nbodies, const char *default_content_type,
+			int64 *seqs)
 {
 	Datum		values[SEND_NARGS];
 	bool		nulls[SEND_NARGS];

@@ -66,6 +66,7 @@
 #include "utils/rel.h"
 
 #include "compat.h"
+#include "distributed.h"
 #include "storage.h"
 #include "storage_core.h"
 
@@ -460,7 +461,8 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	bool		mapped;
 	ErrorContextCallback errcb;
 
-	if (!OidIsValid(nsp))
+	/* distributed: the shards have entity_key, which the INSERT's default fills */
+	if (!OidIsValid(nsp) || sbq_dist_active())
 		return false;
 	relid = get_relname_relid("messages", nsp);
 	seqid = get_relname_relid("message_seq", nsp);

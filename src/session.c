@@ -154,7 +154,7 @@ static SbqStatement stmt_available = {"session has available messages", 3,
 /* $1 queue, $2 session id, $3 now */
 static SbqStatement stmt_insert = {"new session", 3, {INT4OID, TEXTOID, TIMESTAMPTZOID},
 	"INSERT INTO sbq.sessions (queue_id, session_id, last_updated) VALUES ($1, $2, $3)"
-	" ON CONFLICT (queue_id, session_id) DO NOTHING"
+	" ON CONFLICT (queue_id, session_id" EK(", entity_key") ") DO NOTHING"
 };
 
 /* $1 key, $2 token, $3 locked_until, $4 boot */

@@ -35,7 +35,7 @@ static SbqStatement stmt_note_share = {"session of a send", 2, {INT4OID, TEXTOID
 static SbqStatement stmt_note_insert = {"new session of a send", 4, {INT4OID, TEXTOID,
 		TIMESTAMPTZOID, INT8OID},
 	"INSERT INTO sbq.sessions (queue_id, session_id, last_updated, ready_seq)"
-	" VALUES ($1, $2, $3, $4) ON CONFLICT (queue_id, session_id) DO NOTHING"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT (queue_id, session_id" EK(", entity_key") ") DO NOTHING"
 };
 
 /* $1 queue, $2 session id, $3 seq */

@@ -152,6 +152,24 @@ extern void sbq_storage_list_sessions(const SbqQueue *queue, Tuplestorestate *tu
 									  TupleDesc tupdesc);
 
 /* maintain.c */
-extern Jsonb *sbq_storage_maintain(void);
+/* What a pass did, as sbq_maintain() reports it. */
+typedef struct SbqMaintainResult
+{
+	int64		queues;
+	int64		activated;
+	int64		released;
+	int64		dead_lettered;
+	int64		expired_dead;
+	int64		expired_dropped;
+	int64		forgotten;
+	int64		dead_letters_removed;
+	int64		dead_letters_forwarded;
+	int64		dead_letters_kept;	/* could not be forwarded: deferred */
+	int64		sessions_expired;
+	bool		more;
+	bool		skipped;
+} SbqMaintainResult;
+extern void sbq_storage_maintain(SbqMaintainResult *acc);
+extern Jsonb *sbq_maintain_result_json(const SbqMaintainResult *r);
 
 #endif							/* SBQ_STORAGE_H */

@@ -73,6 +73,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -80,6 +81,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "distributed.h"
 #include "topics.h"
 #include "lease.h"
 #include "storage_core.h"
@@ -139,9 +141,9 @@ static Oid	sbq_epoch_relid = InvalidOid;
 static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID,
 		INT8OID, INT8OID, INT8OID, INT8OID},
 	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, received,"
-	" completed, abandoned, deferred, dead_lettered, expired)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-	" ON CONFLICT (queue_id, shard) DO UPDATE SET"
+	" completed, abandoned, deferred, dead_lettered, expired" EK(", entity_key") ")"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9" EK(", " EK_OF_ID("$1")) ")"
+	" ON CONFLICT (queue_id, shard" EK(", entity_key") ") DO UPDATE SET"
 	" sent = qc.sent + excluded.sent, received = qc.received + excluded.received,"
 	" completed = qc.completed + excluded.completed,"
 	" abandoned = qc.abandoned + excluded.abandoned,"
@@ -159,7 +161,7 @@ sbq_sql_inval(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /* The flavour of the installed SQL: the objects its versions added. */
-static int
+int
 sbq_flavour(void)
 {
 	if (sbq_sql_flavour == SBQ_FLAVOUR_UNKNOWN)
@@ -281,13 +283,26 @@ sbq_leasing(void)
 
 /* ------------------------------------------------------------ the epoch */
 
-/* The OID of sbq.queues, InvalidOid if there is none. */
+/* The OID of the table sbq.queues, InvalidOid if there is none. */
 Oid
-sbq_queues_oid(void)
+sbq_queues_table_oid(void)
 {
 	Oid			nsp = get_namespace_oid("sbq", true);
 
 	return OidIsValid(nsp) ? get_relname_relid("queues", nsp) : InvalidOid;
+}
+
+/*
+ * The OID of the queues the current call works on: sbq.queues, or with the
+ * tables distributed the shard of it in the call's group (InvalidOid
+ * outside a group).
+ */
+Oid
+sbq_queues_oid(void)
+{
+	if (sbq_dist_active())
+		return sbq_dist_in_group() ? sbq_dist_relid("queues") : InvalidOid;
+	return sbq_queues_table_oid();
 }
 
 /*
@@ -301,7 +316,7 @@ sbq_subqueue_table_oid(int16 subqueue)
 	const char *name = subqueue == SBQ_SUBQUEUE_DLQ && sbq_dead_letter_table() ?
 		"dead_letters" : "messages";
 	Oid			nsp = get_namespace_oid("sbq", false);
-	Oid			relid = get_relname_relid(name, nsp);
+	Oid			relid = sbq_dist_active() ? sbq_dist_relid(name) : get_relname_relid(name, nsp);
 
 	if (!OidIsValid(relid))
 		elog(ERROR, "table sbq.%s does not exist", name);
@@ -324,6 +339,9 @@ sbq_epoch_inval(Datum arg, Oid relid)
 Oid
 sbq_storage_epoch(void)
 {
+	/* distributed: the shard of the call's group, which each placement renews */
+	if (sbq_dist_active())
+		return sbq_queues_oid();
 	if (!OidIsValid(sbq_epoch_relid))
 	{
 		sbq_on_relcache_inval(sbq_epoch_inval);
@@ -436,6 +454,8 @@ sbq_storage_begin(void)
 	sbq_section_open = true;
 	sbq_section_lxid = SBQ_MY_LXID();
 	sbq_section_subxid = GetCurrentSubTransactionId();
+	if (OidIsValid(epoch) && sbq_dist_active())
+		sbq_sequence_floor(epoch);
 }
 
 /*
@@ -539,6 +559,48 @@ sbq_free_plans(SbqStatement *st)
 		}
 }
 
+/* The SQL of a statement for a sub-queue (which: 1 for the dead letters) and flavour. */
+const char *
+sbq_statement_sql(SbqStatement *st, int which, int flavour)
+{
+	const char *sql = st->sql;
+
+	if (flavour < SBQ_FLAVOUR_DLQ_TABLE && st->old_sql != NULL)
+		sql = st->old_sql;
+	/* older SQL has no lease functions, and no leases to skip */
+	if (flavour == SBQ_FLAVOUR_NO_LEASES)
+		sql = sbq_sql_replace(sql, LEASE_SLOT, "true");
+	/* older SQL has no transfer_hops: what HOPS() wraps becomes a comment */
+	if (flavour < SBQ_FLAVOUR_HOPS)
+		sql = sbq_sql_replace(sbq_sql_replace(sql, HOPS_OPEN, "/*"), HOPS_CLOSE, "*/");
+	/* the entity keys of distributed tables */
+	if (sbq_dist_active())
+		sql = sbq_sql_replace(sbq_sql_replace(sql, EK_OPEN, ""), EK_CLOSE, "");
+	else
+		sql = sbq_sql_replace(sbq_sql_replace(sql, EK_OPEN, "/*"), EK_CLOSE, "*/");
+	if (which == 1 && flavour >= SBQ_FLAVOUR_DLQ_TABLE)
+	{
+		if (strstr(sql, SUBQUEUE_TABLE) == NULL)
+			elog(ERROR, "sbqueue statement \"%s\" has no dead-letter form", st->name);
+		sql = sbq_sql_replace(sql, SUBQUEUE_TABLE, "sbq.dead_letters");
+	}
+	return sql;
+}
+
+/* Prepare and keep a statement's SQL. */
+SPIPlanPtr
+sbq_prepare_kept(SbqStatement *st, const char *sql)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, st->nargs, st->argtypes, CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare sbqueue statement \"%s\": %s",
+			 st->name, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep sbqueue statement \"%s\"", st->name);
+	return plan;
+}
+
 /*
  * sbq_plan
  *		The kept plan of a statement for a sub-queue, prepared on first use in
@@ -550,38 +612,15 @@ sbq_plan(SbqStatement *st, int16 subqueue)
 	int			flavour = sbq_flavour();
 	int			which = subqueue == SBQ_SUBQUEUE_DLQ ? 1 : 0;
 
+	if (sbq_dist_active())
+		return sbq_group_plan(st, which, flavour);
 	if (st->plan_flavour != flavour)
 	{
 		sbq_free_plans(st);
 		st->plan_flavour = flavour;
 	}
 	if (st->plan[which] == NULL)
-	{
-		const char *sql = st->sql;
-		SPIPlanPtr	plan;
-
-		if (flavour < SBQ_FLAVOUR_DLQ_TABLE && st->old_sql != NULL)
-			sql = st->old_sql;
-		/* older SQL has no lease functions, and no leases to skip */
-		if (flavour == SBQ_FLAVOUR_NO_LEASES)
-			sql = sbq_sql_replace(sql, LEASE_SLOT, "true");
-		/* older SQL has no transfer_hops: what HOPS() wraps becomes a comment */
-		if (flavour < SBQ_FLAVOUR_HOPS)
-			sql = sbq_sql_replace(sbq_sql_replace(sql, HOPS_OPEN, "/*"), HOPS_CLOSE, "*/");
-		if (which == 1 && flavour >= SBQ_FLAVOUR_DLQ_TABLE)
-		{
-			if (strstr(sql, SUBQUEUE_TABLE) == NULL)
-				elog(ERROR, "sbqueue statement \"%s\" has no dead-letter form", st->name);
-			sql = sbq_sql_replace(sql, SUBQUEUE_TABLE, "sbq.dead_letters");
-		}
-		plan = SPI_prepare_cursor(sql, st->nargs, st->argtypes, CURSOR_OPT_GENERIC_PLAN);
-		if (plan == NULL)
-			elog(ERROR, "could not prepare sbqueue statement \"%s\": %s",
-				 st->name, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not keep sbqueue statement \"%s\"", st->name);
-		st->plan[which] = plan;
-	}
+		st->plan[which] = sbq_prepare_kept(st, sbq_statement_sql(st, which, flavour));
 	return st->plan[which];
 }
 

@@ -68,6 +68,17 @@ typedef struct SbqStatement
 #define HOPS(sql) HOPS_OPEN sql HOPS_CLOSE
 
 /*
+ * SQL for distributed tables only (distributed.c), which have the column
+ * entity_key: within EK() it is prepared as written when they are, and made
+ * a comment otherwise. A statement that may write a row of another entity
+ * than the call's gives the column its value; elsewhere its default (the
+ * call's entity) serves.
+ */
+#define EK_OPEN "/*ek{*/"
+#define EK_CLOSE "/*}ek*/"
+#define EK(sql) EK_OPEN sql EK_CLOSE
+
+/*
  * The columns a dead letter is stored with, and the values moving the
  * message row "src" there gives them: the message as it was, but state
  * active, no lock, delivery count "count", the reason, description and
@@ -83,14 +94,19 @@ typedef struct SbqStatement
 	"message_id, session_id, correlation_id, subject, content_type, reply_to, " \
 	"reply_to_session_id, to_address, application_properties, dead_letter_reason, " \
 	"dead_letter_error_description, dead_letter_source, dead_lettered_at, body" \
-	HOPS(", transfer_hops") ") " \
+	HOPS(", transfer_hops") EK(", entity_key") ") " \
 	"SELECT " src ".sequence_number, " src ".queue_id, 1, 0, " count ", " \
 	src ".enqueued_time, " src ".scheduled_enqueue_time, " src ".expires_at, " \
 	src ".time_to_live, " src ".message_id, " src ".session_id, " src ".correlation_id, " \
 	src ".subject, " src ".content_type, " src ".reply_to, " src ".reply_to_session_id, " \
 	src ".to_address, " props ", " reason ", " description ", " \
 	source ", pg_catalog.clock_timestamp(), " src ".body" \
-	HOPS(", " src ".transfer_hops") " FROM " src " "
+	HOPS(", " src ".transfer_hops") EK(", " src ".entity_key") " FROM " src " "
+
+/* The entity key of the queue or topic with id "id" (within EK()). */
+#define EK_OF_ID(id) \
+	"(SELECT q.entity_key FROM sbq.queues q WHERE q.queue_id = " id \
+	" UNION ALL SELECT t.entity_key FROM sbq.topics t WHERE t.topic_id = " id " LIMIT 1)"
 
 /* How many rows one maintenance step (or a receive's activation) handles. */
 #define SBQ_MAINTAIN_BATCH		1000
@@ -144,6 +160,12 @@ typedef struct SbqOutRow
 } SbqOutRow;
 
 /* storage_core.c: statements */
+extern int	sbq_flavour(void);
+extern const char *sbq_statement_sql(SbqStatement *st, int which, int flavour);
+extern SPIPlanPtr sbq_prepare_kept(SbqStatement *st, const char *sql);
+/* dist_storage.c: the statements of a shard group, and the sequences past it */
+extern SPIPlanPtr sbq_group_plan(SbqStatement *st, int which, int flavour);
+extern void sbq_sequence_floor(Oid epoch);
 extern uint64 sbq_exec(SbqStatement *st, Datum *values, const bool *isnull);
 extern uint64 sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values,
 						  const bool *isnull);
@@ -164,6 +186,7 @@ extern bool sbq_session_locks_in_memory(void);
 extern Oid	sbq_rel_owner(Oid relid);
 extern Oid	sbq_storage_owner(void);
 extern Oid	sbq_queues_oid(void);
+extern Oid	sbq_queues_table_oid(void);
 extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
 /* storage_core.c: counters */

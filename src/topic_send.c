@@ -58,14 +58,16 @@ static SbqStatement stmt_topic_rules = {"rules of a topic", 1, {INT4OID},
 
 static SbqStatement stmt_topic_dropped = {"count a dropped message", 3, {INT4OID, INT4OID,
 		INT8OID},
-	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, dropped) VALUES ($1, $2, $3)"
-	" ON CONFLICT (queue_id, shard) DO UPDATE SET dropped = qc.dropped + excluded.dropped"
+	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, dropped" EK(", entity_key") ")"
+	" VALUES ($1, $2, $3" EK(", " EK_OF_ID("$1")) ")"
+	" ON CONFLICT (queue_id, shard" EK(", entity_key") ") DO UPDATE SET dropped = qc.dropped + excluded.dropped"
 };
 
 static SbqStatement stmt_topic_scheduled = {"tie scheduled copies", 3, {INT4OID, INT8OID,
 		INT8ARRAYOID},
-	"INSERT INTO sbq.topic_scheduled (topic_id, topic_sequence_number, sequence_number)"
-	" SELECT $1, $2, c FROM pg_catalog.unnest($3::bigint[]) c"
+	"INSERT INTO sbq.topic_scheduled (topic_id, topic_sequence_number, sequence_number"
+	EK(", entity_key") ") SELECT $1, $2, c" EK(", " EK_OF_ID("$1"))
+	" FROM pg_catalog.unnest($3::bigint[]) c"
 };
 
 /*
@@ -403,7 +405,7 @@ sbq_topic_cache_ready(void)
 	if (sbq_topic_cache_cxt == NULL)
 		sbq_topic_cache_cxt = AllocSetContextCreate(TopMemoryContext, "sbqueue topic cache",
 													ALLOCSET_SMALL_SIZES);
-	sbq_topic_cache_relid = sbq_queues_oid();
+	sbq_topic_cache_relid = sbq_queues_table_oid();
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = SBQ_MAX_NAME_LEN + 1;
 	ctl.entrysize = sizeof(SbqTopicEntry);

@@ -120,7 +120,7 @@ static SbqStatement stmt_add_rule = {"add rule", 6, {INT4OID, TEXTOID, TEXTOID, 
 		JSONBOID, TEXTOID},
 	"INSERT INTO sbq.rules (queue_id, name, name_key, sql_filter, correlation_filter,"
 	" action, created_at) VALUES ($1, $2, $3, $4, $5, $6, pg_catalog.now())"
-	" ON CONFLICT (queue_id, name_key) DO NOTHING"
+	" ON CONFLICT (queue_id, name_key" EK(", entity_key") ") DO NOTHING"
 };
 
 static SbqStatement stmt_remove_rule = {"remove rule", 2, {INT4OID, TEXTOID},

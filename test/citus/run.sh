@@ -17,6 +17,15 @@
 #     consumers complete each message once;
 #   - an immediate stop of a worker loses no committed message, and its
 #     maintenance comes back;
+#   - sbq_distribute() spreads the queues over the workers (the distributed
+#     layout): calls through the coordinator run on the queue's node in any
+#     letter case, in transaction blocks and expressions; the coordinator holds
+#     no message; sequence numbers increase; a property change is seen at once;
+#     consumers on every node complete each message once, and the never settled
+#     are dead-lettered by their node's maintenance; a shard move under load
+#     loses and doubles nothing; an immediate stop of a worker loses no
+#     committed message; a node without the entity refuses a routed call;
+#     sbq_undistribute() brings every message back to the coordinator;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
 #     the citus extension.
@@ -49,6 +58,7 @@ work=$(mktemp -d /tmp/sbqueue-citus.XXXXXX)
 chmod 755 "$work"
 cleanup() {
     scripts/citus_cluster.sh stop "$work" >/dev/null 2>&1
+    [ -n "${SBQ_KEEP_CLUSTER:-}" ] && echo "citus: the cluster's files stay in $work" && return
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -151,10 +161,171 @@ else
     not_ok "its maintenance passes are back within 15 s of the restart"
 fi
 
+# --- the distributed layout (sbq_distribute): queues spread over the workers
+# the workers' own queues go first (sbq_distribute refuses to hide them)
+q "$pw1" -c "SELECT sbq_delete_queue('w1_jobs')" -c "SELECT sbq_delete_topic('w1_news')" >/dev/null
+q "$pw2" -c "SELECT sbq_delete_queue('w2_safe')" >/dev/null
+q "$pc" -c "SELECT count(sbq_send('work', ('kept' || g)::bytea)) FROM generate_series(1, 3) g" >/dev/null
+is "$(q "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" 2>&1)" "" "sbq_distribute() on the coordinator"
+is "$(q "$pc" -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'sbq.%'")" 11 \
+    "... distributes the 11 tables"
+is "$(q "$pc" -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'sbq.%'")" 1 \
+    "... colocated"
+is "$(q "$pc" -c "SELECT convert_from(body, 'utf8') FROM sbq_peek('WORK', 10) ORDER BY sequence_number" | tr '\n' ' ')" \
+    "kept1 kept2 kept3 " "the coordinator's queue and messages moved into the shards"
+is "$(q "$pc" -c "SELECT pg_relation_size('sbq.messages') + pg_relation_size('sbq.queues')")" 0 \
+    "... and the coordinator's own tables are empty"
+
+# queues of mixed-case names, made through the coordinator, land on both workers
+q "$pc" -c "SELECT count(sbq_create_queue('Spread' || g)) FROM generate_series(1, 20) g" >/dev/null
+n1=$(q "$pw1" -c "SELECT sbq_maintain()->>'queues'")
+n2=$(q "$pw2" -c "SELECT sbq_maintain()->>'queues'")
+is "$((n1 + n2)) $([ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] && echo both)" "21 both" \
+    "the 21 queues are spread over both workers ($n1 and $n2), each counted by its own node's pass"
+is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 0 "the coordinator holds none"
+
+# every call from the coordinator runs on the queue's node, in any letter case, in a
+# transaction block and inside an expression; the dead-letter address goes with its queue
+out=$(q "$pc" <<'SQL' 2>&1
+SELECT sbq_send('SPREAD1', 'a') > 0;
+BEGIN;
+SELECT sbq_send('spread1', 'b') > 0;
+SELECT coalesce(sbq_send('Spread2', 'c'), 0) > 0;
+COMMIT;
+SELECT sbq_deadletter('spread1', lock_token, 'Why', 'Because') FROM sbq_receive('Spread1');
+SELECT dead_letter_reason || ':' || convert_from(body, 'utf8') FROM sbq_peek('SPREAD1/$DeadLetterQueue');
+SELECT convert_from(body, 'utf8') FROM sbq_receive('spread1', 5, receive_mode => 'receive_and_delete');
+SELECT count(*) FROM sbq_receive('Spread1/$deadletterqueue', 5, receive_mode => 'receive_and_delete');
+SELECT convert_from(body, 'utf8') FROM sbq_receive('spread2', 5, receive_mode => 'receive_and_delete');
+SQL
+)
+is "$(echo "$out" | tr '\n' ' ')" "t t t  Why:a b 1 c " \
+    "calls through the coordinator reach the queue's node: letter case, BEGIN, expressions, dead letters"
+is "$(q "$pc" -c "SELECT pg_relation_size('sbq.messages') + pg_relation_size('sbq.dead_letters')")" 0 \
+    "... and the coordinator still holds no message"
+
+# sequence numbers increase within a queue
+is "$(q "$pc" -c "SELECT bool_and(s > l) FROM (SELECT s, lag(s, 1, 0::bigint) OVER (ORDER BY g) AS l
+                   FROM (SELECT g, sbq_send('Spread3', 'n') AS s FROM generate_series(1, 20) g) x) y")" t \
+    "sequence numbers increase within a queue"
+
+# a property change is seen at once by a session that used the queue before
+is "$(q "$pc" <<SQL 2>&1 | tr '\n' ' '
+SELECT lock_duration FROM sbq_get_queue('spread4');
+\! "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p $pc -U postgres -d app -c "SELECT 1 FROM sbq_update_queue('Spread4', lock_duration => '42 seconds')"
+SELECT lock_duration FROM sbq_get_queue('spread4');
+SQL
+)" "00:00:30 1 00:00:42 " "a property change is seen at once by a session that read the queue before"
+
+# consumers on the coordinator and on both workers: each message completed once; the
+# tenth of them never settled runs out of locks three times and is dead-lettered by the
+# maintenance of its node
+q "$pc" -c "SELECT sbq_create_queue('Busy', lock_duration => '5 seconds', max_delivery_count => 3)" >/dev/null
+q "$pc" -c "SELECT count(sbq_send('busy', ('b' || g)::bytea, message_id => 'b' || g)) FROM generate_series(1, 300) g" >/dev/null
+for c in 1 2 3 4; do
+    port=$pc
+    [ "$c" = 3 ] && port=$pw1
+    [ "$c" = 4 ] && port=$pw2
+    (
+        for _ in $(seq 1 40); do
+            q "$port" -c "SELECT string_agg(r.message_id || ':' || sbq_complete('busy', r.lock_token)::text, E'\n')
+                            FROM sbq_receive('busy', 5) r
+                           WHERE substr(r.message_id, 2)::int % 10 <> 0" 2>>"$work/dconsumer.err"
+        done
+    ) >"$work/dconsumer.$c" &
+done
+wait
+# what is left (the tenth) is received, and left, until its third lock runs out
+for _ in 1 2 3; do
+    q "$pc" -c "SELECT count(*) FROM sbq_receive('busy', 1000)" >/dev/null
+    sleep 5.2
+done
+is "$(cat "$work"/dconsumer.[1-4] | grep . | sort | uniq -d | head -3)" "" \
+    "consumers on the coordinator and on the workers: no message completed twice"
+is "$(cat "$work/dconsumer.err")" "" "... no error"
+is "$(cat "$work"/dconsumer.[1-4] | grep -c .)" 270 "... the 270 they settle are completed"
+if t=$(wait_for "$pc" "SELECT count(*) FROM sbq_peek('busy/\$deadletterqueue', 1000) WHERE dead_letter_reason = 'MaxDeliveryCountExceeded'" 30 20); then
+    ok "the 30 never settled are dead-lettered by their node's maintenance after their third lock (${t} s)"
+else
+    not_ok "the 30 never settled are dead-lettered by their node's maintenance within 20 s of their third lock"
+fi
+is "$(q "$pc" -c "SELECT count(*) FROM sbq_peek('busy', 1000)")" 0 "... and none is left in the queue"
+
+# a shard move under load: producers and consumers through the coordinator while the
+# shard group of their queue moves to the other worker; nothing is lost or doubled
+q "$pc" -c "SELECT sbq_create_queue('Moving', lock_duration => '5 seconds')" >/dev/null
+shard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('moving'))")
+from=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $shard")
+to=$pw1
+[ "$from" = "$pw1" ] && to=$pw2
+first=$(q "$pc" -c "SELECT sbq_send('moving', 'first', message_id => 'v0.0')")
+(
+    for b in $(seq 1 40); do
+        q "$pc" -c "SELECT count(sbq_send('moving', ('v' || $b || '.' || g)::bytea, message_id => 'v' || $b || '.' || g))
+                      FROM generate_series(1, 10) g" >/dev/null 2>>"$work/mproducer.err" || echo "failed $b" >>"$work/mproducer.failed"
+        sleep 0.05
+    done
+) &
+for c in 1 2; do
+    (
+        for _ in $(seq 1 80); do
+            q "$pc" -c "SELECT string_agg(r.message_id || ':' || sbq_complete('moving', r.lock_token)::text, E'\n')
+                          FROM sbq_receive('moving', 5) r" 2>>"$work/mconsumer.err"
+            sleep 0.02
+        done
+    ) >"$work/mconsumer.$c" &
+done
+sleep 1
+moved=$(q "$pc" -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $from, '127.0.0.1', $to)" 2>&1)
+wait
+is "$moved" "" "the queue's shard group moved from port $from to $to under load"
+is "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $shard")" \
+    "$to" "... and Citus places it there"
+sent_ok=$((40 - $(cat "$work/mproducer.failed" 2>/dev/null | wc -l)))
+# what is left is taken and completed now
+q "$pc" -c "SELECT string_agg(r.message_id || ':' || sbq_complete('moving', r.lock_token)::text, E'\n')
+              FROM sbq_receive('moving', 1000, max_wait => '1 s') r" >"$work/mconsumer.rest" 2>>"$work/mconsumer.err"
+sleep 5.2
+q "$pc" -c "SELECT string_agg(r.message_id || ':' || sbq_complete('moving', r.lock_token)::text, E'\n')
+              FROM sbq_receive('moving', 1000) r" >>"$work/mconsumer.rest" 2>>"$work/mconsumer.err"
+is "$(cat "$work"/mconsumer.[12] "$work/mconsumer.rest" | grep . | sort | uniq -d | head -3)" "" "... no message completed twice"
+is "$(cat "$work"/mconsumer.[12] "$work/mconsumer.rest" | grep -c .)" "$((sent_ok * 10 + 1))" \
+    "... every message of the $sent_ok batches whose send committed (and the one before) completed once"
+is "$(grep "ERROR" "$work/mconsumer.err" | grep -v -c "message lock lost\|is not on this node")" 0 \
+    "... the consumers' only errors are locks the move lost, or calls it turned away"
+is "$(q "$pc" -c "SELECT sbq_send('moving', 'after') > $first")" t \
+    "sends go on after the move, with higher sequence numbers than before it"
+
+# an immediate stop of a worker loses no committed message of its queues
+q "$pc" -c "SELECT count(sbq_send('Spread' || (g % 20 + 1), ('s' || g)::bytea)) FROM generate_series(1, 100) g" >/dev/null
+before=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
+"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$work/w1/data" -m immediate -w stop >/dev/null
+"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$work/w1/data" -o "-p $pw1" -l "$work/w1/server.log" -w start >/dev/null
+after=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
+is "$after" "$before" "after an immediate stop of a worker every committed message of the spread queues is there ($before)"
+
+# a call that Citus runs on a node that does not hold the entity is refused, not run there
+other=$pw1
+[ "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+                  WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('spread1'))")" = "$pw1" ] && other=$pw2
+# (beside a CTE: Citus delegates a bare call of a distributed function itself)
+is "$(q "$other" -c "WITH c AS MATERIALIZED (SELECT 1)
+                     SELECT r FROM c, sbq_routed(sbq.entity_key('spread1'), 'sbq_purge_queue(text)', '{spread1}') r" \
+        2>&1 | sed -n 's/^ERROR: *//p')" \
+    "entity key $(q "$pc" -c "SELECT sbq.entity_key('spread1')") is not on this node" \
+    "sbq_routed on a node without the entity's shard refuses the call"
+
+# and back to one server
+total=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
+is "$(q "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_undistribute()" 2>&1)" "" "sbq_undistribute()"
+is "$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")" \
+    "$total" "... keeps every message ($total), now on the coordinator"
+is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 23 "... whose pass sees the 23 queues"
+
 # --- no node logged an error of its own
 for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
 done
 

@@ -110,6 +110,8 @@ SELECT results_eq(
         ('public.sbq_renew_session(text, uuid)'),
         ('public.sbq_resubmit(text, bigint[])'),
         ('public.sbq_revoke(text, name, text[])'),
+        -- a routed call runs sbqueue's functions as its caller, under their checks
+        ('public.sbq_routed(integer, text, text[])'),
         ('public.sbq_send(text, bytea, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_send(text, jsonb, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_send(text, text, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
@@ -126,6 +128,7 @@ SELECT results_eq(
         ('public.sbq_update_topic(text, interval, interval, integer)'),
         -- read-only helpers the views call as their caller: executable by PUBLIC by
         -- design, and out of reach anyway without USAGE on schema sbq (PF4)
+        ('sbq.entity_key(text)'),
         ('sbq.lease_count(bigint)'),
         ('sbq.lease_pending_received(integer)'),
         ('sbq.lease_until(bigint)'),
@@ -139,10 +142,16 @@ SELECT results_eq(
     $$VALUES
         ('public.sbq_create_queue(text, interval, integer, interval, boolean, interval, boolean, text, text, integer, interval, interval, boolean, interval)'),
         ('public.sbq_create_topic(text, interval, interval, integer)'),
+        ('public.sbq_distribute()'),
         ('public.sbq_maintain()'),
+        ('public.sbq_undistribute()'),
+        ('sbq.current_entity_key()'),
+        ('sbq.distributed_layout(boolean)'),
         ('sbq.lease_free(bigint, timestamp with time zone, xid, timestamp with time zone)'),
         ('sbq.lease_slot(bigint)'),
-        ('sbq.new_lock_token(bigint)')$$,
+        ('sbq.new_lock_token(bigint)'),
+        ('sbq.next_queue_id()'),
+        ('sbq.next_session_key()')$$,
     'PF2: and none of these, the rest of its functions');
 SELECT is(pg_temp.try('sbq_rt_nobody', $$SELECT sbq_create_queue('pa_q')$$),
     '42501: permission denied for function sbq_create_queue', 'PF3: so it cannot create a queue');

@@ -452,6 +452,22 @@ if has_relation sbq_upgrade_old sbq_metrics; then
 else
     check "the update reaches 0.12 (sbq_metrics)" missing present
 fi
+# 0.13 places entities by a key: the same for any letter case and sub-queue, and
+# the single-server layout is untouched (no entity_key column until sbq_distribute)
+if has_function sbq_upgrade_old "sbq.entity_key(text)"; then
+    got=$(try sbq_upgrade_old "SELECT sbq.entity_key('Orders') = sbq.entity_key('orders/\$deadletterqueue')
+                                  AND sbq.entity_key('T/Subscriptions/S') = sbq.entity_key('t')
+                                  AND sbq.entity_key('orders') <> sbq.entity_key('t')")
+    check "after the update to 0.13 sbq.entity_key places a queue with its dead letters, a topic with its subscriptions" "$got" t
+    got=$(try sbq_upgrade_old "SELECT count(*) FROM pg_attribute WHERE attname = 'entity_key'
+                                  AND attrelid = 'sbq.messages'::regclass")
+    check "after the update to 0.13 the tables keep the single-server layout" "$got" 0
+    got=$(try sbq_upgrade_old "SELECT sbq_distribute()")
+    check "after the update to 0.13 sbq_distribute() without Citus says what it needs" "$got" \
+        "error: sbq_distribute() needs the extension citus in this database"
+else
+    check "the update reaches 0.13 (sbq.entity_key)" missing present
+fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
 if has_relation sbq_upgrade_old sbq_maintenance_status &&

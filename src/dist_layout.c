@@ -1,0 +1,382 @@
+/*-------------------------------------------------------------------------
+ *
+ * dist_layout.c
+ *	  The distributed layout of sbqueue's tables (docs/scale-out.md, decision
+ *	  2): the column entity_key in every table, filled and defaulted, every
+ *	  key and unique constraint with it, identities drawn by functions; and
+ *	  sbq_distribute() / sbq_undistribute(), which turn an installation on a
+ *	  Citus coordinator into that layout, its tables distributed and
+ *	  colocated, and back.
+ *
+ * Owns nothing. Locks: those its DDL and Citus's functions take.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/dist_layout.c
+ *
+ *-------------------------------------------------------------------------
+ */
+
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+
+#include "dist_int.h"
+#include "distributed.h"
+
+PG_FUNCTION_INFO_V1(sbq_next_queue_id);
+PG_FUNCTION_INFO_V1(sbq_next_session_key);
+PG_FUNCTION_INFO_V1(sbq_distributed_layout);
+PG_FUNCTION_INFO_V1(sbq_distribute);
+PG_FUNCTION_INFO_V1(sbq_undistribute);
+
+/* The next value of sequence sbq.<name>, as the current user draws it. */
+static int64
+sbq_next_value(const char *name)
+{
+	Oid			relid = get_relname_relid(name, get_namespace_oid("sbq", false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "sequence sbq.%s does not exist", name);
+	return nextval_internal(relid, true);
+}
+
+/*
+ * sbq.next_queue_id(), sbq.next_session_key(): the identities of queues and
+ * topics, and of sessions, once the tables are distributed: drawn by a
+ * function rather than by a column default on the sequence, which Citus
+ * would take over; each node draws from its own sequence, raised past a
+ * shard group that arrives (storage_core.c).
+ */
+Datum
+sbq_next_queue_id(PG_FUNCTION_ARGS)
+{
+	int64		v = sbq_next_value("queue_id_seq");
+
+	if (v > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("sbq.queue_id_seq has run out of integers")));
+	PG_RETURN_INT32((int32) v);
+}
+
+/* sbq.next_session_key(): see sbq.next_queue_id() */
+Datum
+sbq_next_session_key(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(sbq_next_value("session_seq"));
+}
+
+/* Run one SQL command of the layout functions, any failure an error. */
+static void
+sbq_layout_sql(const char *sql)
+{
+	if (SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "could not run: %s", sql);
+}
+
+/* Pin search_path for the layout functions' SQL; returns the level to restore. */
+static int
+sbq_layout_pin(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/* Every primary key and unique constraint: table, name, kind, columns. */
+static const char *const sbq_layout_keys[][4] = {
+	{"queues", "queues_pkey", "PRIMARY KEY", "queue_id"},
+	{"queues", "queues_name_key_key", "UNIQUE", "name_key"},
+	{"messages", "messages_pkey", "PRIMARY KEY", "sequence_number"},
+	{"dead_letters", "dead_letters_pkey", "PRIMARY KEY", "sequence_number"},
+	{"queue_counters", "queue_counters_pkey", "PRIMARY KEY", "queue_id, shard"},
+	{"topics", "topics_pkey", "PRIMARY KEY", "topic_id"},
+	{"topics", "topics_name_key_key", "UNIQUE", "name_key"},
+	{"subscriptions", "subscriptions_pkey", "PRIMARY KEY", "queue_id"},
+	{"subscriptions", "subscriptions_topic_name_key", "UNIQUE", "topic_id, name_key"},
+	{"rules", "rules_pkey", "PRIMARY KEY", "queue_id, name_key"},
+	{"topic_scheduled", "topic_scheduled_pkey", "PRIMARY KEY",
+	"topic_sequence_number, sequence_number"},
+	{"duplicate_ids", "duplicate_ids_pkey", "PRIMARY KEY", "queue_id, message_id"},
+	{"rights", "rights_pkey", "PRIMARY KEY", "queue_id, role"},
+	{"sessions", "sessions_pkey", "PRIMARY KEY", "session_key"},
+	{"sessions", "sessions_queue_session_key", "UNIQUE", "queue_id, session_id"},
+};
+
+/* How the rows of the other tables get their entity's key. */
+#define SBQ_KEY_OF_QUEUE(tab) \
+	"UPDATE sbq." tab " x SET entity_key = q.entity_key FROM sbq.queues q" \
+	" WHERE q.queue_id = x.queue_id"
+#define SBQ_KEY_OF_EITHER(tab) \
+	"UPDATE sbq." tab " x SET entity_key = e.entity_key" \
+	" FROM (SELECT queue_id AS id, entity_key FROM sbq.queues" \
+	"       UNION ALL SELECT topic_id, entity_key FROM sbq.topics) e WHERE e.id = x.queue_id"
+static const char *const sbq_layout_fill[] = {
+	"UPDATE sbq.queues SET entity_key = sbq.entity_key(name)",
+	"UPDATE sbq.topics SET entity_key = sbq.entity_key(name)",
+	SBQ_KEY_OF_QUEUE("messages"),
+	SBQ_KEY_OF_QUEUE("dead_letters"),
+	SBQ_KEY_OF_QUEUE("subscriptions"),
+	SBQ_KEY_OF_QUEUE("rules"),
+	SBQ_KEY_OF_QUEUE("sessions"),
+	"UPDATE sbq.topic_scheduled x SET entity_key = t.entity_key FROM sbq.topics t"
+	" WHERE t.topic_id = x.topic_id",
+	/* queues and topics share the identities: rows of either */
+	SBQ_KEY_OF_EITHER("queue_counters"),
+	SBQ_KEY_OF_EITHER("duplicate_ids"),
+	SBQ_KEY_OF_EITHER("rights"),
+};
+
+/*
+ * sbq_layout
+ *		This node's tables in the layout for distribution (true) or local
+ *		(false): the column entity_key (filled from the names, defaulting to
+ *		the writing call's key), every key and unique constraint with it (last,
+ *		so that the look-ups by the other columns keep their index), and the
+ *		identities drawn by sbq.next_queue_id() and sbq.next_session_key().
+ *		Nothing when they are so already.
+ */
+static void
+sbq_layout(bool distributed)
+{
+	Oid			queues = get_relname_relid("queues", get_namespace_oid("sbq", false));
+	bool		has = get_attnum(queues, "entity_key") != InvalidAttrNumber;
+	int			i;
+
+	if (has == distributed)
+		return;
+	for (i = 0; i < (int) lengthof(sbq_layout_keys); i++)
+		sbq_layout_sql(psprintf("ALTER TABLE sbq.%s DROP CONSTRAINT %s",
+								sbq_layout_keys[i][0], sbq_layout_keys[i][1]));
+	if (distributed)
+	{
+		for (i = 0; i < SBQ_DIST_NTABLES; i++)
+			sbq_layout_sql(psprintf("ALTER TABLE sbq.%s ADD COLUMN entity_key integer",
+									sbq_dist_tables[i]));
+		for (i = 0; i < (int) lengthof(sbq_layout_fill); i++)
+			sbq_layout_sql(sbq_layout_fill[i]);
+		/* a row of no entity (there should be none) could not be placed */
+		for (i = 0; i < SBQ_DIST_NTABLES; i++)
+			sbq_layout_sql(psprintf("DELETE FROM sbq.%s WHERE entity_key IS NULL",
+									sbq_dist_tables[i]));
+		for (i = 0; i < SBQ_DIST_NTABLES; i++)
+			sbq_layout_sql(psprintf("ALTER TABLE sbq.%s ALTER COLUMN entity_key SET NOT NULL,"
+									" ALTER COLUMN entity_key SET DEFAULT sbq.current_entity_key()",
+									sbq_dist_tables[i]));
+		sbq_layout_sql("ALTER TABLE sbq.queues ALTER COLUMN queue_id SET DEFAULT sbq.next_queue_id()");
+		sbq_layout_sql("ALTER TABLE sbq.topics ALTER COLUMN topic_id SET DEFAULT sbq.next_queue_id()");
+		sbq_layout_sql("ALTER TABLE sbq.sessions ALTER COLUMN session_key"
+					   " SET DEFAULT sbq.next_session_key()");
+	}
+	else
+	{
+		for (i = 0; i < SBQ_DIST_NTABLES; i++)
+			sbq_layout_sql(psprintf("ALTER TABLE sbq.%s DROP COLUMN entity_key",
+									sbq_dist_tables[i]));
+		sbq_layout_sql("ALTER TABLE sbq.queues ALTER COLUMN queue_id"
+					   " SET DEFAULT pg_catalog.nextval('sbq.queue_id_seq')");
+		sbq_layout_sql("ALTER TABLE sbq.topics ALTER COLUMN topic_id"
+					   " SET DEFAULT pg_catalog.nextval('sbq.queue_id_seq')");
+		sbq_layout_sql("ALTER TABLE sbq.sessions ALTER COLUMN session_key"
+					   " SET DEFAULT pg_catalog.nextval('sbq.session_seq')");
+	}
+	for (i = 0; i < (int) lengthof(sbq_layout_keys); i++)
+		sbq_layout_sql(psprintf("ALTER TABLE sbq.%s ADD CONSTRAINT %s %s (%s%s)",
+								sbq_layout_keys[i][0], sbq_layout_keys[i][1],
+								sbq_layout_keys[i][2], sbq_layout_keys[i][3],
+								distributed ? ", entity_key" : ""));
+}
+
+/* sbq.distributed_layout(distributed boolean): sbq_layout on this node (run on the workers) */
+Datum
+sbq_distributed_layout(PG_FUNCTION_ARGS)
+{
+	int			level = sbq_layout_pin();
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_layout(PG_GETARG_BOOL(0));
+	SPI_finish();
+	AtEOXact_GUC(true, level);
+	PG_RETURN_VOID();
+}
+
+/* Refuse unless this is the coordinator of a Citus cluster (SPI connected). */
+static void
+sbq_require_coordinator(const char *fn)
+{
+	bool		isnull;
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s needs the extension citus in this database", fn)));
+	sbq_layout_sql("SELECT groupid FROM pg_catalog.pg_dist_local_group");
+	if (SPI_processed != 1 ||
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s runs on the coordinator", fn)));
+}
+
+/*
+ * Run a command on every worker (in their own transactions); an error
+ * unless it succeeded everywhere, and then every result must be "expect"
+ * (NULL: anything).
+ */
+static void
+sbq_on_workers(const char *command, const char *expect, const char *what)
+{
+	uint64		r;
+
+	sbq_layout_sql(psprintf("SELECT nodename, nodeport, success, result"
+							" FROM pg_catalog.run_command_on_workers(%s)",
+							quote_literal_cstr(command)));
+	for (r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *node = psprintf("%s:%s", SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2));
+		char	   *success = SPI_getvalue(tup, desc, 3);
+		char	   *result = SPI_getvalue(tup, desc, 4);
+
+		if (success == NULL || strcmp(success, "t") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s failed on worker %s: %s", what, node, result ? result : "")));
+		if (expect != NULL && (result == NULL || strcmp(result, expect) != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s: worker %s has \"%s\"", what, node, result ? result : ""),
+					 errdetail("Every worker must have sbqueue installed, with no queue of its own.")));
+	}
+}
+
+/*
+ * sbq_distribute(): on the coordinator of a Citus cluster whose every node
+ * has sbqueue at this version, the distributed layout (docs/scale-out.md):
+ * every table distributed by entity_key and colocated with sbq.queues, the
+ * coordinator's rows moved into the shards, sbq_routed delegated by its
+ * key. The workers' own tables must be empty; their layout changes in
+ * their own transactions first, so after a failure call it again (it goes
+ * on where it stopped) or call sbq_undistribute().
+ */
+Datum
+sbq_distribute(PG_FUNCTION_ARGS)
+{
+	int			level = sbq_layout_pin();
+	Oid			fnoid = fcinfo->flinfo->fn_oid;
+	char	   *nsp = get_namespace_name(get_func_namespace(fnoid));
+	int			i;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_require_coordinator("sbq_distribute()");
+	sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_dist_partition"
+				   " WHERE logicalrelid = 'sbq.queues'::pg_catalog.regclass");
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sbqueue is distributed already")));
+	sbq_on_workers("SELECT pg_catalog.count(*) FROM sbq.queues WHERE queue_id IS NOT NULL", "0",
+				   "looking for the queues of the workers");
+	sbq_on_workers("SELECT sbq.distributed_layout(true)", NULL, "the distributed layout");
+	sbq_layout(true);
+	for (i = 0; i < SBQ_DIST_NTABLES; i++)
+	{
+		sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_table('sbq.%s'::pg_catalog.regclass,"
+								" 'entity_key', colocate_with => %s)",
+								sbq_dist_tables[i], i == 0 ? "'none'" : "'sbq.queues'"));
+		sbq_layout_sql(psprintf("SELECT pg_catalog.truncate_local_data_after_distributing_table("
+								"'sbq.%s'::pg_catalog.regclass)", sbq_dist_tables[i]));
+	}
+	sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_function("
+							"'%s.sbq_routed(integer, text, text[])'::pg_catalog.regprocedure, '$1',"
+							" colocate_with => 'sbq.queues', force_delegation => true)",
+							quote_identifier(nsp)));
+	SPI_finish();
+	AtEOXact_GUC(true, level);
+	PG_RETURN_VOID();
+}
+
+/*
+ * sbq_undistribute(): back to one server: the rows of every shard into the
+ * coordinator's own tables, the tables no longer distributed (their shards
+ * dropped; Citus's undistribute_table would drop the tables, which belong
+ * to the extension), the coordinator's layout local, and its sequences past
+ * the numbers that came back. The workers' own tables keep the layout for
+ * distribution (changing them here would wait for this transaction's own
+ * locks on them): a later sbq_distribute() finds them ready, and
+ * sbq.distributed_layout(false) on a worker makes them local again.
+ */
+Datum
+sbq_undistribute(PG_FUNCTION_ARGS)
+{
+	int			level = sbq_layout_pin();
+	int			i;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_require_coordinator("sbq_undistribute()");
+	sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_dist_partition"
+				   " WHERE logicalrelid = 'sbq.queues'::pg_catalog.regclass");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sbqueue is not distributed")));
+	/* the rows, kept aside; then the tables local, and the shards gone */
+	for (i = 0; i < SBQ_DIST_NTABLES; i++)
+	{
+		sbq_layout_sql(psprintf("LOCK TABLE sbq.%s IN EXCLUSIVE MODE", sbq_dist_tables[i]));
+		sbq_layout_sql(psprintf("CREATE TEMP TABLE sbq_back_%s ON COMMIT DROP AS SELECT * FROM sbq.%s",
+								sbq_dist_tables[i], sbq_dist_tables[i]));
+	}
+	for (i = SBQ_DIST_NTABLES - 1; i >= 0; i--)
+	{
+		const char *t = sbq_dist_tables[i];
+
+		sbq_layout_sql(psprintf("SELECT pg_catalog.citus_drop_all_shards('sbq.%s'::pg_catalog.regclass,"
+								" 'sbq', '%s')", t, t));
+		sbq_layout_sql(psprintf("SELECT pg_catalog.master_remove_distributed_table_metadata_from_workers("
+								"'sbq.%s'::pg_catalog.regclass, 'sbq', '%s')", t, t));
+		sbq_layout_sql(psprintf("SELECT pg_catalog.master_remove_partition_metadata("
+								"'sbq.%s'::pg_catalog.regclass, 'sbq', '%s')", t, t));
+	}
+	sbq_layout(false);
+	for (i = 0; i < SBQ_DIST_NTABLES; i++)
+	{
+		sbq_layout_sql(psprintf("ALTER TABLE pg_temp.sbq_back_%s DROP COLUMN entity_key",
+								sbq_dist_tables[i]));
+		sbq_layout_sql(psprintf("INSERT INTO sbq.%s SELECT * FROM pg_temp.sbq_back_%s",
+								sbq_dist_tables[i], sbq_dist_tables[i]));
+	}
+	sbq_layout_sql("SELECT pg_catalog.setval('sbq.message_seq', m.n + 1048576)"
+				   "  FROM (SELECT pg_catalog.max(x) AS n FROM ("
+				   "        SELECT pg_catalog.max(sequence_number) AS x FROM sbq.messages"
+				   "        UNION ALL SELECT pg_catalog.max(sequence_number) FROM sbq.dead_letters"
+				   "        UNION ALL SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled) u) m,"
+				   "       sbq.message_seq s WHERE m.n >= s.last_value");
+	sbq_layout_sql("SELECT pg_catalog.setval('sbq.queue_id_seq', m.n + 1024)"
+				   "  FROM (SELECT pg_catalog.max(x) AS n FROM ("
+				   "        SELECT pg_catalog.max(queue_id) AS x FROM sbq.queues"
+				   "        UNION ALL SELECT pg_catalog.max(topic_id) FROM sbq.topics) u) m,"
+				   "       sbq.queue_id_seq s WHERE m.n >= s.last_value");
+	sbq_layout_sql("SELECT pg_catalog.setval('sbq.session_seq', m.n + 1048576)"
+				   "  FROM (SELECT pg_catalog.max(session_key) AS n FROM sbq.sessions) m,"
+				   "       sbq.session_seq s WHERE m.n >= s.last_value");
+	SPI_finish();
+	AtEOXact_GUC(true, level);
+	PG_RETURN_VOID();
+}

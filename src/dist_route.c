@@ -1,0 +1,451 @@
+/*-------------------------------------------------------------------------
+ *
+ * dist_route.c
+ *	  The routing of a call to the node that holds its entity's shard group
+ *	  (docs/scale-out.md, decision 3): SBQ_ROUTE's work (distributed.h), the
+ *	  call sent as sbq_routed(key, function, arguments in their text forms),
+ *	  which Citus delegates to that node inside the caller's transaction, and
+ *	  sbq_routed itself, which runs the call there and returns its rows in
+ *	  their text forms. Errors of a routed call name the node, not the
+ *	  statements that carried it (they hold the arguments).
+ *
+ * Owns: whether this backend is routing a call or running a routed one.
+ * Locks: those of distributed.c, on the node that runs the call.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/dist_route.c
+ *
+ *-------------------------------------------------------------------------
+ */
+
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "access/htup_details.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/tuplestore.h"
+
+#include "compat.h"
+#include "dist_int.h"
+#include "distributed.h"
+
+PG_FUNCTION_INFO_V1(sbq_routed);
+
+static bool sbq_in_routed = false;	/* inside sbq_routed: refuse, never route again */
+static bool sbq_routing = false;	/* sending a call to sbq_routed: Citus delegates it */
+
+/* Pin the text forms of values for another node: ISO dates, plain intervals. */
+static int
+sbq_dist_pin_formats(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("datestyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/* The text forms of a call's arguments, as a text[] (NULL elements for NULLs). */
+static Datum
+sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
+{
+	int			nargs = fcinfo->nargs;
+	Datum	   *elems = palloc0(sizeof(Datum) * Max(nargs, 1));
+	bool	   *nulls = palloc0(sizeof(bool) * Max(nargs, 1));
+	int			dims[1];
+	int			lbs[1] = {1};
+	int			level = sbq_dist_pin_formats();
+	int			i;
+
+	for (i = 0; i < nargs; i++)
+	{
+		Oid			out;
+		bool		varlena;
+
+		if (fcinfo->args[i].isnull)
+		{
+			nulls[i] = true;
+			continue;
+		}
+		getTypeOutputInfo(proc->proargtypes.values[i], &out, &varlena);
+		elems[i] = CStringGetTextDatum(OidOutputFunctionCall(out, fcinfo->args[i].value));
+	}
+	AtEOXact_GUC(true, level);
+	dims[0] = nargs;
+	if (nargs == 0)
+		return PointerGetDatum(construct_empty_array(TEXTOID));
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1,
+											  false, TYPALIGN_INT));
+}
+
+/* A value of type typid from its text form, in the current memory context. */
+static Datum
+sbq_dist_input(Oid typid, char *str, int32 typmod)
+{
+	Oid			in;
+	Oid			ioparam;
+
+	getTypeInputInfo(typid, &in, &ioparam);
+	return OidInputFunctionCall(in, str, ioparam, typmod);
+}
+
+/* The elements of a text[] as C strings (NULL for NULL), in the current context. */
+static char **
+sbq_dist_strings(Datum arr, int *n)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **out;
+	int			i;
+
+	deconstruct_array(DatumGetArrayTypeP(arr), TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, n);
+	out = palloc(sizeof(char *) * Max(*n, 1));
+	for (i = 0; i < *n; i++)
+		out[i] = nulls[i] ? NULL : TextDatumGetCString(elems[i]);
+	return out;
+}
+
+/*
+ * sbq_dist_hide_route
+ *		An error of a routed call, rid of how it was routed: the statements
+ *		that carried it (the arguments in their text forms, message bodies
+ *		included) give way to the node it ran on. The lines of the call's own
+ *		context, before them, stay.
+ */
+static void
+sbq_dist_hide_route(ErrorData *edata)
+{
+	StringInfoData buf;
+	const char *ctx = edata->context;
+	const char *ours;
+	const char *node;
+
+	edata->internalquery = NULL;
+	edata->internalpos = 0;
+	if (ctx == NULL)
+		return;
+	initStringInfo(&buf);
+	ours = strstr(ctx, "SQL statement \"SELECT * FROM ");
+	if (ours == NULL)
+		ours = strstr(ctx, "SQL statement \"SELECT r FROM ");
+	if (ours != NULL)
+		appendBinaryStringInfo(&buf, ctx, ours - ctx);
+	else
+		appendStringInfoString(&buf, ctx);
+	node = strstr(ctx, "while executing command on ");
+	if (node != NULL)
+	{
+		const char *end = strchr(node, '\n');
+		const char *host = node + strlen("while executing command on ");
+
+		if (buf.len > 0 && buf.data[buf.len - 1] != '\n')
+			appendStringInfoChar(&buf, '\n');
+		appendStringInfoString(&buf, "sbqueue call routed to ");
+		appendBinaryStringInfo(&buf, host, end != NULL ? end - host : (int) strlen(host));
+	}
+	while (buf.len > 0 && buf.data[buf.len - 1] == '\n')
+		buf.data[--buf.len] = '\0';
+	edata->context = buf.len > 0 ? buf.data : NULL;
+}
+
+/*
+ * sbq_dist_call_remote
+ *		Run the call on the node that holds the group of key: through
+ *		sbq_routed(key, the function, its arguments), which Citus delegates
+ *		there; the rows it returns are this call's result.
+ */
+static Datum
+sbq_dist_call_remote(FunctionCallInfo fcinfo, int32 key)
+{
+	Oid			fnoid = fcinfo->flinfo->fn_oid;
+	HeapTuple	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	Form_pg_proc proc;
+	MemoryContext callcxt = CurrentMemoryContext;
+	StringInfoData sql;
+	Datum		args;
+	TupleDesc	tupdesc = NULL;
+	Oid			rettype;
+	TypeFuncClass cls;
+	Datum		result = (Datum) 0;
+	uint64		r;
+
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
+	args = sbq_dist_args(fcinfo, proc);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT r FROM %s.sbq_routed(%d, %s, %s::pg_catalog.text[]) r",
+					 quote_identifier(get_namespace_name(proc->pronamespace)), key,
+					 quote_literal_cstr(format_procedure_qualified(fnoid)),
+					 quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, args)));
+	ReleaseSysCache(proctup);
+
+	cls = get_call_result_type(fcinfo, &rettype, &tupdesc);
+	if (fcinfo->flinfo->fn_retset)
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_routing = true;
+	PG_TRY();
+	{
+		if (SPI_execute(sql.data, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not route an sbqueue call");
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		sbq_routing = false;
+		MemoryContextSwitchTo(callcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		sbq_dist_hide_route(edata);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	sbq_routing = false;
+
+	for (r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		Datum		row = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+		MemoryContext old;
+		char	  **values;
+		int			n;
+
+		if (isnull)
+			continue;
+		old = MemoryContextSwitchTo(callcxt);
+		values = sbq_dist_strings(row, &n);
+		if (fcinfo->flinfo->fn_retset)
+		{
+			ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+			AttInMetadata *meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
+
+			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+		}
+		else if (cls == TYPEFUNC_COMPOSITE)
+			result = HeapTupleGetDatum(BuildTupleFromCStrings(TupleDescGetAttInMetadata(tupdesc),
+															  values));
+		else if (rettype != VOIDOID && n > 0 && values[0] != NULL)
+			result = sbq_dist_input(rettype, values[0], -1);
+		else if (rettype != VOIDOID)
+			fcinfo->isnull = true;
+		MemoryContextSwitchTo(old);
+	}
+	if (!fcinfo->flinfo->fn_retset && SPI_processed == 0 && rettype != VOIDOID)
+		fcinfo->isnull = true;
+	SPI_finish();
+	return result;
+}
+
+/*
+ * sbq_dist_route
+ *		SBQ_ROUTE's work: the group of the entity in argument 0 becomes the
+ *		call's when this node holds it (false: run here); otherwise the call
+ *		runs on the node that does, and *result is its result (true).
+ */
+bool
+sbq_dist_route(FunctionCallInfo fcinfo, Datum *result)
+{
+	text	   *name;
+	int32		key;
+	int64		id;
+	int			where;
+
+	sbq_dist_leave();
+	/* a NULL address: the function's own check refuses it */
+	if (fcinfo->nargs < 1 || fcinfo->args[0].isnull)
+		return false;
+	name = DatumGetTextPP(fcinfo->args[0].value);
+	key = sbq_entity_key(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
+	where = sbq_dist_key_group(key, &id);
+	if (where < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no shard of sbq.queues holds entity key %d", key)));
+	if (where > 0 && sbq_dist_enter(id, key, true))
+		return false;
+	if (sbq_in_routed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the entity \"%s\" is not on this node", text_to_cstring(name)),
+				 errdetail("Its shard moved while the call was on its way."),
+				 errhint("Make the call again: it goes where the shard is now.")));
+	*result = sbq_dist_call_remote(fcinfo, key);
+	return true;
+}
+
+/*
+ * The call a routed call names: fn, a function of sbqueue's (regprocedure
+ * text), and its arguments' text forms: the SQL that runs it, and the
+ * arguments as values, NULLs ('n') and types, for SPI.
+ */
+typedef struct SbqRoutedCall
+{
+	StringInfoData sql;
+	int			nargs;
+	Oid		   *argtypes;
+	Datum	   *values;
+	char	   *nulls;
+} SbqRoutedCall;
+
+static void
+sbq_routed_call(FunctionCallInfo fcinfo, const char *fn, SbqRoutedCall *call)
+{
+	Oid			fnoid = DatumGetObjectId(DirectFunctionCall1(regprocedurein, CStringGetDatum(fn)));
+	HeapTuple	proctup;
+	Form_pg_proc proc;
+	char	  **strs;
+	int			n = 0;
+	int			i;
+
+	if (getExtensionOfObject(ProcedureRelationId, fnoid) != get_extension_oid("sbqueue", false) ||
+		fnoid == fcinfo->flinfo->fn_oid)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is not a function sbqueue routes", fn)));
+	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fnoid));
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", fnoid);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
+
+	strs = PG_ARGISNULL(2) ? NULL : sbq_dist_strings(PG_GETARG_DATUM(2), &n);
+	if (strs == NULL || n != proc->pronargs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s takes %d arguments", fn, proc->pronargs)));
+	call->nargs = n;
+	call->values = palloc0(sizeof(Datum) * Max(n, 1));
+	call->nulls = palloc(n + 1);
+	call->argtypes = palloc(sizeof(Oid) * Max(n, 1));
+	initStringInfo(&call->sql);
+	appendStringInfo(&call->sql, "SELECT * FROM %s.%s(",
+					 quote_identifier(get_namespace_name(proc->pronamespace)),
+					 quote_identifier(NameStr(proc->proname)));
+	for (i = 0; i < n; i++)
+	{
+		call->argtypes[i] = proc->proargtypes.values[i];
+		call->nulls[i] = strs[i] == NULL ? 'n' : ' ';
+		if (strs[i] != NULL)
+			call->values[i] = sbq_dist_input(call->argtypes[i], strs[i], -1);
+		appendStringInfo(&call->sql, "%s$%d", i > 0 ? ", " : "", i + 1);
+	}
+	appendStringInfoChar(&call->sql, ')');
+	call->nulls[n] = '\0';
+	ReleaseSysCache(proctup);
+}
+
+/* The rows SPI holds, each as a text[] of its columns' text forms, into rsinfo. */
+static void
+sbq_routed_put_rows(ReturnSetInfo *rsinfo)
+{
+	int			level = sbq_dist_pin_formats();
+	uint64		r;
+
+	for (r = 0; r < SPI_processed; r++)
+	{
+		int			ncols = SPI_tuptable->tupdesc->natts;
+		Datum	   *cols = palloc0(sizeof(Datum) * Max(ncols, 1));
+		bool	   *colnulls = palloc0(sizeof(bool) * Max(ncols, 1));
+		int			dims[1];
+		int			lbs[1] = {1};
+		Datum		row;
+		bool		rownull = false;
+		int			c;
+
+		/* a function returning void: no row */
+		if (ncols == 1 && SPI_gettypeid(SPI_tuptable->tupdesc, 1) == VOIDOID)
+			break;
+		for (c = 0; c < ncols; c++)
+		{
+			char	   *v = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1);
+
+			colnulls[c] = v == NULL;
+			if (v != NULL)
+				cols[c] = CStringGetTextDatum(v);
+		}
+		dims[0] = ncols;
+		row = PointerGetDatum(construct_md_array(cols, colnulls, 1, dims, lbs, TEXTOID, -1,
+												 false, TYPALIGN_INT));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &row, &rownull);
+	}
+	AtEOXact_GUC(true, level);
+}
+
+/*
+ * sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]
+ *		A routed call, on the node Citus sent it to: the function of sbqueue
+ *		named by fn (with its argument types) called with the arguments in
+ *		their text forms, and its result rows in theirs. Refused (55000) when
+ *		this node does not hold the key's group.
+ */
+Datum
+sbq_routed(PG_FUNCTION_ARGS)
+{
+	int32		key = PG_GETARG_INT32(0);
+	char	   *fn = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	SbqRoutedCall call;
+	int64		id;
+	bool		saved = sbq_in_routed;
+
+	/* sent from this backend and not delegated: Citus ran it where it was made */
+	if (sbq_routing)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("Citus did not send the call to the node of its entity"),
+				 errdetail("Citus does not delegate a function call made while it plans a "
+						   "distributed query's subqueries, and a session where such planning "
+						   "failed keeps that state."),
+				 errhint("Make the call on a new connection, outside subqueries and CTEs of "
+						 "queries on distributed tables.")));
+	if (!sbq_dist_active() || sbq_dist_key_group(key, &id) <= 0 ||
+		!sbq_dist_enter(id, key, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("entity key %d is not on this node", key),
+				 errhint("Make the call again: it goes where the shard is now.")));
+
+	sbq_routed_call(fcinfo, fn, &call);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_in_routed = true;
+	PG_TRY();
+	{
+		if (SPI_execute_with_args(call.sql.data, call.nargs, call.argtypes, call.values,
+								  call.nulls, false, 0) < 0)
+			elog(ERROR, "could not run the routed call %s", fn);
+	}
+	PG_FINALLY();
+	{
+		sbq_in_routed = saved;
+	}
+	PG_END_TRY();
+	sbq_routed_put_rows((ReturnSetInfo *) fcinfo->resultinfo);
+	SPI_finish();
+	return (Datum) 0;
+}
+
