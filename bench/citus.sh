@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# bench/citus.sh: what a call costs on a Citus cluster with sbqueue distributed
+# (docs/scale-out.md, Capacity).
+#
+#   bench/citus.sh [SECONDS] [ROUNDS]      defaults: 8 s cells, 3 rounds; about 3 minutes
+#
+# Measures the sbqueue and Citus installed for $PG_CONFIG (it builds nothing: run
+# `make install` first, and scripts/citus_cluster.sh build for Citus). Starts a
+# throwaway cluster (scripts/citus_cluster.sh: a coordinator and two workers on this
+# machine, citus and sbqueue preloaded), runs sbq_distribute(), creates 40 queues
+# through the coordinator and keeps those Citus placed on the first worker. Cells
+# (pgbench -M prepared, 4 clients, a queue picked at random among those for each
+# call), each on the worker itself (its own queues: no routing) and through the
+# coordinator (every call routed to the worker), taking turns round by round:
+#   send               sbq_send of 5 bytes
+#   receive + complete one message received and completed in one statement (the
+#                      queues are filled by the send cells before)
+# Prints transactions per second of each cell and the medians, with the ratio
+# coordinator / worker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-8}
+rounds=${2:-3}
+export PG_CONFIG=${PG_CONFIG:-pg_config}
+B=$("$PG_CONFIG" --bindir)
+work=$(mktemp -d /tmp/sbqueue-bench-citus.XXXXXX)
+chmod 755 "$work"
+trap 'scripts/citus_cluster.sh stop "$work" >/dev/null 2>&1; rm -rf "$work"' EXIT
+
+read -r pc pw1 _ < <(scripts/citus_cluster.sh start "$work" app)
+q() { "$B/psql" -X -q -At -h 127.0.0.1 -p "$1" -U postgres -d app -v ON_ERROR_STOP=1 "${@:2}"; }
+q "$pc" -c "CREATE EXTENSION sbqueue" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()"
+q "$pc" -c "SELECT count(sbq_create_queue('b' || g)) FROM generate_series(1, 40) g" >/dev/null
+local_queues=$(q "$pc" -c "SELECT string_agg('b' || g, ',') FROM generate_series(1, 40) g
+    WHERE (SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+            WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('b' || g))) = $pw1")
+n=$(echo "$local_queues" | tr ',' '\n' | wc -l)
+echo "citus.sh: $n of the 40 queues are on the worker of port $pw1"
+cat >"$work/send.sql" <<SQL
+\\set i random(1, $n)
+SELECT sbq_send(('{$local_queues}'::text[])[:i], 'hello');
+SQL
+cat >"$work/cycle.sql" <<SQL
+\\set i random(1, $n)
+SELECT sbq_complete(r.q, r.lock_token)
+  FROM (SELECT ('{$local_queues}'::text[])[:i] AS q) x,
+       LATERAL (SELECT x.q, m.lock_token FROM sbq_receive(x.q) m) r;
+SQL
+cell() {
+    "$B/pgbench" -n -M prepared -c 4 -j 2 -T "$secs" -h 127.0.0.1 -p "$1" -U postgres -f "$2" app 2>&1 |
+        sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
+}
+declare -A all
+for round in $(seq 1 "$rounds"); do
+    for where in worker coordinator; do
+        port=$pc
+        [ "$where" = worker ] && port=$pw1
+        s=$(cell "$port" "$work/send.sql")
+        c=$(cell "$port" "$work/cycle.sql")
+        echo "citus.sh: round $round, $where: send $s/s, receive + complete $c/s"
+        all[$where.send]+="$s "
+        all[$where.cycle]+="$c "
+    done
+done
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+echo
+echo "| call | on the worker, its queues local | through the coordinator, routed | ratio |"
+echo "|---|---:|---:|---:|"
+for w in send cycle; do
+    a=$(echo "${all[worker.$w]}" | median)
+    b=$(echo "${all[coordinator.$w]}" | median)
+    name=send
+    [ "$w" = cycle ] && name="receive + complete"
+    echo "| $name | $a/s | $b/s | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2fx", b / a}') |"
+done
