@@ -1439,7 +1439,7 @@ CREATE FUNCTION sbq.distributed_layout(distributed boolean) RETURNS void
  */
 CREATE FUNCTION sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]
     AS 'MODULE_PATHNAME', 'sbq_routed'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 /*
  * On the coordinator of a Citus cluster whose nodes all have this version:

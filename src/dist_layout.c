@@ -28,10 +28,15 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "catalog/pg_sequence.h"
+#include "storage/lock.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "dist_int.h"
 #include "distributed.h"
+
+static void sbq_layout_sql(const char *sql);
 
 PG_FUNCTION_INFO_V1(sbq_next_queue_id);
 PG_FUNCTION_INFO_V1(sbq_next_session_key);
@@ -74,6 +79,70 @@ Datum
 sbq_next_session_key(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(sbq_next_value("session_seq"));
+}
+
+/*
+ * sbq_dist_lock_sequences
+ *		The lock under which a backend of this node steps or raises its
+ *		sequences (transaction-level; sbqueue's own advisory field).
+ */
+void
+sbq_dist_lock_sequences(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x53455153, 0, 0x5342);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/* The step of sequence sbq.<name>. */
+static int64
+sbq_sequence_step(const char *name)
+{
+	Oid			relid = get_relname_relid(name, get_namespace_oid("sbq", false));
+	HeapTuple	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(relid));
+	int64		step;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "sequence sbq.%s does not exist", name);
+	step = ((Form_pg_sequence) GETSTRUCT(tup))->seqincrement;
+	ReleaseSysCache(tup);
+	return step;
+}
+
+/*
+ * sbq_dist_range_sequences
+ *		This node's sequences (of messages, queues and topics, sessions) step
+ *		by SBQ_DIST_MAX_NODES from its Citus group id, past every number
+ *		they gave: no two nodes give one number, so the rows of every node
+ *		can meet in one table again (sbq_undistribute(), a group that moved).
+ *		Nothing when they step so already. SPI connected, as the owner.
+ */
+void
+sbq_dist_range_sequences(void)
+{
+	static const char *const seqs[] = {"message_seq", "queue_id_seq", "session_seq"};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(seqs); i++)
+	{
+		if (sbq_sequence_step(seqs[i]) == SBQ_DIST_MAX_NODES)
+			continue;
+		sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_dist_local_group"
+					   " WHERE groupid >= " SBQ_DIST_MAX_NODES_SQL);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("sbqueue runs on Citus nodes of group id 0 to %d",
+							SBQ_DIST_MAX_NODES - 1)));
+		sbq_layout_sql(psprintf("ALTER SEQUENCE sbq.%s INCREMENT BY %d", seqs[i],
+								SBQ_DIST_MAX_NODES));
+		sbq_layout_sql(psprintf("SELECT pg_catalog.setval('sbq.%s',"
+								" (s.last_value / %d + 1) * %d"
+								" + (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l), false)"
+								" FROM sbq.%s s", seqs[i], SBQ_DIST_MAX_NODES,
+								SBQ_DIST_MAX_NODES, seqs[i]));
+	}
 }
 
 /* Run one SQL command of the layout functions, any failure an error. */
@@ -179,6 +248,7 @@ sbq_layout(bool distributed)
 		sbq_layout_sql("ALTER TABLE sbq.topics ALTER COLUMN topic_id SET DEFAULT sbq.next_queue_id()");
 		sbq_layout_sql("ALTER TABLE sbq.sessions ALTER COLUMN session_key"
 					   " SET DEFAULT sbq.next_session_key()");
+		sbq_dist_range_sequences();
 	}
 	else
 	{
@@ -191,6 +261,9 @@ sbq_layout(bool distributed)
 					   " SET DEFAULT pg_catalog.nextval('sbq.queue_id_seq')");
 		sbq_layout_sql("ALTER TABLE sbq.sessions ALTER COLUMN session_key"
 					   " SET DEFAULT pg_catalog.nextval('sbq.session_seq')");
+		sbq_layout_sql("ALTER SEQUENCE sbq.message_seq INCREMENT BY 1");
+		sbq_layout_sql("ALTER SEQUENCE sbq.queue_id_seq INCREMENT BY 1");
+		sbq_layout_sql("ALTER SEQUENCE sbq.session_seq INCREMENT BY 1");
 	}
 	for (i = 0; i < (int) lengthof(sbq_layout_keys); i++)
 		sbq_layout_sql(psprintf("ALTER TABLE sbq.%s ADD CONSTRAINT %s %s (%s%s)",

@@ -167,6 +167,18 @@ sbq_dist_hide_route(ErrorData *edata)
 	edata->context = buf.len > 0 ? buf.data : NULL;
 }
 
+/* A row from the node must have the columns of the result here (the same version). */
+static void
+sbq_dist_check_width(int got, int want)
+{
+	if (got != want)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the node of the entity returned %d columns where %d were expected", got,
+						want),
+				 errhint("Every node must run the same version of sbqueue.")));
+}
+
 /*
  * sbq_dist_call_remote
  *		Run the call on the node that holds the group of key: through
@@ -243,11 +255,15 @@ sbq_dist_call_remote(FunctionCallInfo fcinfo, int32 key)
 			ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 			AttInMetadata *meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
 
+			sbq_dist_check_width(n, rsinfo->setDesc->natts);
 			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
 		}
 		else if (cls == TYPEFUNC_COMPOSITE)
+		{
+			sbq_dist_check_width(n, tupdesc->natts);
 			result = HeapTupleGetDatum(BuildTupleFromCStrings(TupleDescGetAttInMetadata(tupdesc),
 															  values));
+		}
 		else if (rettype != VOIDOID && n > 0 && values[0] != NULL)
 			result = sbq_dist_input(rettype, values[0], -1);
 		else if (rettype != VOIDOID)
@@ -404,12 +420,18 @@ sbq_routed_put_rows(ReturnSetInfo *rsinfo)
 Datum
 sbq_routed(PG_FUNCTION_ARGS)
 {
-	int32		key = PG_GETARG_INT32(0);
-	char	   *fn = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int32		key;
+	char	   *fn;
 	SbqRoutedCall call;
 	int64		id;
 	bool		saved = sbq_in_routed;
 
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("sbq_routed takes a key, a function and its arguments, none NULL")));
+	key = PG_GETARG_INT32(0);
+	fn = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	/* sent from this backend and not delegated: Citus ran it where it was made */
 	if (sbq_routing)
 		ereport(ERROR,
@@ -420,14 +442,29 @@ sbq_routed(PG_FUNCTION_ARGS)
 						   "failed keeps that state."),
 				 errhint("Make the call on a new connection, outside subqueries and CTEs of "
 						 "queries on distributed tables.")));
-	if (!sbq_dist_active() || sbq_dist_key_group(key, &id) <= 0 ||
-		!sbq_dist_enter(id, key, true))
+	/*
+	 * The call first, which takes no lock: then whether this node holds the
+	 * key's group, by what this backend knows. The routed function itself
+	 * locks the group and looks again (SBQ_ROUTE), and refuses as this does
+	 * if the group is not here; so the lock is only ever taken for a call
+	 * the caller may make, on the group of its own entity.
+	 */
+	sbq_routed_call(fcinfo, fn, &call);
+	if (call.nargs > 0 && call.argtypes[0] == TEXTOID && call.nulls[0] != 'n')
+	{
+		text	   *entity = DatumGetTextPP(call.values[0]);
+
+		if (sbq_entity_key(VARDATA_ANY(entity), VARSIZE_ANY_EXHDR(entity)) != key)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("entity key %d is not the key of \"%s\"", key,
+							text_to_cstring(entity))));
+	}
+	if (!sbq_dist_active() || sbq_dist_key_group(key, &id) <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("entity key %d is not on this node", key),
 				 errhint("Make the call again: it goes where the shard is now.")));
-
-	sbq_routed_call(fcinfo, fn, &call);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -18,9 +18,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "utils/hsearch.h"
 
+#include "dist_int.h"
 #include "distributed.h"
 #include "storage_core.h"
 
@@ -88,10 +91,19 @@ sbq_group_plan(SbqStatement *st, int which, int flavour)
  * time a backend works on it where it is now (its queues shard, "epoch"):
  * a group that arrived from another node brings the numbers that node gave,
  * and the numbers of a queue, its sessions and its entities must keep
- * increasing and never meet (docs/scale-out.md, decision 5). Well past
- * them, so that no number another backend drew meanwhile can be passed
- * back.
+ * increasing and never meet (docs/scale-out.md, decision 5). Each node's
+ * sequences step by SBQ_DIST_MAX_NODES from the node's group id
+ * (dist_layout.c), so no two nodes ever give one number; a raise keeps that
+ * residue, and goes well past the group's numbers. Only when the group holds
+ * a number the sequence could still give: its highest above the last given,
+ * or equal to a first value not given yet.
  */
+#define SBQ_FLOOR(seq, cte, margin) \
+	"(SELECT pg_catalog.setval('sbq." seq "', " \
+	"  (" cte ".n + " margin ") - ((" cte ".n + " margin ") % " SBQ_DIST_MAX_NODES_SQL ")" \
+	"  + (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l))" \
+	" FROM " cte ", sbq." seq " s" \
+	" WHERE " cte ".n > s.last_value OR (" cte ".n = s.last_value AND NOT s.is_called))"
 static SbqStatement stmt_sequence_floor = {"raise the sequences past a shard group", 0,
 	{InvalidOid},
 	"WITH m AS (SELECT pg_catalog.max(x) AS n FROM ("
@@ -102,12 +114,9 @@ static SbqStatement stmt_sequence_floor = {"raise the sequences past a shard gro
 	"  SELECT pg_catalog.max(queue_id) AS x FROM sbq.queues"
 	"  UNION ALL SELECT pg_catalog.max(topic_id) FROM sbq.topics) u),"
 	" k AS (SELECT pg_catalog.max(session_key) AS n FROM sbq.sessions)"
-	" SELECT (SELECT pg_catalog.setval('sbq.message_seq', m.n + 1048576) FROM m, sbq.message_seq s"
-	"          WHERE m.n >= s.last_value),"
-	"        (SELECT pg_catalog.setval('sbq.queue_id_seq', i.n + 1024) FROM i, sbq.queue_id_seq s"
-	"          WHERE i.n >= s.last_value),"
-	"        (SELECT pg_catalog.setval('sbq.session_seq', k.n + 1048576) FROM k, sbq.session_seq s"
-	"          WHERE k.n >= s.last_value)"
+	" SELECT " SBQ_FLOOR("message_seq", "m", "1048576") ", "
+	SBQ_FLOOR("queue_id_seq", "i", "1024") ", "
+	SBQ_FLOOR("session_seq", "k", "1048576")
 };
 
 /* the groups whose numbers this backend has raised the sequences past */
@@ -123,9 +132,18 @@ sbq_sequence_floor(Oid epoch)
 	for (i = 0; i < sbq_nfloors; i++)
 		if (sbq_floors[i] == epoch)
 			return;
+	/* a read changes nothing (and may not: a read-only transaction, a standby) */
+	if (XactReadOnly || RecoveryInProgress())
+		return;
+	/*
+	 * One backend at a time on this node (the lock lasts the transaction): a
+	 * second one then sees the first one's raise and does not repeat it,
+	 * which would give again the numbers drawn in between.
+	 */
+	sbq_dist_lock_sequences();
+	sbq_dist_range_sequences();
 	(void) sbq_exec(&stmt_sequence_floor, NULL, NULL);
 	if (sbq_nfloors == SBQ_FLOORS_KEPT)
 		sbq_nfloors = 0;		/* start over: looking again costs little */
 	sbq_floors[sbq_nfloors++] = epoch;
 }
-

@@ -429,8 +429,16 @@ sbq_storage_send(const SbqQueue *queue, const SbqSendProps *props,
 		return sbq_send_to(queue, props, bodies, nbodies, default_content_type, seqs);
 	/* distributed: the rows it writes are the entity's sent to (a subscription's, a forward's) */
 	saved = sbq_dist_push_key(queue->name);
-	n = sbq_send_to(queue, props, bodies, nbodies, default_content_type, seqs);
-	sbq_dist_pop_key(saved);
+	PG_TRY();
+	{
+		n = sbq_send_to(queue, props, bodies, nbodies, default_content_type, seqs);
+	}
+	PG_FINALLY();
+	{
+		/* also when a caller catches the error (a forward retried alone) */
+		sbq_dist_pop_key(saved);
+	}
+	PG_END_TRY();
 	return n;
 }
 

@@ -209,6 +209,16 @@ is "$(q "$pc" -c "SELECT bool_and(s > l) FROM (SELECT s, lag(s, 1, 0::bigint) OV
                    FROM (SELECT g, sbq_send('Spread3', 'n') AS s FROM generate_series(1, 20) g) x) y")" t \
     "sequence numbers increase within a queue"
 
+# a new session's first call in a group raises nothing when no number was brought:
+# three sessions, one send each, numbers one step apart (the node's step); and a
+# session's first call may be a read in a read-only transaction
+s1=$(q "$pc" -c "SELECT sbq_send('Spread3', 'a')")
+s2=$(q "$pc" -c "SELECT sbq_send('Spread3', 'b')")
+s3=$(q "$pc" -c "SELECT sbq_send('Spread3', 'c')")
+is "$((s2 - s1)) $((s3 - s2))" "64 64" "new sessions' sends to one queue are numbered one step apart ($s1, $s2, $s3)"
+is "$(q "$pc" -c "BEGIN READ ONLY" -c "SELECT count(*) > 0 FROM sbq_peek('spread3', 100)" -c "COMMIT" 2>&1)" t \
+    "a new session's first call can be a peek in a read-only transaction"
+
 # a property change is seen at once by a session that used the queue before
 is "$(q "$pc" <<SQL 2>&1 | tr '\n' ' '
 SELECT lock_duration FROM sbq_get_queue('spread4');
@@ -308,12 +318,20 @@ is "$after" "$before" "after an immediate stop of a worker every committed messa
 other=$pw1
 [ "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
                   WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('spread1'))")" = "$pw1" ] && other=$pw2
+is "$(q "$pw1" -c "SELECT * FROM sbq_routed(1, NULL, NULL)" 2>&1)" "" \
+    "sbq_routed with NULL arguments returns nothing (it is strict), the node stays up"
 # (beside a CTE: Citus delegates a bare call of a distributed function itself)
 is "$(q "$other" -c "WITH c AS MATERIALIZED (SELECT 1)
                      SELECT r FROM c, sbq_routed(sbq.entity_key('spread1'), 'sbq_purge_queue(text)', '{spread1}') r" \
         2>&1 | sed -n 's/^ERROR: *//p')" \
     "entity key $(q "$pc" -c "SELECT sbq.entity_key('spread1')") is not on this node" \
     "sbq_routed on a node without the entity's shard refuses the call"
+
+# no two nodes give one number: queue ids and sequence numbers unique cluster-wide
+is "$(q "$pc" -c "SELECT count(DISTINCT queue_id) = count(*) FROM sbq.queues")" t \
+    "queue ids made on both workers are distinct"
+is "$(q "$pc" -c "SELECT count(DISTINCT sequence_number) = count(*) FROM sbq.messages")" t \
+    "sequence numbers given on both workers are distinct"
 
 # and back to one server
 total=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
