@@ -35,6 +35,7 @@
 
 #include "dist_int.h"
 #include "distributed.h"
+#include "sbqueue.h"
 
 static void sbq_layout_sql(const char *sql);
 
@@ -91,7 +92,7 @@ sbq_dist_lock_sequences(void)
 {
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x53455153, 0, 0x5342);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x53455153, 0, SBQ_LOCKTAG_FIELD4);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 

@@ -51,6 +51,13 @@
 #define SBQ_MAX_BATCH_BYTES		(64 * 1024 * 1024)	/* bytes of a batch's messages */
 #define SBQ_DLQ_SUFFIX			"/$deadletterqueue"
 
+/*
+ * field4 of the advisory lock tags sbqueue takes (util.c, dist_layout.c): user
+ * advisory locks use 1 and 2, so these never collide with an application's
+ * pg_advisory_lock().
+ */
+#define SBQ_LOCKTAG_FIELD4		0x5342
+
 /* the content types a send gives a text and a JSON body without one */
 #define SBQ_CONTENT_TYPE_TEXT	"text/plain; charset=utf-8"
 #define SBQ_CONTENT_TYPE_JSON	"application/json"

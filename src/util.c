@@ -41,12 +41,6 @@
 
 PG_FUNCTION_INFO_V1(sbq_new_lock_token);
 
-/*
- * field4 of the advisory lock tags sbqueue takes: user advisory locks use 1
- * and 2, so these never collide with an application's pg_advisory_lock().
- */
-#define SBQ_LOCKTAG_FIELD4	0x5342
-
 static bool
 sbq_name_char_ok(char c)
 {
