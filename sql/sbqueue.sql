@@ -1035,8 +1035,15 @@ CREATE FUNCTION sbq_list_sessions(queue text)
  * The views show each caller the queues it holds a right on. They are security
  * barriers: a condition of the caller's query (which may call a function that
  * leaks what it sees) is applied only to the rows the view lets through.
+ *
+ * Each is defined as sbq.node_<name>, the rows of this node's tables, and
+ * shown as sbq_<name>: the node view on one server; with the tables
+ * distributed on Citus (0.14), the node view of every shard group gathered
+ * (sbq.cluster_view(), src/dist_views.c), which runs its definition with
+ * each sbq.<table> named as the group's shard: every table in a node view
+ * has an alias, by which its columns are named.
  */
-CREATE VIEW sbq_queues WITH (security_barrier) AS
+CREATE VIEW sbq.node_queues WITH (security_barrier) AS
     SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,
            q.dead_lettering_on_message_expiration, q.duplicate_detection_window,
            q.requires_session, q.forward_to, q.forward_dead_lettered_messages_to,
@@ -1050,6 +1057,7 @@ CREATE VIEW sbq_queues WITH (security_barrier) AS
                     WHERE r.queue_id OPERATOR(pg_catalog.=) q.queue_id
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+CREATE VIEW sbq_queues WITH (security_barrier) AS SELECT * FROM sbq.node_queues;
 
 /*
  * The five counts split the messages without overlap, by where each row is
@@ -1066,7 +1074,7 @@ CREATE VIEW sbq_queues WITH (security_barrier) AS
  * now; it keeps a snapshot older than the update from 0.3, which still sees
  * the dead letters there, from counting them as active.)
  */
-CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
+CREATE VIEW sbq.node_queue_stats WITH (security_barrier) AS
     SELECT q.name AS queue,
            coalesce(s.active_count, 0) AS active_count,
            coalesce(s.locked_count, 0) AS locked_count,
@@ -1156,13 +1164,14 @@ CREATE VIEW sbq_queue_stats WITH (security_barrier) AS
                     WHERE r.queue_id OPERATOR(pg_catalog.=) q.queue_id
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+CREATE VIEW sbq_queue_stats WITH (security_barrier) AS SELECT * FROM sbq.node_queue_stats;
 
 /*
  * Who holds which rights on which queue: the rows of the queues the caller
  * manages, and the caller's own (those of the roles whose privileges it
  * has, PUBLIC's included); every row for the extension's owner.
  */
-CREATE VIEW sbq_rights WITH (security_barrier) AS
+CREATE VIEW sbq.node_rights WITH (security_barrier) AS
     SELECT q.name AS entity,
            CASE WHEN r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                 THEN 'public'::pg_catalog.name
@@ -1176,9 +1185,9 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                         OPERATOR(pg_catalog.<>) 0::pg_catalog.int2
                   ORDER BY v.bit) AS rights
       FROM sbq.rights r
-      JOIN (SELECT queues.queue_id, queues.name FROM sbq.queues
+      JOIN (SELECT qq.queue_id, qq.name FROM sbq.queues qq
             UNION ALL
-            SELECT topics.topic_id, topics.name FROM sbq.topics) q
+            SELECT tt.topic_id, tt.name FROM sbq.topics tt) q
         ON q.queue_id OPERATOR(pg_catalog.=) r.queue_id
      WHERE pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) 'sbq.queues'::pg_catalog.regclass),
@@ -1191,6 +1200,7 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
                           OPERATOR(pg_catalog.<>) 0::pg_catalog.int2
                       AND (m.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(m.role, 'USAGE')));
+CREATE VIEW sbq_rights WITH (security_barrier) AS SELECT * FROM sbq.node_rights;
 
 /*
  * Topics, subscriptions and rules, as the queues: each caller sees those it
@@ -1198,7 +1208,7 @@ CREATE VIEW sbq_rights WITH (security_barrier) AS
  * topic: a sender to a topic does not see who subscribes), the extension's
  * owner all of them.
  */
-CREATE VIEW sbq_topics WITH (security_barrier) AS
+CREATE VIEW sbq.node_topics WITH (security_barrier) AS
     SELECT t.name AS topic, t.default_message_ttl, t.duplicate_detection_window,
            t.max_message_size, t.created_at, t.updated_at
       FROM sbq.topics t
@@ -1209,8 +1219,9 @@ CREATE VIEW sbq_topics WITH (security_barrier) AS
                     WHERE r.queue_id OPERATOR(pg_catalog.=) t.topic_id
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+CREATE VIEW sbq_topics WITH (security_barrier) AS SELECT * FROM sbq.node_topics;
 
-CREATE VIEW sbq_subscriptions WITH (security_barrier) AS
+CREATE VIEW sbq.node_subscriptions WITH (security_barrier) AS
     SELECT t.name AS topic, s.name AS subscription, q.lock_duration, q.max_delivery_count,
            q.default_message_ttl, q.dead_lettering_on_message_expiration,
            q.duplicate_detection_window, q.requires_session, q.forward_to,
@@ -1230,9 +1241,10 @@ CREATE VIEW sbq_subscriptions WITH (security_barrier) AS
                                    OPERATOR(pg_catalog.<>) 0::pg_catalog.int2))
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+CREATE VIEW sbq_subscriptions WITH (security_barrier) AS SELECT * FROM sbq.node_subscriptions;
 
 /* filter: the SQL filter, the correlation filter's JSON, or 1=1 (the true filter) */
-CREATE VIEW sbq_rules WITH (security_barrier) AS
+CREATE VIEW sbq.node_rules WITH (security_barrier) AS
     SELECT t.name AS topic, s.name AS subscription, u.name AS rule,
            CASE WHEN u.sql_filter IS NOT NULL THEN 'sql'::pg_catalog.text
                 WHEN u.correlation_filter IS NOT NULL THEN 'correlation'::pg_catalog.text
@@ -1252,12 +1264,13 @@ CREATE VIEW sbq_rules WITH (security_barrier) AS
                                    OPERATOR(pg_catalog.<>) 0::pg_catalog.int2))
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+CREATE VIEW sbq_rules WITH (security_barrier) AS SELECT * FROM sbq.node_rules;
 
 /*
  * Per topic: its subscriptions, the messages sent to it (duplicates not
  * counted) and those no subscription took (dropped).
  */
-CREATE VIEW sbq_topic_stats WITH (security_barrier) AS
+CREATE VIEW sbq.node_topic_stats WITH (security_barrier) AS
     SELECT t.name AS topic,
            (SELECT pg_catalog.count(*) FROM sbq.subscriptions s
              WHERE s.topic_id OPERATOR(pg_catalog.=) t.topic_id) AS subscription_count,
@@ -1277,6 +1290,7 @@ CREATE VIEW sbq_topic_stats WITH (security_barrier) AS
                     WHERE r.queue_id OPERATOR(pg_catalog.=) t.topic_id
                       AND (r.role::pg_catalog.oid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
                            OR pg_catalog.pg_has_role(r.role, 'USAGE')));
+CREATE VIEW sbq_topic_stats WITH (security_barrier) AS SELECT * FROM sbq.node_topic_stats;
 
 /* the maintenance workers: of the databases the caller may connect to (src/registry.c) */
 CREATE VIEW sbq_maintenance_status WITH (security_barrier) AS SELECT * FROM sbq_maintenance_status();
@@ -1452,6 +1466,32 @@ CREATE FUNCTION sbq_undistribute() RETURNS void
     AS 'MODULE_PATHNAME', 'sbq_undistribute'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+/* ------------------------------------------------------------ the cluster's views (0.14) */
+
+/*
+ * The rows of node view sbq.node_<name> of every shard group (of this node's
+ * own tables when they are not distributed), as the caller sees them: what
+ * the public views are once sbq_distribute() has run (src/dist_views.c).
+ */
+CREATE FUNCTION sbq.cluster_view(name text) RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'sbq_cluster_view'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+/*
+ * What concerns one shard group rather than one entity, on the node Citus
+ * delegates it to by a key of the group: node view "what" of the group, or
+ * a maintenance pass over it ('maintain', for a role that may run
+ * sbq_maintain()), the rows as text[]. Any role may call it, as sbq_routed.
+ */
+CREATE FUNCTION sbq_routed_group(key integer, what text) RETURNS SETOF text[]
+    AS 'MODULE_PATHNAME', 'sbq_routed_group'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+/* the public views as the layout wants them (NULL: as the tables are now) */
+CREATE FUNCTION sbq.define_views(distributed boolean) RETURNS void
+    AS 'MODULE_PATHNAME', 'sbq_define_views'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 /* the views show each caller what its rights let it see */
 GRANT SELECT ON sbq_metrics, sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status,
     sbq_topics, sbq_subscriptions, sbq_rules, sbq_topic_stats TO PUBLIC;
@@ -1555,7 +1595,9 @@ DECLARE
     g record;
 BEGIN
     FOR q IN
-        SELECT c.oid::pg_catalog.regclass AS rel
+        SELECT c.oid::pg_catalog.regclass AS rel,
+               (c.relnamespace OPERATOR(pg_catalog.=) 'sbq'::pg_catalog.regnamespace
+                AND c.relname OPERATOR(pg_catalog.~~) 'node\_%') AS node_view
           FROM pg_catalog.pg_depend d
           JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
          WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -1565,7 +1607,8 @@ BEGIN
            AND d.deptype OPERATOR(pg_catalog.=) 'e' AND c.relkind OPERATOR(pg_catalog.=) 'v'
     LOOP
         -- every role's privileges on it go (with what was granted on from them), then
-        -- PUBLIC may read it
+        -- PUBLIC may read it (not the node views, which the public views read as
+        -- their owner)
         FOR g IN
             SELECT DISTINCT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
                                  ELSE pg_catalog.quote_ident(o.rolname) END AS name
@@ -1576,7 +1619,9 @@ BEGIN
         LOOP
             EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM %s CASCADE', q.rel, g.name);
         END LOOP;
-        EXECUTE pg_catalog.format('GRANT SELECT ON TABLE %s TO PUBLIC', q.rel);
+        IF NOT q.node_view THEN
+            EXECUTE pg_catalog.format('GRANT SELECT ON TABLE %s TO PUBLIC', q.rel);
+        END IF;
     END LOOP;
     FOR q IN
         SELECT p.oid::pg_catalog.regprocedure AS fn
@@ -1592,7 +1637,7 @@ BEGIN
                ('sbq_create_queue', 'sbq_create_topic', 'sbq_maintain', 'sbq.new_lock_token',
                 'sbq.lease_slot', 'sbq.lease_free', 'sbq_distribute', 'sbq_undistribute',
                 'sbq.distributed_layout', 'sbq.current_entity_key', 'sbq.next_queue_id',
-                'sbq.next_session_key')
+                'sbq.next_session_key', 'sbq.define_views')
            OR q.fn::pg_catalog.text LIKE '%.sbq_create_queue(%'
            OR q.fn::pg_catalog.text LIKE '%.sbq_create_topic(%'
            OR q.fn::pg_catalog.text LIKE '%.sbq_maintain(%'

@@ -479,21 +479,11 @@ sbq_maintain(PG_FUNCTION_ARGS)
 
 	if (sbq_dist_call_active())
 	{
-		/* distributed: a pass over each shard group this node holds */
-		int64	   *groups;
-		int			n = sbq_dist_local_groups(&groups);
-		int			i;
-
-		for (i = 0; i < n; i++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (!sbq_dist_enter_group(groups[i]))
-				continue;		/* moved away meanwhile */
-			sbq_storage_begin();
-			sbq_storage_maintain(&res);
-			sbq_storage_end();
-			sbq_dist_leave();
-		}
+		/*
+		 * distributed: a maintenance worker's pass over the groups of its
+		 * node, a client's over every group of the cluster
+		 */
+		sbq_dist_maintain(&res, !IsBackgroundWorker);
 	}
 	else
 	{

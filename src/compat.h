@@ -91,6 +91,14 @@
 #define sbq_database_aclcheck(dbid, roleid, mode) pg_database_aclcheck((dbid), (roleid), (mode))
 #endif
 
+/* A role's privilege on a function. */
+#if PG_VERSION_NUM >= 160000
+#define sbq_proc_aclcheck(fnoid, roleid, mode) \
+	object_aclcheck(ProcedureRelationId, (fnoid), (roleid), (mode))
+#else
+#define sbq_proc_aclcheck(fnoid, roleid, mode) pg_proc_aclcheck((fnoid), (roleid), (mode))
+#endif
+
 /* All the settings, and how many (16 returns the count through its argument). */
 #if PG_VERSION_NUM >= 160000
 #define sbq_guc_variables(n) get_guc_variables(n)

@@ -15,6 +15,10 @@
 #ifndef SBQ_DIST_INT_H
 #define SBQ_DIST_INT_H
 
+#include "fmgr.h"
+#include "nodes/execnodes.h"
+#include "utils/elog.h"
+
 /* the distributed tables, sbq.queues first, all colocated with it */
 #define SBQ_DIST_NTABLES 11
 extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
@@ -33,5 +37,19 @@ extern void sbq_dist_lock_sequences(void);
 /* distributed.c */
 extern int	sbq_dist_key_group(int32 key, int64 *id);
 extern bool sbq_dist_enter(int64 id, int32 key, bool has_key);
+extern int	sbq_dist_ngroups(void);
+extern bool sbq_dist_group_at(int i, int64 *id, bool *local, int32 *route_key);
+
+/* dist_route.c: what routing statements share */
+extern int	sbq_dist_pin_formats(void);
+extern char **sbq_dist_strings(Datum arr, int *n);
+extern void sbq_dist_hide_route(ErrorData *edata);
+extern void sbq_dist_check_width(int got, int want);
+extern void sbq_dist_run_routing(const char *sql, MemoryContext cxt);
+extern void sbq_dist_require_delegated(void);
+extern void sbq_dist_put_text_rows(ReturnSetInfo *rsinfo);
+
+/* dist_views.c: the views of the whole cluster, defined for the layout */
+extern void sbq_dist_define_views(bool distributed);
 
 #endif							/* SBQ_DIST_INT_H */

@@ -215,7 +215,8 @@ static const char *const sbq_layout_fill[] = {
  *		(false): the column entity_key (filled from the names, defaulting to
  *		the writing call's key), every key and unique constraint with it (last,
  *		so that the look-ups by the other columns keep their index), and the
- *		identities drawn by sbq.next_queue_id() and sbq.next_session_key().
+ *		identities drawn by sbq.next_queue_id() and sbq.next_session_key();
+ *		the public views gathering the rows of every node (dist_views.c).
  *		Nothing when they are so already.
  */
 static void
@@ -225,6 +226,7 @@ sbq_layout(bool distributed)
 	bool		has = get_attnum(queues, "entity_key") != InvalidAttrNumber;
 	int			i;
 
+	sbq_dist_define_views(distributed);
 	if (has == distributed)
 		return;
 	for (i = 0; i < (int) lengthof(sbq_layout_keys); i++)
@@ -338,6 +340,11 @@ sbq_on_workers(const char *command, const char *expect, const char *what)
 	}
 }
 
+/* the functions Citus delegates by their first argument, an entity key */
+static const char *const sbq_routing_functions[] = {
+	"sbq_routed(integer, text, text[])", "sbq_routed_group(integer, text)"
+};
+
 /*
  * sbq_distribute(): on the coordinator of a Citus cluster whose every node
  * has sbqueue at this version, the distributed layout (docs/scale-out.md):
@@ -345,7 +352,9 @@ sbq_on_workers(const char *command, const char *expect, const char *what)
  * coordinator's rows moved into the shards, sbq_routed delegated by its
  * key. The workers' own tables must be empty; their layout changes in
  * their own transactions first, so after a failure call it again (it goes
- * on where it stopped) or call sbq_undistribute().
+ * on where it stopped) or call sbq_undistribute(). Called again once
+ * distributed (after ALTER EXTENSION ... UPDATE), it adds what the new
+ * version routes and shows.
  */
 Datum
 sbq_distribute(PG_FUNCTION_ARGS)
@@ -361,25 +370,34 @@ sbq_distribute(PG_FUNCTION_ARGS)
 	sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_dist_partition"
 				   " WHERE logicalrelid = 'sbq.queues'::pg_catalog.regclass");
 	if (SPI_processed > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("sbqueue is distributed already")));
-	sbq_on_workers("SELECT pg_catalog.count(*) FROM sbq.queues WHERE queue_id IS NOT NULL", "0",
-				   "looking for the queues of the workers");
-	sbq_on_workers("SELECT sbq.distributed_layout(true)", NULL, "the distributed layout");
-	sbq_layout(true);
-	for (i = 0; i < SBQ_DIST_NTABLES; i++)
 	{
-		sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_table('sbq.%s'::pg_catalog.regclass,"
-								" 'entity_key', colocate_with => %s)",
-								sbq_dist_tables[i], i == 0 ? "'none'" : "'sbq.queues'"));
-		sbq_layout_sql(psprintf("SELECT pg_catalog.truncate_local_data_after_distributing_table("
-								"'sbq.%s'::pg_catalog.regclass)", sbq_dist_tables[i]));
+		/* distributed by an older version: what this one adds (an update) */
+		sbq_on_workers("SELECT sbq.define_views(true)", NULL, "the views of the cluster");
+		sbq_dist_define_views(true);
 	}
-	sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_function("
-							"'%s.sbq_routed(integer, text, text[])'::pg_catalog.regprocedure, '$1',"
-							" colocate_with => 'sbq.queues', force_delegation => true)",
-							quote_identifier(nsp)));
+	else
+	{
+		sbq_on_workers("SELECT pg_catalog.count(*) FROM sbq.queues WHERE queue_id IS NOT NULL",
+					   "0", "looking for the queues of the workers");
+		sbq_on_workers("SELECT sbq.distributed_layout(true)", NULL, "the distributed layout");
+		sbq_layout(true);
+		for (i = 0; i < SBQ_DIST_NTABLES; i++)
+		{
+			sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_table("
+									"'sbq.%s'::pg_catalog.regclass, 'entity_key', colocate_with => %s)",
+									sbq_dist_tables[i], i == 0 ? "'none'" : "'sbq.queues'"));
+			sbq_layout_sql(psprintf("SELECT pg_catalog.truncate_local_data_after_distributing_table("
+									"'sbq.%s'::pg_catalog.regclass)", sbq_dist_tables[i]));
+		}
+	}
+	/* the routing functions, delegated by their key to the node of its group */
+	for (i = 0; i < (int) lengthof(sbq_routing_functions); i++)
+		sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_function(f, '$1',"
+								" colocate_with => 'sbq.queues', force_delegation => true)"
+								" FROM (SELECT pg_catalog.to_regprocedure(%s) AS f) x"
+								" WHERE f IS NOT NULL",	/* an older SQL has fewer */
+								quote_literal_cstr(psprintf("%s.%s", quote_identifier(nsp),
+															sbq_routing_functions[i]))));
 	SPI_finish();
 	AtEOXact_GUC(true, level);
 	PG_RETURN_VOID();

@@ -49,7 +49,7 @@ static bool sbq_in_routed = false;	/* inside sbq_routed: refuse, never route aga
 static bool sbq_routing = false;	/* sending a call to sbq_routed: Citus delegates it */
 
 /* Pin the text forms of values for another node: ISO dates, plain intervals. */
-static int
+int
 sbq_dist_pin_formats(void)
 {
 	int			level = NewGUCNestLevel();
@@ -108,7 +108,7 @@ sbq_dist_input(Oid typid, char *str, int32 typmod)
 }
 
 /* The elements of a text[] as C strings (NULL for NULL), in the current context. */
-static char **
+char	  **
 sbq_dist_strings(Datum arr, int *n)
 {
 	Datum	   *elems;
@@ -131,7 +131,7 @@ sbq_dist_strings(Datum arr, int *n)
  *		included) give way to the node it ran on. The lines of the call's own
  *		context, before them, stay.
  */
-static void
+void
 sbq_dist_hide_route(ErrorData *edata)
 {
 	StringInfoData buf;
@@ -168,7 +168,7 @@ sbq_dist_hide_route(ErrorData *edata)
 }
 
 /* A row from the node must have the columns of the result here (the same version). */
-static void
+void
 sbq_dist_check_width(int got, int want)
 {
 	if (got != want)
@@ -177,6 +177,56 @@ sbq_dist_check_width(int got, int want)
 				 errmsg("the node of the entity returned %d columns where %d were expected", got,
 						want),
 				 errhint("Every node must run the same version of sbqueue.")));
+}
+
+/*
+ * sbq_dist_run_routing
+ *		Run a routing statement (SPI connected), which Citus delegates to the
+ *		node of its key; an error comes back without the statement and its
+ *		arguments, in memory context cxt.
+ */
+void
+sbq_dist_run_routing(const char *sql, MemoryContext cxt)
+{
+	sbq_routing = true;
+	PG_TRY();
+	{
+		if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not route an sbqueue call");
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		sbq_routing = false;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		sbq_dist_hide_route(edata);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	sbq_routing = false;
+}
+
+/*
+ * sbq_dist_require_delegated
+ *		In a function Citus runs for a routing statement: an error when the
+ *		statement was sent from this backend and Citus ran it here instead of
+ *		delegating it.
+ */
+void
+sbq_dist_require_delegated(void)
+{
+	if (sbq_routing)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("Citus did not send the call to the node of its entity"),
+				 errdetail("Citus does not delegate a function call made while it plans a "
+						   "distributed query's subqueries, and a session where such planning "
+						   "failed keeps that state."),
+				 errhint("Make the call on a new connection, outside subqueries and CTEs of "
+						 "queries on distributed tables.")));
 }
 
 /*
@@ -218,25 +268,7 @@ sbq_dist_call_remote(FunctionCallInfo fcinfo, int32 key)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	sbq_routing = true;
-	PG_TRY();
-	{
-		if (SPI_execute(sql.data, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not route an sbqueue call");
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		sbq_routing = false;
-		MemoryContextSwitchTo(callcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		sbq_dist_hide_route(edata);
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	sbq_routing = false;
+	sbq_dist_run_routing(sql.data, callcxt);
 
 	for (r = 0; r < SPI_processed; r++)
 	{
@@ -374,8 +406,8 @@ sbq_routed_call(FunctionCallInfo fcinfo, const char *fn, SbqRoutedCall *call)
 }
 
 /* The rows SPI holds, each as a text[] of its columns' text forms, into rsinfo. */
-static void
-sbq_routed_put_rows(ReturnSetInfo *rsinfo)
+void
+sbq_dist_put_text_rows(ReturnSetInfo *rsinfo)
 {
 	int			level = sbq_dist_pin_formats();
 	uint64		r;
@@ -433,15 +465,7 @@ sbq_routed(PG_FUNCTION_ARGS)
 	key = PG_GETARG_INT32(0);
 	fn = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	/* sent from this backend and not delegated: Citus ran it where it was made */
-	if (sbq_routing)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("Citus did not send the call to the node of its entity"),
-				 errdetail("Citus does not delegate a function call made while it plans a "
-						   "distributed query's subqueries, and a session where such planning "
-						   "failed keeps that state."),
-				 errhint("Make the call on a new connection, outside subqueries and CTEs of "
-						 "queries on distributed tables.")));
+	sbq_dist_require_delegated();
 	/*
 	 * The call first, which takes no lock: then whether this node holds the
 	 * key's group, by what this backend knows. The routed function itself
@@ -481,7 +505,7 @@ sbq_routed(PG_FUNCTION_ARGS)
 		sbq_in_routed = saved;
 	}
 	PG_END_TRY();
-	sbq_routed_put_rows((ReturnSetInfo *) fcinfo->resultinfo);
+	sbq_dist_put_text_rows((ReturnSetInfo *) fcinfo->resultinfo);
 	SPI_finish();
 	return (Datum) 0;
 }

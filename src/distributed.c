@@ -81,6 +81,8 @@ typedef struct SbqShardGroup
 	int32		min;
 	int32		max;
 	bool		local;			/* placed on this node */
+	bool		has_route_key;
+	int32		route_key;		/* a key of the range (hashes into it) */
 	int64		shardid[SBQ_DIST_NTABLES];
 } SbqShardGroup;
 
@@ -292,6 +294,32 @@ sbq_dist_note_live_epochs(void)
 	}
 }
 
+static SbqShardGroup *sbq_dist_group_of(int32 key);
+
+/*
+ * A key of each group's range, to route what concerns the group rather than
+ * an entity (the views of the whole cluster): the keys 0, 1, 2 ... hash
+ * uniformly, so each range has one of the first few hundred.
+ */
+static void
+sbq_dist_find_route_keys(void)
+{
+	int			left = sbq_ngroups;
+	int32		k;
+
+	for (k = 0; left > 0 && k < 1000000; k++)
+	{
+		SbqShardGroup *g = sbq_dist_group_of(k);
+
+		if (g != NULL && !g->has_route_key)
+		{
+			g->has_route_key = true;
+			g->route_key = k;
+			left--;
+		}
+	}
+}
+
 /* Read the shard groups of the tables from Citus's metadata. */
 static void
 sbq_dist_load_groups(void)
@@ -372,6 +400,7 @@ sbq_dist_load_groups(void)
 	}
 	SPI_finish();
 	sbq_dist_note_live_epochs();
+	sbq_dist_find_route_keys();
 }
 
 /* Whether the tables are distributed here; the groups loaded when they are. */
@@ -648,6 +677,29 @@ sbq_dist_local_groups(int64 **ids)
 		if (sbq_groups[i].local)
 			(*ids)[n++] = sbq_groups[i].shardid[0];
 	return n;
+}
+
+/* The number of shard groups (sbq_dist_active() first). */
+int
+sbq_dist_ngroups(void)
+{
+	return sbq_ngroups;
+}
+
+/*
+ * Shard group i (in the order of their ranges): its id, whether this node
+ * holds it, and a key that routes to it. False when there is no such group
+ * or no key was found for it.
+ */
+bool
+sbq_dist_group_at(int i, int64 *id, bool *local, int32 *route_key)
+{
+	if (i < 0 || i >= sbq_ngroups || !sbq_groups[i].has_route_key)
+		return false;
+	*id = sbq_groups[i].shardid[0];
+	*local = sbq_groups[i].local;
+	*route_key = sbq_groups[i].route_key;
+	return true;
 }
 
 /* Enter a group this node holds, for maintenance: its rows have many keys. */

@@ -50,6 +50,10 @@ extern void sbq_dist_pop_key(int64 saved);
 /* whether a lease epoch may be another live shard group's (lease.c) */
 extern bool sbq_dist_epoch_live(Oid epoch);
 
+/* sbq_maintain() with the tables distributed: this node's groups, or every group */
+struct SbqMaintainResult;
+extern void sbq_dist_maintain(struct SbqMaintainResult *acc, bool all_nodes);
+
 /* every local shard group, one after another (maintenance) */
 extern int	sbq_dist_local_groups(int64 **ids);
 extern bool sbq_dist_enter_group(int64 id);

@@ -95,6 +95,7 @@
 
 #include "compat.h"
 #include "registry.h"
+#include "sbqueue.h"
 #include "worker.h"
 
 /* sbq_maintain() calls per tick while it reports more to do */
@@ -192,7 +193,7 @@ sbq_worker_prepared_pending(void)
  *		Whether sbqueue is installed in this database, and if so its owner and
  *		schema. Must be called in a transaction.
  */
-static bool
+bool
 sbq_find_extension(Oid *extoid, Oid *extowner, Oid *extnamespace)
 {
 	Relation	rel;

@@ -215,6 +215,9 @@ extern void sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool r
 									const int *pos);
 extern void sbq_check_queue_props(SbqQueue *p);
 extern void sbq_check_forward_to(SbqQueue *p, const SbqQueue *before, const char *self_key);
+
+/* maintenance_worker.c: sbqueue's OID, owner and schema here (in a transaction) */
+extern bool sbq_find_extension(Oid *extoid, Oid *extowner, Oid *extnamespace);
 extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *after);
 
 /*

@@ -178,11 +178,17 @@ is "$(q "$pc" -c "SELECT pg_relation_size('sbq.messages') + pg_relation_size('sb
 
 # queues of mixed-case names, made through the coordinator, land on both workers
 q "$pc" -c "SELECT count(sbq_create_queue('Spread' || g)) FROM generate_series(1, 20) g" >/dev/null
-n1=$(q "$pw1" -c "SELECT sbq_maintain()->>'queues'")
-n2=$(q "$pw2" -c "SELECT sbq_maintain()->>'queues'")
+placed() {  # the queues whose shard group the node of port $1 holds
+    q "$pc" -c "SELECT count(*) FROM (SELECT entity_key FROM sbq.queues) q
+                  JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', q.entity_key)
+                  JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $1"
+}
+n1=$(placed "$pw1")
+n2=$(placed "$pw2")
 is "$((n1 + n2)) $([ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] && echo both)" "21 both" \
-    "the 21 queues are spread over both workers ($n1 and $n2), each counted by its own node's pass"
-is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 0 "the coordinator holds none"
+    "the 21 queues are spread over both workers ($n1 and $n2)"
+is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 21 \
+    "sbq_maintain() on the coordinator, which holds none, makes a pass over every worker's queues"
 
 # every call from the coordinator runs on the queue's node, in any letter case, in a
 # transaction block and inside an expression; the dead-letter address goes with its queue
@@ -226,6 +232,35 @@ SELECT lock_duration FROM sbq_get_queue('spread4');
 SELECT lock_duration FROM sbq_get_queue('spread4');
 SQL
 )" "00:00:30 1 00:00:42 " "a property change is seen at once by a session that read the queue before"
+
+# the views of the coordinator gather every node's rows, each role seeing what its
+# rights let it see; a session that read them goes on routing its calls
+q "$pc" -c "SELECT sbq_create_topic('News')" -c "SELECT sbq_create_subscription('news', 'All')" \
+    -c "SELECT sbq_send('NEWS', 'n1')" -c "CREATE ROLE sbq_viewer LOGIN" -c "CREATE ROLE sbq_nobody LOGIN" \
+    -c "SELECT sbq_grant('Spread5', 'sbq_viewer', ARRAY['listen'])" >/dev/null
+peeked=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n
+                                          FROM generate_series(1, 20) g) x")
+is "$(q "$pc" -c "SELECT count(*), sum(active_count + locked_count) FROM sbq_queue_stats WHERE queue ILIKE 'spread%'" 2>&1)" \
+    "20|$peeked" "sbq_queue_stats on the coordinator: the 20 queues of both workers, every message counted ($peeked)"
+is "$(q "$pc" -c "SELECT (SELECT count(*) FROM sbq_queues) || ' ' || (SELECT sent FROM sbq_queue_stats WHERE queue = 'Spread3')
+                         || ' ' || (SELECT count(*) FROM sbq_topics) || ' ' || (SELECT sent FROM sbq_topic_stats)
+                         || ' ' || (SELECT subscription FROM sbq_subscriptions) || ' ' || (SELECT count(*) FROM sbq_rules)
+                         || ' ' || (SELECT value FROM sbq_metrics WHERE metric = 'sbq_sent_total' AND queue = 'Spread3')
+                         || ' ' || (SELECT count(*) FROM sbq_rights WHERE entity = 'Spread5')" 2>&1)" \
+    "22 23 1 1 All 1 23 2" "every view on the coordinator: queues, stats, topics, subscriptions, rules, metrics, rights"
+is "$(q "$pc" -U sbq_viewer -c "SELECT string_agg(queue, ',') FROM sbq_queue_stats" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" \
+    "Spread5 1 " "a role with a right on one queue sees that queue only"
+is "$(q "$pc" -U sbq_nobody -c "SELECT count(*) FROM sbq_queue_stats" -c "SELECT count(*) FROM sbq_rights" 2>&1 | tr '\n' ' ')" \
+    "0 0 " "a role with none sees none"
+is "$(q "$pc" -U sbq_nobody -c "SELECT sbq_maintain()" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    "permission denied for function sbq_maintain" "... and may not run the cluster's maintenance"
+is "$(q "$pw1" -U sbq_nobody -c "SELECT count(*) FROM sbq_routed_group(0, 'maintain')" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    "permission denied for function sbq_maintain" "... not even by calling sbq_routed_group() itself"
+is "$(q "$pc" -c "BEGIN" -c "SELECT sbq_send('spread6', 'v') > 0" -c "SELECT active_count FROM sbq_queue_stats WHERE queue = 'Spread6'" \
+        -c "SELECT sbq_send('spread7', 'v') > 0" -c "ROLLBACK" -c "SELECT active_count FROM sbq_queue_stats WHERE queue = 'Spread6'" 2>&1 | tr '\n' ' ')" \
+    "t 1 t 0 " "the views see the transaction's own sends, and not once rolled back"
+ms=$(q "$pc" -c "EXPLAIN (ANALYZE, SUMMARY, TIMING OFF, COSTS OFF) SELECT * FROM sbq_queue_stats" | sed -n 's/^Execution Time: \([0-9]*\).*/\1/p')
+echo "# sbq_queue_stats on the coordinator gathered $(q "$pc" -c "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'sbq.queues'::regclass") shard groups in ${ms} ms"
 
 # consumers on the coordinator and on both workers: each message completed once; the
 # tenth of them never settled runs out of locks three times and is dead-lettered by the
@@ -338,12 +373,40 @@ total=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('s
 is "$(q "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_undistribute()" 2>&1)" "" "sbq_undistribute()"
 is "$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")" \
     "$total" "... keeps every message ($total), now on the coordinator"
-is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 23 "... whose pass sees the 23 queues"
+is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 24 "... whose pass sees the 24 queues (a subscription's included)"
+
+# --- an installation distributed at 0.13 and updated: its calls work throughout, and
+# the views gather once sbq_distribute() has run again after ALTER EXTENSION ... UPDATE
+scripts/citus_cluster.sh start "$work" upg >/dev/null
+qu() {
+    local port=$1
+    shift
+    "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$port" -U postgres -d upg -v ON_ERROR_STOP=1 "$@"
+}
+qu "$pc" -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue VERSION '0.13'" -c "SELECT sbq_distribute()" >/dev/null
+qu "$pc" -c "SELECT count(sbq_create_queue('U' || g)) FROM generate_series(1, 6) g" \
+    -c "SELECT count(sbq_send('u' || g, 'x')) FROM generate_series(1, 6) g" >/dev/null
+is "$(qu "$pc" -c "SELECT count(*) FROM generate_series(1, 6) g, sbq_receive('U' || g, receive_mode => 'receive_and_delete')" 2>&1)" \
+    6 "distributed at 0.13 with this library: calls through the coordinator work"
+is "$(qu "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 0 \
+    "... and sbq_maintain() there keeps to its own node (which holds none) until the update"
+qu "$pc" -c "SELECT count(sbq_send('u' || g, 'y')) FROM generate_series(1, 6) g" >/dev/null
+qu "$pc" -c "SET client_min_messages = warning" -c "ALTER EXTENSION sbqueue UPDATE"
+is "$(for port in "$pc" "$pw1" "$pw2"; do qu "$port" -c "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'"; done | sort -u)" \
+    "$(sed -n "s/^default_version = '\(.*\)'/\1/p" sbqueue.control)" "ALTER EXTENSION sbqueue UPDATE on the coordinator updates every node"
+is "$(qu "$pc" -c "SELECT count(*) FROM sbq_queue_stats" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    "sbqueue cannot reach the other nodes' shard groups yet" "... whose views then say what is missing"
+qu "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" >/dev/null
+is "$(qu "$pc" -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHERE queue LIKE 'U%'" 2>&1)" "6|6" \
+    "... and gather every node's rows once sbq_distribute() has run again"
+is "$(qu "$pw2" -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHERE queue LIKE 'U%'" 2>&1)" "6|6" \
+    "... on a worker too"
+is "$(qu "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 6 "... and sbq_maintain() covers every node"
 
 # --- no node logged an error of its own
 for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
 done
 

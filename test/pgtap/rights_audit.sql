@@ -112,6 +112,8 @@ SELECT results_eq(
         ('public.sbq_revoke(text, name, text[])'),
         -- a routed call runs sbqueue's functions as its caller, under their checks
         ('public.sbq_routed(integer, text, text[])'),
+        -- and a view or maintenance of one shard group, as its caller
+        ('public.sbq_routed_group(integer, text)'),
         ('public.sbq_send(text, bytea, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_send(text, jsonb, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_send(text, text, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
@@ -128,6 +130,7 @@ SELECT results_eq(
         ('public.sbq_update_topic(text, interval, interval, integer)'),
         -- read-only helpers the views call as their caller: executable by PUBLIC by
         -- design, and out of reach anyway without USAGE on schema sbq (PF4)
+        ('sbq.cluster_view(text)'),
         ('sbq.entity_key(text)'),
         ('sbq.lease_count(bigint)'),
         ('sbq.lease_pending_received(integer)'),
@@ -146,6 +149,7 @@ SELECT results_eq(
         ('public.sbq_maintain()'),
         ('public.sbq_undistribute()'),
         ('sbq.current_entity_key()'),
+        ('sbq.define_views(boolean)'),
         ('sbq.distributed_layout(boolean)'),
         ('sbq.lease_free(bigint, timestamp with time zone, xid, timestamp with time zone)'),
         ('sbq.lease_slot(bigint)'),
@@ -204,6 +208,13 @@ SELECT results_eq(
         ('sbq.duplicate_ids', 'r', ARRAY[]::text[]),
         ('sbq.message_seq', 'S', ARRAY[]::text[]),
         ('sbq.messages', 'r', ARRAY[]::text[]),
+        ('sbq.node_queue_stats', 'v', ARRAY[]::text[]),
+        ('sbq.node_queues', 'v', ARRAY[]::text[]),
+        ('sbq.node_rights', 'v', ARRAY[]::text[]),
+        ('sbq.node_rules', 'v', ARRAY[]::text[]),
+        ('sbq.node_subscriptions', 'v', ARRAY[]::text[]),
+        ('sbq.node_topic_stats', 'v', ARRAY[]::text[]),
+        ('sbq.node_topics', 'v', ARRAY[]::text[]),
         ('sbq.queue_counters', 'r', ARRAY[]::text[]),
         ('sbq.queue_id_seq', 'S', ARRAY[]::text[]),
         ('sbq.queue_rights', 'v', ARRAY['SELECT']),
@@ -215,7 +226,7 @@ SELECT results_eq(
         ('sbq.subscriptions', 'r', ARRAY[]::text[]),
         ('sbq.topic_scheduled', 'r', ARRAY[]::text[]),
         ('sbq.topics', 'r', ARRAY[]::text[])$$,
-    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the nine views and on the empty marker view sbq.queue_rights, nothing else (no column either)');
+    'PR1: on the tables, sequences and views of the extension a role granted nothing has SELECT on the nine views and on the empty marker view sbq.queue_rights, nothing else (not the node views, no column either)');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_temp.ext_relations() r
             WHERE NOT EXISTS (SELECT FROM pg_depend d
                                WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid

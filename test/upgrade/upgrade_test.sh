@@ -468,6 +468,23 @@ if has_function sbq_upgrade_old "sbq.entity_key(text)"; then
 else
     check "the update reaches 0.13 (sbq.entity_key)" missing present
 fi
+# 0.14 defines each view as a node view, shown through the public one: on one
+# server the same rows as before, and the node views out of PUBLIC's reach
+if has_relation sbq_upgrade_old sbq.node_queue_stats; then
+    got=$(try sbq_upgrade_old "SELECT count(*) FROM sbq_queue_stats s JOIN sbq.node_queue_stats n USING (queue)
+                                WHERE (s.*)::text = (n.*)::text AND s.sent > 0")
+    check "after the update to 0.14 sbq_queue_stats shows its node view's rows" "$([ "${got:-0}" -gt 0 ] 2>/dev/null && echo rows || echo "$got")" rows
+    got=$(try sbq_upgrade_old "SELECT count(*) FROM sbq.cluster_view('queues') AS v(queue text) ")
+    check "after the update to 0.14 sbq.cluster_view() refuses columns that are not its node view's" \
+        "$got" "error: the columns asked for are not those of the node view"
+    got=$(try sbq_upgrade_old "SELECT count(*) FROM sbq.cluster_view('messages') AS v(queue text) ")
+    check "after the update to 0.14 sbq.cluster_view() shows only sbqueue's views" \
+        "$got" "error: \"messages\" is not a view of sbqueue"
+    got=$(try sbq_upgrade_old "SELECT has_table_privilege('public', 'sbq.node_queues', 'SELECT')")
+    check "after the update to 0.14 PUBLIC cannot read a node view" "$got" f
+else
+    check "the update reaches 0.14 (sbq.node_queue_stats)" missing present
+fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
 if has_relation sbq_upgrade_old sbq_maintenance_status &&

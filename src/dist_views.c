@@ -1,0 +1,535 @@
+/*-------------------------------------------------------------------------
+ *
+ * dist_views.c
+ *	  What concerns every shard group rather than one entity, on a Citus
+ *	  cluster (docs/scale-out.md, decision 7): the views and sbq_maintain().
+ *
+ *	  Each view of sbqueue (sbq_queues, sbq_queue_stats, ...) is the node
+ *	  view sbq.node_<name> on one server. Once the tables are distributed,
+ *	  the public view gathers instead: sbq.cluster_view(name) runs the node
+ *	  view against the shards of every shard group, here for the groups this
+ *	  node holds, and through sbq_routed_group(key, name) on the node of each
+ *	  other one (Citus delegates it by a key of the group's range, in the
+ *	  caller's transaction and as the caller). sbq_maintain() called by a
+ *	  client makes a pass over every group the same way; a maintenance
+ *	  worker's pass stays on its own node's groups.
+ *
+ *	  A node view runs from its definition, with every sbq.<table> named as
+ *	  the group's shard, as the owner of the tables (the caller may not read
+ *	  the shards; through the view it reads them as the view's owner), and
+ *	  with the caller's role in every pg_has_role(): each role sees what its
+ *	  rights let it see, as on one server.
+ *
+ * Owns nothing. Locks: those of entering a group and of a storage section.
+ *
+ * Copyright (c) 2026, the sbqueue authors
+ *
+ * IDENTIFICATION
+ *	  src/dist_views.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "parser/parse_func.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/tuplestore.h"
+
+#include "compat.h"
+#include "dist_int.h"
+#include "distributed.h"
+#include "sbqueue.h"
+#include "storage.h"
+
+PG_FUNCTION_INFO_V1(sbq_cluster_view);
+PG_FUNCTION_INFO_V1(sbq_routed_group);
+PG_FUNCTION_INFO_V1(sbq_define_views);
+
+/* The schema of the extension (its public functions and views). */
+static Oid
+sbq_ext_schema(void)
+{
+	Oid			extoid;
+	Oid			owner;
+	Oid			nsp;
+
+	if (!sbq_find_extension(&extoid, &owner, &nsp))
+		elog(ERROR, "sbqueue is not installed in this database");
+	return nsp;
+}
+
+/* The views that gather: sbq_<name> is sbq.node_<name> of every group. */
+static const char *const sbq_view_names[] = {
+	"queues", "queue_stats", "rights", "topics", "subscriptions", "rules", "topic_stats"
+};
+
+/* what sbq_routed_group() runs for sbq_maintain() */
+#define SBQ_GROUP_MAINTAIN "maintain"
+#define SBQ_MAINTAIN_FIELDS 13
+
+static bool
+sbq_view_known(const char *what)
+{
+	int			i;
+
+	for (i = 0; i < (int) lengthof(sbq_view_names); i++)
+		if (strcmp(what, sbq_view_names[i]) == 0)
+			return true;
+	return false;
+}
+
+static Oid
+sbq_node_view(const char *what, bool missing_ok)
+{
+	char		name[NAMEDATALEN];
+	Oid			view;
+
+	snprintf(name, sizeof(name), "node_%s", what);
+	view = get_relname_relid(name, get_namespace_oid("sbq", false));
+	if (!OidIsValid(view) && !missing_ok)
+		elog(ERROR, "sbqueue: view sbq.%s does not exist", name);
+	return view;
+}
+
+static bool
+sbq_view_ident_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		c == '_' || c == '$' || c == '.';
+}
+
+/*
+ * sbq_view_exec
+ *		Run node view "what" for the current group (or this node's own
+ *		tables when none), as its caller would see it through the view: in a
+ *		storage section, whose SPI_tuptable holds the rows afterwards.
+ */
+static void
+sbq_view_exec(const char *what)
+{
+	int			level = NewGUCNestLevel();
+	char	   *def;
+	const char *sql;
+	const char *p;
+	StringInfoData buf;
+
+	/* the definition with every name outside pg_catalog qualified */
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	def = TextDatumGetCString(DirectFunctionCall1(pg_get_viewdef,
+												  ObjectIdGetDatum(sbq_node_view(what, false))));
+	sql = sbq_dist_in_group() ? sbq_dist_sql(def) : def;
+
+	/* the caller's rights, not those of the owner the section runs as */
+	initStringInfo(&buf);
+	p = sql;
+	while (*p)
+	{
+		if (strncmp(p, "pg_has_role(", 12) == 0 && (p == sql || !sbq_view_ident_char(p[-1])))
+		{
+			appendStringInfo(&buf, "pg_has_role(%u::pg_catalog.oid, ", sbq_storage_caller());
+			p += 12;
+		}
+		else
+			appendStringInfoChar(&buf, *p++);
+	}
+	if (SPI_execute(buf.data, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "sbqueue: could not read view sbq.node_%s", what);
+	AtEOXact_GUC(true, level);
+}
+
+/* The rows SPI holds (of node view "what") into rsinfo, which has its columns. */
+static void
+sbq_view_put_rows(ReturnSetInfo *rsinfo)
+{
+	TupleDesc	got = SPI_tuptable->tupdesc;
+	TupleDesc	want = rsinfo->setDesc;
+	uint64		r;
+	int			i;
+
+	for (i = 0; i < Max(want->natts, got->natts); i++)
+		if (i >= want->natts || i >= got->natts ||
+			TupleDescAttr(got, i)->atttypid != TupleDescAttr(want, i)->atttypid)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("the columns asked for are not those of the node view"),
+					 errdetail("Column %d differs.", i + 1)));
+	for (r = 0; r < SPI_processed; r++)
+		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[r]);
+}
+
+/* What a maintenance pass did, as text forms, and back (sbq_routed_group's row). */
+static Datum
+sbq_maintain_row(const SbqMaintainResult *r)
+{
+	int64		v[SBQ_MAINTAIN_FIELDS - 2] = {
+		r->queues, r->activated, r->released, r->dead_lettered, r->expired_dead,
+		r->expired_dropped, r->forgotten, r->dead_letters_removed, r->dead_letters_forwarded,
+		r->dead_letters_kept, r->sessions_expired
+	};
+	Datum		elems[SBQ_MAINTAIN_FIELDS];
+	int			i;
+
+	for (i = 0; i < SBQ_MAINTAIN_FIELDS - 2; i++)
+		elems[i] = CStringGetTextDatum(psprintf(INT64_FORMAT, v[i]));
+	elems[i++] = CStringGetTextDatum(r->more ? "t" : "f");
+	elems[i] = CStringGetTextDatum(r->skipped ? "t" : "f");
+	return PointerGetDatum(construct_array(elems, SBQ_MAINTAIN_FIELDS, TEXTOID, -1, false,
+										   TYPALIGN_INT));
+}
+
+static void
+sbq_maintain_add_row(char **s, int n, SbqMaintainResult *acc)
+{
+	int64	   *v[SBQ_MAINTAIN_FIELDS - 2] = {
+		&acc->queues, &acc->activated, &acc->released, &acc->dead_lettered, &acc->expired_dead,
+		&acc->expired_dropped, &acc->forgotten, &acc->dead_letters_removed,
+		&acc->dead_letters_forwarded, &acc->dead_letters_kept, &acc->sessions_expired
+	};
+	int			i;
+
+	sbq_dist_check_width(n, SBQ_MAINTAIN_FIELDS);
+	for (i = 0; i < SBQ_MAINTAIN_FIELDS - 2; i++)
+		*v[i] += s[i] != NULL ? pg_strtoint64(s[i]) : 0;
+	acc->more |= s[i] != NULL && s[i][0] == 't';
+	i++;
+	acc->skipped |= s[i] != NULL && s[i][0] == 't';
+}
+
+/*
+ * sbq_group_run
+ *		Node view "what" for group id (0: this node's own tables), or a
+ *		maintenance pass over it (acc): the rows into rsinfo, as they are or
+ *		(as_text) as the text[] of a routed call. False when this node does
+ *		not hold the group (any more).
+ */
+static bool
+sbq_group_run(int64 id, const char *what, ReturnSetInfo *rsinfo, bool as_text,
+			  SbqMaintainResult *acc)
+{
+	if (id != 0 && !sbq_dist_enter_group(id))
+		return false;
+	sbq_storage_begin();
+	if (acc != NULL)
+		sbq_storage_maintain(acc);
+	else
+	{
+		sbq_view_exec(what);
+		if (as_text)
+			sbq_dist_put_text_rows(rsinfo);
+		else
+			sbq_view_put_rows(rsinfo);
+	}
+	sbq_storage_end();
+	sbq_dist_leave();
+	return true;
+}
+
+/*
+ * sbq_group_remote
+ *		"what" for the group of route key "key" on the node that holds it:
+ *		its rows into rsinfo (a view), or added to acc (maintenance).
+ */
+static void
+sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			nsp = sbq_ext_schema();
+	char	   *sql = psprintf("SELECT r FROM %s.sbq_routed_group(%d, %s) r",
+							   quote_identifier(get_namespace_name(nsp)), key,
+							   quote_literal_cstr(what));
+	AttInMetadata *meta = rsinfo != NULL ? TupleDescGetAttInMetadata(rsinfo->setDesc) : NULL;
+	int			level;
+	uint64		r;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_dist_run_routing(sql, cxt);
+	level = sbq_dist_pin_formats();
+	for (r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		Datum		row = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+		char	  **values;
+		int			n;
+
+		if (isnull)
+			continue;
+		values = sbq_dist_strings(row, &n);
+		if (acc != NULL)
+			sbq_maintain_add_row(values, n, acc);
+		else
+		{
+			sbq_dist_check_width(n, rsinfo->setDesc->natts);
+			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+		}
+	}
+	AtEOXact_GUC(true, level);
+	SPI_finish();
+}
+
+/*
+ * Refuse to route what concerns a group before sbq_routed_group() is
+ * delegated: an update to 0.14 of a distributed installation defines it,
+ * sbq_distribute() distributes it.
+ */
+static void
+sbq_require_group_routing(void)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	bool		delegated;
+
+	values[0] = CStringGetTextDatum(psprintf("%s.sbq_routed_group(integer, text)",
+											 quote_identifier(get_namespace_name(sbq_ext_schema()))));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_dist_object"
+							  " WHERE classid = 'pg_catalog.pg_proc'::pg_catalog.regclass"
+							  "   AND objid = pg_catalog.to_regprocedure($1)"
+							  "   AND distribution_argument_index IS NOT NULL",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read Citus's distributed objects");
+	delegated = SPI_processed > 0;
+	SPI_finish();
+	if (!delegated)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sbqueue cannot reach the other nodes' shard groups yet"),
+				 errdetail("sbq_routed_group() is not distributed."),
+				 errhint("Run SELECT sbq_distribute() on the coordinator once after ALTER EXTENSION sbqueue UPDATE.")));
+}
+
+/*
+ * sbq_dist_gather
+ *		"what" over every shard group: here for those this node holds, on
+ *		their nodes for the others.
+ */
+static void
+sbq_dist_gather(const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
+{
+	bool		checked = false;
+	int			i;
+
+	for (i = 0; i < sbq_dist_ngroups(); i++)
+	{
+		int64		id;
+		bool		local;
+		int32		key;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!sbq_dist_group_at(i, &id, &local, &key))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("no entity key routes to shard group %d of sbq.queues", i)));
+		if (local && sbq_group_run(id, what, rsinfo, false, acc))
+			continue;
+		if (!checked)
+			sbq_require_group_routing();
+		checked = true;
+		sbq_group_remote(key, what, rsinfo, acc);
+	}
+}
+
+/* Whether the SQL installed has sbq_routed_group() (0.14 on; an older one has not). */
+static bool
+sbq_group_routing_installed(void)
+{
+	Oid			argtypes[2] = {INT4OID, TEXTOID};
+	List	   *name = list_make2(makeString(get_namespace_name(sbq_ext_schema())),
+								  makeString("sbq_routed_group"));
+
+	return OidIsValid(LookupFuncName(name, 2, argtypes, true));
+}
+
+/*
+ * sbq_dist_maintain
+ *		sbq_maintain() with the tables distributed: a pass over each group
+ *		this node holds, and (all_nodes) over every other through its node
+ *		(not before ALTER EXTENSION ... UPDATE has brought sbq_routed_group).
+ */
+void
+sbq_dist_maintain(SbqMaintainResult *acc, bool all_nodes)
+{
+	int64	   *groups;
+	int			n;
+	int			i;
+
+	if (all_nodes && sbq_group_routing_installed())
+	{
+		sbq_dist_gather(SBQ_GROUP_MAINTAIN, NULL, acc);
+		return;
+	}
+	n = sbq_dist_local_groups(&groups);
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		(void) sbq_group_run(groups[i], SBQ_GROUP_MAINTAIN, NULL, false, acc);
+	}
+}
+
+/*
+ * sbq.cluster_view(name text) RETURNS SETOF record
+ *		The rows of node view sbq.node_<name> of every shard group (of this
+ *		node's own tables when they are not distributed), as the caller sees
+ *		them: what the public views are once distributed.
+ */
+Datum
+sbq_cluster_view(PG_FUNCTION_ARGS)
+{
+	char	   *what = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (!sbq_view_known(what))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is not a view of sbqueue", what)));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (!sbq_dist_call_active())
+		(void) sbq_group_run(0, what, rsinfo, false, NULL);
+	else
+		sbq_dist_gather(what, rsinfo, NULL);
+	return (Datum) 0;
+}
+
+/*
+ * sbq_routed_group(key integer, what text) RETURNS SETOF text[]
+ *		On the node Citus sent it to: node view "what" for the shard group of
+ *		key, or a maintenance pass over it ('maintain', for a role that may
+ *		run sbq_maintain()), its rows as text[]. Refused (55000) when this
+ *		node does not hold the group.
+ */
+Datum
+sbq_routed_group(PG_FUNCTION_ARGS)
+{
+	int32		key = PG_GETARG_INT32(0);
+	char	   *what = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		maintain = strcmp(what, SBQ_GROUP_MAINTAIN) == 0;
+	int64		id;
+
+	sbq_dist_require_delegated();
+	if (!maintain && !sbq_view_known(what))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is not a view of sbqueue", what)));
+	if (maintain)
+	{
+		Oid			nsp = get_func_namespace(fcinfo->flinfo->fn_oid);
+		List	   *name = list_make2(makeString(get_namespace_name(nsp)),
+									  makeString("sbq_maintain"));
+		Oid			fn = LookupFuncName(name, 0, NULL, false);
+
+		if (sbq_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, "sbq_maintain");
+	}
+	if (!sbq_dist_active() || sbq_dist_key_group(key, &id) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("entity key %d is not on this node", key),
+				 errhint("Make the call again: it goes where the shard is now.")));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (maintain)
+	{
+		SbqMaintainResult res = {0};
+		Datum		row;
+		bool		isnull = false;
+
+		if (!sbq_group_run(id, SBQ_GROUP_MAINTAIN, NULL, false, &res))
+			id = 0;
+		row = sbq_maintain_row(&res);
+		if (id != 0)
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &row, &isnull);
+	}
+	else if (!sbq_group_run(id, what, rsinfo, true, NULL))
+		id = 0;
+	if (id == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("entity key %d is not on this node", key),
+				 errhint("Make the call again: it goes where the shard is now.")));
+	return (Datum) 0;
+}
+
+/*
+ * sbq_dist_define_views
+ *		The public views as the layout wants them: each gathering every
+ *		shard group's rows (distributed) or its node view's (SPI connected).
+ *		Nothing with an older SQL that has no node views.
+ */
+void
+sbq_dist_define_views(bool distributed)
+{
+	Oid			nsp = sbq_ext_schema();
+	int			level = NewGUCNestLevel();
+	int			i;
+
+	/* each node defines its own: Citus does not send these on */
+	(void) set_config_option("citus.enable_ddl_propagation", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	for (i = 0; i < (int) lengthof(sbq_view_names); i++)
+	{
+		const char *what = sbq_view_names[i];
+		Oid			view = sbq_node_view(what, true);
+		StringInfoData sql;
+
+		if (!OidIsValid(view))
+			break;
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s.sbq_%s WITH (security_barrier) AS ",
+						 quote_identifier(get_namespace_name(nsp)), what);
+		if (distributed)
+		{
+			Relation	rel = relation_open(view, AccessShareLock);
+			TupleDesc	desc = RelationGetDescr(rel);
+			int			a;
+
+			appendStringInfo(&sql, "SELECT * FROM sbq.cluster_view('%s') AS v(", what);
+			for (a = 0; a < desc->natts; a++)
+			{
+				Form_pg_attribute att = TupleDescAttr(desc, a);
+
+				appendStringInfo(&sql, "%s%s %s", a > 0 ? ", " : "",
+								 quote_identifier(NameStr(att->attname)),
+								 format_type_with_typemod(att->atttypid, att->atttypmod));
+			}
+			appendStringInfoChar(&sql, ')');
+			relation_close(rel, AccessShareLock);
+		}
+		else
+			appendStringInfo(&sql, "SELECT * FROM sbq.node_%s", what);
+		if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not define view sbq_%s", what);
+	}
+	AtEOXact_GUC(true, level);
+}
+
+/*
+ * sbq.define_views(distributed boolean): sbq_dist_define_views(), by
+ * whether the tables are distributed when NULL (an update runs it).
+ */
+Datum
+sbq_define_views(PG_FUNCTION_ARGS)
+{
+	bool		distributed = PG_ARGISNULL(0) ? sbq_dist_active() : PG_GETARG_BOOL(0);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sbq_dist_define_views(distributed);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
