@@ -481,9 +481,9 @@ sbq_maintain(PG_FUNCTION_ARGS)
 	{
 		/*
 		 * distributed: a maintenance worker's pass over the groups of its
-		 * node, a client's over every group of the cluster
+		 * node, anyone else's over every group of the cluster
 		 */
-		sbq_dist_maintain(&res, !IsBackgroundWorker);
+		sbq_dist_maintain(&res, !sbq_am_maintenance_worker);
 	}
 	else
 	{

@@ -45,6 +45,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
@@ -127,8 +128,18 @@ sbq_view_exec(const char *what)
 	const char *p;
 	StringInfoData buf;
 
-	/* the definition with every name outside pg_catalog qualified */
+	int			replaced = 0;
+
+	/*
+	 * The definition with every name outside pg_catalog qualified, none
+	 * quoted; and the shards visible to its catalog reads (Citus hides them
+	 * from a client's).
+	 */
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("citus.override_table_visibility", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	def = TextDatumGetCString(DirectFunctionCall1(pg_get_viewdef,
 												  ObjectIdGetDatum(sbq_node_view(what, false))));
@@ -143,10 +154,14 @@ sbq_view_exec(const char *what)
 		{
 			appendStringInfo(&buf, "pg_has_role(%u::pg_catalog.oid, ", sbq_storage_caller());
 			p += 12;
+			replaced++;
 		}
 		else
 			appendStringInfoChar(&buf, *p++);
 	}
+	/* every node view judges rights: without them it would show all, refuse */
+	if (replaced == 0)
+		elog(ERROR, "sbqueue: the definition of view sbq.node_%s has no rights check", what);
 	if (SPI_execute(buf.data, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "sbqueue: could not read view sbq.node_%s", what);
 	AtEOXact_GUC(true, level);
@@ -236,6 +251,9 @@ sbq_group_run(int64 id, const char *what, ReturnSetInfo *rsinfo, bool as_text,
 	}
 	sbq_storage_end();
 	sbq_dist_leave();
+	/* a view is read: a shard move need not wait for this transaction */
+	if (id != 0 && acc == NULL)
+		sbq_dist_unlock_group(id);
 	return true;
 }
 
@@ -283,12 +301,53 @@ sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintain
 }
 
 /*
- * Refuse to route what concerns a group before sbq_routed_group() is
- * delegated: an update to 0.14 of a distributed installation defines it,
- * sbq_distribute() distributes it.
+ * A key of group i's range from its rows (a narrow range, where none of the
+ * keys tried hashes): false when it has no queue or topic.
  */
-static void
-sbq_require_group_routing(void)
+static bool
+sbq_dist_key_from_rows(int i, int32 *key)
+{
+	static const char *const tables[] = {"queues", "topics"};
+	Oid			argtypes[2] = {INT4OID, INT4OID};
+	Datum		values[2];
+	int32		min;
+	int32		max;
+	bool		found = false;
+	int			t;
+
+	sbq_dist_group_range(i, &min, &max);
+	values[0] = Int32GetDatum(min);
+	values[1] = Int32GetDatum(max);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	for (t = 0; t < (int) lengthof(tables) && !found; t++)
+	{
+		bool		isnull;
+
+		if (SPI_execute_with_args(psprintf("SELECT entity_key FROM sbq.%s"
+										   " WHERE pg_catalog.hashint4(entity_key) BETWEEN $1 AND $2"
+										   " LIMIT 1", tables[t]),
+								  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look for an entity of shard group %d", i);
+		if (SPI_processed > 0)
+		{
+			*key = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											   &isnull));
+			found = !isnull;
+		}
+	}
+	SPI_finish();
+	if (found)
+		sbq_dist_set_route_key(i, *key);
+	return found;
+}
+
+/*
+ * Whether sbq_routed_group() is delegated: an update to 0.14 of a
+ * distributed installation defines it, sbq_distribute() distributes it.
+ */
+static bool
+sbq_group_routing_ready(void)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
@@ -306,7 +365,14 @@ sbq_require_group_routing(void)
 		elog(ERROR, "could not read Citus's distributed objects");
 	delegated = SPI_processed > 0;
 	SPI_finish();
-	if (!delegated)
+	return delegated;
+}
+
+/* Refuse to route what concerns a group before sbq_routed_group() is delegated. */
+static void
+sbq_require_group_routing(void)
+{
+	if (!sbq_group_routing_ready())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sbqueue cannot reach the other nodes' shard groups yet"),
@@ -323,6 +389,7 @@ static void
 sbq_dist_gather(const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
 {
 	bool		checked = false;
+	bool		has_key;
 	int			i;
 
 	for (i = 0; i < sbq_dist_ngroups(); i++)
@@ -332,12 +399,11 @@ sbq_dist_gather(const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
 		int32		key;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!sbq_dist_group_at(i, &id, &local, &key))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("no entity key routes to shard group %d of sbq.queues", i)));
+		has_key = sbq_dist_group_at(i, &id, &local, &key);
 		if (local && sbq_group_run(id, what, rsinfo, false, acc))
 			continue;
+		if (!has_key && !sbq_dist_key_from_rows(i, &key))
+			continue;			/* a group without an entity has no rows to show */
 		if (!checked)
 			sbq_require_group_routing();
 		checked = true;
@@ -371,8 +437,15 @@ sbq_dist_maintain(SbqMaintainResult *acc, bool all_nodes)
 
 	if (all_nodes && sbq_group_routing_installed())
 	{
-		sbq_dist_gather(SBQ_GROUP_MAINTAIN, NULL, acc);
-		return;
+		if (sbq_group_routing_ready())
+		{
+			sbq_dist_gather(SBQ_GROUP_MAINTAIN, NULL, acc);
+			return;
+		}
+		ereport(WARNING,
+				(errmsg("sbq_maintain() keeps to this node's shard groups"),
+				 errdetail("sbq_routed_group() is not distributed."),
+				 errhint("Run SELECT sbq_distribute() on the coordinator once after ALTER EXTENSION sbqueue UPDATE.")));
 	}
 	n = sbq_dist_local_groups(&groups);
 	for (i = 0; i < n; i++)
@@ -399,6 +472,7 @@ sbq_cluster_view(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" is not a view of sbqueue", what)));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	sbq_dist_leave();
 	if (!sbq_dist_call_active())
 		(void) sbq_group_run(0, what, rsinfo, false, NULL);
 	else
@@ -423,6 +497,8 @@ sbq_routed_group(PG_FUNCTION_ARGS)
 	int64		id;
 
 	sbq_dist_require_delegated();
+	sbq_dist_leave();
+	AcceptInvalidationMessages();	/* where the groups are now */
 	if (!maintain && !sbq_view_known(what))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -299,15 +299,18 @@ static SbqShardGroup *sbq_dist_group_of(int32 key);
 /*
  * A key of each group's range, to route what concerns the group rather than
  * an entity (the views of the whole cluster): the keys 0, 1, 2 ... hash
- * uniformly, so each range has one of the first few hundred.
+ * uniformly, so a range of the usual width has one of the first few
+ * hundred. A narrow range (a tenant isolated, a split) may have none among
+ * the keys tried: sbq_dist_set_route_key() gives it one of its rows'.
  */
 static void
 sbq_dist_find_route_keys(void)
 {
 	int			left = sbq_ngroups;
+	int32		limit = 64 * sbq_ngroups + 4096;
 	int32		k;
 
-	for (k = 0; left > 0 && k < 1000000; k++)
+	for (k = 0; left > 0 && k < limit; k++)
 	{
 		SbqShardGroup *g = sbq_dist_group_of(k);
 
@@ -679,6 +682,46 @@ sbq_dist_local_groups(int64 **ids)
 	return n;
 }
 
+/* Group i routes by key from now on (a key of its range found in its rows). */
+void
+sbq_dist_set_route_key(int i, int32 key)
+{
+	SbqShardGroup *g = sbq_dist_group_of(key);
+
+	if (i >= 0 && i < sbq_ngroups && g == &sbq_groups[i])
+	{
+		g->has_route_key = true;
+		g->route_key = key;
+	}
+}
+
+/* Group i's hash range. */
+void
+sbq_dist_group_range(int i, int32 *min, int32 *max)
+{
+	*min = sbq_groups[i].min;
+	*max = sbq_groups[i].max;
+}
+
+/*
+ * Release the lock sbq_dist_enter() took on group id, once for that entry
+ * (a read that is done: a shard move need not wait for the transaction).
+ */
+void
+sbq_dist_unlock_group(int64 id)
+{
+	LOCKTAG		tag;
+	int			i;
+
+	for (i = 0; i < sbq_ngroups; i++)
+		if (sbq_groups[i].shardid[0] == id)
+		{
+			SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) i, sbq_colocation_id,
+								 SBQ_CITUS_COLOCATED_SHARDS_METADATA_LOCK);
+			(void) LockRelease(&tag, ShareLock, false);
+		}
+}
+
 /* The number of shard groups (sbq_dist_active() first). */
 int
 sbq_dist_ngroups(void)
@@ -688,18 +731,18 @@ sbq_dist_ngroups(void)
 
 /*
  * Shard group i (in the order of their ranges): its id, whether this node
- * holds it, and a key that routes to it. False when there is no such group
- * or no key was found for it.
+ * holds it, and a key that routes to it; false when no key is known for it
+ * (or there is no group i).
  */
 bool
 sbq_dist_group_at(int i, int64 *id, bool *local, int32 *route_key)
 {
-	if (i < 0 || i >= sbq_ngroups || !sbq_groups[i].has_route_key)
+	if (i < 0 || i >= sbq_ngroups)
 		return false;
 	*id = sbq_groups[i].shardid[0];
 	*local = sbq_groups[i].local;
 	*route_key = sbq_groups[i].route_key;
-	return true;
+	return sbq_groups[i].has_route_key;
 }
 
 /* Enter a group this node holds, for maintenance: its rows have many keys. */

@@ -193,6 +193,9 @@ sbq_worker_prepared_pending(void)
  *		Whether sbqueue is installed in this database, and if so its owner and
  *		schema. Must be called in a transaction.
  */
+/* whether this process is a maintenance worker (its passes keep to its node) */
+bool		sbq_am_maintenance_worker = false;
+
 bool
 sbq_find_extension(Oid *extoid, Oid *extowner, Oid *extnamespace)
 {
@@ -666,6 +669,7 @@ static void
 sbq_worker_start(Oid dbid)
 {
 	sbq_worker_dbid = dbid;
+	sbq_am_maintenance_worker = true;
 
 	/* cleanup first (STYLE.md G.42): it hands the database back in the registry */
 	before_shmem_exit(sbq_worker_shmem_exit, (Datum) 0);
