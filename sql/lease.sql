@@ -1,60 +1,68 @@
 -- lease: message locks kept in shared memory (sbqueue preloaded, sbqueue.memory_locks on)
 \set VERBOSITY sqlstate
+-- sequence numbers step by :step (1 on one server, 64 on a node of a distributed installation)
+SELECT regress.step() AS step \gset
 SET sbqueue.memory_locks = on;
+-- through a Citus coordinator: a SET LOCAL is sent to the node the call runs on
+SET citus.propagate_set_commands = 'local';
 
 SELECT queue FROM sbq_create_queue('ls', max_delivery_count => 3);
 SELECT min(seq) AS first FROM sbq_send_batch('ls', ARRAY['m1', 'm2', 'm3']) AS seq \gset
 
 -- a receive writes nothing: its transaction gets no transaction id (so its
--- commit waits for no WAL flush), and the row keeps no lock
+-- commit waits for no WAL flush), and the row keeps no lock. The transaction id is
+-- the one of the server that holds the queue's rows: a query of sbq.queues runs there
+-- (through a coordinator, on the queue's node, in the transaction the call ran in)
 BEGIN;
-SELECT sequence_number - :first AS n0, delivery_count AS count0, lock_token AS t0
+SELECT regress.dist(sequence_number, :first) AS n0, delivery_count AS count0, lock_token AS t0
   FROM sbq_receive('ls') \gset
-SELECT :n0 AS n, :count0 AS delivery_count, txid_current_if_assigned() IS NULL AS no_xid;
+SELECT :n0 AS n, :count0 AS delivery_count, txid_current_if_assigned() IS NULL AS no_xid
+  FROM sbq.queues WHERE name = 'ls';
 COMMIT;
-SELECT sequence_number - :first AS n, delivery_count, lock_token IS NULL AS row_has_no_token,
+-- (no regress function in a query of sbq.*: through a coordinator it runs on the node)
+SELECT (sequence_number - :first) / :step AS n, delivery_count, lock_token IS NULL AS row_has_no_token,
        locked_until IS NULL AS row_not_locked
   FROM sbq.messages WHERE queue_id = (SELECT queue_id FROM sbq.queues WHERE name = 'ls')
  ORDER BY sequence_number;
 -- peek and the stats see the lease
-SELECT sequence_number - :first AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
 SELECT active_count, locked_count, received FROM sbq_queue_stats WHERE queue = 'ls';
 
 -- the control: with the locks in the rows a receive writes, and so it has an xid
 BEGIN;
 SET LOCAL sbqueue.memory_locks = off;
-SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('ls');
-SELECT txid_current_if_assigned() IS NOT NULL AS has_xid;
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count FROM sbq_receive('ls');
+SELECT txid_current_if_assigned() IS NOT NULL AS has_xid FROM sbq.queues WHERE name = 'ls';
 ROLLBACK;
 
 -- a receive rolled back to a savepoint leaves no lease behind
 BEGIN;
 SAVEPOINT s;
-SELECT sequence_number - :first AS n FROM sbq_receive('ls');
+SELECT regress.dist(sequence_number, :first) AS n FROM sbq_receive('ls');
 ROLLBACK TO SAVEPOINT s;
-SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('ls');
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count FROM sbq_receive('ls');
 COMMIT;
-SELECT sequence_number - :first AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
 
 -- settle in the transaction of the receive; abandon, then receive again in it
 BEGIN;
 SELECT lock_token AS t3 FROM sbq_receive('ls') \gset
 SELECT sbq_abandon('ls', :'t3');
-SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('ls');
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count FROM sbq_receive('ls');
 SELECT count(*) AS nothing_more FROM sbq_receive('ls');
 ROLLBACK;
-SELECT sequence_number - :first AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
 
 -- a renew that rolls back is undone; one that commits holds
 SELECT lock_token AS t1 FROM sbq_receive('ls', 1, receive_mode => 'peek_lock') \gset
 SELECT count(*) AS nothing_free FROM sbq_receive('ls');
-SELECT locked_until AS u1 FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2 \gset
+SELECT locked_until AS u1 FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2 * :step \gset
 BEGIN;
 SELECT sbq_renew('ls', :'t1') > :'u1'::timestamptz AS renewed;
 ROLLBACK;
-SELECT locked_until = :'u1'::timestamptz AS renew_undone FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2;
+SELECT locked_until = :'u1'::timestamptz AS renew_undone FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2 * :step;
 SELECT sbq_renew('ls', :'t1') > :'u1'::timestamptz AS renewed;
-SELECT locked_until > :'u1'::timestamptz AS renew_kept FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2;
+SELECT locked_until > :'u1'::timestamptz AS renew_kept FROM sbq_peek('ls', 10) WHERE sequence_number = :first + 2 * :step;
 
 -- complete and complete(uuid[]) end leases; a complete that rolls back keeps the lock
 BEGIN;
@@ -75,10 +83,10 @@ SELECT sent, received, completed, abandoned FROM sbq_queue_stats WHERE queue = '
 
 -- receive-and-delete and the durable paths skip leased messages
 SELECT min(seq) AS f2 FROM sbq_send_batch('ls', ARRAY['n1', 'n2']) AS seq \gset
-SELECT sequence_number - :f2 AS n FROM sbq_receive('ls');
-SELECT sequence_number - :f2 AS n, convert_from(body, 'UTF8') AS body
+SELECT regress.dist(sequence_number, :f2) AS n FROM sbq_receive('ls');
+SELECT regress.dist(sequence_number, :f2) AS n, convert_from(body, 'UTF8') AS body
   FROM sbq_receive('ls', 5, receive_mode => 'receive_and_delete');
-SELECT sequence_number - :f2 AS n, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
+SELECT regress.dist(sequence_number, :f2) AS n, locked_until IS NOT NULL AS locked FROM sbq_peek('ls', 10);
 
 SELECT sbq_delete_queue('ls');
 

@@ -1,25 +1,27 @@
 -- receive and peek: order, limits, modes, waiting and rollback
 \set VERBOSITY sqlstate
+-- sequence numbers step by :step (1 on one server, 64 on a node of a distributed installation)
+SELECT regress.step() AS step \gset
 
 SELECT queue FROM sbq_create_queue('r');
 SELECT min(seq) AS first FROM sbq_send_batch('r', ARRAY['m1', 'm2', 'm3', 'm4', 'm5']) AS seq \gset
 
 -- receive hands out the lowest sequence numbers first, locked, counted
-SELECT sequence_number - :first AS n, convert_from(body, 'UTF8') AS body, delivery_count, state,
+SELECT regress.dist(sequence_number, :first) AS n, convert_from(body, 'UTF8') AS body, delivery_count, state,
        lock_token IS NOT NULL AS has_token,
        locked_until BETWEEN now() + interval '29 seconds' AND clock_timestamp() + interval '30 seconds' AS locked_30s
   FROM sbq_receive('r', 2);
 -- locked messages are hidden from other receives
-SELECT sequence_number - :first AS n, delivery_count FROM sbq_receive('r');
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count FROM sbq_receive('r');
 -- asking for more than there is returns what there is
-SELECT sequence_number - :first AS n FROM sbq_receive('r', 10);
+SELECT regress.dist(sequence_number, :first) AS n FROM sbq_receive('r', 10);
 SELECT count(*) AS nothing_left FROM sbq_receive('r', 10);
 
 -- peek shows every message in order, locked or not, without token or count change
-SELECT sequence_number - :first AS n, delivery_count, lock_token, locked_until IS NOT NULL AS locked, state
+SELECT regress.dist(sequence_number, :first) AS n, delivery_count, lock_token, locked_until IS NOT NULL AS locked, state
   FROM sbq_peek('r', 10);
-SELECT sequence_number - :first AS n FROM sbq_peek('r', 2, :first + 3);
-SELECT count(*) FROM sbq_peek('r', 10, :first + 100);
+SELECT regress.dist(sequence_number, :first) AS n FROM sbq_peek('r', 2, :first + 3 * :step);
+SELECT count(*) FROM sbq_peek('r', 10, :first + 100 * :step);
 SELECT count(*) FROM sbq_peek('r/$deadletterqueue', 10);
 
 -- receive_and_delete: removed as returned, no token, counted as a delivery

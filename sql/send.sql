@@ -10,7 +10,7 @@ SELECT sbq_send('s', '{"n": 1}'::jsonb) AS seq3 \gset
 SELECT :seq1 < :seq2 AND :seq2 < :seq3 AS increasing;
 
 -- bodies are stored as bytes; text and jsonb as UTF-8; default content types
-SELECT sequence_number - :seq1 AS n, body, content_type, state, delivery_count, lock_token
+SELECT regress.dist(sequence_number, :seq1) AS n, body, content_type, state, delivery_count, lock_token
   FROM sbq_peek('s', 10) ORDER BY 1;
 
 -- the message id is a new UUID unless given; every property is kept

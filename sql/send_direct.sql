@@ -9,7 +9,9 @@
 SELECT queue FROM sbq_create_queue('sdx');
 CREATE TABLE regress.sdx_marks (who text);
 GRANT INSERT ON regress.sdx_marks TO PUBLIC;
-CREATE ROLE sdx_sender;
+-- (LOGIN: through a Citus coordinator, the call runs on the queue's node over a
+-- connection Citus makes as the role)
+CREATE ROLE sdx_sender LOGIN;
 SELECT sbq_grant('sdx', 'sdx_sender', ARRAY['send']);
 CREATE SCHEMA sdx_evil AUTHORIZATION sdx_sender;
 CREATE FUNCTION regress.sdx_probe() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT 1';

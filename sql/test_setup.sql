@@ -13,16 +13,40 @@ EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 
--- The same with every lock token (random) shown as <token> and, when base is given,
--- the sequence number in the message shown as <first+N>, N its distance from base.
-CREATE FUNCTION regress.errc(sql text, base bigint DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $$
+-- Sequence numbers: one server numbers messages 1, 2, 3, ...; each node of a distributed
+-- installation (sbq_distribute()) steps by 64 from a residue of its own. The tests count
+-- in steps of the sequence: regress.step() is the step (1 on one server), and
+-- regress.dist(seq, base) the distance of seq from base in steps, an error if it is not
+-- a whole number of steps (a number that came from another node's sequence).
+CREATE FUNCTION regress.step() RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT increment_by FROM pg_sequences WHERE schemaname = 'sbq' AND sequencename = 'message_seq'
+$$;
+CREATE FUNCTION regress.dist(seq bigint, base bigint) RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    step bigint := regress.step();
+BEGIN
+    IF (seq - base) % step <> 0 THEN
+        RAISE EXCEPTION 'sequence number % is not a whole number of steps of % from %', seq, step, base;
+    END IF;
+    RETURN (seq - base) / step;
+END $$;
+
+-- The same as regress.err with every lock token (random) shown as <token> and, when base
+-- is given, the sequence number in the message shown as <first+N>, N its distance from
+-- base in steps of step (by default regress.step()), or <first+D/step> when the
+-- distance D is not a whole number of steps.
+CREATE FUNCTION regress.errc(sql text, base bigint DEFAULT NULL, step bigint DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     msg text := regexp_replace(regress.err(sql),
                                '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<token>', 'g');
     n text := substring(msg FROM 'sequence number ([0-9]+)');
+    d bigint := n::bigint - base;
 BEGIN
     IF base IS NOT NULL AND n IS NOT NULL THEN
-        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' || (n::bigint - base) || '>');
+        step := coalesce(step, regress.step());
+        msg := replace(msg, 'sequence number ' || n, 'sequence number <first+' ||
+                       CASE WHEN d % step = 0 THEN (d / step)::text ELSE d || '/' || step END || '>');
     END IF;
     RETURN msg;
 END $$;
@@ -33,5 +57,5 @@ SELECT regress.err('SELECT 1/0');
 SELECT regress.errc('SELECT 1/0');
 SELECT regress.errc('DO $$ BEGIN RAISE ''token 6f1c4e2a-0b3d-4c5e-8f70-9a2e1b3c4d5e, 9a2e1b3c-4d5e-4f70-8b3d-6f1c4e2a0b3d''
                      USING ERRCODE = ''SB002''; END $$');
-SELECT regress.errc('DO $$ BEGIN RAISE ''sequence number 1042 on queue "q"'' USING ERRCODE = ''SB003''; END $$', 1000);
+SELECT regress.errc('DO $$ BEGIN RAISE ''sequence number 1042 on queue "q"'' USING ERRCODE = ''SB003''; END $$', 1000, 1);
 SELECT regress.errc('DO $$ BEGIN RAISE ''sequence number 1042 on queue "q"'' USING ERRCODE = ''SB003''; END $$');

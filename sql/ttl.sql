@@ -1,6 +1,8 @@
 -- time to live: the ceiling, expiry by receive and by settlement, expired deferred messages,
 -- dead letters never expire. One sleep of 2.5 s.
 \set VERBOSITY sqlstate
+-- sequence numbers step by :step (1 on one server, 64 on a node of a distributed installation)
+SELECT regress.step() AS step \gset
 
 -- the ceiling: a time_to_live above the queue's default_message_ttl is capped to it
 SELECT queue, default_message_ttl FROM sbq_create_queue('tl_cap', default_message_ttl => '1 hour');
@@ -39,7 +41,7 @@ SELECT name, delivery_count, time_to_live, expires_at - enqueued_time AS lifetim
 SELECT sbq_defer('tl_drop', lock_token) FROM lk WHERE name = 'D1';
 SELECT sbq_defer('tl_dl', lock_token) FROM lk WHERE name = 'D2';
 -- not locked
-SELECT sbq_send('tl_drop', 'e1', time_to_live => '1 second') - :drop_first AS e1 \gset
+SELECT regress.dist(sbq_send('tl_drop', 'e1', time_to_live => '1 second'), :drop_first) AS e1 \gset
 SELECT sbq_send('tl_drop', 'keep', time_to_live => '1 hour') > 0 AS sent;
 SELECT sbq_send('tl_dl', 'e2', time_to_live => '1 second') > 0 AS sent;
 -- a dead letter of a queue whose messages live 1 s
@@ -50,7 +52,7 @@ SELECT pg_sleep(2.5);
 
 -- t = 2.5: the receive that meets an expired message drops it or dead-letters it
 SELECT convert_from(body, 'UTF8') AS body, delivery_count FROM sbq_receive('tl_drop', 10);
-SELECT convert_from(body, 'UTF8') AS body, state FROM sbq_peek('tl_drop', 10) WHERE sequence_number <> :drop_first + 1 ORDER BY sequence_number;
+SELECT convert_from(body, 'UTF8') AS body, state FROM sbq_peek('tl_drop', 10) WHERE sequence_number <> :drop_first + :step ORDER BY sequence_number;
 SELECT count(*) AS dead_letters FROM sbq_peek('tl_drop/$deadletterqueue', 10);
 SELECT count(*) AS received FROM sbq_receive('tl_dl', 10);
 SELECT convert_from(body, 'UTF8') AS body, delivery_count, dead_letter_reason, dead_letter_error_description,
@@ -67,19 +69,19 @@ SELECT sbq_abandon('tl_drop', lock_token) FROM lk WHERE name = 'L3';
 SELECT convert_from(body, 'UTF8') AS body, dead_letter_reason, dead_letter_error_description
   FROM sbq_peek('tl_dl/$deadletterqueue', 10) ORDER BY sequence_number;
 SELECT convert_from(body, 'UTF8') AS body, state FROM sbq_peek('tl_dl', 10) ORDER BY sequence_number;
-SELECT convert_from(body, 'UTF8') AS body FROM sbq_peek('tl_drop', 10) WHERE sequence_number <> :drop_first + 1 ORDER BY sequence_number;
+SELECT convert_from(body, 'UTF8') AS body FROM sbq_peek('tl_drop', 10) WHERE sequence_number <> :drop_first + :step ORDER BY sequence_number;
 SELECT count(*) AS dead_letters FROM sbq_peek('tl_drop/$deadletterqueue', 10);
 
 -- an expired deferred message: receive_deferred says SB003; maintenance dead-letters or drops it
-SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_dl', :dl_first + 4), :dl_first);
-SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_drop', :drop_first + 1), :drop_first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_dl', :dl_first + 4 * :step), :dl_first);
+SELECT regress.errc(format('SELECT * FROM sbq_receive_deferred(%L, ARRAY[%s])', 'tl_drop', :drop_first + :step), :drop_first);
 SELECT sbq_maintain() IS NOT NULL AS maintained;
 SELECT convert_from(body, 'UTF8') AS body, dead_letter_reason FROM sbq_peek('tl_dl/$deadletterqueue', 10)
- WHERE sequence_number = :dl_first + 4;
-SELECT count(*) AS d2_in_queue FROM sbq_peek('tl_dl', 10) WHERE sequence_number = :dl_first + 4;
+ WHERE sequence_number = :dl_first + 4 * :step;
+SELECT count(*) AS d2_in_queue FROM sbq_peek('tl_dl', 10) WHERE sequence_number = :dl_first + 4 * :step;
 SELECT count(*) AS d1_anywhere FROM (SELECT * FROM sbq_peek('tl_drop', 10) UNION ALL
                                      SELECT * FROM sbq_peek('tl_drop/$deadletterqueue', 10)) m
- WHERE sequence_number = :drop_first + 1;
+ WHERE sequence_number = :drop_first + :step;
 SELECT active_count, locked_count, deferred_count, dead_letter_count, expired, dead_lettered
   FROM sbq_queue_stats WHERE queue IN ('tl_drop', 'tl_dl') ORDER BY queue;
 
