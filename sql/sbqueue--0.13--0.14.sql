@@ -6,9 +6,10 @@
 
 /*
  * Each view is defined as sbq.node_<name>, the rows of this node's tables
- * (the definitions of 0.13, unchanged), and shown as sbq_<name>: the node
- * view on one server; with the tables distributed on Citus, the node view of
- * every shard group gathered (sbq.cluster_view(), src/dist_views.c).
+ * (the definitions of 0.13, unchanged), and shown as sbq_<name>: with the
+ * node view's definition on one server (sbq.define_views() below); with
+ * the tables distributed on Citus, the node view of every shard group
+ * gathered (sbq.cluster_view(), src/dist_views.c).
  */
 CREATE VIEW sbq.node_queues WITH (security_barrier) AS
     SELECT q.name AS queue, q.lock_duration, q.max_delivery_count, q.default_message_ttl,

@@ -1037,7 +1037,8 @@ CREATE FUNCTION sbq_list_sessions(queue text)
  * leaks what it sees) is applied only to the rows the view lets through.
  *
  * Each is defined as sbq.node_<name>, the rows of this node's tables, and
- * shown as sbq_<name>: the node view on one server; with the tables
+ * shown as sbq_<name>: on one server with the node view's definition
+ * (sbq.define_views() below copies it over the view made here); with the tables
  * distributed on Citus (0.14), the node view of every shard group gathered
  * (sbq.cluster_view(), src/dist_views.c), which runs its definition with
  * each sbq.<table> named as the group's shard: every table in a node view
@@ -1491,6 +1492,7 @@ CREATE FUNCTION sbq_routed_group(key integer, what text) RETURNS SETOF text[]
 CREATE FUNCTION sbq.define_views(distributed boolean) RETURNS void
     AS 'MODULE_PATHNAME', 'sbq_define_views'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
+SELECT sbq.define_views(false);
 
 /* the views show each caller what its rights let it see */
 GRANT SELECT ON sbq_metrics, sbq_queues, sbq_queue_stats, sbq_rights, sbq_maintenance_status,
