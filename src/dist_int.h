@@ -50,6 +50,7 @@ extern void sbq_dist_hide_route(ErrorData *edata);
 extern void sbq_dist_check_width(int got, int want);
 extern void sbq_dist_run_routing(const char *sql, MemoryContext cxt);
 extern void sbq_dist_require_delegated(void);
+extern void sbq_dist_refuse_key(int32 key) pg_attribute_noreturn();
 extern void sbq_dist_put_text_rows(ReturnSetInfo *rsinfo);
 
 /* dist_views.c: the views of the whole cluster, defined for the layout */

@@ -179,6 +179,16 @@ sbq_dist_check_width(int got, int want)
 				 errhint("Every node must run the same version of sbqueue.")));
 }
 
+/* The refusal of a call for an entity key whose group this node does not hold. */
+void
+sbq_dist_refuse_key(int32 key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("entity key %d is not on this node", key),
+			 errhint("Make the call again: it goes where the shard is now.")));
+}
+
 /*
  * sbq_dist_run_routing
  *		Run a routing statement (SPI connected), which Citus delegates to the
@@ -485,10 +495,7 @@ sbq_routed(PG_FUNCTION_ARGS)
 							text_to_cstring(entity))));
 	}
 	if (!sbq_dist_active() || sbq_dist_key_group(key, &id) <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("entity key %d is not on this node", key),
-				 errhint("Make the call again: it goes where the shard is now.")));
+		sbq_dist_refuse_key(key);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -114,6 +114,20 @@ sbq_view_ident_char(char c)
 }
 
 /*
+ * Print and read the node views' definitions with every name outside
+ * pg_catalog qualified and none quoted, whatever the session's settings (in
+ * the caller's GUC nest level).
+ */
+static void
+sbq_view_pin_names(void)
+{
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
  * sbq_view_exec
  *		Run node view "what" for the current group (or this node's own
  *		tables when none), as its caller would see it through the view: in a
@@ -127,18 +141,10 @@ sbq_view_exec(const char *what)
 	const char *sql;
 	const char *p;
 	StringInfoData buf;
-
 	int			replaced = 0;
 
-	/*
-	 * The definition with every name outside pg_catalog qualified, none
-	 * quoted; and the shards visible to its catalog reads (Citus hides them
-	 * from a client's).
-	 */
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	/* the shards visible to its catalog reads (Citus hides them from a client's) */
+	sbq_view_pin_names();
 	(void) set_config_option("citus.override_table_visibility", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	def = TextDatumGetCString(DirectFunctionCall1(pg_get_viewdef,
@@ -383,12 +389,12 @@ sbq_require_group_routing(void)
 /*
  * sbq_dist_gather
  *		"what" over every shard group: here for those this node holds, on
- *		their nodes for the others.
+ *		their nodes for the others (checked: sbq_routed_group() is known to
+ *		be delegated).
  */
 static void
-sbq_dist_gather(const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
+sbq_dist_gather(const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc, bool checked)
 {
-	bool		checked = false;
 	bool		has_key;
 	int			i;
 
@@ -439,7 +445,7 @@ sbq_dist_maintain(SbqMaintainResult *acc, bool all_nodes)
 	{
 		if (sbq_group_routing_ready())
 		{
-			sbq_dist_gather(SBQ_GROUP_MAINTAIN, NULL, acc);
+			sbq_dist_gather(SBQ_GROUP_MAINTAIN, NULL, acc, true);
 			return;
 		}
 		ereport(WARNING,
@@ -476,7 +482,7 @@ sbq_cluster_view(PG_FUNCTION_ARGS)
 	if (!sbq_dist_call_active())
 		(void) sbq_group_run(0, what, rsinfo, false, NULL);
 	else
-		sbq_dist_gather(what, rsinfo, NULL);
+		sbq_dist_gather(what, rsinfo, NULL, false);
 	return (Datum) 0;
 }
 
@@ -514,10 +520,7 @@ sbq_routed_group(PG_FUNCTION_ARGS)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, "sbq_maintain");
 	}
 	if (!sbq_dist_active() || sbq_dist_key_group(key, &id) <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("entity key %d is not on this node", key),
-				 errhint("Make the call again: it goes where the shard is now.")));
+		sbq_dist_refuse_key(key);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (maintain)
 	{
@@ -526,18 +529,12 @@ sbq_routed_group(PG_FUNCTION_ARGS)
 		bool		isnull = false;
 
 		if (!sbq_group_run(id, SBQ_GROUP_MAINTAIN, NULL, false, &res))
-			id = 0;
+			sbq_dist_refuse_key(key);
 		row = sbq_maintain_row(&res);
-		if (id != 0)
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &row, &isnull);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &row, &isnull);
 	}
 	else if (!sbq_group_run(id, what, rsinfo, true, NULL))
-		id = 0;
-	if (id == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("entity key %d is not on this node", key),
-				 errhint("Make the call again: it goes where the shard is now.")));
+		sbq_dist_refuse_key(key);
 	return (Datum) 0;
 }
 
@@ -558,11 +555,7 @@ sbq_dist_define_views(bool distributed)
 	/* each node defines its own: Citus does not send these on */
 	(void) set_config_option("citus.enable_ddl_propagation", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	/* the node views' definitions with every name outside pg_catalog qualified */
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	sbq_view_pin_names();
 	for (i = 0; i < (int) lengthof(sbq_view_names); i++)
 	{
 		const char *what = sbq_view_names[i];

@@ -506,12 +506,18 @@ sbq_dist_group_of(int32 key)
  *		shards by colocation and shard index, not by shard id.
  */
 static void
+sbq_dist_group_locktag(LOCKTAG *tag, int index)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) index, sbq_colocation_id,
+						 SBQ_CITUS_COLOCATED_SHARDS_METADATA_LOCK);
+}
+
+static void
 sbq_dist_lock_group(int index)
 {
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) index, sbq_colocation_id,
-						 SBQ_CITUS_COLOCATED_SHARDS_METADATA_LOCK);
+	sbq_dist_group_locktag(&tag, index);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 }
 
@@ -716,8 +722,7 @@ sbq_dist_unlock_group(int64 id)
 	for (i = 0; i < sbq_ngroups; i++)
 		if (sbq_groups[i].shardid[0] == id)
 		{
-			SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) i, sbq_colocation_id,
-								 SBQ_CITUS_COLOCATED_SHARDS_METADATA_LOCK);
+			sbq_dist_group_locktag(&tag, i);
 			(void) LockRelease(&tag, ShareLock, false);
 		}
 }
