@@ -336,7 +336,9 @@ sbq_on_workers(const char *command, const char *expect, const char *what)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("%s: worker %s has \"%s\"", what, node, result ? result : ""),
-					 errdetail("Every worker must have sbqueue installed, with no queue of its own.")));
+					 errdetail("Every worker must have sbqueue at the coordinator's version "
+							   "(ALTER EXTENSION sbqueue UPDATE with Citus's DDL propagation on), "
+							   "with no queue of its own.")));
 	}
 }
 
@@ -372,6 +374,10 @@ sbq_distribute(PG_FUNCTION_ARGS)
 	if (SPI_processed > 0)
 	{
 		/* distributed by an older version: what this one adds (an update) */
+		sbq_layout_sql("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'sbqueue'");
+		sbq_on_workers("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'sbqueue'",
+					   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+					   "the version of sbqueue");
 		sbq_on_workers("SELECT sbq.define_views(true)", NULL, "the views of the cluster");
 		sbq_dist_define_views(true);
 	}

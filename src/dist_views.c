@@ -476,7 +476,7 @@ sbq_cluster_view(PG_FUNCTION_ARGS)
 	if (!sbq_view_known(what))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" is not a view of sbqueue", what)));
+				 errmsg("\"%.*s\" is not a view of sbqueue", NAMEDATALEN, what)));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	sbq_dist_leave();
 	if (!sbq_dist_call_active())
@@ -508,7 +508,7 @@ sbq_routed_group(PG_FUNCTION_ARGS)
 	if (!maintain && !sbq_view_known(what))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" is not a view of sbqueue", what)));
+				 errmsg("\"%.*s\" is not a view of sbqueue", NAMEDATALEN, what)));
 	if (maintain)
 	{
 		Oid			nsp = get_func_namespace(fcinfo->flinfo->fn_oid);

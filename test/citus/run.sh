@@ -415,10 +415,33 @@ is "$(qu "$pw2" -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHER
     "... on a worker too"
 is "$(qu "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 6 "... and sbq_maintain() covers every node"
 
+# an update done on the coordinator only (DDL propagation off): sbq_distribute() names
+# the worker still at the older version rather than failing on a missing function
+scripts/citus_cluster.sh start "$work" half >/dev/null
+qh() {
+    local port=$1
+    shift
+    "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$port" -U postgres -d half -v ON_ERROR_STOP=1 "$@"
+}
+qh "$pc" -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue VERSION '0.13'" -c "SELECT sbq_distribute()" >/dev/null
+qh "$pc" -c "SET client_min_messages = warning" -c "SET citus.enable_ddl_propagation = off" -c "ALTER EXTENSION sbqueue UPDATE" >/dev/null
+is "$(qh "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" 2>&1 | sed -n 's/^ERROR: *//p' | sed 's/ worker [0-9.:]* / worker N /')" \
+    "the version of sbqueue: worker N has \"0.13\"" \
+    "an update left undone on the workers: sbq_distribute() names the worker still at the older version"
+for port in "$pw1" "$pw2"; do
+    qh "$port" -c "SET client_min_messages = warning" -c "SET citus.enable_ddl_propagation = off" \
+        -c "ALTER EXTENSION sbqueue UPDATE" >/dev/null
+done
+is "$(qh "$pc" -c "SET client_min_messages = warning" -c "SELECT 'distributed' FROM sbq_distribute()" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" "distributed 0 " \
+    "... and completes once the workers are updated"
+len=$(q "$pw1" -c "SELECT * FROM sbq_routed_group(0, repeat('x', 100000))" 2>&1 | sed -n 's/^ERROR: *//p' | wc -c)
+is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes")" short \
+    "a name of any length given to sbq_routed_group() is cut short in its error"
+
 # --- no node logged an error of its own
 for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
 done
 
