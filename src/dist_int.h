@@ -31,8 +31,9 @@ extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
 #define SBQ_DIST_MAX_NODES_SQL	"64"
 
 /* dist_layout.c: the sequences of this node, stepping from its group id */
-extern void sbq_dist_range_sequences(void);
+extern bool sbq_dist_range_sequences(void);
 extern void sbq_dist_lock_sequences(void);
+extern void sbq_dist_unlock_sequences(void);
 
 /* distributed.c */
 extern int	sbq_dist_key_group(int32 key, int64 *id);

@@ -96,6 +96,16 @@ sbq_dist_lock_sequences(void)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/* Give back the lock of sbq_dist_lock_sequences() before the transaction ends. */
+void
+sbq_dist_unlock_sequences(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x53455153, 0, SBQ_LOCKTAG_FIELD4);
+	(void) LockRelease(&tag, ExclusiveLock, false);
+}
+
 /* The step of sequence sbq.<name>. */
 static int64
 sbq_sequence_step(const char *name)
@@ -117,13 +127,16 @@ sbq_sequence_step(const char *name)
  *		by SBQ_DIST_MAX_NODES from its Citus group id, past every number
  *		they gave: no two nodes give one number, so the rows of every node
  *		can meet in one table again (sbq_undistribute(), a group that moved).
- *		Nothing when they step so already. SPI connected, as the owner.
+ *		Nothing when they step so already; true when it changed a step
+ *		(transactional, unlike the setval() of a raise). SPI connected, as
+ *		the owner.
  */
-void
+bool
 sbq_dist_range_sequences(void)
 {
 	static const char *const seqs[] = {"message_seq", "queue_id_seq", "session_seq"};
 	int			i;
+	bool		altered = false;
 
 	for (i = 0; i < (int) lengthof(seqs); i++)
 	{
@@ -143,7 +156,9 @@ sbq_dist_range_sequences(void)
 								" + (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l), false)"
 								" FROM sbq.%s s", seqs[i], SBQ_DIST_MAX_NODES,
 								SBQ_DIST_MAX_NODES, seqs[i]));
+		altered = true;
 	}
+	return altered;
 }
 
 /* Run one SQL command of the layout functions, any failure an error. */

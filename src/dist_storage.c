@@ -128,6 +128,7 @@ void
 sbq_sequence_floor(Oid epoch)
 {
 	int			i;
+	bool		stepped;
 
 	for (i = 0; i < sbq_nfloors; i++)
 		if (sbq_floors[i] == epoch)
@@ -136,13 +137,20 @@ sbq_sequence_floor(Oid epoch)
 	if (XactReadOnly || RecoveryInProgress())
 		return;
 	/*
-	 * One backend at a time on this node (the lock lasts the transaction): a
-	 * second one then sees the first one's raise and does not repeat it,
-	 * which would give again the numbers drawn in between.
+	 * One backend at a time on this node: a second one then sees the first
+	 * one's raise and does not repeat it, which would give again the numbers
+	 * drawn in between. A raise is a setval(), seen by every backend at once
+	 * and kept whatever the transaction does, so the lock is given back
+	 * straight after it: held to the end of the transaction, a transaction
+	 * left open after its first call here (a receive in BEGIN, its work not
+	 * done) would stop the first call of every other backend of this node.
+	 * Only a change of the sequences' step, transactional, keeps it.
 	 */
 	sbq_dist_lock_sequences();
-	sbq_dist_range_sequences();
+	stepped = sbq_dist_range_sequences();
 	(void) sbq_exec(&stmt_sequence_floor, NULL, NULL);
+	if (!stepped)
+		sbq_dist_unlock_sequences();
 	if (sbq_nfloors == SBQ_FLOORS_KEPT)
 		sbq_nfloors = 0;		/* start over: looking again costs little */
 	sbq_floors[sbq_nfloors++] = epoch;
