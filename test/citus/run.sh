@@ -230,13 +230,14 @@ is "$(q "$pc" -c "BEGIN READ ONLY" -c "SELECT count(*) > 0 FROM sbq_peek('spread
 
 # a transaction left open after its first call on a node (a receive in BEGIN, the work
 # still being done) does not hold up the first call of another session on that node
-q "$pc" -c "SELECT sbq_send('Spread3', 'held')" >/dev/null
-q "$pc" -c "BEGIN" -c "SELECT count(*) FROM sbq_receive('Spread3')" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
+q "$pc" -c "SELECT sbq_create_queue('Holdup')" -c "SELECT sbq_send('Holdup', 'held')" >/dev/null
+q "$pc" -c "BEGIN" -c "SELECT count(*) FROM sbq_receive('Holdup')" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
 holder=$!
 sleep 1.5
-is "$(q "$pc" -c "SET statement_timeout = '4s'" -c "SELECT sbq_send('Spread3', 'beside') > 0" 2>&1)" t \
+is "$(q "$pc" -c "SET statement_timeout = '4s'" -c "SELECT sbq_send('Holdup', 'beside') > 0" 2>&1)" t \
     "a session's first call on a node is not held up by another's open transaction there"
 wait "$holder"
+q "$pc" -c "SELECT sbq_delete_queue('Holdup')" >/dev/null
 
 # a property change is seen at once by a session that used the queue before
 is "$(q "$pc" <<SQL 2>&1 | tr '\n' ' '
