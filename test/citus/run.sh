@@ -404,49 +404,39 @@ is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 24 "... whose pass sees th
 # --- an installation distributed at 0.13 and updated: its calls work throughout, and
 # the views gather once sbq_distribute() has run again after ALTER EXTENSION ... UPDATE
 scripts/citus_cluster.sh start "$work" upg >/dev/null
-qu() {
-    local port=$1
-    shift
-    "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$port" -U postgres -d upg -v ON_ERROR_STOP=1 "$@"
-}
-qu "$pc" -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue VERSION '0.13'" -c "SELECT sbq_distribute()" >/dev/null
-qu "$pc" -c "SELECT count(sbq_create_queue('U' || g)) FROM generate_series(1, 6) g" \
+q "$pc" -d upg -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue VERSION '0.13'" -c "SELECT sbq_distribute()" >/dev/null
+q "$pc" -d upg -c "SELECT count(sbq_create_queue('U' || g)) FROM generate_series(1, 6) g" \
     -c "SELECT count(sbq_send('u' || g, 'x')) FROM generate_series(1, 6) g" >/dev/null
-is "$(qu "$pc" -c "SELECT count(*) FROM generate_series(1, 6) g, sbq_receive('U' || g, receive_mode => 'receive_and_delete')" 2>&1)" \
+is "$(q "$pc" -d upg -c "SELECT count(*) FROM generate_series(1, 6) g, sbq_receive('U' || g, receive_mode => 'receive_and_delete')" 2>&1)" \
     6 "distributed at 0.13 with this library: calls through the coordinator work"
-is "$(qu "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 0 \
+is "$(q "$pc" -d upg -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 0 \
     "... and sbq_maintain() there keeps to its own node (which holds none) until the update"
-qu "$pc" -c "SELECT count(sbq_send('u' || g, 'y')) FROM generate_series(1, 6) g" >/dev/null
-qu "$pc" -c "SET client_min_messages = warning" -c "ALTER EXTENSION sbqueue UPDATE"
-is "$(for port in "$pc" "$pw1" "$pw2"; do qu "$port" -c "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'"; done | sort -u)" \
+q "$pc" -d upg -c "SELECT count(sbq_send('u' || g, 'y')) FROM generate_series(1, 6) g" >/dev/null
+q "$pc" -d upg -c "SET client_min_messages = warning" -c "ALTER EXTENSION sbqueue UPDATE"
+is "$(for port in "$pc" "$pw1" "$pw2"; do q "$port" -d upg -c "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'"; done | sort -u)" \
     "$(sed -n "s/^default_version = '\(.*\)'/\1/p" sbqueue.control)" "ALTER EXTENSION sbqueue UPDATE on the coordinator updates every node"
-is "$(qu "$pc" -c "SELECT count(*) FROM sbq_queue_stats" 2>&1 | sed -n 's/^ERROR: *//p')" \
+is "$(q "$pc" -d upg -c "SELECT count(*) FROM sbq_queue_stats" 2>&1 | sed -n 's/^ERROR: *//p')" \
     "sbqueue cannot reach the other nodes' shard groups yet" "... whose views then say what is missing"
-qu "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" >/dev/null
-is "$(qu "$pc" -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHERE queue LIKE 'U%'" 2>&1)" "6|6" \
+q "$pc" -d upg -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" >/dev/null
+is "$(q "$pc" -d upg -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHERE queue LIKE 'U%'" 2>&1)" "6|6" \
     "... and gather every node's rows once sbq_distribute() has run again"
-is "$(qu "$pw2" -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHERE queue LIKE 'U%'" 2>&1)" "6|6" \
+is "$(q "$pw2" -d upg -c "SELECT count(*), sum(active_count) FROM sbq_queue_stats WHERE queue LIKE 'U%'" 2>&1)" "6|6" \
     "... on a worker too"
-is "$(qu "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 6 "... and sbq_maintain() covers every node"
+is "$(q "$pc" -d upg -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 6 "... and sbq_maintain() covers every node"
 
 # an update done on the coordinator only (DDL propagation off): sbq_distribute() names
 # the worker still at the older version rather than failing on a missing function
 scripts/citus_cluster.sh start "$work" half >/dev/null
-qh() {
-    local port=$1
-    shift
-    "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$port" -U postgres -d half -v ON_ERROR_STOP=1 "$@"
-}
-qh "$pc" -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue VERSION '0.13'" -c "SELECT sbq_distribute()" >/dev/null
-qh "$pc" -c "SET client_min_messages = warning" -c "SET citus.enable_ddl_propagation = off" -c "ALTER EXTENSION sbqueue UPDATE" >/dev/null
-is "$(qh "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" 2>&1 | sed -n 's/^ERROR: *//p' | sed 's/ worker [0-9.:]* / worker N /')" \
+q "$pc" -d half -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue VERSION '0.13'" -c "SELECT sbq_distribute()" >/dev/null
+q "$pc" -d half -c "SET client_min_messages = warning" -c "SET citus.enable_ddl_propagation = off" -c "ALTER EXTENSION sbqueue UPDATE" >/dev/null
+is "$(q "$pc" -d half -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" 2>&1 | sed -n 's/^ERROR: *//p' | sed 's/ worker [0-9.:]* / worker N /')" \
     "the version of sbqueue: worker N has \"0.13\"" \
     "an update left undone on the workers: sbq_distribute() names the worker still at the older version"
 for port in "$pw1" "$pw2"; do
-    qh "$port" -c "SET client_min_messages = warning" -c "SET citus.enable_ddl_propagation = off" \
+    q "$port" -d half -c "SET client_min_messages = warning" -c "SET citus.enable_ddl_propagation = off" \
         -c "ALTER EXTENSION sbqueue UPDATE" >/dev/null
 done
-is "$(qh "$pc" -c "SET client_min_messages = warning" -c "SELECT 'distributed' FROM sbq_distribute()" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" "distributed 0 " \
+is "$(q "$pc" -d half -c "SET client_min_messages = warning" -c "SELECT 'distributed' FROM sbq_distribute()" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" "distributed 0 " \
     "... and completes once the workers are updated"
 len=$(q "$pw1" -c "SELECT * FROM sbq_routed_group(0, repeat('x', 100000))" 2>&1 | sed -n 's/^ERROR: *//p' | wc -c)
 is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes")" short \
