@@ -137,12 +137,18 @@ static bool sbq_switched = false;
 /* the OID of sbq.queues as sbq_storage_epoch knows it, until it changes */
 static Oid	sbq_epoch_relid = InvalidOid;
 
-/* add to a queue's stored counters, in one row per backend (shard) */
+/*
+ * Add to a queue's stored counters, in one row per backend (shard). Where the
+ * tables are distributed, counts of an entity that is not in the group (no
+ * key to place them by) are dropped: it was deleted, or made in a prepared
+ * transaction that was rolled back after its counts were taken as committed.
+ */
 static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID,
 		INT8OID, INT8OID, INT8OID, INT8OID},
 	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, received,"
 	" completed, abandoned, deferred, dead_lettered, expired" EK(", entity_key") ")"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9" EK(", " EK_OF_ID("$1")) ")"
+	" SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9"
+	EK(", k.e FROM (SELECT " EK_OF_ID("$1") " AS e) k WHERE k.e IS NOT NULL")
 	" ON CONFLICT (queue_id, shard" EK(", entity_key") ") DO UPDATE SET"
 	" sent = qc.sent + excluded.sent, received = qc.received + excluded.received,"
 	" completed = qc.completed + excluded.completed,"
@@ -847,7 +853,8 @@ sbq_store_counts(int32 queue_id, const SbqCounts *c)
 	values[6] = Int64GetDatum(c->deferred);
 	values[7] = Int64GetDatum(c->dead_lettered);
 	values[8] = Int64GetDatum(c->expired);
-	(void) sbq_exec(&stmt_count, values, NULL);
+	/* the entity as it is now, also under a transaction snapshot */
+	(void) sbq_exec_latest(&stmt_count, values, NULL);
 }
 
 /*
