@@ -63,17 +63,47 @@ sbq_dist_pin_formats(void)
 	return level;
 }
 
-/* The text forms of a call's arguments, as a text[] (NULL elements for NULLs). */
+/*
+ * The caller's settings a routed call carries to the node that runs it, after
+ * its arguments, as name and value: those that decide how long a call waits
+ * for a lock, how it keeps its locks, and how its errors show values. The
+ * node sets each for the call alone, where its own differs, with the
+ * caller's rights (sbq_routed_settings).
+ */
+static const char *const sbq_carried[] = {
+	"lock_timeout", "DateStyle", "IntervalStyle", "TimeZone",
+	"sbqueue.memory_locks", "sbqueue.receive_poll_interval"
+};
+
+#define SBQ_NUM_CARRIED lengthof(sbq_carried)
+
+/*
+ * The text forms of a call's arguments, then the settings it carries, as a
+ * text[] (NULL elements for NULLs).
+ */
 static Datum
 sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
 {
 	int			nargs = fcinfo->nargs;
-	Datum	   *elems = palloc0(sizeof(Datum) * Max(nargs, 1));
-	bool	   *nulls = palloc0(sizeof(bool) * Max(nargs, 1));
+	int			nelems = nargs + 2 * SBQ_NUM_CARRIED;
+	Datum	   *elems = palloc0(sizeof(Datum) * nelems);
+	bool	   *nulls = palloc0(sizeof(bool) * nelems);
 	int			dims[1];
 	int			lbs[1] = {1};
-	int			level = sbq_dist_pin_formats();
+	int			level;
 	int			i;
+
+	/* the caller's settings, before the formats are pinned */
+	for (i = 0; i < (int) SBQ_NUM_CARRIED; i++)
+	{
+		const char *v = GetConfigOption(sbq_carried[i], true, false);
+
+		elems[nargs + 2 * i] = CStringGetTextDatum(sbq_carried[i]);
+		elems[nargs + 2 * i + 1] = CStringGetTextDatum(v != NULL ? v : "");
+		/* not loaded here (no preload): the node keeps its own */
+		nulls[nargs + 2 * i + 1] = v == NULL;
+	}
+	level = sbq_dist_pin_formats();
 
 	for (i = 0; i < nargs; i++)
 	{
@@ -89,11 +119,51 @@ sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
 		elems[i] = CStringGetTextDatum(OidOutputFunctionCall(out, fcinfo->args[i].value));
 	}
 	AtEOXact_GUC(true, level);
-	dims[0] = nargs;
-	if (nargs == 0)
-		return PointerGetDatum(construct_empty_array(TEXTOID));
+	dims[0] = nelems;
 	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1,
 											  false, TYPALIGN_INT));
+}
+
+/*
+ * sbq_routed_settings
+ *		On the node: set the settings a routed call carries (pairs of name
+ *		and value in strs, n strings), each one the node's own value differs
+ *		from, at a new GUC nest level, which the caller ends. Only those of
+ *		sbq_carried, and each with the rights of the role that runs the call.
+ */
+static int
+sbq_routed_settings(char **strs, int n)
+{
+	int			level = NewGUCNestLevel();
+	int			i;
+
+	if (n % 2 != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the settings of a routed call come in pairs of name and value")));
+	for (i = 0; i < n; i += 2)
+	{
+		const char *cur;
+		int			k;
+
+		for (k = 0; k < (int) SBQ_NUM_CARRIED; k++)
+			if (strs[i] != NULL && strcmp(strs[i], sbq_carried[k]) == 0)
+				break;
+		if (k == (int) SBQ_NUM_CARRIED)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a routed call does not carry the setting \"%s\"",
+							strs[i] != NULL ? strs[i] : "")));
+		if (strs[i + 1] == NULL)
+			continue;
+		cur = GetConfigOption(sbq_carried[k], true, false);
+		if (cur == NULL || strcmp(cur, strs[i + 1]) == 0)
+			continue;
+		(void) set_config_option(sbq_carried[k], strs[i + 1],
+								 superuser() ? PGC_SUSET : PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+	return level;
 }
 
 /* A value of type typid from its text form, in the current memory context. */
@@ -258,6 +328,7 @@ sbq_dist_call_remote(FunctionCallInfo fcinfo, int32 key)
 	Oid			rettype;
 	TypeFuncClass cls;
 	Datum		result = (Datum) 0;
+	int			level;
 	uint64		r;
 
 	if (!HeapTupleIsValid(proctup))
@@ -280,6 +351,8 @@ sbq_dist_call_remote(FunctionCallInfo fcinfo, int32 key)
 		elog(ERROR, "SPI_connect failed");
 	sbq_dist_run_routing(sql.data, callcxt);
 
+	/* the rows in the text forms the node pinned */
+	level = sbq_dist_pin_formats();
 	for (r = 0; r < SPI_processed; r++)
 	{
 		bool		isnull;
@@ -312,6 +385,7 @@ sbq_dist_call_remote(FunctionCallInfo fcinfo, int32 key)
 			fcinfo->isnull = true;
 		MemoryContextSwitchTo(old);
 	}
+	AtEOXact_GUC(true, level);
 	if (!fcinfo->flinfo->fn_retset && SPI_processed == 0 && rettype != VOIDOID)
 		fcinfo->isnull = true;
 	SPI_finish();
@@ -367,6 +441,8 @@ typedef struct SbqRoutedCall
 	Oid		   *argtypes;
 	Datum	   *values;
 	char	   *nulls;
+	char	  **settings;		/* the caller's, as name and value */
+	int			nsettings;
 } SbqRoutedCall;
 
 static void
@@ -377,6 +453,7 @@ sbq_routed_call(FunctionCallInfo fcinfo, const char *fn, SbqRoutedCall *call)
 	Form_pg_proc proc;
 	char	  **strs;
 	int			n = 0;
+	int			level;
 	int			i;
 
 	if (getExtensionOfObject(ProcedureRelationId, fnoid) != get_extension_oid("sbqueue", false) ||
@@ -390,10 +467,14 @@ sbq_routed_call(FunctionCallInfo fcinfo, const char *fn, SbqRoutedCall *call)
 	proc = (Form_pg_proc) GETSTRUCT(proctup);
 
 	strs = PG_ARGISNULL(2) ? NULL : sbq_dist_strings(PG_GETARG_DATUM(2), &n);
-	if (strs == NULL || n != proc->pronargs)
+	if (strs == NULL || n < proc->pronargs)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s takes %d arguments", fn, proc->pronargs)));
+	/* what follows the arguments: the caller's settings */
+	call->settings = strs + proc->pronargs;
+	call->nsettings = n - proc->pronargs;
+	n = proc->pronargs;
 	call->nargs = n;
 	call->values = palloc0(sizeof(Datum) * Max(n, 1));
 	call->nulls = palloc(n + 1);
@@ -402,6 +483,8 @@ sbq_routed_call(FunctionCallInfo fcinfo, const char *fn, SbqRoutedCall *call)
 	appendStringInfo(&call->sql, "SELECT * FROM %s.%s(",
 					 quote_identifier(get_namespace_name(proc->pronamespace)),
 					 quote_identifier(NameStr(proc->proname)));
+	/* the arguments in the text forms the caller pinned */
+	level = sbq_dist_pin_formats();
 	for (i = 0; i < n; i++)
 	{
 		call->argtypes[i] = proc->proargtypes.values[i];
@@ -410,6 +493,7 @@ sbq_routed_call(FunctionCallInfo fcinfo, const char *fn, SbqRoutedCall *call)
 			call->values[i] = sbq_dist_input(call->argtypes[i], strs[i], -1);
 		appendStringInfo(&call->sql, "%s$%d", i > 0 ? ", " : "", i + 1);
 	}
+	AtEOXact_GUC(true, level);
 	appendStringInfoChar(&call->sql, ')');
 	call->nulls[n] = '\0';
 	ReleaseSysCache(proctup);
@@ -456,7 +540,8 @@ sbq_dist_put_text_rows(ReturnSetInfo *rsinfo)
  * sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]
  *		A routed call, on the node Citus sent it to: the function of sbqueue
  *		named by fn (with its argument types) called with the arguments in
- *		their text forms, and its result rows in theirs. Refused (55000) when
+ *		their text forms, under the caller's settings that follow them in
+ *		args, and its result rows in their text forms. Refused (55000) when
  *		this node does not hold the key's group.
  */
 Datum
@@ -466,6 +551,7 @@ sbq_routed(PG_FUNCTION_ARGS)
 	char	   *fn;
 	SbqRoutedCall call;
 	int64		id;
+	int			level;
 	bool		saved = sbq_in_routed;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -500,6 +586,8 @@ sbq_routed(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	/* the call runs with the caller's settings; an error ends them with it */
+	level = sbq_routed_settings(call.settings, call.nsettings);
 	sbq_in_routed = true;
 	PG_TRY();
 	{
@@ -513,6 +601,7 @@ sbq_routed(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	sbq_dist_put_text_rows((ReturnSetInfo *) fcinfo->resultinfo);
+	AtEOXact_GUC(true, level);
 	SPI_finish();
 	return (Datum) 0;
 }

@@ -253,6 +253,21 @@ is "$(q "$pc" -c "SET statement_timeout = '4s'" -c "SELECT sbq_send('Holdup', 'b
 wait "$holder"
 q "$pc" -c "SELECT sbq_delete_queue('Holdup')" >/dev/null
 
+# a routed call runs with the caller's settings: its lock_timeout (a send waits for an
+# open delete of its queue), and the formats its errors show values in
+q "$pc" -c "SELECT sbq_create_queue('Settings')" >/dev/null
+q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
+holder=$!
+sleep 1.5
+is "$(q "$pc" -c "SET lock_timeout = '300ms'" -c "SET statement_timeout = '3s'" \
+        -c "SELECT sbq_send('Settings', 'waits') > 0" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    "canceling statement due to lock timeout" "a routed call waits no longer than the caller's lock_timeout"
+wait "$holder"
+is "$(q "$pc" -c "SET IntervalStyle = 'iso_8601'" \
+        -c "SELECT sbq_update_queue('settings', lock_duration => '10 minutes')" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    "lock_duration PT10M is out of range" "... and shows values in its errors as the caller's IntervalStyle does"
+q "$pc" -c "SELECT sbq_delete_queue('Settings')" >/dev/null
+
 # a property change is seen at once by a session that used the queue before
 is "$(q "$pc" <<SQL 2>&1 | tr '\n' ' '
 SELECT lock_duration FROM sbq_get_queue('spread4');
@@ -459,7 +474,7 @@ is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes"
 # --- no node logged an error of its own
 for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
 done
 
@@ -485,14 +500,11 @@ fi
 # database whose tables sbq_distribute() put into one shard group on a worker, so that
 # one node's sequence numbers every message (in steps of 64: the tests count in steps).
 # DDL propagation on: the suite's roles and helper schema reach the workers. As for the
-# suite on one server, no maintenance worker runs; a routed call formats its messages
-# with the node's settings, so the workers' database has the suite's IntervalStyle.
+# suite on one server, no maintenance worker runs. The workers' database keeps the
+# default IntervalStyle: a routed call carries the suite's.
 scripts/citus_cluster.sh start "$work" reg >/dev/null
 for port in "$pc" "$pw1" "$pw2"; do
     q "$port" -d postgres -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" -c "SELECT pg_reload_conf()" >/dev/null
-done
-for port in "$pw1" "$pw2"; do
-    q "$port" -d postgres -c "ALTER DATABASE reg SET intervalstyle = 'postgres_verbose'" >/dev/null
 done
 q "$pc" -d reg -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
     -c "SET citus.shard_count = 1" -c "SELECT sbq_distribute()" >/dev/null
