@@ -2,7 +2,7 @@
 # bench/citus.sh: what a call costs on a Citus cluster with sbqueue distributed
 # (docs/scale-out.md, Capacity).
 #
-#   bench/citus.sh [SECONDS] [ROUNDS]      defaults: 8 s cells, 3 rounds; about 3 minutes
+#   bench/citus.sh [SECONDS] [ROUNDS]      defaults: 8 s cells, 3 rounds; about 4 minutes
 #
 # Measures the sbqueue and Citus installed for $PG_CONFIG (it builds nothing: run
 # `make install` first, and scripts/citus_cluster.sh build for Citus). Starts a
@@ -15,8 +15,13 @@
 #   send               sbq_send of 5 bytes
 #   receive + complete one message received and completed in one statement (the
 #                      queues are filled by the send cells before)
-# Prints transactions per second of each cell and the medians, with the ratio
-# coordinator / worker.
+# and before them, on the coordinator, a cluster-wide view (sbq_queue_stats of the 40
+# empty queues, every node's groups):
+#   view               a statement of its own (each node reads in a transaction of its own)
+#   view in a block    BEGIN; the same; COMMIT (the caller's transaction on every node,
+#                      which Citus commits with PREPARE and COMMIT PREPARED)
+# Prints transactions per second of each cell and the medians, with the ratios
+# coordinator / worker and view / view in a block.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
@@ -46,11 +51,27 @@ SELECT sbq_complete(r.q, r.lock_token)
   FROM (SELECT ('{$local_queues}'::text[])[:i] AS q) x,
        LATERAL (SELECT x.q, m.lock_token FROM sbq_receive(x.q) m) r;
 SQL
+cat >"$work/view.sql" <<SQL
+SELECT count(*) FROM sbq_queue_stats;
+SQL
+cat >"$work/view_block.sql" <<SQL
+BEGIN;
+SELECT count(*) FROM sbq_queue_stats;
+COMMIT;
+SQL
 cell() {
     "$B/pgbench" -n -M prepared -c 4 -j 2 -T "$secs" -h 127.0.0.1 -p "$1" -U postgres -f "$2" app 2>&1 |
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
 }
 declare -A all
+# the views first, while the queues are empty (a view's cost grows with their depth)
+for round in $(seq 1 "$rounds"); do
+    v=$(cell "$pc" "$work/view.sql")
+    vb=$(cell "$pc" "$work/view_block.sql")
+    echo "citus.sh: round $round, coordinator: view $v/s, view in a block $vb/s"
+    all[view]+="$v "
+    all[view_block]+="$vb "
+done
 for round in $(seq 1 "$rounds"); do
     for where in worker coordinator; do
         port=$pc
@@ -73,3 +94,9 @@ for w in send cycle; do
     [ "$w" = cycle ] && name="receive + complete"
     echo "| $name | $a/s | $b/s | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2fx", b / a}') |"
 done
+a=$(echo "${all[view]}" | median)
+b=$(echo "${all[view_block]}" | median)
+echo
+echo "| sbq_queue_stats through the coordinator | a statement of its own | in BEGIN ... COMMIT | ratio |"
+echo "|---|---:|---:|---:|"
+echo "| reads of every node's groups | $a/s | $b/s | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2fx", a / b}') |"

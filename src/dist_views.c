@@ -34,6 +34,7 @@
 #include "miscadmin.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -267,6 +268,13 @@ sbq_group_run(int64 id, const char *what, ReturnSetInfo *rsinfo, bool as_text,
  * sbq_group_remote
  *		"what" for the group of route key "key" on the node that holds it:
  *		its rows into rsinfo (a view), or added to acc (maintenance).
+ *
+ *		Outside a transaction block it runs there in a transaction of its own:
+ *		Citus takes a call made from inside a function as part of a
+ *		transaction block (citus.function_opens_transaction_block) and a
+ *		delegated call there as a write, so a view read on two nodes was
+ *		committed with PREPARE and COMMIT PREPARED on each. In a block it
+ *		stays in the caller's transaction, which sees its own work there.
  */
 static void
 sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
@@ -282,7 +290,12 @@ sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintain
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	level = NewGUCNestLevel();
+	if (!IsTransactionBlock())
+		(void) set_config_option("citus.function_opens_transaction_block", "off",
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	sbq_dist_run_routing(sql, cxt);
+	AtEOXact_GUC(true, level);
 	level = sbq_dist_pin_formats();
 	for (r = 0; r < SPI_processed; r++)
 	{

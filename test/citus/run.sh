@@ -308,6 +308,13 @@ is "$(q "$pc" -c "BEGIN" -c "SELECT sbq_send('spread6', 'v') > 0" -c "SELECT act
     "t 1 t 0 " "the views see the transaction's own sends, and not once rolled back"
 ms=$(q "$pc" -c "EXPLAIN (ANALYZE, SUMMARY, TIMING OFF, COSTS OFF) SELECT * FROM sbq_queue_stats" | sed -n 's/^Execution Time: \([0-9]*\).*/\1/p')
 echo "# sbq_queue_stats on the coordinator gathered $(q "$pc" -c "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'sbq.queues'::regclass") shard groups in ${ms} ms"
+# outside a transaction block a view read and a maintenance pass run on each node in a
+# transaction of their own: no node is asked to PREPARE (Citus takes a call made from
+# inside a function as one of a transaction block, and a delegated call there as a write)
+is "$(q "$pc" -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+        -c "SELECT count(*) > 0 FROM sbq_queue_stats" -c "SELECT sbq_maintain() IS NOT NULL" 2>&1 |
+        grep -c -E "issuing (PREPARE|COMMIT PREPARED)")" 0 \
+    "a view read and sbq_maintain() through the coordinator outside a block: no two-phase commit"
 
 # consumers on the coordinator and on both workers: each message completed once; the
 # tenth of them never settled runs out of locks three times and is dead-lettered by the
