@@ -96,12 +96,12 @@ SELECT sbq_delete_queue('ls');
 -- UPDATE by hand, as a restore would write)
 SELECT queue FROM sbq_create_queue('lh');
 SELECT sbq_send('lh', 'hidden') AS hidden \gset
-UPDATE sbq.messages SET state = 1 WHERE sequence_number = :hidden;
+SELECT regress.set_state('lh', :hidden, 1) AS hidden_by_hand;
 SELECT sbq_send('lh', 'seen') AS seen \gset
 SELECT convert_from(r.body, 'UTF8') AS completed
   FROM sbq_receive('lh') r, LATERAL sbq_complete('lh', r.lock_token) c;
 SELECT count(*) AS nothing_left FROM sbq_receive('lh');
-UPDATE sbq.messages SET state = 0 WHERE sequence_number = :hidden;
+SELECT regress.set_state('lh', :hidden, 0) AS shown_by_hand;
 SELECT count(*) AS skipped_below_the_head FROM sbq_receive('lh');
 SELECT (sbq_maintain()) IS NOT NULL AS maintained;
 SELECT convert_from(body, 'UTF8') AS found_after_the_check, delivery_count FROM sbq_receive('lh');

@@ -51,6 +51,25 @@ BEGIN
     RETURN msg;
 END $$;
 
+-- Set a message's state by hand, as a restore would write it (no call announces it);
+-- returns the rows changed. With the tables distributed, the queue's entity key keeps
+-- the UPDATE on its shard (an UPDATE of every shard commits with two-phase commit).
+CREATE FUNCTION regress.set_state(queue text, seq bigint, new_state int) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'sbq.messages'::regclass
+                  AND attname = 'entity_key' AND NOT attisdropped) THEN
+        EXECUTE format('UPDATE sbq.messages SET state = %s WHERE entity_key = %s AND sequence_number = %s',
+                       new_state, sbq.entity_key(queue), seq);
+    ELSE
+        UPDATE sbq.messages SET state = new_state WHERE sequence_number = seq;
+    END IF;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
 -- the helpers answer as the tests expect
 SELECT regress.err('SELECT 1');
 SELECT regress.err('SELECT 1/0');

@@ -526,6 +526,30 @@ else
     head -60 regression.diffs 2>/dev/null
 fi
 
+# --- the same with the queues spread over both workers (the default shard count), every
+# test but maintain: its transaction block that receives and makes a pass (which reaches
+# every node) is refused at COMMIT there (docs/scale-out.md, decision 8); the run above
+# has it
+scripts/citus_cluster.sh start "$work" spread >/dev/null
+q "$pc" -d spread -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
+    -c "SELECT sbq_distribute()" >/dev/null
+spread_tests=$(awk '/^REGRESS = /{f=1} f{l=$0; sub(/^REGRESS = /,"",l); c=sub(/\\$/,"",l); printf "%s ", l; if(!c) exit}' Makefile |
+    tr -s ' ' | sed 's/ maintain / /')
+# each worker numbers the messages of its queues: both sequences move
+seqs() { for port in "$pw1" "$pw2"; do q "$port" -d spread -c "SELECT last_value FROM sbq.message_seq"; done; }
+seqs_before=$(seqs)
+rm -rf results regression.diffs regression.out
+if PGUSER=postgres make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= REGRESS="$spread_tests" \
+    REGRESS_OPTS="--use-existing --dbname=spread --host=127.0.0.1 --port=$pc" \
+    >"$work/regress_spread.log" 2>&1 &&
+    [ "$(paste <(echo "$seqs_before") <(seqs) | awk '$2 > $1' | wc -l)" = 2 ]; then
+    ok "$(echo $spread_tests | wc -w) pg_regress tests pass through the coordinator, their queues on both workers"
+else
+    not_ok "$(echo $spread_tests | wc -w) pg_regress tests pass through the coordinator, their queues on both workers"
+    tail -20 "$work/regress_spread.log"
+    head -60 regression.diffs 2>/dev/null
+fi
+
 # --- the isolation specs through the coordinator, against the distributed layout: a
 # database whose queues spread over both workers (the default shard count). The
 # isolation tester asks PostgreSQL whether a step waits for another session, which sees
