@@ -3,6 +3,7 @@
 # (docs/scale-out.md, Capacity).
 #
 #   bench/citus.sh [SECONDS] [ROUNDS]      defaults: 8 s cells, 3 rounds; about 4 minutes
+#   CITUS_SEND_ONLY=1 bench/citus.sh       the worker's own time per send alone
 #
 # Measures the sbqueue and Citus installed for $PG_CONFIG (it builds nothing: run
 # `make install` first, and scripts/citus_cluster.sh build for Citus). Starts a
@@ -15,8 +16,9 @@
 #   send               sbq_send of 5 bytes
 #   receive + complete one message received and completed in one statement (the
 #                      queues are filled by the send cells before)
-# and before them, on the coordinator, a cluster-wide view (sbq_queue_stats of the 40
-# empty queues, every node's groups):
+# The worker's own time per send comes first (a DO block of 20,000 sbq_send on one of
+# its queues, the median of 5), then, on the coordinator, a cluster-wide view
+# (sbq_queue_stats of the 40 empty queues, every node's groups):
 #   view               a statement of its own (each node reads in a transaction of its own)
 #   view in a block    BEGIN; the same; COMMIT (the caller's transaction on every node,
 #                      which Citus commits with PREPARE and COMMIT PREPARED)
@@ -41,6 +43,19 @@ local_queues=$(q "$pc" -c "SELECT string_agg('b' || g, ',') FROM generate_series
             WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('b' || g))) = $pw1")
 n=$(echo "$local_queues" | tr ',' '\n' | wc -l)
 echo "citus.sh: $n of the 40 queues are on the worker of port $pw1"
+# the worker's own time per plain send (no client, no commit): 20,000 sbq_send in a DO
+# block on one of its queues, the median of 5, the queue purged after
+first=${local_queues%%,*}
+us=$(for i in 1 2 3 4 5; do
+    q "$pw1" -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
+                   PERFORM sbq_send('$first', 'hello') FROM generate_series(1, 20000);
+                   RAISE NOTICE '%', round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / 20000, 2);
+                 END \$\$" 2>&1 | sed -n 's/^NOTICE: *//p'
+done | sort -n | sed -n 3p)
+q "$pc" -c "SELECT sbq_purge_queue('$first')" >/dev/null
+echo "citus.sh: the worker's own time per send (a DO block of 20,000): $us us"
+# CITUS_SEND_ONLY=1: that figure alone (to compare builds, each installed in turn)
+[ -n "${CITUS_SEND_ONLY:-}" ] && exit 0
 cat >"$work/send.sql" <<SQL
 \\set i random(1, $n)
 SELECT sbq_send(('{$local_queues}'::text[])[:i], 'hello');

@@ -603,6 +603,17 @@ sbq_dist_in_group(void)
 	return sbq_cur_set;
 }
 
+/*
+ * The entity key rows written now get (sbq.current_entity_key()'s), into
+ * *key: false when there is none (no group, or a maintenance pass).
+ */
+bool
+sbq_dist_current_key(int32 *key)
+{
+	*key = sbq_cur_key;
+	return sbq_cur_set && sbq_cur_key_set;
+}
+
 /* The current group's id (its queues shard), 0 with none. */
 int64
 sbq_dist_group_id(void)

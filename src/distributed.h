@@ -40,6 +40,7 @@ extern bool sbq_dist_route(FunctionCallInfo fcinfo, Datum *result);
 
 /* the shard group the storage statements work on (none: InvalidOid / NULL) */
 extern bool sbq_dist_in_group(void);
+extern bool sbq_dist_current_key(int32 *key);
 extern int64 sbq_dist_group_id(void);
 extern Oid	sbq_dist_relid(const char *table);
 extern const char *sbq_dist_sql(const char *sql);

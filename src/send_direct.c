@@ -78,7 +78,8 @@ typedef enum SbqColSource
 	SBQ_COL_MESSAGE_ID,			/* $7, or a new UUID as text */
 	SBQ_COL_BODY,				/* the body */
 	SBQ_COL_ZERO,				/* 0 */
-	SBQ_COL_NULL				/* nothing */
+	SBQ_COL_NULL,				/* nothing */
+	SBQ_COL_ENTITY_KEY			/* the call's entity key (distributed tables) */
 } SbqColSource;
 
 typedef struct SbqDirectCol
@@ -120,6 +121,7 @@ static const SbqDirectCol sbq_direct_cols[] = {
 	{"dead_letter_source", TEXTOID, SBQ_COL_ARG, 17},
 	{"body", BYTEAOID, SBQ_COL_BODY, 0},
 	{"transfer_hops", INT2OID, SBQ_COL_ARG, 18},
+	{"entity_key", INT4OID, SBQ_COL_ENTITY_KEY, 0},
 };
 
 /*
@@ -151,8 +153,10 @@ sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
 				break;
 			}
 		}
+		/* entity_key's default is the key the store gives it (distributed.c) */
 		if (map[i] == NULL || map[i]->type != att->atttypid || att->atttypmod != -1 ||
-			att->atthasdef || att->attgenerated != '\0' || att->attidentity != '\0')
+			(att->atthasdef && map[i]->source != SBQ_COL_ENTITY_KEY) ||
+			att->attgenerated != '\0' || att->attidentity != '\0')
 			return false;
 	}
 	return true;
@@ -414,7 +418,7 @@ sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool kept_simple, bool *pin
 static void sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 							 const SbqDirectCol **map, const Datum *values,
 							 const bool *nulls, const Datum *bodies, int nbodies,
-							 Oid seqid, int64 *seqs);
+							 Oid seqid, int32 key, int64 *seqs);
 
 /* the context line of an error while storing: the name of the statement */
 static void
@@ -434,6 +438,50 @@ sbq_direct_fits(Relation rel)
 }
 
 /*
+ * sbq_direct_open
+ *		The table a plain send stores into, opened (RowExclusiveLock), with
+ *		its column map, the message sequence (*seqid) and the entity key its
+ *		rows get (*key: distributed tables only); NULL when the store cannot
+ *		serve and the INSERT runs (which takes the same lock: it is kept).
+ */
+static Relation
+sbq_direct_open(Oid nsp, Oid *seqid, int32 *key, const SbqDirectCol ***map)
+{
+	Oid			relid;
+	bool		have_key;
+	bool		mapped;
+	Relation	rel;
+	int			i;
+
+	*key = 0;
+	if (!OidIsValid(nsp))
+		return NULL;
+	/* distributed: the call's group's shard, its rows with the call's entity key */
+	have_key = sbq_dist_active() && sbq_dist_current_key(key);
+	if (sbq_dist_active() && !have_key)
+		return NULL;
+	relid = have_key ? sbq_dist_relid("messages") : get_relname_relid("messages", nsp);
+	*seqid = get_relname_relid("message_seq", nsp);
+	/* nextval() needs USAGE or UPDATE on the sequence (either: ACLMASK_ANY) */
+	if (!OidIsValid(relid) || !OidIsValid(*seqid) ||
+		pg_class_aclcheck(*seqid, GetUserId(), ACL_USAGE | ACL_UPDATE) != ACLCHECK_OK)
+		return NULL;
+
+	sbq_direct_register();
+	rel = table_open(relid, RowExclusiveLock);
+	*map = sbq_direct_map_of(rel, &mapped);
+	/* a column entity_key outside a call of a distributed installation: the INSERT's */
+	for (i = 0; mapped && !have_key && i < RelationGetDescr(rel)->natts; i++)
+		mapped = (*map)[i] == NULL || (*map)[i]->source != SBQ_COL_ENTITY_KEY;
+	if (!sbq_direct_fits(rel) || !mapped)
+	{
+		table_close(rel, NoLock);
+		return NULL;
+	}
+	return rel;
+}
+
+/*
  * sbq_send_direct
  *		Store nbodies messages of a send (values and nulls are its arguments,
  *		as send.c's SEND_ARGS) in sbq.messages, their sequence numbers into
@@ -445,9 +493,9 @@ bool
 sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int nbodies,
 				int64 *seqs)
 {
-	Oid			nsp = get_rel_namespace(sbq_storage_epoch());
 	Oid			relid;
 	Oid			seqid;
+	int32		key;
 	Relation	rel;
 	TupleDesc	desc;
 	const SbqDirectCol **map;
@@ -458,29 +506,13 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	bool		kept;
 	bool		pin;
 	bool		simple;
-	bool		mapped;
 	ErrorContextCallback errcb;
 
-	/* distributed: the shards have entity_key, which the INSERT's default fills */
-	if (!OidIsValid(nsp) || sbq_dist_active())
+	rel = sbq_direct_open(get_rel_namespace(sbq_storage_epoch()), &seqid, &key, &map);
+	if (rel == NULL)
 		return false;
-	relid = get_relname_relid("messages", nsp);
-	seqid = get_relname_relid("message_seq", nsp);
-	/* nextval() needs USAGE or UPDATE on the sequence (either: ACLMASK_ANY) */
-	if (!OidIsValid(relid) || !OidIsValid(seqid) ||
-		pg_class_aclcheck(seqid, GetUserId(), ACL_USAGE | ACL_UPDATE) != ACLCHECK_OK)
-		return false;
-
-	sbq_direct_register();
-	rel = table_open(relid, RowExclusiveLock);
+	relid = RelationGetRelid(rel);
 	desc = RelationGetDescr(rel);
-	map = sbq_direct_map_of(rel, &mapped);
-	if (!sbq_direct_fits(rel) || !mapped)
-	{
-		/* the INSERT takes the same lock: keep it, as it would */
-		table_close(rel, NoLock);
-		return false;
-	}
 
 	estate = CreateExecutorState();
 	rte = makeNode(RangeTblEntry);
@@ -514,7 +546,8 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	error_context_stack = &errcb;
 	PG_TRY();
 	{
-		sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid, seqs);
+		sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid,
+						 key, seqs);
 	}
 	PG_FINALLY();
 	{
@@ -541,7 +574,7 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 static void
 sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 				 const SbqDirectCol **map, const Datum *values, const bool *nulls,
-				 const Datum *bodies, int nbodies, Oid seqid, int64 *seqs)
+				 const Datum *bodies, int nbodies, Oid seqid, int32 key, int64 *seqs)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
 	text	  **ids = NULL;
@@ -595,6 +628,9 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 				case SBQ_COL_NULL:
 					*v = (Datum) 0;
 					*n = true;
+					break;
+				case SBQ_COL_ENTITY_KEY:
+					*v = Int32GetDatum(key);
 					break;
 			}
 		}

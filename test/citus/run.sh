@@ -232,6 +232,14 @@ is "$(q "$pc" -c "SELECT bool_and(s > l) FROM (SELECT s, lag(s, 1, 0::bigint) OV
                    FROM (SELECT g, sbq_send('Spread3', 'n') AS s FROM generate_series(1, 20) g) x) y")" t \
     "sequence numbers increase within a queue"
 
+# a plain send stores its rows directly in the group's shard (no INSERT): each with its
+# queue's entity key, by which Citus finds them (a query by the key is pruned to its shard)
+is "$(q "$pc" -c "SELECT (SELECT count(*) FROM sbq.messages) - (SELECT count(*) FROM sbq.messages m
+                           JOIN sbq.queues q USING (entity_key, queue_id))
+                  || ' ' || (SELECT count(*) FROM sbq.messages WHERE entity_key = sbq.entity_key('spread3'))")" \
+    "0 $(q "$pc" -c "SELECT count(*) FROM sbq_peek('spread3', 1000)")" \
+    "plain sends store each row with its queue's entity key"
+
 # a new session's first call in a group raises nothing when no number was brought:
 # three sessions, one send each, numbers one step apart (the node's step); and a
 # session's first call may be a read in a read-only transaction
