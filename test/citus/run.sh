@@ -31,7 +31,12 @@
 #     the citus extension, and against the distributed layout; 14 isolation specs
 #     pass through the coordinator with queues on both workers;
 #   - a transaction left open after its first call on a node does not hold up
-#     another session's first call there.
+#     another session's first call there;
+#   - a routed call runs with the caller's lock_timeout and formats; plain sends
+#     store each row with its queue's entity key; counts of a queue made in a
+#     prepared transaction that was rolled back do not stop maintenance; a view read
+#     outside a transaction block commits on no node with two-phase commit;
+#   - every regression test but maintain passes with its queues on both workers.
 # Skipped (exit 77, with the reason) only when Citus cannot be built here.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
