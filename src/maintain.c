@@ -49,11 +49,6 @@
 /* How far into a queue's head maintenance looks for expired locks. */
 #define SBQ_MAINTAIN_HEAD		5000
 
-static SbqStatement stmt_no_prepared = {"no prepared transactions", 0, {InvalidOid},
-	"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
-	"                    WHERE p.database = pg_catalog.current_database())"
-};
-
 /* maintenance's check of a head hint: an active message below it ($2) */
 static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8OID},
 	"SELECT m.sequence_number FROM sbq.messages m"
@@ -484,11 +479,9 @@ sbq_storage_maintain(SbqMaintainResult *acc)
 		int			nwork;
 		int			w = 0;
 		bool		no_prepared;
-		bool		isnull;
 
 		/* a prepared transaction's floor holds until none is left (qstate.c) */
-		(void) sbq_exec(&stmt_no_prepared, NULL, NULL);
-		no_prepared = DatumGetBool(sbq_col(0, 1, &isnull));
+		no_prepared = sbq_no_prepared();
 
 		nqueues = sbq_all_queues(&queues);
 		res.queues = nqueues;

@@ -140,8 +140,9 @@ static Oid	sbq_epoch_relid = InvalidOid;
 /*
  * Add to a queue's stored counters, in one row per backend (shard). Where the
  * tables are distributed, counts of an entity that is not in the group (no
- * key to place them by) are dropped: it was deleted, or made in a prepared
- * transaction that was rolled back after its counts were taken as committed.
+ * key to place them by) are not stored: it was deleted, or made in a
+ * prepared transaction, whose counts were taken as committed at PREPARE
+ * (sbq_store_counts keeps them while one is left).
  */
 static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID,
 		INT8OID, INT8OID, INT8OID, INT8OID},
@@ -156,6 +157,11 @@ static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OI
 	" deferred = qc.deferred + excluded.deferred,"
 	" dead_lettered = qc.dead_lettered + excluded.dead_lettered,"
 	" expired = qc.expired + excluded.expired"
+};
+
+static SbqStatement stmt_no_prepared = {"no prepared transactions", 0, {InvalidOid},
+	"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
+	"                    WHERE p.database = pg_catalog.current_database())"
 };
 
 /* ------------------------------------------------------------ the installed SQL */
@@ -853,8 +859,24 @@ sbq_store_counts(int32 queue_id, const SbqCounts *c)
 	values[6] = Int64GetDatum(c->deferred);
 	values[7] = Int64GetDatum(c->dead_lettered);
 	values[8] = Int64GetDatum(c->expired);
-	/* the entity as it is now, also under a transaction snapshot */
-	(void) sbq_exec_latest(&stmt_count, values, NULL);
+	/*
+	 * The entity as it is now, also under a transaction snapshot. Counts the
+	 * statement drops (no entity) come back for a later pass while this
+	 * database has a prepared transaction: it may be the one that makes the
+	 * entity, its counts taken as committed at PREPARE.
+	 */
+	if (sbq_exec_latest(&stmt_count, values, NULL) == 0 && !sbq_no_prepared())
+		(void) sbq_qstate_count(sbq_storage_epoch(), queue_id, c);
+}
+
+/* Whether this database has no prepared transaction now. */
+bool
+sbq_no_prepared(void)
+{
+	bool		isnull;
+
+	(void) sbq_exec(&stmt_no_prepared, NULL, NULL);
+	return DatumGetBool(sbq_col(0, 1, &isnull));
 }
 
 /*

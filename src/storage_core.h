@@ -171,6 +171,7 @@ extern uint64 sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values,
 						  const bool *isnull);
 extern uint64 sbq_exec_fresh(SbqStatement *st, Datum *values);
 extern uint64 sbq_exec_latest(SbqStatement *st, Datum *values, const bool *isnull);
+extern bool sbq_no_prepared(void);
 extern Datum sbq_col(uint64 row, int col, bool *isnull);
 extern int64 sbq_max_col(int col);
 extern int64 sbq_first_missing(const Datum *seqs, int nseqs, uint64 n, int col);

@@ -211,6 +211,18 @@ q "$pw1" -c "ROLLBACK PREPARED 'sbq_rolled_back'"
 is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 21 \
     "counts of a queue made in a prepared transaction rolled back do not stop maintenance"
 is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 21 "... at the next pass either"
+# ... and those of a queue whose prepared transaction commits after a pass are kept
+local2=$(q "$pc" -c "SELECT name FROM (SELECT 'Committed' || g AS name FROM generate_series(1, 200) g) c
+                       JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
+                       JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1 LIMIT 1")
+q "$pw1" -c "BEGIN" -c "SELECT sbq_create_queue('$local2')" -c "SELECT sbq_send('$local2', 'x')" \
+    -c "PREPARE TRANSACTION 'sbq_committed_later'" >/dev/null
+q "$pc" -c "SELECT sbq_maintain()" >/dev/null
+q "$pw1" -c "COMMIT PREPARED 'sbq_committed_later'"
+q "$pc" -c "SELECT sbq_maintain()" >/dev/null
+is "$(q "$pc" -c "SELECT sent FROM sbq_queue_stats WHERE queue = '$local2'" 2>&1)" 1 \
+    "... while those of a queue whose prepared transaction commits after a pass are kept"
+q "$pc" -c "SELECT sbq_delete_queue('$local2')" >/dev/null
 
 # every call from the coordinator runs on the queue's node, in any letter case, in a
 # transaction block and inside an expression; the dead-letter address goes with its queue
