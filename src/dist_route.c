@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
@@ -66,9 +67,12 @@ sbq_dist_pin_formats(void)
 /*
  * The caller's settings a routed call carries to the node that runs it, after
  * its arguments, as name and value: those that decide how long a call waits
- * for a lock, how it keeps its locks, and how its errors show values. The
- * node sets each for the call alone, where its own differs, with the
- * caller's rights (sbq_routed_settings).
+ * for a lock, how it keeps its locks, and how its errors show values. Only
+ * those the caller's session got beyond the server's own configuration (for
+ * its database or role, from the client, or by SET): a server's
+ * configuration is its own, and the node's holds on the node. The node sets
+ * each for the call alone, where its own differs, with the caller's rights
+ * (sbq_routed_settings).
  */
 static const char *const sbq_carried[] = {
 	"lock_timeout", "DateStyle", "IntervalStyle", "TimeZone",
@@ -76,6 +80,30 @@ static const char *const sbq_carried[] = {
 };
 
 #define SBQ_NUM_CARRIED lengthof(sbq_carried)
+
+/* their definitions, once looked up (a definition never moves) */
+static struct config_generic *sbq_carried_defs[SBQ_NUM_CARRIED];
+
+/* Whether this session's value of sbq_carried[i] is one a routed call carries. */
+static bool
+sbq_carried_here(int i)
+{
+	if (sbq_carried_defs[i] == NULL)
+	{
+		struct config_generic **vars;
+		int			nvars;
+		int			v;
+
+		vars = sbq_guc_variables(&nvars);
+		for (v = 0; v < nvars; v++)
+			if (pg_strcasecmp(vars[v]->name, sbq_carried[i]) == 0 &&
+				!(vars[v]->flags & GUC_CUSTOM_PLACEHOLDER))
+				sbq_carried_defs[i] = vars[v];
+		if (sbq_carried_defs[i] == NULL)
+			return false;
+	}
+	return sbq_carried_defs[i]->source >= PGC_S_DATABASE;
+}
 
 /*
  * The text forms of a call's arguments, then the settings it carries, as a
@@ -85,9 +113,9 @@ static Datum
 sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
 {
 	int			nargs = fcinfo->nargs;
-	int			nelems = nargs + 2 * SBQ_NUM_CARRIED;
-	Datum	   *elems = palloc0(sizeof(Datum) * nelems);
-	bool	   *nulls = palloc0(sizeof(bool) * nelems);
+	int			nelems = nargs;
+	Datum	   *elems = palloc0(sizeof(Datum) * (nargs + 2 * SBQ_NUM_CARRIED));
+	bool	   *nulls = palloc0(sizeof(bool) * (nargs + 2 * SBQ_NUM_CARRIED));
 	int			dims[1];
 	int			lbs[1] = {1};
 	int			level;
@@ -96,12 +124,12 @@ sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
 	/* the caller's settings, before the formats are pinned */
 	for (i = 0; i < (int) SBQ_NUM_CARRIED; i++)
 	{
-		const char *v = GetConfigOption(sbq_carried[i], true, false);
+		const char *v;
 
-		elems[nargs + 2 * i] = CStringGetTextDatum(sbq_carried[i]);
-		elems[nargs + 2 * i + 1] = CStringGetTextDatum(v != NULL ? v : "");
-		/* not loaded here (no preload): the node keeps its own */
-		nulls[nargs + 2 * i + 1] = v == NULL;
+		if (!sbq_carried_here(i) || (v = GetConfigOption(sbq_carried[i], true, false)) == NULL)
+			continue;
+		elems[nelems++] = CStringGetTextDatum(sbq_carried[i]);
+		elems[nelems++] = CStringGetTextDatum(v);
 	}
 	level = sbq_dist_pin_formats();
 
@@ -120,6 +148,8 @@ sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
 	}
 	AtEOXact_GUC(true, level);
 	dims[0] = nelems;
+	if (nelems == 0)
+		return PointerGetDatum(construct_empty_array(TEXTOID));
 	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1,
 											  false, TYPALIGN_INT));
 }

@@ -288,6 +288,21 @@ is "$(q "$pc" -c "SET lock_timeout = '300ms'" -c "SET statement_timeout = '3s'" 
         -c "SELECT sbq_send('Settings', 'waits') > 0" 2>&1 | sed -n 's/^ERROR: *//p')" \
     "canceling statement due to lock timeout" "a routed call waits no longer than the caller's lock_timeout"
 wait "$holder"
+# a setting of the node's own configuration holds there for a caller that has only its
+# server's (no value of the coordinator's configuration file is carried)
+for port in "$pw1" "$pw2"; do
+    q "$port" -c "ALTER SYSTEM SET lock_timeout = '300ms'" -c "SELECT pg_reload_conf()" >/dev/null
+done
+q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
+holder=$!
+sleep 1.5
+is "$(q "$pc" -c "SET statement_timeout = '3s'" -c "SELECT sbq_send('Settings', 'waits') > 0" 2>&1 |
+        sed -n 's/^ERROR: *//p')" \
+    "canceling statement due to lock timeout" "... and the node's own lock_timeout where the caller has only its server's"
+wait "$holder"
+for port in "$pw1" "$pw2"; do
+    q "$port" -c "ALTER SYSTEM RESET lock_timeout" -c "SELECT pg_reload_conf()" >/dev/null
+done
 is "$(q "$pc" -c "SET IntervalStyle = 'iso_8601'" \
         -c "SELECT sbq_update_queue('settings', lock_duration => '10 minutes')" 2>&1 | sed -n 's/^ERROR: *//p')" \
     "lock_duration PT10M is out of range" "... and shows values in its errors as the caller's IntervalStyle does"
