@@ -28,7 +28,7 @@
 #     sbq_undistribute() brings every message back to the coordinator;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
-#     the citus extension, and against the distributed layout; 14 isolation specs
+#     the citus extension, and against the distributed layout; 17 isolation specs
 #     pass through the coordinator with queues on both workers;
 #   - a transaction left open after its first call on a node does not hold up
 #     another session's first call there;
@@ -597,14 +597,19 @@ fi
 # waits on every node, and takes its name in this throwaway database, as Citus's own
 # isolation tests do. DDL propagation off: the specs' helpers are used on the
 # coordinator only. The specs left out, and why, are in docs/scale-out.md ("Not yet").
-iso_specs="receive_once settle_race send_visibility receive_rollback defer_dlq
+iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq
     queue_management_delete_in_flight receive_repeatable_read receive_head_hint
     queue_management_delete_moving session_accept_race session_accept_next_skips_held
-    session_order session_release_unsettled metrics_counters_move"
+    session_order session_release_unsettled metrics_counters_move lease_store_recheck
+    settle_report_race"
 scripts/citus_cluster.sh start "$work" iso >/dev/null
 q "$pc" -d iso -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_distribute()" \
     -c "ALTER FUNCTION pg_catalog.pg_isolation_test_session_is_blocked(integer, integer[]) RENAME TO old_pg_isolation_test_session_is_blocked" \
     -c "ALTER FUNCTION pg_catalog.citus_isolation_test_session_is_blocked(integer, integer[]) RENAME TO pg_isolation_test_session_is_blocked" >/dev/null
+# the role settle_report_race acts as, on the workers too (Citus connects there as it)
+for port in "$pw1" "$pw2"; do
+    q "$port" -d iso -c "CREATE ROLE iso_rep_app LOGIN" >/dev/null
+done
 rm -rf output_iso
 if PGOPTIONS="-c citus.enable_ddl_propagation=off" PG_TEST_TIMEOUT_DEFAULT=30 PGUSER=postgres \
     timeout 600 make -s PG_CONFIG="$PG_CONFIG" installcheck REGRESS= ISOLATION="$(echo $iso_specs)" \
