@@ -917,34 +917,6 @@ sbq_store_all_counts(void)
 
 /* ------------------------------------------------------------ values */
 
-TimestampTz
-sbq_add_interval(TimestampTz t, const Interval *iv)
-{
-	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-												   TimestampTzGetDatum(t),
-												   IntervalPGetDatum(iv)));
-}
-
-/*
- * sbq_expiry
- *		When a message that lives ttl from start expires; false when never:
- *		a time to live of SBQ_NEVER_EXPIRES or more (Service Bus's default is
- *		TimeSpan.MaxValue), or an expiry past the end of the timestamp range.
- */
-bool
-sbq_expiry(TimestampTz start, const Interval *ttl, TimestampTz *expires_at)
-{
-	int64		usecs = sbq_interval_usecs(ttl);
-	int64		bound;
-
-	if (usecs >= SBQ_NEVER_EXPIRES_USECS ||
-		pg_add_s64_overflow(start, usecs + 31 * USECS_PER_DAY, &bound) ||
-		!IS_VALID_TIMESTAMP(bound))
-		return false;
-	*expires_at = sbq_add_interval(start, ttl);
-	return true;
-}
-
 /*
  * sbq_spi_strdup
  *		A text datum of an SPI result as a C string in the caller's context

@@ -21,6 +21,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "mb/pg_wchar.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -32,11 +33,13 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "compat.h"
 #include "lease.h"
 #include "sbqueue.h"
+#include "storage_core.h"
 #include "topics.h"
 
 PG_FUNCTION_INFO_V1(sbq_new_lock_token);
@@ -183,6 +186,35 @@ sbq_interval_usecs(const Interval *iv)
 	if (total < PG_INT64_MIN)
 		return PG_INT64_MIN;
 	return (int64) total;
+}
+
+/* t plus iv, as timestamptz + interval computes it */
+TimestampTz
+sbq_add_interval(TimestampTz t, const Interval *iv)
+{
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(t),
+												   IntervalPGetDatum(iv)));
+}
+
+/*
+ * sbq_expiry
+ *		When a message that lives ttl from start expires; false when never:
+ *		a time to live of SBQ_NEVER_EXPIRES or more (Service Bus's default is
+ *		TimeSpan.MaxValue), or an expiry past the end of the timestamp range.
+ */
+bool
+sbq_expiry(TimestampTz start, const Interval *ttl, TimestampTz *expires_at)
+{
+	int64		usecs = sbq_interval_usecs(ttl);
+	int64		bound;
+
+	if (usecs >= SBQ_NEVER_EXPIRES_USECS ||
+		pg_add_s64_overflow(start, usecs + 31 * USECS_PER_DAY, &bound) ||
+		!IS_VALID_TIMESTAMP(bound))
+		return false;
+	*expires_at = sbq_add_interval(start, ttl);
+	return true;
 }
 
 /*
