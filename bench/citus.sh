@@ -17,7 +17,8 @@
 #   receive + complete one message received and completed in one statement (the
 #                      queues are filled by the send cells before)
 # The worker's own time per send comes first (a DO block of 20,000 sbq_send on one of
-# its queues, the median of 5), then, on the coordinator, a cluster-wide view
+# its queues, the median of 5; then the same alternating between two of its queues in
+# different shard groups), then, on the coordinator, a cluster-wide view
 # (sbq_queue_stats of the 40 empty queues, every node's groups):
 #   view               a statement of its own (each node reads in a transaction of its own)
 #   view in a block    BEGIN; the same; COMMIT (the caller's transaction on every node,
@@ -54,6 +55,20 @@ us=$(for i in 1 2 3 4 5; do
 done | sort -n | sed -n 3p)
 q "$pc" -c "SELECT sbq_purge_queue('$first')" >/dev/null
 echo "citus.sh: the worker's own time per send (a DO block of 20,000): $us us"
+# the same, each send to the other of two queues of the worker in different shard groups
+# (a node stores into the shard of each call's group in turn)
+other=$(q "$pc" -c "SELECT q FROM unnest('{$local_queues}'::text[]) q
+    WHERE get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(q)) <>
+          get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('$first')) LIMIT 1")
+us2=$(for i in 1 2 3 4 5; do
+    q "$pw1" -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
+                   PERFORM sbq_send(CASE g % 2 WHEN 0 THEN '$first' ELSE '$other' END, 'hello')
+                      FROM generate_series(1, 20000) g;
+                   RAISE NOTICE '%', round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / 20000, 2);
+                 END \$\$" 2>&1 | sed -n 's/^NOTICE: *//p'
+done | sort -n | sed -n 3p)
+q "$pc" -c "SELECT sbq_purge_queue('$first')" -c "SELECT sbq_purge_queue('$other')" >/dev/null
+echo "citus.sh: the same, alternating between two queues in different shard groups: $us2 us"
 # CITUS_SEND_ONLY=1: that figure alone (to compare builds, each installed in turn)
 [ -n "${CITUS_SEND_ONLY:-}" ] && exit 0
 cat >"$work/send.sql" <<SQL

@@ -17,9 +17,10 @@
  * predicates of its partial indexes again for every row it stores in a new
  * executor state. When they are simple, as sbqueue's own are (columns
  * compared with integers or tested for NULL, on built-in kinds of index),
- * they are prepared once here, kept for the backend, and given to each
- * executor state; a change to the table or its indexes (a relcache
- * invalidation of them) drops them. Anything else a DBA adds (a constraint
+ * they are prepared once here, kept for the backend (for each of the last
+ * tables stored into: a node of a distributed installation stores into the
+ * shard of each call's group), and given to each executor state; a change to
+ * the table or its indexes (a relcache invalidation of them) drops them. Anything else a DBA adds (a constraint
  * calling a function, an index on an expression or of an operator class of
  * an extension) runs code: the executor prepares it for each store, as
  * functions are now, and the settings of the storage section are pinned
@@ -163,81 +164,74 @@ sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
 }
 
 /*
- * The column map of the table last stored into, kept until a relcache
- * invalidation of it (any change to its columns is one, and is seen when the
- * table is opened: before the map is read).
+ * What is kept of a table stored into: its column map, and the prepared
+ * CHECK constraints of sbq.messages and predicates of its partial indexes.
+ * One entry per table, for the SBQ_DIRECT_KEPT tables last stored into: a
+ * node of a distributed installation stores into the shard of each call's
+ * group, several of them in turn. An entry is kept until a relcache
+ * invalidation of its table (any change to its columns, constraints or
+ * indexes is one); while a store uses it (pinned), the invalidation only
+ * marks it, and it is dropped when that store ends.
  */
-static Oid	sbq_direct_map_relid = InvalidOid;
-static int	sbq_direct_map_natts = 0;
-static bool sbq_direct_map_ok = false;
-static const SbqDirectCol **sbq_direct_map_kept = NULL;
+#define SBQ_DIRECT_KEPT 16
 
-/* sbq_direct_map for rel, from what is kept when it is for rel */
-static const SbqDirectCol **
-sbq_direct_map_of(Relation rel, bool *ok)
+typedef struct SbqDirectKept
 {
-	TupleDesc	desc = RelationGetDescr(rel);
-
-	if (sbq_direct_map_relid != RelationGetRelid(rel) ||
-		sbq_direct_map_natts != desc->natts)
-	{
-		sbq_direct_map_relid = InvalidOid;
-		if (sbq_direct_map_kept != NULL)
-			pfree(sbq_direct_map_kept);
-		sbq_direct_map_kept = MemoryContextAlloc(TopMemoryContext,
-												 sizeof(SbqDirectCol *) * Max(desc->natts, 1));
-		sbq_direct_map_ok = sbq_direct_map(desc, sbq_direct_map_kept);
-		sbq_direct_map_natts = desc->natts;
-		sbq_direct_map_relid = RelationGetRelid(rel);
-	}
-	*ok = sbq_direct_map_ok;
-	return sbq_direct_map_kept;
-}
-
-/*
- * The prepared CHECK constraints of sbq.messages and predicates of its
- * partial indexes, for the relation relid (InvalidOid: none kept).
- */
-typedef struct SbqDirectExprs
-{
-	Oid			relid;
+	Oid			relid;			/* InvalidOid: a free entry */
+	uint64		used;			/* when last pinned: the oldest is replaced */
+	bool		in_use;			/* pinned by a store in progress */
+	bool		stale;			/* invalidated while pinned: drop it after */
+	MemoryContext map_cxt;
+	MemoryContext exprs_cxt;
+	/* the column map: valid while map != NULL and natts is the table's */
+	int			natts;
+	bool		map_ok;
+	const SbqDirectCol **map;
+	/* the constraints and predicates: valid while exprs_valid */
+	bool		exprs_valid;
 	int			ncheck;
 	char	  **ccbin;			/* the constraints as prepared */
 	ExprState **checks;
 	int			nindex;
 	Oid		   *index_oids;
 	ExprState **predicates;		/* NULL for an index with none */
-	bool		simple;			/* all of them simple (sbq_direct_simple): kept */
-	bool		in_use;			/* by a store in progress (not for a nested one) */
-	bool		stale;			/* invalidated while in use: drop it after */
-} SbqDirectExprs;
+	bool		simple;			/* all of them simple (sbq_direct_simple): used */
+} SbqDirectKept;
 
-static SbqDirectExprs sbq_direct_exprs = {InvalidOid};
+static SbqDirectKept sbq_direct_kept[SBQ_DIRECT_KEPT];
+static uint64 sbq_direct_clock = 0;
 static MemoryContext sbq_direct_cxt = NULL;
 
-/* Drop what is kept: now, or when the store using it ends. */
+/* Drop what an entry keeps: now, or when the store using it ends. */
 static void
-sbq_direct_forget(void)
+sbq_direct_forget(SbqDirectKept *e)
 {
-	if (sbq_direct_exprs.in_use)
+	if (e->in_use)
 	{
-		sbq_direct_exprs.stale = true;
+		e->stale = true;
 		return;
 	}
-	sbq_direct_exprs.relid = InvalidOid;
-	sbq_direct_exprs.stale = false;
-	if (sbq_direct_cxt != NULL)
-		MemoryContextReset(sbq_direct_cxt);
+	e->relid = InvalidOid;
+	e->stale = false;
+	e->map = NULL;
+	e->exprs_valid = false;
+	if (e->map_cxt != NULL)
+	{
+		MemoryContextReset(e->map_cxt);
+		MemoryContextReset(e->exprs_cxt);
+	}
 }
 
-/* a relcache invalidation of the table (an index made or dropped is one) */
+/* a relcache invalidation of a table (an index made or dropped is one) */
 static void
 sbq_direct_inval(Datum arg, Oid relid)
 {
-	if (!OidIsValid(relid) || relid == sbq_direct_exprs.relid)
-		sbq_direct_forget();
-	if (!OidIsValid(relid) || relid == sbq_direct_map_relid)
-		sbq_direct_map_relid = InvalidOid;
+	int			i;
+
+	for (i = 0; i < SBQ_DIRECT_KEPT; i++)
+		if (sbq_direct_kept[i].relid != InvalidOid &&
+			(!OidIsValid(relid) || relid == sbq_direct_kept[i].relid))
+			sbq_direct_forget(&sbq_direct_kept[i]);
 }
 
 /* Have sbq_direct_inval called from now on. */
@@ -252,16 +246,95 @@ sbq_direct_register(void)
 	}
 }
 
-/* Whether what is kept is for rel as it is now, with the indexes index_oids. */
-static bool
-sbq_direct_kept_fits(Relation rel, List *index_oids)
+/*
+ * sbq_direct_pin
+ *		The entry of relid, pinned, taken from the free or oldest unpinned
+ *		entry when there is none; NULL when there is none to take or the
+ *		entry of relid is pinned already (a store within a store: the
+ *		caller runs the INSERT). Raises no error once the entry is pinned.
+ */
+static SbqDirectKept *
+sbq_direct_pin(Oid relid)
 {
-	SbqDirectExprs *e = &sbq_direct_exprs;
+	SbqDirectKept *e = NULL;
+	int			i;
+
+	sbq_direct_register();
+	for (i = 0; i < SBQ_DIRECT_KEPT; i++)
+	{
+		SbqDirectKept *k = &sbq_direct_kept[i];
+
+		if (k->relid == relid)
+		{
+			if (k->in_use)
+				return NULL;
+			e = k;
+			break;
+		}
+		/* a free entry before any other, else the one pinned longest ago */
+		if (!k->in_use &&
+			(e == NULL || (e->relid != InvalidOid &&
+						   (k->relid == InvalidOid || k->used < e->used))))
+			e = k;
+	}
+	if (e == NULL)
+		return NULL;
+	if (e->map_cxt == NULL)
+	{
+		e->map_cxt = AllocSetContextCreate(sbq_direct_cxt, "sbqueue direct send map",
+										   ALLOCSET_SMALL_SIZES);
+		e->exprs_cxt = AllocSetContextCreate(sbq_direct_cxt, "sbqueue direct send exprs",
+											 ALLOCSET_SMALL_SIZES);
+	}
+	if (e->relid != relid)
+	{
+		sbq_direct_forget(e);
+		e->relid = relid;
+	}
+	e->used = ++sbq_direct_clock;
+	e->in_use = true;
+	return e;
+}
+
+/* The store using e has ended. */
+static void
+sbq_direct_unpin(SbqDirectKept *e)
+{
+	e->in_use = false;
+	if (e->stale)
+		sbq_direct_forget(e);
+}
+
+/* The column map of rel (pinned entry e), made when what e keeps is not for it. */
+static const SbqDirectCol **
+sbq_direct_map_of(SbqDirectKept *e, Relation rel, bool *ok)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (e->map == NULL || e->natts != desc->natts)
+	{
+		const SbqDirectCol **map;
+
+		MemoryContextReset(e->map_cxt);
+		e->map = NULL;
+		map = MemoryContextAlloc(e->map_cxt, sizeof(SbqDirectCol *) * Max(desc->natts, 1));
+		e->map_ok = sbq_direct_map(desc, map);
+		e->natts = desc->natts;
+		e->map = map;
+	}
+	*ok = e->map_ok;
+	return e->map;
+}
+
+/* Whether what e keeps is for rel as it is now, with the indexes index_oids. */
+static bool
+sbq_direct_kept_fits(SbqDirectKept *e, Relation rel, List *index_oids)
+{
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	ListCell   *lc;
 	int			i;
 
-	if (e->relid != RelationGetRelid(rel) || e->stale ||
+	if (!e->exprs_valid || e->stale ||
 		e->ncheck != (constr != NULL ? constr->num_check : 0) ||
 		e->nindex != list_length(index_oids))
 		return false;
@@ -276,16 +349,16 @@ sbq_direct_kept_fits(Relation rel, List *index_oids)
 }
 
 /*
- * Whether what is kept fits rel and is simple: then opening its indexes runs
+ * Whether what e keeps fits rel and is simple: then opening its indexes runs
  * nothing of a DBA's (opening one builds its predicate and expressions, and
  * may fold them, calling their functions), and neither does storing a row.
  * The index list is the one ExecOpenIndices opens, in its order.
  */
 static bool
-sbq_direct_kept_simple(Relation rel)
+sbq_direct_kept_simple(SbqDirectKept *e, Relation rel)
 {
 	List	   *index_oids = RelationGetIndexList(rel);
-	bool		fits = sbq_direct_kept_fits(rel, index_oids) && sbq_direct_exprs.simple;
+	bool		fits = sbq_direct_kept_fits(e, rel, index_oids) && e->simple;
 
 	list_free(index_oids);
 	return fits;
@@ -348,29 +421,25 @@ sbq_direct_index_simple(ResultRelInfo *rri, int i)
 
 /*
  * sbq_direct_prepare
- *		Give rri (its indexes open) the kept constraints and predicates,
- *		prepared first when what is kept does not fit; false when none are
- *		given: a store in progress uses them, or they are not simple (then
- *		*pin: the settings must be pinned before the store runs them).
- *		kept_simple is what sbq_direct_kept_simple said before the indexes
- *		were opened.
+ *		Give rri (its indexes open) the constraints and predicates e keeps,
+ *		prepared first when what e keeps does not fit; false when none are
+ *		given: they are not simple (then the settings must be pinned before
+ *		the store runs them). kept_simple is what sbq_direct_kept_simple
+ *		said before the indexes were opened.
  */
 static bool
-sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool kept_simple, bool *pin)
+sbq_direct_prepare(SbqDirectKept *e, Relation rel, ResultRelInfo *rri, bool kept_simple)
 {
-	SbqDirectExprs *e = &sbq_direct_exprs;
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	MemoryContext old;
 	int			i;
 
-	*pin = true;
-	if (e->in_use)
-		return false;
 	if (!kept_simple || e->nindex != rri->ri_NumIndices)
 	{
-		sbq_direct_register();
-		sbq_direct_forget();
-		old = MemoryContextSwitchTo(sbq_direct_cxt);
+		/* e is pinned by this store alone: what it kept is used by none */
+		e->exprs_valid = false;
+		MemoryContextReset(e->exprs_cxt);
+		old = MemoryContextSwitchTo(e->exprs_cxt);
 		e->simple = true;
 		e->ncheck = constr != NULL ? constr->num_check : 0;
 		e->ccbin = palloc0(sizeof(char *) * Max(e->ncheck, 1));
@@ -401,17 +470,15 @@ sbq_direct_prepare(Relation rel, ResultRelInfo *rri, bool kept_simple, bool *pin
 					ExecInitQual((List *) expression_planner((Expr *) copyObject(pred)), NULL);
 		}
 		MemoryContextSwitchTo(old);
-		e->relid = RelationGetRelid(rel);
+		e->exprs_valid = true;
 	}
 	if (!e->simple)
 		return false;
-	*pin = false;
 	if (e->ncheck > 0)
 		rri->ri_ConstraintExprs = e->checks;
 	for (i = 0; i < e->nindex; i++)
 		if (e->predicates[i] != NULL)
 			rri->ri_IndexRelationInfo[i]->ii_PredicateState = e->predicates[i];
-	e->in_use = true;
 	return true;
 }
 
@@ -440,27 +507,25 @@ sbq_direct_fits(Relation rel)
 /*
  * sbq_direct_open
  *		The table a plain send stores into, opened (RowExclusiveLock), with
- *		its column map, the message sequence (*seqid) and the entity key its
- *		rows get (*key: distributed tables only); NULL when the store cannot
- *		serve and the INSERT runs (which takes the same lock: it is kept).
+ *		the message sequence (*seqid), the entity key its rows get (*key:
+ *		distributed tables only, *have_key) and its entry of what is kept,
+ *		pinned (*e); NULL when the store cannot serve and the INSERT runs
+ *		(which takes the same lock: it is kept).
  */
 static Relation
-sbq_direct_open(Oid nsp, Oid *seqid, int32 *key, const SbqDirectCol ***map)
+sbq_direct_open(Oid nsp, Oid *seqid, int32 *key, bool *have_key, SbqDirectKept **e)
 {
 	Oid			relid;
-	bool		have_key;
-	bool		mapped;
 	Relation	rel;
-	int			i;
 
 	*key = 0;
 	if (!OidIsValid(nsp))
 		return NULL;
 	/* distributed: the call's group's shard, its rows with the call's entity key */
-	have_key = sbq_dist_active() && sbq_dist_current_key(key);
-	if (sbq_dist_active() && !have_key)
+	*have_key = sbq_dist_active() && sbq_dist_current_key(key);
+	if (sbq_dist_active() && !*have_key)
 		return NULL;
-	relid = have_key ? sbq_dist_relid("messages") : get_relname_relid("messages", nsp);
+	relid = *have_key ? sbq_dist_relid("messages") : get_relname_relid("messages", nsp);
 	*seqid = get_relname_relid("message_seq", nsp);
 	/* nextval() needs USAGE or UPDATE on the sequence (either: ACLMASK_ANY) */
 	if (!OidIsValid(relid) || !OidIsValid(*seqid) ||
@@ -469,16 +534,103 @@ sbq_direct_open(Oid nsp, Oid *seqid, int32 *key, const SbqDirectCol ***map)
 
 	sbq_direct_register();
 	rel = table_open(relid, RowExclusiveLock);
-	*map = sbq_direct_map_of(rel, &mapped);
-	/* a column entity_key outside a call of a distributed installation: the INSERT's */
-	for (i = 0; mapped && !have_key && i < RelationGetDescr(rel)->natts; i++)
-		mapped = (*map)[i] == NULL || (*map)[i]->source != SBQ_COL_ENTITY_KEY;
-	if (!sbq_direct_fits(rel) || !mapped)
+	if (!sbq_direct_fits(rel) || (*e = sbq_direct_pin(relid)) == NULL)
 	{
 		table_close(rel, NoLock);
 		return NULL;
 	}
 	return rel;
+}
+
+/*
+ * sbq_direct_run
+ *		sbq_send_direct's store into rel, opened, with its entry e pinned;
+ *		false, having stored nothing, when rel has a column this file does
+ *		not store the way the INSERT would.
+ */
+static bool
+sbq_direct_run(SbqDirectKept *e, Relation rel, bool have_key, Oid seqid, int32 key,
+			   const Datum *values, const bool *nulls, const Datum *bodies, int nbodies,
+			   int64 *seqs)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	const SbqDirectCol **map;
+	bool		mapped;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	RangeTblEntry *rte;
+	TupleTableSlot *slot;
+	bool		simple;
+	ErrorContextCallback errcb;
+	int			i;
+
+	map = sbq_direct_map_of(e, rel, &mapped);
+	/* a column entity_key outside a call of a distributed installation: the INSERT's */
+	for (i = 0; mapped && !have_key && i < desc->natts; i++)
+		mapped = map[i] == NULL || map[i]->source != SBQ_COL_ENTITY_KEY;
+	if (!mapped)
+		return false;
+
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+	SBQ_EXEC_INIT_RANGE_TABLE(estate, rte);
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	/*
+	 * Unless what is kept says the indexes and constraints are sbqueue's own
+	 * kind, the settings are pinned before the indexes are opened: opening
+	 * one may fold its predicate, running a DBA's functions.
+	 */
+	simple = sbq_direct_kept_simple(e, rel);
+	if (!simple)
+		sbq_storage_pin_settings();
+	ExecOpenIndices(rri, false);
+	slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+	/* what is not simple runs the way the INSERT ran it: with the settings pinned */
+	if (!sbq_direct_prepare(e, rel, rri, simple))
+		sbq_storage_pin_settings();
+
+	/* an error names the statement this replaces, as its errors did (never its SQL) */
+	errcb.callback = sbq_direct_context;
+	errcb.arg = (void *) (nbodies == 1 ? "send one" : "send many");
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid, key,
+					 seqs);
+	error_context_stack = errcb.previous;
+
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	return true;
+}
+
+/* sbq_direct_run, the entry unpinned whatever happens */
+static pg_noinline bool
+sbq_direct_guarded(SbqDirectKept *e, Relation rel, bool have_key, Oid seqid, int32 key,
+				   const Datum *values, const bool *nulls, const Datum *bodies, int nbodies,
+				   int64 *seqs)
+{
+	bool		stored;
+
+	PG_TRY();
+	{
+		stored = sbq_direct_run(e, rel, have_key, seqid, key, values, nulls, bodies, nbodies,
+								seqs);
+	}
+	PG_CATCH();
+	{
+		sbq_direct_unpin(e);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	sbq_direct_unpin(e);
+	return stored;
 }
 
 /*
@@ -493,78 +645,22 @@ bool
 sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int nbodies,
 				int64 *seqs)
 {
-	Oid			relid;
 	Oid			seqid;
 	int32		key;
+	bool		have_key;
+	SbqDirectKept *e = NULL;
 	Relation	rel;
-	TupleDesc	desc;
-	const SbqDirectCol **map;
-	EState	   *estate;
-	ResultRelInfo *rri;
-	RangeTblEntry *rte;
-	TupleTableSlot *slot;
-	bool		kept;
-	bool		pin;
-	bool		simple;
-	ErrorContextCallback errcb;
+	bool		stored;
 
-	rel = sbq_direct_open(get_rel_namespace(sbq_storage_epoch()), &seqid, &key, &map);
+	rel = sbq_direct_open(get_rel_namespace(sbq_storage_epoch()), &seqid, &key, &have_key,
+						  &e);
 	if (rel == NULL)
 		return false;
-	relid = RelationGetRelid(rel);
-	desc = RelationGetDescr(rel);
-
-	estate = CreateExecutorState();
-	rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = relid;
-	rte->relkind = RELKIND_RELATION;
-	rte->rellockmode = RowExclusiveLock;
-	SBQ_EXEC_INIT_RANGE_TABLE(estate, rte);
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	estate->es_output_cid = GetCurrentCommandId(true);
-	/*
-	 * Unless what is kept says the indexes and constraints are sbqueue's own
-	 * kind, the settings are pinned before the indexes are opened: opening
-	 * one may fold its predicate, running a DBA's functions.
-	 */
-	simple = sbq_direct_kept_simple(rel);
-	if (!simple)
-		sbq_storage_pin_settings();
-	ExecOpenIndices(rri, false);
-	slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
-	kept = sbq_direct_prepare(rel, rri, simple, &pin);
-	/* what is not simple runs the way the INSERT ran it: with the settings pinned */
-	if (pin)
-		sbq_storage_pin_settings();
-
-	/* an error names the statement this replaces, as its errors did (never its SQL) */
-	errcb.callback = sbq_direct_context;
-	errcb.arg = (void *) (nbodies == 1 ? "send one" : "send many");
-	errcb.previous = error_context_stack;
-	error_context_stack = &errcb;
-	PG_TRY();
-	{
-		sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid,
-						 key, seqs);
-	}
-	PG_FINALLY();
-	{
-		if (kept)
-		{
-			sbq_direct_exprs.in_use = false;
-			if (sbq_direct_exprs.stale)
-				sbq_direct_forget();
-		}
-	}
-	PG_END_TRY();
-	error_context_stack = errcb.previous;
-
-	ExecCloseIndices(rri);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	stored = sbq_direct_guarded(e, rel, have_key, seqid, key, values, nulls, bodies, nbodies,
+								seqs);
 	table_close(rel, NoLock);
+	if (!stored)
+		return false;
 	/* what follows in this transaction sees the rows, as after the INSERT */
 	CommandCounterIncrement();
 	return true;
