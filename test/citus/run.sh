@@ -29,7 +29,8 @@
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
 #     the citus extension, and against the distributed layout; 17 isolation specs
-#     pass through the coordinator with queues on both workers;
+#     pass through the coordinator with queues on both workers, and 4 more with
+#     queues in one shard group on a worker;
 #   - a transaction left open after its first call on a node does not hold up
 #     another session's first call there;
 #   - a routed call runs with the caller's lock_timeout and formats; plain sends
@@ -256,6 +257,25 @@ is "$(q "$pc" -c "SELECT (SELECT count(*) FROM sbq.messages) - (SELECT count(*) 
                   || ' ' || (SELECT count(*) FROM sbq.messages WHERE entity_key = sbq.entity_key('spread3'))")" \
     "0 $(q "$pc" -c "SELECT count(*) FROM sbq_peek('spread3', 1000)")" \
     "plain sends store each row with its queue's entity key"
+# ... also when a backend's sends alternate between the shards of two groups on its node,
+# each kept prepared for its shard: every row found through the receive index of its own
+alt1=$(q "$pc" -c "SELECT name FROM (SELECT 'Alternate' || g AS name FROM generate_series(1, 200) g) c
+                    JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
+                    JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1 LIMIT 1")
+alt2=$(q "$pc" -c "SELECT name FROM (SELECT 'Alternate' || g AS name FROM generate_series(1, 200) g) c
+                    JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
+                    JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1
+                     AND p.shardid <> get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('$alt1'))
+                   LIMIT 1")
+q "$pc" -c "SELECT sbq_create_queue('$alt1')" -c "SELECT sbq_create_queue('$alt2')" >/dev/null
+q "$pw1" -c "DO \$\$ BEGIN FOR g IN 1..200 LOOP
+                   PERFORM sbq_send(CASE g % 2 WHEN 0 THEN '$alt1' ELSE '$alt2' END, 'n');
+                   PERFORM sbq_send_batch(CASE g % 2 WHEN 1 THEN '$alt1' ELSE '$alt2' END, '{a,b}'::text[]);
+                 END LOOP; END \$\$" >/dev/null
+is "$(q "$pc" -c "SELECT (SELECT count(*) FROM sbq_peek('$alt1', 1000)) || ' ' || (SELECT count(*) FROM sbq_peek('$alt2', 1000))
+                  || ' ' || (SELECT count(*) FROM sbq.messages WHERE entity_key IN (sbq.entity_key('$alt1'), sbq.entity_key('$alt2')))")" \
+    "300 300 600" "... and sends alternating between two groups on one node find each row through its group's index"
+q "$pc" -c "SELECT sbq_delete_queue('$alt1')" -c "SELECT sbq_delete_queue('$alt2')" >/dev/null
 
 # a new session's first call in a group raises nothing when no number was brought:
 # three sessions, one send each, numbers one step apart (the node's step); and a
@@ -602,25 +622,44 @@ iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rol
     queue_management_delete_moving session_accept_race session_accept_next_skips_held
     session_order session_release_unsettled metrics_counters_move lease_store_recheck
     settle_report_race"
-scripts/citus_cluster.sh start "$work" iso >/dev/null
-q "$pc" -d iso -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_distribute()" \
-    -c "ALTER FUNCTION pg_catalog.pg_isolation_test_session_is_blocked(integer, integer[]) RENAME TO old_pg_isolation_test_session_is_blocked" \
-    -c "ALTER FUNCTION pg_catalog.citus_isolation_test_session_is_blocked(integer, integer[]) RENAME TO pg_isolation_test_session_is_blocked" >/dev/null
+# iso_db DB [SHARD_COUNT]: a database of the cluster with sbqueue distributed (into the
+# default shard count, or SHARD_COUNT), where the isolation tester sees every node's waits
+iso_db() {
+    scripts/citus_cluster.sh start "$work" "$1" >/dev/null
+    q "$pc" -d "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
+        ${2:+-c "SET citus.shard_count = $2"} -c "SELECT sbq_distribute()" \
+        -c "ALTER FUNCTION pg_catalog.pg_isolation_test_session_is_blocked(integer, integer[]) RENAME TO old_pg_isolation_test_session_is_blocked" \
+        -c "ALTER FUNCTION pg_catalog.citus_isolation_test_session_is_blocked(integer, integer[]) RENAME TO pg_isolation_test_session_is_blocked" >/dev/null
+}
+# iso_run DB "SPECS" WHAT: the specs through the coordinator in DB
+iso_run() {
+    rm -rf output_iso
+    if PGOPTIONS="-c citus.enable_ddl_propagation=off" PG_TEST_TIMEOUT_DEFAULT=30 PGUSER=postgres \
+        timeout 600 make -s PG_CONFIG="$PG_CONFIG" installcheck REGRESS= ISOLATION="$(echo $2)" \
+        ISOLATION_OPTS="--inputdir=test --use-existing --dbname=$1 --host=127.0.0.1 --port=$pc" \
+        >"$work/isolation_$1.log" 2>&1; then
+        ok "$(echo $2 | wc -w) $3"
+    else
+        not_ok "$(echo $2 | wc -w) $3"
+        tail -30 "$work/isolation_$1.log"
+        head -80 output_iso/regression.diffs 2>/dev/null
+    fi
+}
+iso_db iso
 # the role settle_report_race acts as, on the workers too (Citus connects there as it)
+# (a role made on one worker is propagated to the other nodes)
 for port in "$pw1" "$pw2"; do
-    q "$port" -d iso -c "CREATE ROLE iso_rep_app LOGIN" >/dev/null
+    q "$port" -d iso -c "DO \$\$ BEGIN IF to_regrole('iso_rep_app') IS NULL THEN CREATE ROLE iso_rep_app LOGIN; END IF; END \$\$" >/dev/null
 done
-rm -rf output_iso
-if PGOPTIONS="-c citus.enable_ddl_propagation=off" PG_TEST_TIMEOUT_DEFAULT=30 PGUSER=postgres \
-    timeout 600 make -s PG_CONFIG="$PG_CONFIG" installcheck REGRESS= ISOLATION="$(echo $iso_specs)" \
-    ISOLATION_OPTS="--inputdir=test --use-existing --dbname=iso --host=127.0.0.1 --port=$pc" \
-    >"$work/isolation_dist.log" 2>&1; then
-    ok "$(echo $iso_specs | wc -w) isolation specs pass through the coordinator, queues on both workers"
-else
-    not_ok "$(echo $iso_specs | wc -w) isolation specs pass through the coordinator, queues on both workers"
-    tail -30 "$work/isolation_dist.log"
-    head -60 output_iso/regression.diffs 2>/dev/null
-fi
+iso_run iso "$iso_specs" "isolation specs pass through the coordinator, queues on both workers"
+
+# --- the isolation specs that reach more than one node with queues spread, through the
+# coordinator against one shard group on a worker (as the regression suite above): three
+# call sbq_maintain() in a transaction block, which reaches every group (decision 8);
+# one forwards between its queues, which would be in different groups
+iso_db iso1 1
+iso_run iso1 "lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle forwarding_dead_letters_vs_update" \
+    "more isolation specs pass through the coordinator, queues in one group on a worker"
 
 echo "1..$n"
 if [ "$fails" -gt 0 ]; then
