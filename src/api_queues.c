@@ -158,6 +158,18 @@ sbq_check_forward_dest(char **to, const char *what, const char *before, const ch
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" cannot forward its messages to itself", dest.name),
 				 errdetail("%s names the entity that has it.", what)));
+	/*
+	 * With the tables distributed, the destination is looked for in the
+	 * source's shard group only: one of another group is not found there
+	 * (SB001 as for any missing entity), and the detail says why.
+	 */
+	if (sbq_dist_key_elsewhere(dest.key))
+		ereport(ERROR,
+				(errcode(SBQ_ERRCODE_QUEUE_NOT_FOUND),
+				 errmsg("%s: queue or topic \"%s\" does not exist", what, dest.name),
+				 errdetail("With sbqueue's tables distributed, messages are forwarded only within a shard group, and \"%s\" would be in another.",
+						   dest.name),
+				 errhint("Forward to an entity whose name places it in the same shard group.")));
 	sbq_lock_queue_name(dest.key, AccessShareLock);
 	if (!sbq_storage_find_queue(&dest, &target) &&
 		!sbq_storage_find_topic(dest.key, false, &target))

@@ -621,6 +621,21 @@ sbq_dist_group_id(void)
 	return sbq_cur_set ? sbq_cur.shardid[0] : 0;
 }
 
+/*
+ * Whether the entity of key name (a canonical base name) lives in another
+ * shard group than the current call's: forwarding there is not supported.
+ */
+bool
+sbq_dist_key_elsewhere(const char *name)
+{
+	SbqShardGroup *g;
+
+	if (!sbq_cur_set)
+		return false;
+	g = sbq_dist_group_of(sbq_entity_key(name, strlen(name)));
+	return g != NULL && g->shardid[0] != sbq_cur.shardid[0];
+}
+
 /* The current group's shard of sbq.<table>. */
 Oid
 sbq_dist_relid(const char *table)

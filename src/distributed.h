@@ -42,6 +42,7 @@ extern bool sbq_dist_route(FunctionCallInfo fcinfo, Datum *result);
 extern bool sbq_dist_in_group(void);
 extern bool sbq_dist_current_key(int32 *key);
 extern int64 sbq_dist_group_id(void);
+extern bool sbq_dist_key_elsewhere(const char *name);
 extern Oid	sbq_dist_relid(const char *table);
 extern const char *sbq_dist_sql(const char *sql);
 extern void sbq_dist_leave(void);

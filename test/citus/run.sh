@@ -245,6 +245,27 @@ is "$(echo "$out" | tr '\n' ' ')" "t t t  Why:a b 1 c " \
 is "$(q "$pc" -c "SELECT pg_relation_size('sbq.messages') + pg_relation_size('sbq.dead_letters')")" 0 \
     "... and the coordinator still holds no message"
 
+# forwarding stays within a shard group: a destination in another group is not found
+# (SB001, as for any missing entity), with a detail that says why; within the group,
+# messages go through
+fwd_pick() {  # the first of Fwd2..Fwd200 in ($1 = "=") or not in ($1 = "<>") Fwd1's group
+    q "$pc" -c "SELECT 'Fwd' || g FROM generate_series(2, 200) g
+                 WHERE get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('fwd' || g)) $1
+                       get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('fwd1')) ORDER BY g LIMIT 1"
+}
+fwd_same=$(fwd_pick "=")
+fwd_other=$(fwd_pick "<>")
+q "$pc" -c "SELECT sbq_create_queue(x) FROM unnest(ARRAY['Fwd1', '$fwd_same', '$fwd_other']) x" >/dev/null
+is "$(q "$pc" -c "SELECT sbq_update_queue('fwd1', forward_to => '$fwd_other')" 2>&1 | sed -n 's/^\(ERROR\|DETAIL\): *//p' | tr '\n' '|')$(
+      q "$pc" -c "\\set VERBOSITY sqlstate" -c "SELECT sbq_update_queue('fwd1', forward_to => '$fwd_other')" 2>&1)|$(
+      q "$pc" -c "SELECT coalesce(forward_to, 'none') FROM sbq_queues WHERE queue = 'Fwd1'")" \
+    "forward_to: queue or topic \"$fwd_other\" does not exist|With sbqueue's tables distributed, messages are forwarded only within a shard group, and \"$fwd_other\" would be in another.|ERROR:  SB001|none" \
+    "forwarding to an entity of another shard group is refused when it is set up (SB001, why in the detail), nothing changed"
+is "$(q "$pc" -c "SELECT count(*) FROM (SELECT sbq_update_queue('fwd1', forward_to => '$fwd_same')) u" -c "SELECT sbq_send('fwd1', 'on') > 0" \
+        -c "SELECT count(*) FROM sbq_peek('$fwd_same', 10)" 2>&1 | tr '\n' ' ')" "1 t 1 " \
+    "... and within one group messages are forwarded"
+q "$pc" -c "SELECT sbq_delete_queue(x) FROM unnest(ARRAY['Fwd1', '$fwd_same', '$fwd_other']) x" >/dev/null
+
 # sequence numbers increase within a queue
 is "$(q "$pc" -c "SELECT bool_and(s > l) FROM (SELECT s, lag(s, 1, 0::bigint) OVER (ORDER BY g) AS l
                    FROM (SELECT g, sbq_send('Spread3', 'n') AS s FROM generate_series(1, 20) g) x) y")" t \
@@ -541,7 +562,7 @@ is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes"
 # --- no node logged an error of its own
 for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
 done
 
