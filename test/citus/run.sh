@@ -378,6 +378,12 @@ is "$(q "$pw1" -c "SELECT count(*) FROM sbq_queues")/$(q "$pw2" -c "SELECT count
     "on each worker the extension's owner sees every queue, as on the coordinator ($all), its own rights or not"
 is "$(q "$pc" -U sbq_viewer -c "SELECT string_agg(queue, ',') FROM sbq_queue_stats" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" \
     "Spread5 1 " "a role with a right on one queue sees that queue only"
+# its right is recorded on the queue's node: DROP ROLE through the coordinator, which
+# Citus runs on every node, is refused there, and the role stays on every node
+is "$(q "$pc" -c "DROP ROLE sbq_viewer" 2>&1 | sed -n 's/^ERROR: *//p')|$(for port in "$pc" "$pw1" "$pw2"; do
+        q "$port" -c "SELECT count(*) FROM pg_roles WHERE rolname = 'sbq_viewer'"; done | tr -d '\n')" \
+    'role "sbq_viewer" cannot be dropped because some objects depend on it|111' \
+    "... and cannot be dropped while it holds it"
 is "$(q "$pc" -U sbq_nobody -c "SELECT count(*) FROM sbq_queue_stats" -c "SELECT count(*) FROM sbq_rights" 2>&1 | tr '\n' ' ')" \
     "0 0 " "a role with none sees none"
 is "$(q "$pc" -U sbq_nobody -c "SELECT sbq_maintain()" 2>&1 | sed -n 's/^ERROR: *//p')" \
@@ -475,6 +481,95 @@ is "$(grep "ERROR" "$work/mconsumer.err" | grep -v -c "message lock lost\|is not
     "... the consumers' only errors are locks the move lost, or calls it turned away"
 is "$(q "$pc" -c "SELECT sbq_send('moving', 'after') > $first")" t \
     "sends go on after the move, with higher sequence numbers than before it"
+
+# the rebalancer under load: producers and consumers of eight queues through the
+# coordinator while one worker is drained (every group it holds moves) and the groups
+# are then rebalanced over both, writes blocked while a group copies (the move above
+# took Citus's default, logical replication); nothing is lost or doubled, and what is
+# delivered again is at most what the consumers' failed calls held (a lock lost by a
+# move, as by a crash)
+q "$pc" -c "SELECT count(sbq_create_queue('Rebal' || g, lock_duration => '5 seconds')) FROM generate_series(1, 8) g" >/dev/null
+groups_on() {
+    q "$pc" -c "SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) JOIN pg_dist_shard s USING (shardid)
+                 WHERE s.logicalrelid = 'sbq.queues'::regclass AND n.nodeport = $1"
+}
+(
+    b=0
+    while [ ! -f "$work/rebalanced" ]; do
+        b=$((b + 1))
+        r=$((b % 8 + 1))
+        echo "$b" >>"$work/rproducer.tried"
+        q "$pc" -c "SELECT count(sbq_send('rebal$r', 'x', message_id => 'r$r.$b.' || g)) FROM generate_series(1, 10) g" \
+            >/dev/null 2>>"$work/rproducer.err" || echo "failed $b" >>"$work/rproducer.failed"
+        sleep 0.2
+    done
+) &
+# one consumer receives and completes in one statement, the other holds its locks for a
+# while between the receive and the completes (statements of their own), across moves
+(
+    while [ ! -f "$work/rebalanced" ]; do
+        for r in 1 2 3 4 5 6 7 8; do
+            q "$pc" -c "SELECT string_agg(m.message_id || ' ' || m.delivery_count || ' ' || sbq_complete('rebal$r', m.lock_token)::text, E'\n')
+                          FROM sbq_receive('rebal$r', 5) m" 2>>"$work/rconsumer.err.1"
+        done
+    done
+) >"$work/rconsumer.1" &
+(
+    while [ ! -f "$work/rebalanced" ]; do
+        for r in 1 2 3 4 5 6 7 8; do
+            got=$(q "$pc" -c "SELECT message_id || ' ' || delivery_count || ' ' || lock_token FROM sbq_receive('rebal$r', 5)" \
+                2>>"$work/rconsumer.err.2")
+            echo "$got" | awk 'NF {print $1}' >>"$work/rconsumer.received"
+            sleep 0.3
+            echo "$got" | while read -r id dc tok; do
+                [ -n "$tok" ] || continue
+                if q "$pc" -c "SELECT sbq_complete('rebal$r', '$tok')" >/dev/null 2>>"$work/rconsumer.err.2"; then
+                    echo "$id $dc"
+                else
+                    echo "$id" >>"$work/rconsumer.lost"
+                fi
+            done
+        done
+    done
+) >"$work/rconsumer.2" &
+sleep 1
+drained=$(timeout 300 "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$pc" -U postgres -d app \
+    -c "SET client_min_messages = warning" \
+    -c "SELECT citus_drain_node('127.0.0.1', $pw1, shard_transfer_mode => 'block_writes')" 2>&1)
+on_drained=$(groups_on "$pw1")
+rebalanced=$(timeout 300 "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$pc" -U postgres -d app -c "SET client_min_messages = warning" \
+    -c "SELECT citus_set_node_property('127.0.0.1', $pw1, 'shouldhaveshards', true)" \
+    -c "SELECT rebalance_table_shards(shard_transfer_mode => 'block_writes')" 2>&1)
+touch "$work/rebalanced"
+wait
+is "$drained|$on_drained|$(echo "$rebalanced" | grep -c ERROR)|$(groups_on "$pw1")|$(groups_on "$pw2")" "|0|0|4|4" \
+    "a worker drained and the groups rebalanced over both under load"
+# what is left is taken and completed now, and what lost its lock once that has run out
+# (a queue at a time: a transaction that receives on two nodes is refused, decision 8)
+rest() {
+    for r in 1 2 3 4 5 6 7 8; do
+        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || m.delivery_count || ' ' || sbq_complete('rebal$r', m.lock_token)::text, E'\n')
+                      FROM sbq_receive('rebal$r', 1000) m" 2>>"$work/rconsumer.err.1"
+    done
+}
+rest >"$work/rconsumer.rest"
+sleep 5.2
+rest >>"$work/rconsumer.rest"
+rsent=$(($(wc -l <"$work/rproducer.tried") - $(cat "$work/rproducer.failed" 2>/dev/null | wc -l)))
+rdone=$(cat "$work"/rconsumer.[12] "$work/rconsumer.rest" | grep .)
+is "$(echo "$rdone" | awk '{print $1}' | sort | uniq -d | head -3)" "" "... no message completed twice"
+is "$(echo "$rdone" | grep -c .)" "$((rsent * 10))" "... every message of the $rsent batches whose send committed completed once"
+is "$(cat "$work"/rconsumer.err.* | grep "ERROR" | grep -v -c "message lock lost\|is not on this node")" 0 \
+    "... the consumers' only errors are locks a move lost, or calls it turned away"
+# every delivery: what the second consumer received, and what the first and the rest
+# received and completed in one statement (a statement that failed received nothing)
+rdeliveries=$(cat "$work/rconsumer.received" "$work/rconsumer.1" "$work/rconsumer.rest" | grep -c .)
+# (a lock the moves lost: the second consumer's complete of it failed, the lock lost or
+# the call turned away from the node the group left)
+rlost=$(cat "$work/rconsumer.lost" 2>/dev/null | wc -l)
+is "$((rdeliveries - $(echo "$rdone" | wc -l) <= rlost))" 1 \
+    "... and delivered again ($((rdeliveries - $(echo "$rdone" | wc -l)))) are at most the locks the moves lost ($rlost)"
+q "$pc" -c "SELECT count(sbq_delete_queue('rebal' || g)) FROM generate_series(1, 8) g" >/dev/null
 
 # an immediate stop of a worker loses no committed message of its queues
 q "$pc" -c "SELECT count(sbq_send('Spread' || (g % 20 + 1), ('s' || g)::bytea)) FROM generate_series(1, 100) g" >/dev/null
