@@ -240,9 +240,12 @@ sbq_direct_register(void)
 {
 	if (sbq_direct_cxt == NULL)
 	{
-		sbq_direct_cxt = AllocSetContextCreate(CacheMemoryContext, "sbqueue direct send",
-											   ALLOCSET_SMALL_SIZES);
+		MemoryContext cxt = AllocSetContextCreate(CacheMemoryContext, "sbqueue direct send",
+												  ALLOCSET_SMALL_SIZES);
+
+		/* nothing is kept before the callback is in place */
 		sbq_on_relcache_inval(sbq_direct_inval);
+		sbq_direct_cxt = cxt;
 	}
 }
 
@@ -281,10 +284,15 @@ sbq_direct_pin(Oid relid)
 		return NULL;
 	if (e->map_cxt == NULL)
 	{
-		e->map_cxt = AllocSetContextCreate(sbq_direct_cxt, "sbqueue direct send map",
-										   ALLOCSET_SMALL_SIZES);
-		e->exprs_cxt = AllocSetContextCreate(sbq_direct_cxt, "sbqueue direct send exprs",
-											 ALLOCSET_SMALL_SIZES);
+		/* both or neither: an error between the two leaves the entry as it was */
+		MemoryContext map_cxt = AllocSetContextCreate(sbq_direct_cxt, "sbqueue direct send map",
+													  ALLOCSET_SMALL_SIZES);
+		MemoryContext exprs_cxt = AllocSetContextCreate(sbq_direct_cxt,
+														"sbqueue direct send exprs",
+														ALLOCSET_SMALL_SIZES);
+
+		e->map_cxt = map_cxt;
+		e->exprs_cxt = exprs_cxt;
 	}
 	if (e->relid != relid)
 	{
@@ -381,6 +389,13 @@ sbq_direct_not_simple(Node *node, void *context)
 	switch (nodeTag(node))
 	{
 		case T_Var:
+			/*
+			 * a whole row or a system column: evaluating one keeps state in
+			 * the executor state's memory, which is gone after this store
+			 */
+			if (((Var *) node)->varattno <= 0)
+				return true;
+			break;
 		case T_Const:
 		case T_NullTest:
 		case T_BoolExpr:
@@ -419,6 +434,20 @@ sbq_direct_index_simple(ResultRelInfo *rri, int i)
 	return true;
 }
 
+/* Whether e's predicates are for the indexes rri opened, in its order. */
+static bool
+sbq_direct_same_indexes(const SbqDirectKept *e, ResultRelInfo *rri)
+{
+	int			i;
+
+	if (e->nindex != rri->ri_NumIndices)
+		return false;
+	for (i = 0; i < e->nindex; i++)
+		if (e->index_oids[i] != RelationGetRelid(rri->ri_IndexRelationDescs[i]))
+			return false;
+	return true;
+}
+
 /*
  * sbq_direct_prepare
  *		Give rri (its indexes open) the constraints and predicates e keeps,
@@ -434,7 +463,7 @@ sbq_direct_prepare(SbqDirectKept *e, Relation rel, ResultRelInfo *rri, bool kept
 	MemoryContext old;
 	int			i;
 
-	if (!kept_simple || e->nindex != rri->ri_NumIndices)
+	if (!kept_simple || !sbq_direct_same_indexes(e, rri))
 	{
 		/* e is pinned by this store alone: what it kept is used by none */
 		e->exprs_valid = false;

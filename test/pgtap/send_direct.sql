@@ -5,7 +5,7 @@
 -- or filled by the next send; the settings a call pins for its statements are pinned
 -- only when it runs one, and the caller's are as they were after it.
 BEGIN;
-SELECT plan(26);
+SELECT plan(28);
 
 CREATE EXTENSION IF NOT EXISTS amcheck;
 SELECT sbq_create_queue('sd_q', default_message_ttl => '1 hour') IS NOT NULL AS created \gset
@@ -128,6 +128,16 @@ SELECT is((SELECT count(*) FROM sbq.messages), (SELECT n FROM sd_count),
 ALTER TABLE sbq.messages DROP CONSTRAINT sd_small;
 SELECT lives_ok($$SELECT sbq_send('sd_q', repeat('y', 2000))$$,
     'send_direct: once dropped, the constraint no longer refuses');
+
+-- a CHECK constraint on the whole row: evaluating it keeps state in the store's executor
+-- state, so it is prepared for each store, not kept (kept, the next send read freed memory)
+ALTER TABLE sbq.messages ADD CONSTRAINT sd_whole_row CHECK (NOT (messages IS NULL)) NOT VALID;
+SELECT lives_ok($$SELECT sbq_send('sd_q', 'whole ' || g) FROM generate_series(1, 50) g;
+                  SELECT sbq_send_batch('sd_q', ARRAY['whole a', 'whole b'])$$,
+    'send_direct: a whole-row CHECK constraint holds over many stores');
+SELECT is((SELECT count(*) FROM sbq.messages WHERE substring(body FROM 1 FOR 6) = 'whole '::bytea), 52::bigint,
+    'send_direct: ... and every row is stored');
+ALTER TABLE sbq.messages DROP CONSTRAINT sd_whole_row;
 
 -- the settings of the caller: as they were, after a send (no statement) and a receive (some)
 SET LOCAL search_path = public, pg_catalog;
