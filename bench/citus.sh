@@ -47,12 +47,17 @@ echo "citus.sh: $n of the 40 queues are on the worker of port $pw1"
 # the worker's own time per plain send (no client, no commit): 20,000 sbq_send in a DO
 # block on one of its queues, the median of 5, the queue purged after
 first=${local_queues%%,*}
-us=$(for i in 1 2 3 4 5; do
-    q "$pw1" -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
-                   PERFORM sbq_send('$first', 'hello') FROM generate_series(1, 20000);
-                   RAISE NOTICE '%', round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / 20000, 2);
-                 END \$\$" 2>&1 | sed -n 's/^NOTICE: *//p'
-done | sort -n | sed -n 3p)
+# own_us QUEUE_EXPR: the median of 5 DO blocks of 20,000 sbq_send(QUEUE_EXPR, ...), in us a
+# send (QUEUE_EXPR may use g, the send's number)
+own_us() {
+    for _ in 1 2 3 4 5; do
+        q "$pw1" -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
+                       PERFORM sbq_send($1, 'hello') FROM generate_series(1, 20000) g;
+                       RAISE NOTICE '%', round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / 20000, 2);
+                     END \$\$" 2>&1 | sed -n 's/^NOTICE: *//p'
+    done | sort -n | sed -n 3p
+}
+us=$(own_us "'$first'")
 q "$pc" -c "SELECT sbq_purge_queue('$first')" >/dev/null
 echo "citus.sh: the worker's own time per send (a DO block of 20,000): $us us"
 # the same, each send to the other of two queues of the worker in different shard groups
@@ -60,13 +65,7 @@ echo "citus.sh: the worker's own time per send (a DO block of 20,000): $us us"
 other=$(q "$pc" -c "SELECT q FROM unnest('{$local_queues}'::text[]) q
     WHERE get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(q)) <>
           get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('$first')) LIMIT 1")
-us2=$(for i in 1 2 3 4 5; do
-    q "$pw1" -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
-                   PERFORM sbq_send(CASE g % 2 WHEN 0 THEN '$first' ELSE '$other' END, 'hello')
-                      FROM generate_series(1, 20000) g;
-                   RAISE NOTICE '%', round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / 20000, 2);
-                 END \$\$" 2>&1 | sed -n 's/^NOTICE: *//p'
-done | sort -n | sed -n 3p)
+us2=$(own_us "CASE g % 2 WHEN 0 THEN '$first' ELSE '$other' END")
 q "$pc" -c "SELECT sbq_purge_queue('$first')" -c "SELECT sbq_purge_queue('$other')" >/dev/null
 echo "citus.sh: the same, alternating between two queues in different shard groups: $us2 us"
 # CITUS_SEND_ONLY=1: that figure alone (to compare builds, each installed in turn)

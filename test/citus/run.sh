@@ -192,6 +192,17 @@ placed() {  # the queues whose shard group the node of port $1 holds
                   JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', q.entity_key)
                   JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $1"
 }
+# pick PREFIX CONDITION: the first of PREFIX1..PREFIX200 whose shard group (its shard s
+# of sbq.queues, placed on the node of port p) meets CONDITION
+pick() {
+    q "$pc" -c "SELECT c.name FROM (SELECT g, '$1' || g AS name,
+                                           get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('$1' || g)) AS s
+                                      FROM generate_series(1, 200) g) c
+                  JOIN pg_dist_placement pl ON pl.shardid = c.s
+                  JOIN (SELECT groupid, nodeport AS p FROM pg_dist_node) nd USING (groupid)
+                 WHERE $2 ORDER BY c.g LIMIT 1"
+}
+shard_of() { echo "get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('$1'))"; }
 n1=$(placed "$pw1")
 n2=$(placed "$pw2")
 is "$((n1 + n2)) $([ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] && echo both)" "21 both" \
@@ -203,9 +214,7 @@ is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 21 \
 # send's counts were taken as committed at PREPARE, for a queue that never was; a
 # maintenance pass drops them (no key to place them by) rather than fail on them at
 # every pass
-local1=$(q "$pc" -c "SELECT name FROM (SELECT 'Prepared' || g AS name FROM generate_series(1, 200) g) c
-                       JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
-                       JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1 LIMIT 1")
+local1=$(pick Prepared "p = $pw1")
 q "$pw1" -c "BEGIN" -c "SELECT sbq_create_queue('$local1')" -c "SELECT sbq_send('$local1', 'x')" \
     -c "PREPARE TRANSACTION 'sbq_rolled_back'" >/dev/null
 q "$pw1" -c "ROLLBACK PREPARED 'sbq_rolled_back'"
@@ -213,9 +222,7 @@ is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 21 \
     "counts of a queue made in a prepared transaction rolled back do not stop maintenance"
 is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'" 2>&1)" 21 "... at the next pass either"
 # ... and those of a queue whose prepared transaction commits after a pass are kept
-local2=$(q "$pc" -c "SELECT name FROM (SELECT 'Committed' || g AS name FROM generate_series(1, 200) g) c
-                       JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
-                       JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1 LIMIT 1")
+local2=$(pick Committed "p = $pw1")
 q "$pw1" -c "BEGIN" -c "SELECT sbq_create_queue('$local2')" -c "SELECT sbq_send('$local2', 'x')" \
     -c "PREPARE TRANSACTION 'sbq_committed_later'" >/dev/null
 q "$pc" -c "SELECT sbq_maintain()" >/dev/null
@@ -248,13 +255,8 @@ is "$(q "$pc" -c "SELECT pg_relation_size('sbq.messages') + pg_relation_size('sb
 # forwarding stays within a shard group: a destination in another group is not found
 # (SB001, as for any missing entity), with a detail that says why; within the group,
 # messages go through
-fwd_pick() {  # the first of Fwd2..Fwd200 in ($1 = "=") or not in ($1 = "<>") Fwd1's group
-    q "$pc" -c "SELECT 'Fwd' || g FROM generate_series(2, 200) g
-                 WHERE get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('fwd' || g)) $1
-                       get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('fwd1')) ORDER BY g LIMIT 1"
-}
-fwd_same=$(fwd_pick "=")
-fwd_other=$(fwd_pick "<>")
+fwd_same=$(pick Fwd "c.g > 1 AND s = $(shard_of fwd1)")
+fwd_other=$(pick Fwd "s <> $(shard_of fwd1)")
 q "$pc" -c "SELECT sbq_create_queue(x) FROM unnest(ARRAY['Fwd1', '$fwd_same', '$fwd_other']) x" >/dev/null
 is "$(q "$pc" -c "SELECT sbq_update_queue('fwd1', forward_to => '$fwd_other')" 2>&1 | sed -n 's/^\(ERROR\|DETAIL\): *//p' | tr '\n' '|')$(
       q "$pc" -c "\\set VERBOSITY sqlstate" -c "SELECT sbq_update_queue('fwd1', forward_to => '$fwd_other')" 2>&1)|$(
@@ -280,14 +282,8 @@ is "$(q "$pc" -c "SELECT (SELECT count(*) FROM sbq.messages) - (SELECT count(*) 
     "plain sends store each row with its queue's entity key"
 # ... also when a backend's sends alternate between the shards of two groups on its node,
 # each kept prepared for its shard: every row found through the receive index of its own
-alt1=$(q "$pc" -c "SELECT name FROM (SELECT 'Alternate' || g AS name FROM generate_series(1, 200) g) c
-                    JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
-                    JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1 LIMIT 1")
-alt2=$(q "$pc" -c "SELECT name FROM (SELECT 'Alternate' || g AS name FROM generate_series(1, 200) g) c
-                    JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(c.name))
-                    JOIN pg_dist_node n USING (groupid) WHERE n.nodeport = $pw1
-                     AND p.shardid <> get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('$alt1'))
-                   LIMIT 1")
+alt1=$(pick Alternate "p = $pw1")
+alt2=$(pick Alternate "p = $pw1 AND s <> $(shard_of "$alt1")")
 q "$pc" -c "SELECT sbq_create_queue('$alt1')" -c "SELECT sbq_create_queue('$alt2')" >/dev/null
 q "$pw1" -c "DO \$\$ BEGIN FOR g IN 1..200 LOOP
                    PERFORM sbq_send(CASE g % 2 WHEN 0 THEN '$alt1' ELSE '$alt2' END, 'n');
@@ -506,25 +502,30 @@ groups_on() {
 ) &
 # one consumer receives and completes in one statement, the other holds its locks for a
 # while between the receive and the completes (statements of their own), across moves
+# take N: receive up to N of each queue and complete them in one statement a queue (a
+# transaction that receives on two nodes is refused, decision 8); the ids completed
+take() {
+    for r in 1 2 3 4 5 6 7 8; do
+        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || sbq_complete('rebal$r', m.lock_token)::text, E'\n')
+                      FROM sbq_receive('rebal$r', $1) m" 2>>"$work/rconsumer.err.1"
+    done
+}
 (
     while [ ! -f "$work/rebalanced" ]; do
-        for r in 1 2 3 4 5 6 7 8; do
-            q "$pc" -c "SELECT string_agg(m.message_id || ' ' || m.delivery_count || ' ' || sbq_complete('rebal$r', m.lock_token)::text, E'\n')
-                          FROM sbq_receive('rebal$r', 5) m" 2>>"$work/rconsumer.err.1"
-        done
+        take 5
     done
 ) >"$work/rconsumer.1" &
 (
     while [ ! -f "$work/rebalanced" ]; do
         for r in 1 2 3 4 5 6 7 8; do
-            got=$(q "$pc" -c "SELECT message_id || ' ' || delivery_count || ' ' || lock_token FROM sbq_receive('rebal$r', 5)" \
+            got=$(q "$pc" -c "SELECT message_id || ' ' || lock_token FROM sbq_receive('rebal$r', 5)" \
                 2>>"$work/rconsumer.err.2")
             echo "$got" | awk 'NF {print $1}' >>"$work/rconsumer.received"
             sleep 0.3
-            echo "$got" | while read -r id dc tok; do
+            echo "$got" | while read -r id tok; do
                 [ -n "$tok" ] || continue
                 if q "$pc" -c "SELECT sbq_complete('rebal$r', '$tok')" >/dev/null 2>>"$work/rconsumer.err.2"; then
-                    echo "$id $dc"
+                    echo "$id"
                 else
                     echo "$id" >>"$work/rconsumer.lost"
                 fi
@@ -545,16 +546,9 @@ wait
 is "$drained|$on_drained|$(echo "$rebalanced" | grep -c ERROR)|$(groups_on "$pw1")|$(groups_on "$pw2")" "|0|0|4|4" \
     "a worker drained and the groups rebalanced over both under load"
 # what is left is taken and completed now, and what lost its lock once that has run out
-# (a queue at a time: a transaction that receives on two nodes is refused, decision 8)
-rest() {
-    for r in 1 2 3 4 5 6 7 8; do
-        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || m.delivery_count || ' ' || sbq_complete('rebal$r', m.lock_token)::text, E'\n')
-                      FROM sbq_receive('rebal$r', 1000) m" 2>>"$work/rconsumer.err.1"
-    done
-}
-rest >"$work/rconsumer.rest"
+take 1000 >"$work/rconsumer.rest"
 sleep 5.2
-rest >>"$work/rconsumer.rest"
+take 1000 >>"$work/rconsumer.rest"
 rsent=$(($(wc -l <"$work/rproducer.tried") - $(cat "$work/rproducer.failed" 2>/dev/null | wc -l)))
 rdone=$(cat "$work"/rconsumer.[12] "$work/rconsumer.rest" | grep .)
 is "$(echo "$rdone" | awk '{print $1}' | sort | uniq -d | head -3)" "" "... no message completed twice"
