@@ -164,6 +164,33 @@ sbq_direct_map(TupleDesc desc, const SbqDirectCol **map)
 }
 
 /*
+ * Whether map (of desc, by sbq_direct_map) has every column of
+ * sbq_direct_cols but entity_key and transfer_hops (*all), and transfer_hops
+ * (*hops): the columns the send's INSERT names.
+ */
+static void
+sbq_direct_map_complete(TupleDesc desc, const SbqDirectCol **map, bool *all, bool *hops)
+{
+	int			j;
+
+	*all = true;
+	*hops = false;
+	for (j = 0; j < (int) lengthof(sbq_direct_cols); j++)
+	{
+		const SbqDirectCol *c = &sbq_direct_cols[j];
+		bool		found = false;
+		int			i;
+
+		for (i = 0; i < desc->natts && !found; i++)
+			found = map[i] == c;
+		if (strcmp(c->name, "transfer_hops") == 0)
+			*hops = found;
+		else if (!found && c->source != SBQ_COL_ENTITY_KEY)
+			*all = false;
+	}
+}
+
+/*
  * What is kept of a table stored into: its column map, and the prepared
  * CHECK constraints of sbq.messages and predicates of its partial indexes.
  * One entry per table, for the SBQ_DIRECT_KEPT tables last stored into: a
@@ -186,6 +213,8 @@ typedef struct SbqDirectKept
 	/* the column map: valid while map != NULL and natts is the table's */
 	int			natts;
 	bool		map_ok;
+	bool		map_all;		/* every column the INSERT names is there */
+	bool		map_hops;		/* ... transfer_hops among them */
 	const SbqDirectCol **map;
 	/* the constraints and predicates: valid while exprs_valid */
 	bool		exprs_valid;
@@ -325,12 +354,17 @@ sbq_direct_map_of(SbqDirectKept *e, Relation rel, bool *ok)
 
 		MemoryContextReset(e->map_cxt);
 		e->map = NULL;
-		map = MemoryContextAlloc(e->map_cxt, sizeof(SbqDirectCol *) * Max(desc->natts, 1));
+		map = MemoryContextAllocZero(e->map_cxt, sizeof(SbqDirectCol *) * Max(desc->natts, 1));
 		e->map_ok = sbq_direct_map(desc, map);
+		sbq_direct_map_complete(desc, map, &e->map_all, &e->map_hops);
 		e->natts = desc->natts;
 		e->map = map;
 	}
-	*ok = e->map_ok;
+	/*
+	 * a column the INSERT names that the table lacks: the INSERT fails, and
+	 * so must the send (transfer_hops is named from 0.11 on)
+	 */
+	*ok = e->map_ok && e->map_all && (e->map_hops || !sbq_hops_installed());
 	return e->map;
 }
 

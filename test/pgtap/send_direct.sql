@@ -5,7 +5,7 @@
 -- or filled by the next send; the settings a call pins for its statements are pinned
 -- only when it runs one, and the caller's are as they were after it.
 BEGIN;
-SELECT plan(28);
+SELECT plan(30);
 
 CREATE EXTENSION IF NOT EXISTS amcheck;
 SELECT sbq_create_queue('sd_q', default_message_ttl => '1 hour') IS NOT NULL AS created \gset
@@ -215,8 +215,19 @@ DROP RULE sd_also ON sbq.messages;
 SELECT is((SELECT string_agg(subject, ',') FROM sd_log), 'sd-rule',
     'send_direct: a rule on sbq.messages is obeyed');
 
--- a column whose type has a modifier rounds what is stored, as the INSERT did
 DROP VIEW sd_rows;
+-- a column the INSERT names dropped meanwhile: the send fails as the INSERT does (42703)
+-- and stores nothing, rather than store the message without it
+CREATE TEMP TABLE sd_before_drop AS SELECT count(*) AS n FROM sbq.messages;
+SAVEPOINT sd_drop;
+ALTER TABLE sbq.messages DROP COLUMN subject;
+SELECT throws_ok($$SELECT sbq_send('sd_q', 'no subject'::text, subject => 'lost')$$, '42703', NULL,
+    'send_direct: a column dropped meanwhile fails the send (42703)');
+SELECT is((SELECT count(*) FROM sbq.messages), (SELECT n FROM sd_before_drop),
+    'send_direct: ... which stores nothing');
+ROLLBACK TO SAVEPOINT sd_drop;
+
+-- a column whose type has a modifier rounds what is stored, as the INSERT did
 ALTER TABLE sbq.messages ALTER COLUMN expires_at TYPE timestamptz(0);
 SELECT sbq_send('sd_q', 'rounded'::text, time_to_live => '1 minute 0.5 seconds') > 0 AS sent \gset
 SELECT is((SELECT extract(microseconds FROM expires_at)::bigint % 1000000 FROM sbq.messages
