@@ -718,7 +718,8 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		while (sbq_ndrops > 0 && sbq_drops[sbq_ndrops - 1].level >= level)
 			sbq_ndrops--;
 		/* the storage section it was in, if any, is over */
-		sbq_lease_epoch = InvalidOid;
+		if (sbq_storage_subxact_aborted(mySubid))
+			sbq_lease_epoch = InvalidOid;
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{

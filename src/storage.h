@@ -40,6 +40,7 @@
 /* storage_core.c: the storage section */
 extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
+extern bool sbq_storage_subxact_aborted(SubTransactionId subid);
 extern void sbq_storage_pin_settings(void);
 extern MemoryContext sbq_storage_caller_context(void);
 extern Oid	sbq_storage_epoch(void);

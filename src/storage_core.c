@@ -120,6 +120,13 @@ static bool sbq_section_open = false;
 static LocalTransactionId sbq_section_lxid = InvalidLocalTransactionId;
 static SubTransactionId sbq_section_subxid = InvalidSubTransactionId;
 
+/* whether a storage section is open: in this transaction, not yet ended */
+static inline bool
+sbq_section_live(void)
+{
+	return sbq_section_open && SBQ_MY_LXID() == sbq_section_lxid;
+}
+
 /* the memory context current when the storage section was opened */
 static MemoryContext sbq_caller_cxt = NULL;
 
@@ -432,6 +439,17 @@ sbq_storage_begin(void)
 {
 	Oid			epoch;
 
+	/*
+	 * One section at a time: a trigger, constraint or default on the tables
+	 * runs in a section as their owner, and a call of its own would take the
+	 * owner for its caller and overwrite what the outer section restores.
+	 */
+	if (sbq_section_live())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("an sbqueue function cannot be called while another sbqueue call is running"),
+				 errdetail("A statement of the running call, such as a trigger or constraint on sbqueue's tables, called it.")));
+
 	sbq_caller_cxt = CurrentMemoryContext;
 	sbq_forward_reset();
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -468,6 +486,27 @@ sbq_storage_begin(void)
 	sbq_section_subxid = GetCurrentSubTransactionId();
 	if (OidIsValid(epoch) && sbq_dist_active())
 		sbq_sequence_floor(epoch);
+}
+
+/*
+ * sbq_storage_subxact_aborted
+ *		A subtransaction subid aborts: whether the storage section is over
+ *		(none was open, or it was opened in subid or in a subtransaction that
+ *		subid contains). A subtransaction begun inside the section (a
+ *		forward, a trigger's exception block) leaves it open; the abort has
+ *		restored the user and settings of the section's own start otherwise.
+ */
+bool
+sbq_storage_subxact_aborted(SubTransactionId subid)
+{
+	if (!sbq_section_live())
+		return true;
+	if (subid > sbq_section_subxid)
+		return false;
+	sbq_section_open = false;
+	sbq_guc_nest_level = 0;
+	sbq_switched = false;
+	return true;
 }
 
 /*
@@ -934,50 +973,4 @@ sbq_spi_strdup(Datum d, bool isnull)
 	copy = SPI_palloc(strlen(s) + 1);
 	strcpy(copy, s);
 	return copy;
-}
-
-/* An int8[] (wide) or int4[] of the n integers at v, for a statement argument. */
-static Datum
-sbq_int_array(const void *v, int n, bool wide)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = wide ? Int64GetDatum(((const int64 *) v)[i]) :
-			Int32GetDatum(((const int32 *) v)[i]);
-	if (wide)
-		return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
-											   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	return PointerGetDatum(construct_array(d, n, INT4OID, sizeof(int32),
-										   true, TYPALIGN_INT));
-}
-
-Datum
-sbq_int8_array(const int64 *v, int n)
-{
-	return sbq_int_array(v, n, true);
-}
-
-Datum
-sbq_int4_array(const int32 *v, int n)
-{
-	return sbq_int_array(v, n, false);
-}
-
-/* The description of a dead letter that reached the queue's delivery limit. */
-void
-sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
-{
-	snprintf(buf, len, SBQ_DLQ_DESCRIPTION_MAX_DELIVERY, queue->max_delivery_count);
-}
-
-/* qsort comparator of SbqOutRow by sequence number */
-int
-sbq_cmp_out_row(const void *a, const void *b)
-{
-	int64		x = ((const SbqOutRow *) a)->seq;
-	int64		y = ((const SbqOutRow *) b)->seq;
-
-	return (x > y) - (x < y);
 }

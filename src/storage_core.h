@@ -195,9 +195,11 @@ extern void sbq_add_counts(int32 queue_id, const SbqCounts *c);
 extern void sbq_store_all_counts(void);
 
 /* storage_core.c: values */
+extern char *sbq_spi_strdup(Datum d, bool isnull);
+
+/* util.c: times and statement values */
 extern TimestampTz sbq_add_interval(TimestampTz t, const Interval *iv);
 extern bool sbq_expiry(TimestampTz start, const Interval *ttl, TimestampTz *expires_at);
-extern char *sbq_spi_strdup(Datum d, bool isnull);
 extern Datum sbq_int8_array(const int64 *v, int n);
 extern Datum sbq_int4_array(const int32 *v, int n);
 extern void sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len);

@@ -3,7 +3,8 @@
  * util.c
  *	  Argument checks and small helpers shared by the SQL-callable functions:
  *	  queue names and addresses, durations, lock tokens, JSON objects, the
- *	  set-returning function setup and the per-name lock of queue management.
+ *	  set-returning function setup, the per-name lock of queue management,
+ *	  times, and the array arguments of the storage statements.
  *
  * Owns nothing. Locks: sbq_lock_queue_name takes a transaction-level
  * advisory lock on a queue name (its own field4, so it never meets an
@@ -831,3 +832,50 @@ sbq_lock_queue_name(const char *key, LOCKMODE mode)
 	(void) LockAcquire(&tag, mode, false, false);
 }
 
+/* ------------------------------------------------------------ statement values */
+
+/* An int8[] (wide) or int4[] of the n integers at v, for a statement argument. */
+static Datum
+sbq_int_array(const void *v, int n, bool wide)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = wide ? Int64GetDatum(((const int64 *) v)[i]) :
+			Int32GetDatum(((const int32 *) v)[i]);
+	if (wide)
+		return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64),
+											   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	return PointerGetDatum(construct_array(d, n, INT4OID, sizeof(int32),
+										   true, TYPALIGN_INT));
+}
+
+Datum
+sbq_int8_array(const int64 *v, int n)
+{
+	return sbq_int_array(v, n, true);
+}
+
+Datum
+sbq_int4_array(const int32 *v, int n)
+{
+	return sbq_int_array(v, n, false);
+}
+
+/* The description of a dead letter that reached the queue's delivery limit. */
+void
+sbq_max_delivery_description(const SbqQueue *queue, char *buf, size_t len)
+{
+	snprintf(buf, len, SBQ_DLQ_DESCRIPTION_MAX_DELIVERY, queue->max_delivery_count);
+}
+
+/* qsort comparator of SbqOutRow by sequence number */
+int
+sbq_cmp_out_row(const void *a, const void *b)
+{
+	int64		x = ((const SbqOutRow *) a)->seq;
+	int64		y = ((const SbqOutRow *) b)->seq;
+
+	return (x > y) - (x < y);
+}

@@ -23,7 +23,7 @@
 -- one statement as a role (SET LOCAL ROLE inside a subtransaction) and report how it
 -- went, so a refusal never aborts the file.
 BEGIN;
-SELECT plan(252);
+SELECT plan(261);
 
 \ir bad_input_setup.psql
 
@@ -591,6 +591,62 @@ SELECT is(pg_temp.val('sbq_rt_l', format('SELECT pg_temp.after_call(%L)', $$SELE
     'ok sbq_rt_l 42501', 'T8: and after a call that worked');
 SELECT is(pg_temp.val('sbq_rt_s', format('SELECT pg_temp.after_call(%L)', $$SELECT sbq_send('rt_q', 't8')$$)),
     'ok sbq_rt_s 42501', 'T9: and after a send that worked');
+
+-- ------------------------------------------------------------------ a call inside a call
+-- A constraint or trigger on the tables runs inside a call, as the tables' owner (here
+-- a superuser). An sbqueue call it makes is refused (0A000) before it does anything;
+-- the outer caller, whether the refusal was caught or failed the outer call, is itself
+-- again afterwards, and the next calls of the transaction work.
+CREATE FUNCTION public.sbq_rt_nested(b bytea) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF b = 'nest caught' THEN
+        BEGIN
+            PERFORM public.sbq_send('rt_q'::text, 'inner'::text);
+            PERFORM set_config('sbq_rt.inner', 'ok', false);
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM set_config('sbq_rt.inner', SQLSTATE, false);
+        END;
+    ELSIF b = 'nest' THEN
+        PERFORM public.sbq_send('rt_q'::text, 'inner'::text);
+    END IF;
+    RETURN true;
+END $$;
+CREATE FUNCTION public.sbq_rt_nested_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.body = 'nest delete' THEN
+        BEGIN
+            PERFORM public.sbq_peek('rt_q'::text);
+            PERFORM set_config('sbq_rt.inner', 'ok', false);
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM set_config('sbq_rt.inner', SQLSTATE, false);
+        END;
+    END IF;
+    RETURN OLD;
+END $$;
+ALTER TABLE sbq.messages ADD CONSTRAINT sbq_rt_nested CHECK (public.sbq_rt_nested(body)) NOT VALID;
+CREATE TRIGGER sbq_rt_nested BEFORE DELETE ON sbq.messages
+    FOR EACH ROW EXECUTE FUNCTION public.sbq_rt_nested_trigger();
+SELECT sbq_purge_queue('rt_q') AS purged_n \gset
+SELECT is(pg_temp.val('sbq_rt_s', format('SELECT pg_temp.after_call(%L)', $$SELECT sbq_send('rt_q', 'nest caught')$$)),
+    'ok sbq_rt_s 42501', 'N1: a send whose constraint makes a call and catches its error works, and the caller is itself again');
+SELECT is(current_setting('sbq_rt.inner', true), '0A000', 'N2: the call inside was refused with 0A000');
+SELECT is(pg_temp.val('sbq_rt_s', format('SELECT pg_temp.after_call(%L)', $$SELECT sbq_send('rt_q', 'nest')$$)),
+    '0A000 sbq_rt_s 42501', 'N3: not caught, the refusal fails the outer send, and the caller is itself again');
+SELECT is(pg_temp.val('sbq_rt_s', format('SELECT pg_temp.after_call(%L)', $$SELECT sbq_send('rt_q', 'plain')$$)),
+    'ok sbq_rt_s 42501', 'N4: the next send of the transaction works');
+SELECT is(pg_temp.val('sbq_rt_s', format('SELECT pg_temp.after_call(%L)', $$SELECT sbq_send('rt_q', 'nest delete')$$)),
+    'ok sbq_rt_s 42501', 'N5: so does one the delete trigger looks at');
+SELECT set_config('sbq_rt.inner', '', false) AS reset_inner \gset
+SELECT is(pg_temp.val('sbq_rt_sl', format('SELECT pg_temp.after_call(%L)',
+        $$SELECT count(*) FROM sbq_receive('rt_q', 10, '0', 'receive_and_delete')$$)),
+    'ok sbq_rt_sl 42501', 'N6: a receive-and-delete whose delete trigger makes a call and catches its error works, the caller itself again');
+SELECT is(current_setting('sbq_rt.inner', true), '0A000', 'N7: the call inside was refused with 0A000');
+SELECT is((SELECT count(*) FROM sbq.messages m JOIN sbq.queues q USING (queue_id) WHERE q.name = 'rt_q'),
+    0::bigint, 'N8: the three stored messages were received and deleted, no inner one was stored');
+SELECT is(pg_temp.val('sbq_rt_sl', $$SELECT string_agg(convert_from(body, 'UTF8'), ',') FROM sbq_peek('rt_q', 10)$$),
+    NULL, 'N9: and the queue is empty');
+DROP TRIGGER sbq_rt_nested ON sbq.messages;
+ALTER TABLE sbq.messages DROP CONSTRAINT sbq_rt_nested;
 
 -- ------------------------------------------------------------------ a big batch without rights
 -- the array's size is checked before the queue and the caller's rights: 22023 at
