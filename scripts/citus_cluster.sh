@@ -71,6 +71,11 @@ max_connections = 200
 citus.shard_count = 8
 citus.log_remote_commands = off
 EOF
+            # a non-blocking shard split decodes with Citus's own output plugin,
+            # which servers that have an allow-list of them must list
+            if "$PGBIN/postgres" --describe-config 2>/dev/null | grep '^output_plugin_libraries' >/dev/null; then
+                echo "output_plugin_libraries = 'pgoutput, test_decoding, citus'" >>"$dir/$node/data/postgresql.conf"
+            fi
         fi
         ports+=("$(scripts/pgserver.sh start "$dir/$node")")
     done

@@ -521,6 +521,18 @@ sbq_dist_lock_group(int index)
 	(void) LockAcquire(&tag, ShareLock, false, false);
 }
 
+/* The index of the group whose queues shard is "id", or -1. */
+static int
+sbq_dist_group_index(int64 id)
+{
+	int			i;
+
+	for (i = 0; i < sbq_ngroups; i++)
+		if (sbq_groups[i].shardid[0] == id)
+			return i;
+	return -1;
+}
+
 /*
  * sbq_dist_enter
  *		Make the group of shard id "id" (its queues shard) the current call's,
@@ -532,21 +544,35 @@ bool
 sbq_dist_enter(int64 id, int32 key, bool has_key)
 {
 	Oid			nsp = get_namespace_oid("sbq", false);
-	SbqShardGroup *g = NULL;
-	int			i;
+	SbqShardGroup *g;
+	int			locked = -1;
+	int			at;
 	int			t;
 
-	for (i = 0; i < sbq_ngroups; i++)
-		if (sbq_groups[i].shardid[0] == id)
-			sbq_dist_lock_group(i);
-	AcceptInvalidationMessages();
-	if (!sbq_dist_active())
-		return false;
-	for (i = 0; i < sbq_ngroups; i++)
-		if (sbq_groups[i].shardid[0] == id)
-			g = &sbq_groups[i];
-	if (g == NULL || !g->local)
-		return false;
+	/*
+	 * The lock is by the group's index among the ranges, which a split
+	 * changes (and a group made by one is not among the ranges last read):
+	 * lock the index the ranges give, read them again, and again while
+	 * they put the group elsewhere.
+	 */
+	for (;;)
+	{
+		at = sbq_dist_group_index(id);
+		if (at >= 0 && at != locked)
+		{
+			sbq_dist_lock_group(at);
+			locked = at;
+		}
+		AcceptInvalidationMessages();
+		if (!sbq_dist_active())
+			return false;
+		at = sbq_dist_group_index(id);
+		if (at < 0 || !sbq_groups[at].local)
+			return false;
+		if (at == locked)
+			break;
+	}
+	g = &sbq_groups[at];
 	sbq_cur = *g;
 	for (t = 0; t < SBQ_DIST_NTABLES; t++)
 	{

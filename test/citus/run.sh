@@ -22,8 +22,9 @@
 #     letter case, in transaction blocks and expressions; the coordinator holds
 #     no message; sequence numbers increase; a property change is seen at once;
 #     consumers on every node complete each message once, and the never settled
-#     are dead-lettered by their node's maintenance; a shard move under load
-#     loses and doubles nothing; an immediate stop of a worker loses no
+#     are dead-lettered by their node's maintenance; a shard move, the
+#     rebalancer and a shard split (blocking writes) under load lose and double
+#     nothing; an immediate stop of a worker loses no
 #     committed message; a node without the entity refuses a routed call;
 #     sbq_undistribute() brings every message back to the coordinator;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
@@ -515,24 +516,47 @@ take() {
         take 5
     done
 ) >"$work/rconsumer.1" &
-(
-    while [ ! -f "$work/rebalanced" ]; do
-        for r in 1 2 3 4 5 6 7 8; do
-            got=$(q "$pc" -c "SELECT message_id || ' ' || lock_token FROM sbq_receive('rebal$r', 5)" \
-                2>>"$work/rconsumer.err.2")
-            echo "$got" | awk 'NF {print $1}' >>"$work/rconsumer.received"
+# verdict PRE N ERRFILE WHAT: the checks of a change of placement under load, from the
+# files of a consumer that receives and completes in one statement (PRE.1, and PRE.rest
+# for what was left) and of holder (PRE.2, PRE.received, PRE.lost): nothing completed
+# twice; N completed; the only errors (the consumers', and ERRFILE's) locks WHAT lost,
+# or calls turned away; delivered again at most the locks WHAT lost (a holder's
+# complete that failed: the lock lost, or the call turned away from where the group was)
+verdict() {
+    local pre=$1 want=$2 extra=$3 what=$4 settled again lost
+    settled=$(cat "$pre".[12] "$pre.rest" | grep .)
+    is "$(echo "$settled" | awk '{print $1}' | sort | uniq -d | head -3)" "" "... no message completed twice"
+    is "$(echo "$settled" | grep -c .)" "$want" "... every message whose send committed completed once ($want)"
+    is "$(cat "$pre".err.* $extra | grep "ERROR" | grep -v -c "message lock lost\|is not on this node")" 0 \
+        "... the only errors are locks $what lost, or calls turned away"
+    again=$(($(cat "$pre.received" "$pre.1" "$pre.rest" | grep -c .) - $(echo "$settled" | wc -l)))
+    lost=$(cat "$pre.lost" 2>/dev/null | wc -l)
+    is "$((again <= lost))" 1 "... and delivered again ($again) are at most the locks $what lost ($lost)"
+}
+# holder STOP PRE QUEUE...: until file STOP is there, receive up to 5 of each queue, hold
+# the locks a while, then complete each in a statement of its own; prints the ids
+# completed, and keeps those received in PRE.received, those whose complete failed in
+# PRE.lost, the errors in PRE.err.2
+holder() {
+    local stop=$1 pre=$2 name got
+    shift 2
+    while [ ! -f "$stop" ]; do
+        for name in "$@"; do
+            got=$(q "$pc" -c "SELECT message_id || ' ' || lock_token FROM sbq_receive('$name', 5)" 2>>"$pre.err.2")
+            echo "$got" | awk 'NF {print $1}' >>"$pre.received"
             sleep 0.3
             echo "$got" | while read -r id tok; do
                 [ -n "$tok" ] || continue
-                if q "$pc" -c "SELECT sbq_complete('rebal$r', '$tok')" >/dev/null 2>>"$work/rconsumer.err.2"; then
+                if q "$pc" -c "SELECT sbq_complete('$name', '$tok')" >/dev/null 2>>"$pre.err.2"; then
                     echo "$id"
                 else
-                    echo "$id" >>"$work/rconsumer.lost"
+                    echo "$id" >>"$pre.lost"
                 fi
             done
         done
     done
-) >"$work/rconsumer.2" &
+}
+holder "$work/rebalanced" "$work/rconsumer" rebal1 rebal2 rebal3 rebal4 rebal5 rebal6 rebal7 rebal8 >"$work/rconsumer.2" &
 sleep 1
 drained=$(timeout 300 "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$pc" -U postgres -d app \
     -c "SET client_min_messages = warning" \
@@ -550,20 +574,99 @@ take 1000 >"$work/rconsumer.rest"
 sleep 5.2
 take 1000 >>"$work/rconsumer.rest"
 rsent=$(($(wc -l <"$work/rproducer.tried") - $(cat "$work/rproducer.failed" 2>/dev/null | wc -l)))
-rdone=$(cat "$work"/rconsumer.[12] "$work/rconsumer.rest" | grep .)
-is "$(echo "$rdone" | awk '{print $1}' | sort | uniq -d | head -3)" "" "... no message completed twice"
-is "$(echo "$rdone" | grep -c .)" "$((rsent * 10))" "... every message of the $rsent batches whose send committed completed once"
-is "$(cat "$work"/rconsumer.err.* | grep "ERROR" | grep -v -c "message lock lost\|is not on this node")" 0 \
-    "... the consumers' only errors are locks a move lost, or calls it turned away"
-# every delivery: what the second consumer received, and what the first and the rest
-# received and completed in one statement (a statement that failed received nothing)
-rdeliveries=$(cat "$work/rconsumer.received" "$work/rconsumer.1" "$work/rconsumer.rest" | grep -c .)
-# (a lock the moves lost: the second consumer's complete of it failed, the lock lost or
-# the call turned away from the node the group left)
-rlost=$(cat "$work/rconsumer.lost" 2>/dev/null | wc -l)
-is "$((rdeliveries - $(echo "$rdone" | wc -l) <= rlost))" 1 \
-    "... and delivered again ($((rdeliveries - $(echo "$rdone" | wc -l)))) are at most the locks the moves lost ($rlost)"
+verdict "$work/rconsumer" "$((rsent * 10))" "" "the moves"
 q "$pc" -c "SELECT count(sbq_delete_queue('rebal' || g)) FROM generate_series(1, 8) g" >/dev/null
+
+# a shard split under load: a group holding two queues is split between them, the
+# upper half placed on the other worker, while a producer sends to both and two
+# consumers take from both through the coordinator; nothing is lost or doubled, what
+# is delivered again is at most the locks the split lost (as a move), and each
+# queue's sequence numbers go on rising. The split blocks writes while it copies: a
+# non-blocking one of sbqueue's tables does not finish (docs/scale-out.md, decision 4)
+read -r sa sb sshard spoint < <(q "$pc" -F ' ' -c "
+    WITH c AS (SELECT g, 'split' || g AS name, sbq.entity_key('split' || g) AS k FROM generate_series(1, 400) g),
+         d AS (SELECT c.*, get_shard_id_for_distribution_column('sbq.queues', k) AS s, worker_hash(k) AS h FROM c)
+    SELECT a.name, b.name, a.s, a.h FROM d a JOIN d b ON b.s = a.s AND b.h > a.h ORDER BY a.g, b.g LIMIT 1")
+sfrom=$(q "$pc" -c "SELECT n.nodeid FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $sshard")
+sto=$(q "$pc" -c "SELECT nodeid FROM pg_dist_node WHERE nodeport IN ($pw1, $pw2) AND nodeid <> $sfrom")
+q "$pc" -c "SELECT sbq_create_queue(initcap('$sa'), lock_duration => '5 seconds')" \
+    -c "SELECT sbq_create_queue(initcap('$sb'), lock_duration => '5 seconds')" >/dev/null
+sfirst_a=$(q "$pc" -c "SELECT sbq_send('$sa', 'first', message_id => 'a.0.0')")
+sfirst_b=$(q "$pc" -c "SELECT sbq_send('$sb', 'first', message_id => 'b.0.0')")
+(
+    b=0
+    while [ ! -f "$work/split" ]; do
+        b=$((b + 1))
+        for x in a b; do
+            [ $x = a ] && name=$sa || name=$sb
+            echo "$x.$b" >>"$work/sproducer.tried"
+            q "$pc" -c "SELECT count(sbq_send('$name', 'x', message_id => '$x.$b.' || g)) FROM generate_series(1, 10) g" \
+                >/dev/null 2>>"$work/sproducer.err" || echo "$x.$b" >>"$work/sproducer.failed"
+        done
+        sleep 0.1
+    done
+) &
+# stake N: receive up to N of each queue and complete them in one statement a queue
+stake() {
+    for name in "$sa" "$sb"; do
+        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || sbq_complete('$name', m.lock_token)::text, E'\n')
+                      FROM sbq_receive('$name', $1) m" 2>>"$work/sconsumer.err.1"
+    done
+}
+(
+    while [ ! -f "$work/split" ]; do stake 5; done
+) >"$work/sconsumer.1" &
+holder "$work/split" "$work/sconsumer" "$sa" "$sb" >"$work/sconsumer.2" &
+sleep 1
+split=$(timeout 300 "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$pc" -U postgres -d app -v ON_ERROR_STOP=1 \
+    -c "SET client_min_messages = warning" \
+    -c "SELECT citus_split_shard_by_split_points($sshard, ARRAY['$spoint'], ARRAY[$sfrom, $sto],
+                                                 shard_transfer_mode => 'block_writes')" 2>&1; echo "exit $?")
+sleep 2
+touch "$work/split"
+wait
+is "$split" "
+exit 0" "the shard group of $sa and $sb split between them under load, the upper half moved"
+is "$(q "$pc" -c "SELECT string_agg(n.nodeid::text, ' ' ORDER BY x.name)
+                    FROM (VALUES ('$sa'), ('$sb')) x(name)
+                    JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(x.name))
+                    JOIN pg_dist_node n USING (groupid)")" "$sfrom $sto" "... each queue is now in its half, on its node"
+stake 1000 >"$work/sconsumer.rest"
+sleep 5.2
+stake 1000 >>"$work/sconsumer.rest"
+ssent=$(($(wc -l <"$work/sproducer.tried") - $(cat "$work/sproducer.failed" 2>/dev/null | wc -l)))
+verdict "$work/sconsumer" "$((ssent * 10 + 2))" "$work/sproducer.err" "the split"
+is "$(q "$pc" -c "SELECT sbq_send('$sa', 'after') > $sfirst_a AND sbq_send('$sb', 'after') > $sfirst_b")" t \
+    "sends go on after the split, each queue's sequence numbers higher than before it"
+q "$pc" -c "SELECT sbq_delete_queue('$sa')" -c "SELECT sbq_delete_queue('$sb')" >/dev/null
+
+# a split of a group whose range is below another's moves that group's index among the
+# ranges, by which a call locks its group's metadata against a move (as Citus does, by
+# the ranges' order, not the shards' ids): a call in a transaction that read the ranges
+# before such a split locks the group's index as it is now
+read -r lshard lpoint lnode < <(q "$pc" -F ' ' -c "
+    SELECT s.shardid, (s.shardminvalue::bigint + s.shardmaxvalue::bigint) / 2, n.nodeid
+      FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
+     WHERE s.logicalrelid = 'sbq.queues'::regclass ORDER BY s.shardminvalue::int LIMIT 1")
+lq=$(pick Lefty "c.s <> $lshard AND p IN ($pw1, $pw2)")
+lport=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of "$lq")")
+q "$pc" -c "SELECT sbq_create_queue('$lq')" >/dev/null
+coloc=$(q "$pc" -c "SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'sbq.queues'::regclass")
+held=$(q "$lport" -v lq="$lq" <<SQL 2>&1
+BEGIN;
+SELECT count(*) FROM sbq_peek(:'lq', 1) \\g /dev/null
+\\! timeout 120 "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p $pc -U postgres -d app -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -c "SELECT citus_split_shard_by_split_points($lshard, ARRAY['$lpoint'], ARRAY[$lnode, $lnode], shard_transfer_mode => 'block_writes')"
+SELECT count(*) FROM sbq_peek(:'lq', 1) \\g /dev/null
+SELECT string_agg(classid::text, ' ' ORDER BY classid) FROM pg_locks
+ WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objid = $coloc AND objsubid = 8;
+COMMIT;
+SQL
+)
+now=$(q "$pc" -c "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'sbq.queues'::regclass
+                    AND shardminvalue::int < (SELECT shardminvalue::int FROM pg_dist_shard WHERE shardid = $(shard_of "$lq"))")
+is "$(echo "$held" | tr ' ' '\n' | grep -cx "$now")" 1 \
+    "a call after a split below its group, in a transaction that read the ranges before, locks the group's index among the ranges now ($now; held: $(echo $held))"
+q "$pc" -c "SELECT sbq_delete_queue('$lq')" >/dev/null
 
 # an immediate stop of a worker loses no committed message of its queues
 q "$pc" -c "SELECT count(sbq_send('Spread' || (g % 20 + 1), ('s' || g)::bytea)) FROM generate_series(1, 100) g" >/dev/null
