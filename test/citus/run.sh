@@ -26,7 +26,8 @@
 #     rebalancer and a shard split (blocking writes) under load lose and double
 #     nothing; an immediate stop of a worker loses no
 #     committed message; a node without the entity refuses a routed call;
-#     sbq_undistribute() brings every message back to the coordinator;
+#     sbq_undistribute() brings every message back to the coordinator, also
+#     one that a worker's transaction running beside it commits;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
 #     the citus extension, and against the distributed layout; 17 isolation specs
@@ -703,11 +704,24 @@ is "$(q "$pc" -c "SELECT active_count = (SELECT count(*) FROM sbq_peek('spread8'
         -c "SELECT count(*) FROM sbq_queue_stats WHERE queue ILIKE 'spread%'" -c "SELECT (sbq_maintain()->>'queues')::int >= 20" 2>&1 | tr '\n' ' ')" \
     "t 20 t " "a tenant isolated into a shard of its own is shown by the views and maintained"
 
-# and back to one server
+# and back to one server, while a transaction on a worker sends to one of its queues
+# before sbq_undistribute() starts and commits after: the call waits for it (a send
+# that committed after its copy of the rows was lost with its shard)
 total=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
+q "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of spread1)")" \
+    >"$work/undistribute.worker" 2>&1 <<'SQL' &
+BEGIN;
+SELECT sbq_send('spread1', 'during') > 0;
+SELECT pg_sleep(4) \g /dev/null
+SELECT count(*) >= 0 FROM sbq_peek('spread1/$deadletterqueue', 1);
+COMMIT;
+SQL
+sleep 1
 is "$(q "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_undistribute()" 2>&1)" "" "sbq_undistribute()"
+wait
+is "$(tr '\n' ' ' <"$work/undistribute.worker")" "t t " "... beside a worker's transaction that began before it, which commits"
 is "$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")" \
-    "$total" "... keeps every message ($total), now on the coordinator"
+    "$((total + 1))" "... keeps every message ($total, and the one sent meanwhile), now on the coordinator"
 is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 24 "... whose pass sees the 24 queues (a subscription's included)"
 
 # --- an installation distributed at 0.13 and updated: its calls work throughout, and
