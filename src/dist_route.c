@@ -43,6 +43,7 @@
 #include "compat.h"
 #include "dist_int.h"
 #include "distributed.h"
+#include "storage.h"
 
 PG_FUNCTION_INFO_V1(sbq_routed);
 
@@ -436,6 +437,8 @@ sbq_dist_route(FunctionCallInfo fcinfo, Datum *result)
 	int64		id;
 	int			where;
 
+	/* the group of a call running (this one from inside it) stays its own */
+	sbq_storage_refuse_nested();
 	sbq_dist_leave();
 	/* a NULL address: the function's own check refuses it */
 	if (fcinfo->nargs < 1 || fcinfo->args[0].isnull)

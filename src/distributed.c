@@ -58,6 +58,7 @@
 #include "dist_int.h"
 #include "distributed.h"
 #include "sbqueue.h"
+#include "storage.h"
 #include "topics.h"
 
 PG_FUNCTION_INFO_V1(sbq_entity_key_sql);
@@ -474,6 +475,10 @@ sbq_dist_epoch_live(Oid epoch)
 	return sbq_nlive_epochs == SBQ_MAX_LIVE_EPOCHS;
 }
 
+/* The group the last sbq_dist_enter() entered, and the index it locked. */
+static int64 sbq_entered_id = 0;
+static int	sbq_entered_index = -1;
+
 /* The group of a key's hash, or NULL (a gap in the ranges: none). */
 static SbqShardGroup *
 sbq_dist_group_of(int32 key)
@@ -521,6 +526,16 @@ sbq_dist_lock_group(int index)
 	(void) LockAcquire(&tag, ShareLock, false, false);
 }
 
+/* Give back one hold of the lock sbq_dist_lock_group(index) took. */
+static void
+sbq_dist_release_index(int index)
+{
+	LOCKTAG		tag;
+
+	sbq_dist_group_locktag(&tag, index);
+	(void) LockRelease(&tag, ShareLock, false);
+}
+
 /* The index of the group whose queues shard is "id", or -1. */
 static int
 sbq_dist_group_index(int64 id)
@@ -555,12 +570,15 @@ sbq_dist_enter(int64 id, int32 key, bool has_key)
 	 * lock the index the ranges give, read them again, and again while
 	 * they put the group elsewhere.
 	 */
+	sbq_storage_refuse_nested();
 	for (;;)
 	{
 		at = sbq_dist_group_index(id);
 		if (at >= 0 && at != locked)
 		{
 			sbq_dist_lock_group(at);
+			if (locked >= 0)
+				sbq_dist_release_index(locked);
 			locked = at;
 		}
 		AcceptInvalidationMessages();
@@ -573,6 +591,8 @@ sbq_dist_enter(int64 id, int32 key, bool has_key)
 			break;
 	}
 	g = &sbq_groups[at];
+	sbq_entered_id = id;
+	sbq_entered_index = at;
 	sbq_cur = *g;
 	for (t = 0; t < SBQ_DIST_NTABLES; t++)
 	{
@@ -768,15 +788,10 @@ sbq_dist_group_range(int i, int32 *min, int32 *max)
 void
 sbq_dist_unlock_group(int64 id)
 {
-	LOCKTAG		tag;
-	int			i;
-
-	for (i = 0; i < sbq_ngroups; i++)
-		if (sbq_groups[i].shardid[0] == id)
-		{
-			sbq_dist_group_locktag(&tag, i);
-			(void) LockRelease(&tag, ShareLock, false);
-		}
+	/* the index it locked: the ranges may have been read again since */
+	if (sbq_entered_id == id && sbq_entered_index >= 0)
+		sbq_dist_release_index(sbq_entered_index);
+	sbq_entered_index = -1;
 }
 
 /* The number of shard groups (sbq_dist_active() first). */

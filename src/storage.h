@@ -38,6 +38,7 @@
 #include "sbqueue.h"
 
 /* storage_core.c: the storage section */
+extern void sbq_storage_refuse_nested(void);
 extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
 extern bool sbq_storage_subxact_aborted(SubTransactionId subid);

@@ -428,6 +428,24 @@ sbq_storage_pin_settings(void)
 }
 
 /*
+ * sbq_storage_refuse_nested
+ *		One call at a time: a trigger, constraint or default on the tables
+ *		runs inside a call's storage section as their owner, and a call of its
+ *		own would take the owner for its caller and overwrite what the outer
+ *		section restores (its identity, settings, shard group). Called before
+ *		a call changes any of them.
+ */
+void
+sbq_storage_refuse_nested(void)
+{
+	if (sbq_section_live())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("an sbqueue function cannot be called while another sbqueue call is running"),
+				 errdetail("A statement of the running call, such as a trigger or constraint on sbqueue's tables, called it.")));
+}
+
+/*
  * sbq_storage_begin
  *		Open a storage section: connect to SPI; the settings its statements
  *		run under are pinned before the first (sbq_storage_pin_settings).
@@ -439,17 +457,7 @@ sbq_storage_begin(void)
 {
 	Oid			epoch;
 
-	/*
-	 * One section at a time: a trigger, constraint or default on the tables
-	 * runs in a section as their owner, and a call of its own would take the
-	 * owner for its caller and overwrite what the outer section restores.
-	 */
-	if (sbq_section_live())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("an sbqueue function cannot be called while another sbqueue call is running"),
-				 errdetail("A statement of the running call, such as a trigger or constraint on sbqueue's tables, called it.")));
-
+	sbq_storage_refuse_nested();
 	sbq_caller_cxt = CurrentMemoryContext;
 	sbq_forward_reset();
 	if (SPI_connect() != SPI_OK_CONNECT)

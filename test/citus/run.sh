@@ -347,6 +347,39 @@ is "$(q "$pc" -c "SET IntervalStyle = 'iso_8601'" \
     "lock_duration PT10M is out of range" "... and shows values in its errors as the caller's IntervalStyle does"
 q "$pc" -c "SELECT sbq_delete_queue('Settings')" >/dev/null
 
+# a constraint on the tables that makes an sbqueue call, to a queue of another shard
+# group of the node: refused (0A000) before it changes the group of the call running
+# it, whose counts then still go to its own queue (they were lost)
+na=$(pick Nest "true")
+nb=$(pick Nest "c.s <> $(shard_of "$na") AND p = (SELECT n.nodeport FROM pg_dist_placement x JOIN pg_dist_node n USING (groupid)
+                                                   WHERE x.shardid = $(shard_of "$na"))")
+q "$pc" -c "SELECT sbq_create_queue('$na')" -c "SELECT sbq_create_queue('$nb')" >/dev/null
+q "$pc" >/dev/null <<SQL
+SET client_min_messages = warning;
+CREATE FUNCTION public.sbq_nested_send(b bytea) RETURNS boolean LANGUAGE plpgsql AS \$f\$
+BEGIN
+    IF b = 'nest' THEN
+        BEGIN
+            PERFORM public.sbq_send('$nb'::text, 'inner'::text);
+        EXCEPTION WHEN feature_not_supported THEN
+            NULL;
+        END;
+    END IF;
+    RETURN true;
+END \$f\$;
+ALTER TABLE sbq.messages ADD CONSTRAINT sbq_nested_send CHECK (public.sbq_nested_send(body)) NOT VALID;
+SQL
+is "$(q "$pc" -c "SELECT count(*) FROM sbq_send_batch('$na', ARRAY['nest', 'two', 'three']::bytea[])" \
+        -c "SELECT sbq_send('$na', 'nest'::bytea) > 0" \
+        -c "SELECT string_agg(convert_from(body, 'utf8'), ' ' ORDER BY sequence_number) FROM sbq_peek('$na', 10)" \
+        -c "SELECT count(*) FROM sbq_peek('$nb', 10)" \
+        -c "SELECT string_agg(queue || ' ' || sent, ' ' ORDER BY queue) FROM sbq_queue_stats WHERE queue IN ('$na', '$nb')" \
+        2>&1 | tr '\n' '|')" \
+    "3|t|nest two three nest|0|$na 4 $nb 0|" \
+    "a constraint's own sbqueue call is refused before it changes the running call's group: its messages and counts are its queue's"
+q "$pc" -c "ALTER TABLE sbq.messages DROP CONSTRAINT sbq_nested_send" -c "DROP FUNCTION public.sbq_nested_send(bytea)" \
+    -c "SELECT sbq_delete_queue('$na')" -c "SELECT sbq_delete_queue('$nb')" >/dev/null
+
 # a property change is seen at once by a session that used the queue before
 is "$(q "$pc" <<SQL 2>&1 | tr '\n' ' '
 SELECT lock_duration FROM sbq_get_queue('spread4');
