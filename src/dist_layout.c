@@ -450,13 +450,19 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sbqueue is not distributed")));
 	/*
-	 * Every call and maintenance pass on a node holds sbq.queues there from
-	 * its start to its end (sbq_storage_begin); Citus takes a lock on a
-	 * distributed table on every node. So first wait for those running,
-	 * stop new ones, and only then read the rows: a send that committed
-	 * after the copy would be dropped with its shard, and a pass that began
-	 * meanwhile would wait for a shard dropped here while holding another.
+	 * Every call and maintenance pass holds sbq.queues on the node it starts
+	 * on, and on the node it is routed to, to its end (sbq_dist_call_active);
+	 * Citus takes a lock on a distributed table on every node, if the
+	 * session lets it propagate DDL and sync metadata. So first wait for
+	 * those running, stop new ones, and only then read the rows: a send that
+	 * committed after the copy would be dropped with its shard, and a pass
+	 * that began meanwhile would wait for a shard dropped here while holding
+	 * another.
 	 */
+	(void) set_config_option("citus.enable_ddl_propagation", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("citus.enable_metadata_sync", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	sbq_layout_sql("LOCK TABLE sbq.queues IN ACCESS EXCLUSIVE MODE");
 	/* the rows, kept aside; then the tables local, and the shards gone */
 	for (i = 0; i < SBQ_DIST_NTABLES; i++)
