@@ -53,6 +53,8 @@ extern void sbq_dist_run_routing(const char *sql, MemoryContext cxt);
 extern void sbq_dist_require_delegated(void);
 extern void sbq_dist_refuse_key(int32 key) pg_attribute_noreturn();
 extern void sbq_dist_put_text_rows(ReturnSetInfo *rsinfo);
+extern char *sbq_dist_group_what(const char *what);
+extern char *sbq_dist_group_settings(char *what, int *level);
 
 /* dist_views.c: the views of the whole cluster, defined for the layout */
 extern void sbq_dist_define_views(bool distributed);

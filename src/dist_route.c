@@ -65,6 +65,8 @@ sbq_dist_pin_formats(void)
 	return level;
 }
 
+static int	sbq_routed_settings(char **strs, int n);
+
 /*
  * The caller's settings a routed call carries to the node that runs it, after
  * its arguments, as name and value: those that decide how long a call waits
@@ -107,6 +109,82 @@ sbq_carried_here(int i)
 }
 
 /*
+ * Add the names and values of the settings this session's routed calls carry
+ * to elems after its first n (room for 2 * SBQ_NUM_CARRIED more): how many
+ * there are then.
+ */
+static int
+sbq_dist_add_carried(Datum *elems, int n)
+{
+	int			i;
+
+	for (i = 0; i < (int) SBQ_NUM_CARRIED; i++)
+	{
+		const char *v;
+
+		if (!sbq_carried_here(i) || (v = GetConfigOption(sbq_carried[i], true, false)) == NULL)
+			continue;
+		elems[n++] = CStringGetTextDatum(sbq_carried[i]);
+		elems[n++] = CStringGetTextDatum(v);
+	}
+	return n;
+}
+
+/*
+ * sbq_dist_group_what
+ *		The "what" argument of sbq_routed_group() for a view read or a
+ *		maintenance pass of this session on another node: the name of what it
+ *		asks for, or, when the session has settings a routed call carries,
+ *		the text form of a text[] of that name and the settings' names and
+ *		values (no name starts with "{"; a node whose library predates this
+ *		refuses it as an unknown view).
+ */
+char *
+sbq_dist_group_what(const char *what)
+{
+	Datum		elems[1 + 2 * SBQ_NUM_CARRIED];
+	int			n;
+	Oid			out;
+	bool		varlena;
+
+	elems[0] = CStringGetTextDatum(what);
+	n = sbq_dist_add_carried(elems, 1);
+	if (n == 1)
+		return pstrdup(what);
+	getTypeOutputInfo(TEXTARRAYOID, &out, &varlena);
+	return OidOutputFunctionCall(out, PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+																	  TYPALIGN_INT)));
+}
+
+/*
+ * sbq_dist_group_settings
+ *		On the node: the name of what a call of sbq_routed_group() asks for,
+ *		from its "what" argument (sbq_dist_group_what), with the settings it
+ *		carries set at a new GUC nest level (*level; 0 when it carries none),
+ *		which the caller ends.
+ */
+char *
+sbq_dist_group_settings(char *what, int *level)
+{
+	Oid			in;
+	Oid			ioparam;
+	char	  **strs;
+	int			n;
+
+	*level = 0;
+	if (what[0] != '{')
+		return what;
+	getTypeInputInfo(TEXTARRAYOID, &in, &ioparam);
+	strs = sbq_dist_strings(OidInputFunctionCall(in, what, ioparam, -1), &n);
+	if (n < 1 || strs[0] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a call of a shard group names what it asks for first")));
+	*level = sbq_routed_settings(strs + 1, n - 1);
+	return strs[0];
+}
+
+/*
  * The text forms of a call's arguments, then the settings it carries, as a
  * text[] (NULL elements for NULLs).
  */
@@ -123,15 +201,7 @@ sbq_dist_args(FunctionCallInfo fcinfo, Form_pg_proc proc)
 	int			i;
 
 	/* the caller's settings, before the formats are pinned */
-	for (i = 0; i < (int) SBQ_NUM_CARRIED; i++)
-	{
-		const char *v;
-
-		if (!sbq_carried_here(i) || (v = GetConfigOption(sbq_carried[i], true, false)) == NULL)
-			continue;
-		elems[nelems++] = CStringGetTextDatum(sbq_carried[i]);
-		elems[nelems++] = CStringGetTextDatum(v);
-	}
+	nelems = sbq_dist_add_carried(elems, nelems);
 	level = sbq_dist_pin_formats();
 
 	for (i = 0; i < nargs; i++)

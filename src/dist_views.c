@@ -283,7 +283,7 @@ sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintain
 	Oid			nsp = sbq_ext_schema();
 	char	   *sql = psprintf("SELECT r FROM %s.sbq_routed_group(%d, %s) r",
 							   quote_identifier(get_namespace_name(nsp)), key,
-							   quote_literal_cstr(what));
+							   quote_literal_cstr(sbq_dist_group_what(what)));
 	AttInMetadata *meta = rsinfo != NULL ? TupleDescGetAttInMetadata(rsinfo->setDesc) : NULL;
 	int			level;
 	uint64		r;
@@ -510,7 +510,8 @@ Datum
 sbq_routed_group(PG_FUNCTION_ARGS)
 {
 	int32		key = PG_GETARG_INT32(0);
-	char	   *what = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	int			level;
+	char	   *what = sbq_dist_group_settings(text_to_cstring(PG_GETARG_TEXT_PP(1)), &level);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		maintain = strcmp(what, SBQ_GROUP_MAINTAIN) == 0;
 	int64		id;
@@ -548,6 +549,8 @@ sbq_routed_group(PG_FUNCTION_ARGS)
 	}
 	else if (!sbq_group_run(id, what, rsinfo, true, NULL))
 		sbq_dist_refuse_key(key);
+	if (level != 0)
+		AtEOXact_GUC(true, level);
 	return (Datum) 0;
 }
 

@@ -35,7 +35,8 @@
 #     queues in one shard group on a worker;
 #   - a transaction left open after its first call on a node does not hold up
 #     another session's first call there;
-#   - a routed call runs with the caller's lock_timeout and formats; plain sends
+#   - a routed call, a view read and sbq_maintain() through another node run
+#     with the caller's lock_timeout and formats; plain sends
 #     store each row with its queue's entity key; counts of a queue made in a
 #     prepared transaction that was rolled back do not stop maintenance; a view read
 #     outside a transaction block commits on no node with two-phase commit;
@@ -345,6 +346,20 @@ done
 is "$(q "$pc" -c "SET IntervalStyle = 'iso_8601'" \
         -c "SELECT sbq_update_queue('settings', lock_duration => '10 minutes')" 2>&1 | sed -n 's/^ERROR: *//p')" \
     "lock_duration PT10M is out of range" "... and shows values in its errors as the caller's IntervalStyle does"
+# a view read and sbq_maintain() through the coordinator carry them to every node too:
+# neither waits past the caller's lock_timeout for a shard a node holds locked
+mshard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.messages', sbq.entity_key('settings'))")
+q "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $mshard")" \
+    -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE sbq.messages_$mshard IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(8)" -c "ROLLBACK" >/dev/null &
+holder=$!
+sleep 1.5
+for sql in "SELECT count(*) FROM sbq_queue_stats" "SELECT sbq_maintain() IS NOT NULL"; do
+    q "$pc" -c "SET lock_timeout = '300ms'" -c "SET statement_timeout = '3s'" -c "$sql" 2>&1 | sed -n 's/^ERROR: *//p'
+done >"$work/group_settings"
+wait "$holder"
+is "$(tr '\n' '|' <"$work/group_settings")" \
+    "canceling statement due to lock timeout|canceling statement due to lock timeout|" \
+    "... and so do a view read and sbq_maintain() on the coordinator, to every node"
 q "$pc" -c "SELECT sbq_delete_queue('Settings')" >/dev/null
 
 # a constraint on the tables that makes an sbqueue call, to a queue of another shard
