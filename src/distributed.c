@@ -570,7 +570,6 @@ sbq_dist_enter(int64 id, int32 key, bool has_key)
 	 * lock the index the ranges give, read them again, and again while
 	 * they put the group elsewhere.
 	 */
-	sbq_storage_refuse_nested();
 	for (;;)
 	{
 		at = sbq_dist_group_index(id);
@@ -821,6 +820,7 @@ sbq_dist_group_at(int i, int64 *id, bool *local, int32 *route_key)
 bool
 sbq_dist_enter_group(int64 id)
 {
+	sbq_storage_refuse_nested();	/* (sbq_dist_route's own check, for a call) */
 	return sbq_dist_enter(id, 0, false);
 }
 

@@ -470,8 +470,6 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		/* the abort ended the storage section's leases too: it goes on */
-		sbq_lease_enter(sbq_storage_epoch());
 		sbq_forward_hops = 0;
 		*failed = row;
 		ereport(WARNING,

@@ -717,7 +717,7 @@ sbq_lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		while (sbq_ndrops > 0 && sbq_drops[sbq_ndrops - 1].level >= level)
 			sbq_ndrops--;
-		/* the storage section it was in, if any, is over */
+		/* the storage section ends if it was opened in it, not inside it */
 		if (sbq_storage_subxact_aborted(mySubid))
 			sbq_lease_epoch = InvalidOid;
 	}

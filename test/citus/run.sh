@@ -555,14 +555,17 @@ groups_on() {
 # take N: receive up to N of each queue and complete them in one statement a queue (a
 # transaction that receives on two nodes is refused, decision 8); the ids completed
 take() {
-    for r in 1 2 3 4 5 6 7 8; do
-        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || sbq_complete('rebal$r', m.lock_token)::text, E'\n')
-                      FROM sbq_receive('rebal$r', $1) m" 2>>"$work/rconsumer.err.1"
+    local n=$1 err=$2 name
+    shift 2
+    for name in "$@"; do
+        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || sbq_complete('$name', m.lock_token)::text, E'\n')
+                      FROM sbq_receive('$name', $n) m" 2>>"$err"
     done
 }
+rebal=(rebal1 rebal2 rebal3 rebal4 rebal5 rebal6 rebal7 rebal8)
 (
     while [ ! -f "$work/rebalanced" ]; do
-        take 5
+        take 5 "$work/rconsumer.err.1" "${rebal[@]}"
     done
 ) >"$work/rconsumer.1" &
 # verdict PRE N ERRFILE WHAT: the checks of a change of placement under load, from the
@@ -605,7 +608,7 @@ holder() {
         done
     done
 }
-holder "$work/rebalanced" "$work/rconsumer" rebal1 rebal2 rebal3 rebal4 rebal5 rebal6 rebal7 rebal8 >"$work/rconsumer.2" &
+holder "$work/rebalanced" "$work/rconsumer" "${rebal[@]}" >"$work/rconsumer.2" &
 sleep 1
 drained=$(timeout 300 "$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$pc" -U postgres -d app \
     -c "SET client_min_messages = warning" \
@@ -619,9 +622,9 @@ wait
 is "$drained|$on_drained|$(echo "$rebalanced" | grep -c ERROR)|$(groups_on "$pw1")|$(groups_on "$pw2")" "|0|0|4|4" \
     "a worker drained and the groups rebalanced over both under load"
 # what is left is taken and completed now, and what lost its lock once that has run out
-take 1000 >"$work/rconsumer.rest"
+take 1000 "$work/rconsumer.err.1" "${rebal[@]}" >"$work/rconsumer.rest"
 sleep 5.2
-take 1000 >>"$work/rconsumer.rest"
+take 1000 "$work/rconsumer.err.1" "${rebal[@]}" >>"$work/rconsumer.rest"
 rsent=$(($(wc -l <"$work/rproducer.tried") - $(cat "$work/rproducer.failed" 2>/dev/null | wc -l)))
 verdict "$work/rconsumer" "$((rsent * 10))" "" "the moves"
 q "$pc" -c "SELECT count(sbq_delete_queue('rebal' || g)) FROM generate_series(1, 8) g" >/dev/null
@@ -655,15 +658,8 @@ sfirst_b=$(q "$pc" -c "SELECT sbq_send('$sb', 'first', message_id => 'b.0.0')")
         sleep 0.1
     done
 ) &
-# stake N: receive up to N of each queue and complete them in one statement a queue
-stake() {
-    for name in "$sa" "$sb"; do
-        q "$pc" -c "SELECT string_agg(m.message_id || ' ' || sbq_complete('$name', m.lock_token)::text, E'\n')
-                      FROM sbq_receive('$name', $1) m" 2>>"$work/sconsumer.err.1"
-    done
-}
 (
-    while [ ! -f "$work/split" ]; do stake 5; done
+    while [ ! -f "$work/split" ]; do take 5 "$work/sconsumer.err.1" "$sa" "$sb"; done
 ) >"$work/sconsumer.1" &
 holder "$work/split" "$work/sconsumer" "$sa" "$sb" >"$work/sconsumer.2" &
 sleep 1
@@ -680,9 +676,9 @@ is "$(q "$pc" -c "SELECT string_agg(n.nodeid::text, ' ' ORDER BY x.name)
                     FROM (VALUES ('$sa'), ('$sb')) x(name)
                     JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key(x.name))
                     JOIN pg_dist_node n USING (groupid)")" "$sfrom $sto" "... each queue is now in its half, on its node"
-stake 1000 >"$work/sconsumer.rest"
+take 1000 "$work/sconsumer.err.1" "$sa" "$sb" >"$work/sconsumer.rest"
 sleep 5.2
-stake 1000 >>"$work/sconsumer.rest"
+take 1000 "$work/sconsumer.err.1" "$sa" "$sb" >>"$work/sconsumer.rest"
 ssent=$(($(wc -l <"$work/sproducer.tried") - $(cat "$work/sproducer.failed" 2>/dev/null | wc -l)))
 verdict "$work/sconsumer" "$((ssent * 10 + 2))" "$work/sproducer.err" "the split"
 is "$(q "$pc" -c "SELECT sbq_send('$sa', 'after') > $sfirst_a AND sbq_send('$sb', 'after') > $sfirst_b")" t \
