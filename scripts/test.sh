@@ -62,11 +62,55 @@ regress() {
     return 1
 }
 
+# pgTAP in lanes that run at once, each in a database of its own (the tests mostly
+# wait for locks, windows and schedules to run out, and none shares a role or a
+# queue with another file): pgtap_lanes PREFIX VERSION PG_PROVE_FLAGS FILE...
+# makes PREFIX_1..3 (at most one a file) with pgtap and sbqueue VERSION (empty: the default), deals the
+# files out by their usual length, longest first, and prints each lane's output
+# in turn
+pgtap_lanes() {
+    local prefix=$1 version=$2 flags=$3 lanes i f w best rc=0
+    shift 3
+    lanes=$(($# < 3 ? $# : 3))
+    local -A secs=([duplicates]=21 [lock_lost]=13 [session]=7 [maintain_stats]=7 [ttl]=6
+        [deadletter_table]=6 [defer]=6 [settle_report]=6 [message_size]=4 [scheduled]=3
+        [settle_delay]=2 [settle_retry]=2 [maintain_idle_queues]=2)
+    local -a load files
+    for ((i = 1; i <= lanes; i++)); do
+        load[i]=0 files[i]=
+        psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS ${prefix}_$i" \
+            -c "CREATE DATABASE ${prefix}_$i" &&
+            psql -X -q -v ON_ERROR_STOP=1 -d "${prefix}_$i" -c "CREATE EXTENSION pgtap" \
+                -c "CREATE EXTENSION sbqueue${version:+ VERSION '$version'}" || return 1
+    done
+    for f in $(for f in "$@"; do
+                   w=$(basename "$f" .sql)
+                   echo "${secs[$w]:-1} $f"
+               done | sort -rn -k1,1 -s | cut -d' ' -f2); do
+        w=$(basename "$f" .sql) best=1
+        for ((i = 2; i <= lanes; i++)); do
+            [ "${load[i]}" -lt "${load[best]}" ] && best=$i
+        done
+        load[best]=$((load[best] + ${secs[$w]:-1}))
+        files[best]+=" $f"
+    done
+    for ((i = 1; i <= lanes; i++)); do
+        [ -n "${files[i]}" ] || continue
+        # shellcheck disable=SC2086
+        pg_prove -d "${prefix}_$i" $flags ${files[i]} >"$work/${prefix}_$i.out" 2>&1 &
+    done
+    for ((i = 1; i <= lanes; i++)); do
+        [ -n "${files[i]}" ] || continue
+        wait -n || rc=1
+    done
+    for ((i = 1; i <= lanes; i++)); do
+        [ -n "${files[i]}" ] && { echo "--- lane $i (${prefix}_$i)"; cat "$work/${prefix}_$i.out"; }
+    done
+    return $rc
+}
+
 pgtap() {
-    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE sbq_pgtap" &&
-        psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap \
-            -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue" &&
-        pg_prove -d sbq_pgtap -ovf test/pgtap/*.sql
+    pgtap_lanes sbq_pgtap "" -ovf test/pgtap/*.sql
 }
 
 fresh_db() {
@@ -138,15 +182,8 @@ node_client() {
 row_locks() {
     PGOPTIONS="-c sbqueue.memory_locks=off" make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= ||
         { cat regression.diffs 2>/dev/null; return 1; }
-    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS sbq_pgtap_rows" \
-        -c "CREATE DATABASE sbq_pgtap_rows" -c "DROP DATABASE IF EXISTS sbq_pgtap_rows07" \
-        -c "CREATE DATABASE sbq_pgtap_rows07" &&
-        psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap_rows \
-            -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue" &&
-        psql -X -q -v ON_ERROR_STOP=1 -d sbq_pgtap_rows07 \
-            -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION sbqueue VERSION '0.7'" &&
-        PGOPTIONS="-c sbqueue.memory_locks=off" pg_prove -d sbq_pgtap_rows -of test/pgtap/*.sql &&
-        PGOPTIONS="-c sbqueue.memory_locks=off" pg_prove -d sbq_pgtap_rows07 -of test/pgtap/session.sql
+    PGOPTIONS="-c sbqueue.memory_locks=off" pgtap_lanes sbq_pgtap_rows "" -of test/pgtap/*.sql &&
+        PGOPTIONS="-c sbqueue.memory_locks=off" pgtap_lanes sbq_pgtap_rows07 0.7 -of test/pgtap/session.sql
 }
 
 upgrade() {
@@ -167,14 +204,23 @@ console() {
         PGDATABASE=sbq_console timeout 300 bash console/test/run.sh
 }
 
-# in three lanes, each one test at a time: the tests mostly wait (for pg_cron's
-# next minute, for workers to come and go, for locks to run out), so three fit on
-# two cores; the ones that time their worker (worker_pool, wakeup) share a lane
-# with tests that use little CPU
+# in four lanes, each one test at a time, of about the same length (about 200 s
+# on two cores): the tests mostly wait (for pg_cron's next minute, for workers to
+# come and go, for locks to run out), so four fit on two cores. The ones that time
+# their worker or their failover (worker_pool, wakeup, fault_sync_failover) share
+# the third lane with tests that use little CPU; a test not named here runs in a
+# lane of its own
 tap() {
-    make -s PG_CONFIG="$PG_CONFIG" prove_installcheck \
-        PROVE_FLAGS="-j3 '--rules=seq=**/{maintain_pg_cron,topics_crash_loop,worker_hostile}.pl' \
-'--rules=seq=**/{worker_vacuum,fault_no_worker,lease_review,session_memory}.pl' '--rules=seq=**'"
+    local lanes=(
+        worker_hostile,maintain_pg_cron,bad_input_errors,rights_sessions
+        worker_vacuum,worker,fault_no_worker,lease_crash
+        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges
+        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,metrics_counters_move_edges,session_crash,maintain_stats_agree
+    ) flags="-j4" lane
+    for lane in "${lanes[@]}"; do
+        flags+=" '--rules=seq=**/{$lane}.pl'"
+    done
+    make -s PG_CONFIG="$PG_CONFIG" prove_installcheck PROVE_FLAGS="$flags '--rules=seq=**'"
 }
 
 # sbqueue on a three-node Citus cluster (docs/scale-out.md); builds Citus from
