@@ -41,3 +41,16 @@ DROP SCHEMA sdx_evil CASCADE;
 SELECT sbq_revoke('sdx', 'sdx_sender', ARRAY['send']);
 SELECT sbq_delete_queue('sdx');
 DROP ROLE sdx_sender;
+
+-- counters: a backend's first store of a queue's counts inserts its row, the next ones
+-- update it (on one server without the statement: src/counts_direct.c); what two stores
+-- (here sbq_maintain() storing what the preload gathered) add up to is what was sent
+SELECT queue FROM sbq_create_queue('sdc');
+SELECT count(sbq_send('sdc', 'c' || g)) AS sent FROM generate_series(1, 3) g;
+SELECT (sbq_maintain()) IS NOT NULL AS maintained;
+SELECT count(sbq_send('sdc', 'c' || g)) AS sent FROM generate_series(1, 4) g;
+SELECT (sbq_maintain()) IS NOT NULL AS maintained;
+SELECT sum(c.sent) AS stored_sent FROM sbq.queue_counters c
+  JOIN sbq.queues q ON q.queue_id = c.queue_id WHERE q.name = 'sdc';
+SELECT sent FROM sbq_queue_stats WHERE queue = 'sdc';
+SELECT sbq_delete_queue('sdc');

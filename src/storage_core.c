@@ -897,6 +897,10 @@ sbq_store_counts(int32 queue_id, const SbqCounts *c)
 {
 	Datum		values[9];
 
+	/* the row is there (nearly always): updated without the statement */
+	if (sbq_counts_direct(get_rel_namespace(sbq_storage_epoch()), queue_id,
+						  SBQ_MY_PROC_NUMBER(), c))
+		return;
 	values[0] = Int32GetDatum(queue_id);
 	values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
 	values[2] = Int64GetDatum(c->sent);

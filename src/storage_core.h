@@ -192,6 +192,9 @@ extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
 /* storage_core.c: counters */
 extern void sbq_add_counts(int32 queue_id, const SbqCounts *c);
+
+/* counts_direct.c */
+extern bool sbq_counts_direct(Oid nsp, int32 queue_id, int32 shard, const SbqCounts *c);
 extern void sbq_store_all_counts(void);
 
 /* storage_core.c: values */

@@ -41,6 +41,16 @@ sub run_without_worker
 			"SELECT count(*) FROM sbq_peek('$queue/\$deadletterqueue', 5000) WHERE dead_letter_reason = 'MaxDeliveryCountExceeded' AND delivery_count = 2"),
 		$sum->{dead_letters}, "$name: every dead letter is MaxDeliveryCountExceeded at delivery_count 2");
 	is($node->safe_psql('postgres', $workers), '0', "$name: and still no worker ran");
+	# the counters, stored in the rows without the preload (updated there without
+	# the SQL statement once a backend has its row), and moved there from shared
+	# memory with it: no crash, so every send, completion and dead letter the
+	# history holds is counted once
+	is($sum->{sent_unknown} + $sum->{settles_unknown} + $sum->{receives_unknown}, 0,
+		"$name: no call's outcome is unknown");
+	is($node->safe_psql($SbqFault::DB,
+			"SELECT concat_ws(' ', sent, received, completed, dead_lettered) FROM sbq_queue_stats WHERE queue = '$queue'"),
+		join(' ', $sum->{sent_ok}, $sum->{deliveries}, $sum->{completed}, $sum->{dead_letters}),
+		"$name: the queue's counters agree with the history: sent, received, completed, dead-lettered");
 }
 
 ok($node->poll_query_until('postgres',
@@ -57,6 +67,26 @@ is($node->safe_psql('postgres', 'SHOW shared_preload_libraries'), '', 'restarted
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'sbqueue%'}),
 	'0', 'no launcher, no worker');
 run_without_worker('not preloaded', 'f7bare');
+
+# each call stores its counts: in its backend's row, updated without the SQL
+# statement once there, unless the table has a trigger (then the statement
+# runs, and the trigger fires for every store)
+$node->safe_psql($SbqFault::DB, q{
+	CREATE TABLE f7_counted (sent bigint);
+	CREATE FUNCTION f7_counted() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN INSERT INTO public.f7_counted VALUES (NEW.sent); RETURN NEW; END $$;
+	SELECT sbq_create_queue('f7trig');
+	SELECT sbq_send('f7trig', 'first');
+	CREATE TRIGGER f7_counted BEFORE UPDATE ON sbq.queue_counters
+		FOR EACH ROW EXECUTE FUNCTION f7_counted();
+	SELECT sbq_send('f7trig', 'second');
+	SELECT sbq_send('f7trig', 'third');
+	DROP TRIGGER f7_counted ON sbq.queue_counters;
+	SELECT sbq_send('f7trig', 'fourth');});
+is($node->safe_psql($SbqFault::DB,
+		q{SELECT string_agg(sent::text, ',' ORDER BY sent) FROM f7_counted}
+		  . q{ UNION ALL SELECT sent::text FROM sbq_queue_stats WHERE queue = 'f7trig'}),
+	"2,3\n4", 'not preloaded: a trigger on the counters fires for each store while it is there, and four are counted');
 
 SbqFault::amcheck($node, 'F7');
 SbqFault::log_clean($node, 'F7');
