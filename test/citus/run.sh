@@ -809,10 +809,12 @@ len=$(q "$pw1" -c "SELECT * FROM sbq_routed_group(0, repeat('x', 100000))" 2>&1 
 is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes")" short \
     "a name of any length given to sbq_routed_group() is cut short in its error"
 
-# --- no node logged an error of its own
+# --- no node logged an error of its own. Allowed: a statement a worker was planning when
+# the metadata of sbq_distribute() reached it, which Citus refuses once ("parameterized
+# queries for SQL functions": the table was local when its planning began; docs/scale-out.md)
 for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist|parameterized queries for SQL functions referencing distributed tables" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
 done
 
