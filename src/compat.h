@@ -150,4 +150,25 @@
 	ExecInitRangeTable((estate), list_make1(rte))
 #endif
 
+/*
+ * The same for an update of the columns cols (attribute numbers offset by
+ * FirstLowInvalidHeapAttributeNumber, as the executor keeps them), which
+ * tells index AMs and generated columns what changed (counts_direct.c).
+ */
+#if PG_VERSION_NUM >= 160000
+#define SBQ_EXEC_INIT_RANGE_TABLE_UPDATE(estate, rte, cols) \
+	do { \
+		List	   *perminfos_ = NIL; \
+		RTEPermissionInfo *perminfo_ = addRTEPermissionInfo(&perminfos_, (rte)); \
+		perminfo_->updatedCols = (cols); \
+		ExecInitRangeTable((estate), list_make1(rte), perminfos_); \
+	} while (0)
+#else
+#define SBQ_EXEC_INIT_RANGE_TABLE_UPDATE(estate, rte, cols) \
+	do { \
+		(rte)->updatedCols = (cols); \
+		ExecInitRangeTable((estate), list_make1(rte)); \
+	} while (0)
+#endif
+
 #endif							/* SBQ_COMPAT_H */

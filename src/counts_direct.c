@@ -28,7 +28,8 @@
  * the caller runs the statement.
  *
  * Owns: nothing shared. Locks: RowExclusiveLock on sbq.queue_counters and
- * its indexes, and the row's lock, as the statement takes.
+ * its indexes, and the row in FOR NO KEY UPDATE mode (no key column
+ * changes), as the statement takes them.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -40,6 +41,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -130,7 +132,13 @@ sbq_counts_key(Relation rel, SbqCountsLayout *l)
 		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored));
 	list_free(indexes);
 	l->key_index = rel->rd_pkindex;
-	if (!OidIsValid(l->key_index))
+	/*
+	 * From 16 on the look-up compares whole rows unless the index is the
+	 * replica identity's (the primary key's without one): a key-only search
+	 * would never match
+	 */
+	if (!OidIsValid(l->key_index) ||
+		(OidIsValid(RelationGetReplicaIndex(rel)) && RelationGetReplicaIndex(rel) != l->key_index))
 		return false;
 	idx = index_open(l->key_index, RowExclusiveLock);
 	fits = idx->rd_rel->relam == BTREE_AM_OID && idx->rd_index->indisvalid &&
@@ -178,8 +186,10 @@ sbq_counts_update(Relation rel, const SbqCountsLayout *l, int32 queue_id, int32 
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	EState	   *estate = CreateExecutorState();
+	MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
 	RangeTblEntry *rte = makeNode(RangeTblEntry);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	Bitmapset  *updated = NULL;
 	EPQState	epq;
 	TupleTableSlot *search;
 	TupleTableSlot *old;
@@ -188,11 +198,14 @@ sbq_counts_update(Relation rel, const SbqCountsLayout *l, int32 queue_id, int32 
 	bool		found;
 	int			i;
 
+	for (i = 0; i < SBQ_NCOUNTERS; i++)
+		updated = bms_add_member(updated,
+								 l->counter_att[i] - FirstLowInvalidHeapAttributeNumber);
 	rte->rtekind = RTE_RELATION;
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = RELKIND_RELATION;
 	rte->rellockmode = RowExclusiveLock;
-	SBQ_EXEC_INIT_RANGE_TABLE(estate, rte);
+	SBQ_EXEC_INIT_RANGE_TABLE_UPDATE(estate, rte, updated);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
 	estate->es_output_cid = GetCurrentCommandId(true);
 	ExecOpenIndices(rri, false);
@@ -208,7 +221,9 @@ sbq_counts_update(Relation rel, const SbqCountsLayout *l, int32 queue_id, int32 
 	search->tts_isnull[l->shard_att - 1] = false;
 	ExecStoreVirtualTuple(search);
 
-	found = RelationFindReplTupleByIndex(rel, l->key_index, LockTupleExclusive, search, old);
+	/* no key column changes: the statement's lock mode, which FOR KEY SHARE does not block */
+	found = RelationFindReplTupleByIndex(rel, l->key_index, LockTupleNoKeyExclusive, search,
+										 old);
 	if (found)
 	{
 		slot_getallattrs(old);
@@ -238,6 +253,7 @@ sbq_counts_update(Relation rel, const SbqCountsLayout *l, int32 queue_id, int32 
 
 	ExecCloseIndices(rri);
 	ExecResetTupleTable(estate->es_tupleTable, false);
+	MemoryContextSwitchTo(caller);
 	FreeExecutorState(estate);
 	return found;
 }

@@ -88,6 +88,18 @@ is($node->safe_psql($SbqFault::DB,
 		  . q{ UNION ALL SELECT sent::text FROM sbq_queue_stats WHERE queue = 'f7trig'}),
 	"2,3\n4", 'not preloaded: a trigger on the counters fires for each store while it is there, and four are counted');
 
+# the update takes the row as the statement does (FOR NO KEY UPDATE): a reader that
+# holds it FOR KEY SHARE (as a foreign key's check would) does not hold up a call
+my $sender = $node->background_psql($SbqFault::DB, on_error_stop => 0);
+$sender->query_safe(q{SELECT sbq_send('f7trig', 'its row is there now')});
+my $sharer = $node->background_psql($SbqFault::DB);
+$sharer->query_safe(q{BEGIN; SELECT count(*) FROM (SELECT FROM sbq.queue_counters FOR KEY SHARE) s});
+my ($out, $ret) = $sender->query(q{SET lock_timeout = '2s'; SELECT sbq_send('f7trig', 'beside a key share') > 0});
+is($ret, 0, 'not preloaded: a call stores its counts beside a FOR KEY SHARE lock on its row');
+$sharer->query_safe('ROLLBACK');
+$sharer->quit;
+$sender->quit;
+
 SbqFault::amcheck($node, 'F7');
 SbqFault::log_clean($node, 'F7');
 $node->stop;
