@@ -51,6 +51,6 @@ SELECT (sbq_maintain()) IS NOT NULL AS maintained;
 SELECT count(sbq_send('sdc', 'c' || g)) AS sent FROM generate_series(1, 4) g;
 SELECT (sbq_maintain()) IS NOT NULL AS maintained;
 SELECT sum(c.sent) AS stored_sent FROM sbq.queue_counters c
-  JOIN sbq.queues q ON q.queue_id = c.queue_id WHERE q.name = 'sdc';
+ WHERE c.queue_id = (SELECT q.queue_id FROM sbq.queues q WHERE q.name = 'sdc');
 SELECT sent FROM sbq_queue_stats WHERE queue = 'sdc';
 SELECT sbq_delete_queue('sdc');
