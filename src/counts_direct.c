@@ -62,9 +62,8 @@
 #include "storage.h"
 #include "storage_core.h"
 
-/* the counters, in the order of SbqCounts */
-#define SBQ_NCOUNTERS 7
-static const char *const sbq_counter_names[SBQ_NCOUNTERS] = {
+/* the counters' columns, in the order of SbqCounts (qstate.h) */
+static const char *const sbq_counter_names[SBQ_NUM_COUNTERS] = {
 	"sent", "received", "completed", "abandoned", "deferred", "dead_lettered", "expired"
 };
 
@@ -73,7 +72,7 @@ typedef struct SbqCountsLayout
 {
 	AttrNumber	queue_att;
 	AttrNumber	shard_att;
-	AttrNumber	counter_att[SBQ_NCOUNTERS];
+	AttrNumber	counter_att[SBQ_NUM_COUNTERS];
 	Oid			key_index;		/* the primary key (queue_id, shard) */
 	bool		simple;			/* no DBA's code runs in an update */
 } SbqCountsLayout;
@@ -83,19 +82,6 @@ static void
 sbq_counts_context(void *arg)
 {
 	errcontext("sbqueue statement \"%s\"", "count");
-}
-
-/* The counts of c in the order of sbq_counter_names. */
-static void
-sbq_counts_values(const SbqCounts *c, int64 *v)
-{
-	v[0] = c->sent;
-	v[1] = c->received;
-	v[2] = c->completed;
-	v[3] = c->abandoned;
-	v[4] = c->deferred;
-	v[5] = c->dead_lettered;
-	v[6] = c->expired;
 }
 
 /* The number of rel's column name of type typid, or InvalidAttrNumber. */
@@ -168,7 +154,7 @@ sbq_counts_fits(Relation rel, SbqCountsLayout *l)
 	l->shard_att = sbq_counts_column(desc, "shard", INT4OID);
 	if (l->queue_att == InvalidAttrNumber || l->shard_att == InvalidAttrNumber)
 		return false;
-	for (i = 0; i < SBQ_NCOUNTERS; i++)
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		if ((l->counter_att[i] = sbq_counts_column(desc, sbq_counter_names[i], INT8OID)) ==
 			InvalidAttrNumber)
 			return false;
@@ -194,11 +180,11 @@ sbq_counts_update(Relation rel, const SbqCountsLayout *l, int32 queue_id, int32 
 	TupleTableSlot *search;
 	TupleTableSlot *old;
 	TupleTableSlot *new;
-	int64		add[SBQ_NCOUNTERS];
+	const int64 *add = (const int64 *) c;	/* SbqCounts: its counters in order */
 	bool		found;
 	int			i;
 
-	for (i = 0; i < SBQ_NCOUNTERS; i++)
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		updated = bms_add_member(updated,
 								 l->counter_att[i] - FirstLowInvalidHeapAttributeNumber);
 	rte->rtekind = RTE_RELATION;
@@ -230,8 +216,7 @@ sbq_counts_update(Relation rel, const SbqCountsLayout *l, int32 queue_id, int32 
 		ExecClearTuple(new);
 		memcpy(new->tts_values, old->tts_values, sizeof(Datum) * desc->natts);
 		memcpy(new->tts_isnull, old->tts_isnull, sizeof(bool) * desc->natts);
-		sbq_counts_values(c, add);
-		for (i = 0; i < SBQ_NCOUNTERS; i++)
+		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		{
 			int			a = l->counter_att[i] - 1;
 			int64		sum;

@@ -895,7 +895,8 @@ sbq_max_col(int col)
 static void
 sbq_store_counts(int32 queue_id, const SbqCounts *c)
 {
-	Datum		values[9];
+	Datum		values[2 + SBQ_NUM_COUNTERS];
+	int			i;
 
 	/* the row is there (nearly always): updated without the statement */
 	if (sbq_counts_direct(get_rel_namespace(sbq_storage_epoch()), queue_id,
@@ -903,13 +904,9 @@ sbq_store_counts(int32 queue_id, const SbqCounts *c)
 		return;
 	values[0] = Int32GetDatum(queue_id);
 	values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
-	values[2] = Int64GetDatum(c->sent);
-	values[3] = Int64GetDatum(c->received);
-	values[4] = Int64GetDatum(c->completed);
-	values[5] = Int64GetDatum(c->abandoned);
-	values[6] = Int64GetDatum(c->deferred);
-	values[7] = Int64GetDatum(c->dead_lettered);
-	values[8] = Int64GetDatum(c->expired);
+	/* SbqCounts holds its counters in the statement's order (qstate.h) */
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		values[2 + i] = Int64GetDatum(((const int64 *) c)[i]);
 	/*
 	 * The entity as it is now, also under a transaction snapshot. Counts the
 	 * statement drops (no entity) come back for a later pass while this
