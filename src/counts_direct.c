@@ -20,8 +20,8 @@
  * snapshot saw it, as the statement took it under the latest snapshot.
  *
  * It serves only a plain table with no triggers, rules or row security that
- * the current user (the tables' owner, in a storage section) may read and
- * update, whose primary key is (queue_id, shard) and whose counters are
+ * the current user (the tables' owner, in a storage section) may insert
+ * into, read and update, as the statement needs, whose primary key is (queue_id, shard) and whose counters are
  * bigints; on a single server (a distributed installation stores into the
  * shard of each call's group, with its entity key). Otherwise, and for a row
  * that is not there yet (the first count of a queue from a backend number),
@@ -147,6 +147,7 @@ sbq_counts_fits(Relation rel, SbqCountsLayout *l)
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != NULL ||
 		rel->rd_rules != NULL || rel->rd_rel->relrowsecurity ||
 		rel->rd_rel->relispartition ||
+		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK ||
 		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
 		pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
 		return false;

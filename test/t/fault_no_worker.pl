@@ -100,6 +100,30 @@ $sharer->query_safe('ROLLBACK');
 $sharer->quit;
 $sender->quit;
 
+# the statement is an INSERT ... ON CONFLICT DO UPDATE: a tables' owner (not a
+# superuser, who passes every check) without INSERT on the counters is refused
+# it, and the update without the statement is refused as well
+$node->safe_psql('postgres', 'CREATE DATABASE f7own');
+$node->safe_psql('postgres', 'CREATE ROLE f7owner');
+$node->safe_psql('f7own', q{
+	CREATE EXTENSION sbqueue;
+	DO $$DECLARE r record; BEGIN
+		FOR r IN SELECT oid::regclass AS n FROM pg_class
+		          WHERE relnamespace = 'sbq'::regnamespace AND relkind IN ('r', 'v', 'p') LOOP
+			EXECUTE format('ALTER TABLE %s OWNER TO f7owner', r.n);
+		END LOOP;
+	END $$;
+	ALTER SCHEMA sbq OWNER TO f7owner;
+	GRANT ALL ON ALL SEQUENCES IN SCHEMA sbq TO f7owner;
+	SELECT sbq_create_queue('own');
+	SELECT sbq_send('own', 'its row is there now');
+	REVOKE INSERT ON sbq.queue_counters FROM f7owner;});
+my ($rc, $stdout, $stderr) = $node->psql('f7own', q{SELECT sbq_send('own', 'no insert right')});
+like($stderr, qr/permission denied for table queue_counters/,
+	'not preloaded: a tables\' owner without INSERT on the counters is refused a call that counts, as by the statement');
+is($node->safe_psql('f7own', q{SELECT sent FROM sbq_queue_stats WHERE queue = 'own'}), '1',
+	'... which counts nothing');
+
 SbqFault::amcheck($node, 'F7');
 SbqFault::log_clean($node, 'F7');
 $node->stop;
