@@ -1386,13 +1386,19 @@ sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLease *out, i
 	hash_seq_init(&status, sbq_lease_hash);
 	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
 	{
-		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != sbq_lease_epoch ||
+		if (entry->key.dbid != MyDatabaseId ||
 			entry->subqueue != SBQ_SUBQUEUE_SESSION || !entry->has_token)
 			continue;
 		if (n >= max || entry->state != SBQ_LEASE_HELD || !sbq_lease_expired(entry, now) ||
+			entry->key.epoch != sbq_lease_epoch ||
 			(queue_id != 0 && entry->queue_id != queue_id))
 		{
-			/* it stays: an expiry to come back for (now: one left expired) */
+			/*
+			 * It stays: an expiry to come back for (now: one left expired).
+			 * Another incarnation's too: the mark is the database's, and on
+			 * a node of several shard groups the pass over another group
+			 * comes for it.
+			 */
 			next = Min(next, Max(entry->locked_until, now));
 			continue;
 		}
