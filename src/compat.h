@@ -99,6 +99,14 @@
 #define sbq_proc_aclcheck(fnoid, roleid, mode) pg_proc_aclcheck((fnoid), (roleid), (mode))
 #endif
 
+/* A role's privilege on a schema. */
+#if PG_VERSION_NUM >= 160000
+#define sbq_namespace_aclcheck(nspoid, roleid, mode) \
+	object_aclcheck(NamespaceRelationId, (nspoid), (roleid), (mode))
+#else
+#define sbq_namespace_aclcheck(nspoid, roleid, mode) pg_namespace_aclcheck((nspoid), (roleid), (mode))
+#endif
+
 /* All the settings, and how many (16 returns the count through its argument). */
 #if PG_VERSION_NUM >= 160000
 #define sbq_guc_variables(n) get_guc_variables(n)

@@ -36,6 +36,7 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -56,6 +57,7 @@
 #include "distributed.h"
 #include "sbqueue.h"
 #include "storage.h"
+#include "storage_core.h"
 
 PG_FUNCTION_INFO_V1(sbq_cluster_view);
 PG_FUNCTION_INFO_V1(sbq_routed_group);
@@ -264,6 +266,17 @@ sbq_group_run(int64 id, const char *what, ReturnSetInfo *rsinfo, bool as_text,
 	return true;
 }
 
+/* Whether the caller may read sbq.queues, as a group's call sent as a read does. */
+static bool
+sbq_group_read_allowed(void)
+{
+	Oid			rel = sbq_queues_table_oid();
+
+	return OidIsValid(rel) &&
+		sbq_namespace_aclcheck(get_rel_namespace(rel), GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+		pg_class_aclcheck(rel, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+}
+
 /*
  * sbq_group_remote
  *		"what" for the group of route key "key" on the node that holds it:
@@ -274,16 +287,33 @@ sbq_group_run(int64 id, const char *what, ReturnSetInfo *rsinfo, bool as_text,
  *		transaction block (citus.function_opens_transaction_block) and a
  *		delegated call there as a write, so a view read on two nodes was
  *		committed with PREPARE and COMMIT PREPARED on each. In a block it
- *		stays in the caller's transaction, which sees its own work there.
+ *		stays in the caller's transaction, which sees its own work there, and
+ *		is sent as a read: a query of one shard (the group's sbq.queues,
+ *		joined so that it adds no row) with the call in its FROM list, which
+ *		Citus sends whole to the group's node as a read. A delegated call in
+ *		a block is a write to Citus, and a block that reached two nodes so
+ *		was committed with two-phase commit, which a node refuses for a
+ *		transaction that received or released a lock in shared memory
+ *		(docs/scale-out.md, decision 8): a receive followed by a view read or
+ *		sbq_maintain() was refused at COMMIT, and so was a pass that ended a
+ *		lock. As a read, a node that only the call reached is committed
+ *		without PREPARE, whatever the call changed there: what a pass or a
+ *		view does on one node needs no other node's outcome. The query reads
+ *		sbq.queues as the caller, so a caller who may not (any role but its
+ *		owner's, unless granted) is sent the delegated call, as before.
  */
 static void
 sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Oid			nsp = sbq_ext_schema();
-	char	   *sql = psprintf("SELECT r FROM %s.sbq_routed_group(%d, %s) r",
+	bool		block = IsTransactionBlock() && sbq_group_read_allowed();
+	char	   *sql = psprintf("SELECT r FROM %s.sbq_routed_group(%d, %s) r%s",
 							   quote_identifier(get_namespace_name(nsp)), key,
-							   quote_literal_cstr(sbq_dist_group_what(what)));
+							   quote_literal_cstr(sbq_dist_group_what(what)),
+							   block ? psprintf(" LEFT JOIN (SELECT 1 FROM sbq.queues t"
+												" WHERE t.entity_key OPERATOR(pg_catalog.=) %d"
+												" LIMIT 1) x ON true", key) : "");
 	AttInMetadata *meta = rsinfo != NULL ? TupleDescGetAttInMetadata(rsinfo->setDesc) : NULL;
 	int			level;
 	uint64		r;
@@ -291,7 +321,7 @@ sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintain
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	level = NewGUCNestLevel();
-	if (!IsTransactionBlock())
+	if (!block)
 		(void) set_config_option("citus.function_opens_transaction_block", "off",
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	sbq_dist_run_routing(sql, cxt);

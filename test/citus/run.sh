@@ -30,17 +30,18 @@
 #     one that a worker's transaction running beside it commits;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
-#     the citus extension, and against the distributed layout; 17 isolation specs
-#     pass through the coordinator with queues on both workers, and 4 more with
-#     queues in one shard group on a worker;
+#     the citus extension, and against the distributed layout; 20 isolation specs
+#     pass through the coordinator with queues on both workers, and one more with
+#     its queues in one shard group on a worker;
 #   - a transaction left open after its first call on a node does not hold up
 #     another session's first call there;
 #   - a routed call, a view read and sbq_maintain() through another node run
 #     with the caller's lock_timeout and formats; plain sends
 #     store each row with its queue's entity key; counts of a queue made in a
 #     prepared transaction that was rolled back do not stop maintenance; a view read
-#     outside a transaction block commits on no node with two-phase commit;
-#   - every regression test but maintain passes with its queues on both workers.
+#     outside a transaction block commits on no node with two-phase commit, and
+#     inside one, with a receive and a complete on one node, neither;
+#   - the regression suite passes with its queues on both workers.
 # Skipped (exit 77, with the reason) only when Citus cannot be built here.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -424,6 +425,10 @@ is "$(q "$pw1" -c "SELECT count(*) FROM sbq_queues")/$(q "$pw2" -c "SELECT count
     "on each worker the extension's owner sees every queue, as on the coordinator ($all), its own rights or not"
 is "$(q "$pc" -U sbq_viewer -c "SELECT string_agg(queue, ',') FROM sbq_queue_stats" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" \
     "Spread5 1 " "a role with a right on one queue sees that queue only"
+# in a block too, where the owner's reads go to the other nodes as reads of sbq.queues,
+# which this role may not read: its own go as delegated calls
+is "$(q "$pc" -U sbq_viewer -c "BEGIN" -c "SELECT string_agg(queue, ',') FROM sbq_queue_stats" -c "COMMIT" 2>&1 | tr '\n' ' ')" \
+    "Spread5 " "... also inside a transaction block"
 # its right is recorded on the queue's node: DROP ROLE through the coordinator, which
 # Citus runs on every node, is refused there, and the role stays on every node
 is "$(q "$pc" -c "DROP ROLE sbq_viewer" 2>&1 | sed -n 's/^ERROR: *//p')|$(for port in "$pc" "$pw1" "$pw2"; do
@@ -448,6 +453,22 @@ is "$(q "$pc" -c "SET citus.log_remote_commands = on" -c "SET client_min_message
         -c "SELECT count(*) > 0 FROM sbq_queue_stats" -c "SELECT sbq_maintain() IS NOT NULL" 2>&1 |
         grep -c -E "issuing (PREPARE|COMMIT PREPARED)")" 0 \
     "a view read and sbq_maintain() through the coordinator outside a block: no two-phase commit"
+# in a block they stay in the caller's transaction, sent to the other nodes as reads: a
+# block that receives and settles on one node, and reads a view and makes a pass on
+# every node, commits without PREPARE (which a node refuses after a receive or a
+# settlement under a lock in shared memory); before, it was refused at COMMIT
+q "$pc" -c "SELECT sbq_send('spread6', 'in a block') > 0" >/dev/null
+got=$(q "$pc" -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" -f - 2>&1 <<'SQL'
+BEGIN;
+SELECT lock_token AS tok FROM sbq_receive('spread6') \gset
+SELECT locked_count FROM sbq_queue_stats WHERE queue = 'Spread6';
+SELECT sbq_maintain() IS NOT NULL;
+SELECT sbq_complete('spread6', :'tok');
+COMMIT;
+SQL
+)
+is "$(echo "$got" | grep -c -E "issuing (PREPARE|COMMIT PREPARED)")/$(echo "$got" | grep -c "ERROR")/$(q "$pc" -c "SELECT active_count + locked_count FROM sbq_queue_stats WHERE queue = 'Spread6'")" \
+    "0/0/0" "in a block: a receive, a view read, sbq_maintain() and a complete commit without two-phase commit"
 
 # consumers on the coordinator and on both workers: each message completed once; the
 # tenth of them never settled runs out of locks three times and is dead-lettered by the
@@ -816,87 +837,43 @@ for node in coord w1 w2; do
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
         grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist|parameterized queries for SQL functions referencing distributed tables" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
+    # what each one came with (its detail, context and statement), and what every
+    # node logged in the ten seconds it falls in, to tell what ran into what
+    if [ -n "$errs" ]; then
+        echo "$errs" | head -3 | while IFS= read -r line; do
+            at=$(echo "$line" | cut -c1-19)
+            grep -F -A4 -- "$line" "$work/$node/server.log" | head -5 | sed 's/^/#   with: /'
+            for other in coord w1 w2; do
+                grep -F -- "${at%?}" "$work/$other/server.log" | head -15 | sed "s/^/#   $other: /"
+            done
+        done
+    fi
 done
 
-# --- the regression suite in a database with citus, through the coordinator
-# (sbqueue local there); last, as it logs the errors it provokes. (The isolation
-# specs pass too, in 80 s more than CI has to spare.) Function propagation off:
-# the suite makes helper functions in pg_temp, which Citus would warn it cannot
-# propagate
-q "$pc" -d postgres -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" -c "SELECT pg_reload_conf()" >/dev/null
-rm -rf results regression.diffs regression.out output_iso
-if PGOPTIONS="-c citus.enable_ddl_propagation=off" PGUSER=postgres \
-    make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= \
-    EXTRA_REGRESS_OPTS="--load-extension=citus --host=127.0.0.1 --port=$pc" \
-    >"$work/regress.log" 2>&1; then
-    ok "the pg_regress suite passes on the coordinator, in a database with citus"
-else
-    not_ok "the pg_regress suite passes on the coordinator, in a database with citus"
-    tail -20 "$work/regress.log"
-    cat regression.diffs output_iso/regression.diffs 2>/dev/null | head -60
-fi
-
-# --- the regression suite through the coordinator, against the distributed layout: a
-# database whose tables sbq_distribute() put into one shard group on a worker, so that
-# one node's sequence numbers every message (in steps of 64: the tests count in steps).
-# DDL propagation on: the suite's roles and helper schema reach the workers. As for the
-# suite on one server, no maintenance worker runs. The workers' database keeps the
-# default IntervalStyle: a routed call carries the suite's.
-scripts/citus_cluster.sh start "$work" reg >/dev/null
+# --- the suites through the coordinator, last as they log the errors they provoke: the
+# regression runs one after the other (they share results/) beside the isolation runs
+# (output_iso/), each chain reporting into a file of its own, read back in order. Their
+# databases are made first, one at a time (CREATE DATABASE copies a template that must
+# have no other user). As for the suites on one server, no maintenance worker runs.
 for port in "$pc" "$pw1" "$pw2"; do
     q "$port" -d postgres -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" -c "SELECT pg_reload_conf()" >/dev/null
 done
+# a database of the cluster with sbqueue distributed into one shard group on a worker,
+# so that one node's sequence numbers every message (in steps of 64: the tests count in
+# steps)
+scripts/citus_cluster.sh start "$work" reg >/dev/null
 q "$pc" -d reg -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
     -c "SET citus.shard_count = 1" -c "SELECT sbq_distribute()" >/dev/null
-rm -rf results regression.diffs regression.out
-if PGUSER=postgres make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= \
-    REGRESS_OPTS="--use-existing --dbname=reg --host=127.0.0.1 --port=$pc" \
-    >"$work/regress_dist.log" 2>&1; then
-    ok "the pg_regress suite passes through the coordinator, sbqueue distributed (one shard group, on a worker)"
-else
-    not_ok "the pg_regress suite passes through the coordinator, sbqueue distributed (one shard group, on a worker)"
-    tail -20 "$work/regress_dist.log"
-    head -60 regression.diffs 2>/dev/null
-fi
-
-# --- the same with the queues spread over both workers (the default shard count), every
-# test but maintain: its transaction block that receives and makes a pass (which reaches
-# every node) is refused at COMMIT there (docs/scale-out.md, decision 8); the run above
-# has it
+# and one whose queues spread over both workers (the default shard count)
 scripts/citus_cluster.sh start "$work" spread >/dev/null
 q "$pc" -d spread -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
     -c "SELECT sbq_distribute()" >/dev/null
-spread_tests=$(awk '/^REGRESS = /{f=1} f{l=$0; sub(/^REGRESS = /,"",l); c=sub(/\\$/,"",l); printf "%s ", l; if(!c) exit}' Makefile |
-    tr -s ' ' | sed 's/ maintain / /')
-# each worker numbers the messages of its queues: both sequences move
-seqs() { for port in "$pw1" "$pw2"; do q "$port" -d spread -c "SELECT last_value FROM sbq.message_seq"; done; }
-seqs_before=$(seqs)
-rm -rf results regression.diffs regression.out
-if PGUSER=postgres make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= REGRESS="$spread_tests" \
-    REGRESS_OPTS="--use-existing --dbname=spread --host=127.0.0.1 --port=$pc" \
-    >"$work/regress_spread.log" 2>&1 &&
-    [ "$(paste <(echo "$seqs_before") <(seqs) | awk '$2 > $1' | wc -l)" = 2 ]; then
-    ok "$(echo $spread_tests | wc -w) pg_regress tests pass through the coordinator, their queues on both workers"
-else
-    not_ok "$(echo $spread_tests | wc -w) pg_regress tests pass through the coordinator, their queues on both workers"
-    tail -20 "$work/regress_spread.log"
-    head -60 regression.diffs 2>/dev/null
-fi
-
-# --- the isolation specs through the coordinator, against the distributed layout: a
-# database whose queues spread over both workers (the default shard count). The
-# isolation tester asks PostgreSQL whether a step waits for another session, which sees
-# only the coordinator's own locks; Citus's function of the same contract sees the
-# waits on every node, and takes its name in this throwaway database, as Citus's own
-# isolation tests do. DDL propagation off: the specs' helpers are used on the
-# coordinator only. The specs left out, and why, are in docs/scale-out.md ("Not yet").
-iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq
-    queue_management_delete_in_flight receive_repeatable_read receive_head_hint
-    queue_management_delete_moving session_accept_race session_accept_next_skips_held
-    session_order session_release_unsettled metrics_counters_move lease_store_recheck
-    settle_report_race"
 # iso_db DB [SHARD_COUNT]: a database of the cluster with sbqueue distributed (into the
-# default shard count, or SHARD_COUNT), where the isolation tester sees every node's waits
+# default shard count, or SHARD_COUNT), where the isolation tester sees every node's
+# waits: it asks PostgreSQL whether a step waits for another session, which sees only
+# the coordinator's own locks; Citus's function of the same contract sees the waits on
+# every node, and takes its name in this throwaway database, as Citus's own isolation
+# tests do
 iso_db() {
     scripts/citus_cluster.sh start "$work" "$1" >/dev/null
     q "$pc" -d "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
@@ -904,35 +881,105 @@ iso_db() {
         -c "ALTER FUNCTION pg_catalog.pg_isolation_test_session_is_blocked(integer, integer[]) RENAME TO old_pg_isolation_test_session_is_blocked" \
         -c "ALTER FUNCTION pg_catalog.citus_isolation_test_session_is_blocked(integer, integer[]) RENAME TO pg_isolation_test_session_is_blocked" >/dev/null
 }
-# iso_run DB "SPECS" WHAT: the specs through the coordinator in DB
-iso_run() {
-    rm -rf output_iso
-    if PGOPTIONS="-c citus.enable_ddl_propagation=off" PG_TEST_TIMEOUT_DEFAULT=30 PGUSER=postgres \
-        timeout 600 make -s PG_CONFIG="$PG_CONFIG" installcheck REGRESS= ISOLATION="$(echo $2)" \
-        ISOLATION_OPTS="--inputdir=test --use-existing --dbname=$1 --host=127.0.0.1 --port=$pc" \
-        >"$work/isolation_$1.log" 2>&1; then
-        ok "$(echo $2 | wc -w) $3"
-    else
-        not_ok "$(echo $2 | wc -w) $3"
-        tail -30 "$work/isolation_$1.log"
-        head -80 output_iso/regression.diffs 2>/dev/null
-    fi
-}
 iso_db iso
+iso_db iso1 1
 # the role settle_report_race acts as, on the workers too (Citus connects there as it)
 # (a role made on one worker is propagated to the other nodes)
 for port in "$pw1" "$pw2"; do
     q "$port" -d iso -c "DO \$\$ BEGIN IF to_regrole('iso_rep_app') IS NULL THEN CREATE ROLE iso_rep_app LOGIN; END IF; END \$\$" >/dev/null
 done
-iso_run iso "$iso_specs" "isolation specs pass through the coordinator, queues on both workers"
 
-# --- the isolation specs that reach more than one node with queues spread, through the
-# coordinator against one shard group on a worker (as the regression suite above): three
-# call sbq_maintain() in a transaction block, which reaches every group (decision 8);
-# one forwards between its queues, which would be in different groups
-iso_db iso1 1
-iso_run iso1 "lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle forwarding_dead_letters_vs_update" \
-    "more isolation specs pass through the coordinator, queues in one group on a worker"
+# check FILE LOG DIFFS NAME COMMAND...: COMMAND's verdict NAME into FILE, its output
+# into LOG; on a failure FILE also gets the end of LOG and the start of DIFFS
+check() {
+    local file=$1 log=$2 diffs=$3 name=$4
+    shift 4
+    if "$@" >"$log" 2>&1; then
+        printf 'ok\t%s\n' "$name" >>"$file"
+    else
+        {
+            printf 'fail\t%s\n' "$name"
+            tail -30 "$log" | sed 's/^/#   /'
+            [ -f "$diffs" ] && head -80 "$diffs" | sed 's/^/#   /'
+        } >>"$file"
+    fi
+}
+
+# the regression suite in a database with citus, sbqueue local there. Function
+# propagation off: the suite makes helper functions in pg_temp, which Citus would warn
+# it cannot propagate. Then through the coordinator, sbqueue distributed into one group
+# on a worker, and with the queues spread over both workers: DDL propagation on (the
+# suite's roles and helper schema reach the workers); the workers' database keeps the
+# default IntervalStyle, as a routed call carries the suite's
+regress_in() {
+    rm -rf results regression.diffs regression.out
+    PGUSER=postgres make -s PG_CONFIG="$PG_CONFIG" installcheck ISOLATION= "$@"
+}
+regress_local() {
+    PGOPTIONS="-c citus.enable_ddl_propagation=off" regress_in \
+        EXTRA_REGRESS_OPTS="--load-extension=citus --host=127.0.0.1 --port=$pc"
+}
+seqs() { for port in "$pw1" "$pw2"; do q "$port" -d spread -c "SELECT last_value FROM sbq.message_seq"; done; }
+# ... each worker numbering the messages of its queues: both sequences move
+regress_spread() {
+    local before
+    before=$(seqs)
+    regress_in REGRESS_OPTS="--use-existing --dbname=spread --host=127.0.0.1 --port=$pc" &&
+        [ "$(paste <(echo "$before") <(seqs) | awk '$2 > $1' | wc -l)" = 2 ]
+}
+regress_chain() {
+    local out=$work/chain_regress
+    check "$out" "$work/regress.log" regression.diffs \
+        "the pg_regress suite passes on the coordinator, in a database with citus" \
+        regress_local
+    check "$out" "$work/regress_dist.log" regression.diffs \
+        "the pg_regress suite passes through the coordinator, sbqueue distributed (one shard group, on a worker)" \
+        regress_in REGRESS_OPTS="--use-existing --dbname=reg --host=127.0.0.1 --port=$pc"
+    check "$out" "$work/regress_spread.log" regression.diffs \
+        "the pg_regress suite passes through the coordinator, its queues on both workers" \
+        regress_spread
+}
+
+# iso_run DB "SPECS" WHAT: the specs through the coordinator in DB. DDL propagation
+# off: the specs' helpers are used on the coordinator only
+iso_make() {
+    rm -rf output_iso
+    PGOPTIONS="-c citus.enable_ddl_propagation=off" PG_TEST_TIMEOUT_DEFAULT=30 PGUSER=postgres \
+        timeout 600 make -s PG_CONFIG="$PG_CONFIG" installcheck REGRESS= ISOLATION="$2" \
+        ISOLATION_OPTS="--inputdir=test --use-existing --dbname=$1 --host=127.0.0.1 --port=$pc"
+}
+iso_run() {
+    check "$work/chain_iso" "$work/isolation_$1.log" output_iso/regression.diffs \
+        "$(echo $2 | wc -w) $3" iso_make "$1" "$(echo $2)"
+}
+# the isolation specs through the coordinator, against the distributed layout, queues on
+# both workers. The specs left out, and why, are in docs/scale-out.md ("Not yet")
+iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq
+    queue_management_delete_in_flight receive_repeatable_read receive_head_hint
+    queue_management_delete_moving session_accept_race session_accept_next_skips_held
+    session_order session_release_unsettled metrics_counters_move lease_store_recheck
+    settle_report_race lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle"
+iso_chain() {
+    iso_run iso "$iso_specs" "isolation specs pass through the coordinator, queues on both workers"
+    # one that forwards between its queues, which would be in different groups: against
+    # one shard group on a worker (as the regression suite above)
+    iso_run iso1 "forwarding_dead_letters_vs_update" \
+        "more isolation spec passes through the coordinator, its queues in one group on a worker"
+}
+
+regress_chain &
+regress_pid=$!
+iso_chain
+wait "$regress_pid"
+for f in "$work/chain_regress" "$work/chain_iso"; do
+    while IFS= read -r line; do
+        case "$line" in
+        ok$'\t'*) ok "${line#ok$'\t'}" ;;
+        fail$'\t'*) not_ok "${line#fail$'\t'}" ;;
+        *) echo "$line" ;;
+        esac
+    done <"$f"
+done
 
 echo "1..$n"
 if [ "$fails" -gt 0 ]; then
