@@ -108,7 +108,8 @@ static SbqStatement stmt_session_deferred = {"session deferred lease candidates"
 	" WHERE m.sequence_number = ANY($5) AND m.queue_id = $1"
 	"   AND m.session_id = " SESSION_OF_KEY
 	"   AND m.state = 1 AND m.lock_token IS NULL AND $3 IS NOT NULL"
-	" ORDER BY m.sequence_number LIMIT $4"
+	" ORDER BY m.sequence_number LIMIT $4",
+	.by_key = true
 };
 
 /* the columns of a candidate after sbq_message's */

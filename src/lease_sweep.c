@@ -56,7 +56,8 @@ SbqStatement sbq_stmt_lease_store = {"lease store", 4, {INT8ARRAYOID, INT4ARRAYO
 	"       lock_token = NULL, locked_until = NULL"
 	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
 	"   AND m.queue_id = $4 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number"
+	" RETURNING m.sequence_number",
+	.by_key = true
 };
 
 /* $4 queue, $5 reason, $6 description, $7 source (the queue's name) */
@@ -79,7 +80,8 @@ static SbqStatement stmt_lease_deadletter = {"lease dead-letter", 7, {INT8ARRAYO
 	"       dead_letter_source = $7"
 	"  FROM c WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
 	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number"
+	" RETURNING m.sequence_number",
+	.by_key = true
 };
 
 SbqStatement sbq_stmt_lease_drop = {"lease drop", 4, {INT8ARRAYOID, INT4ARRAYOID,
@@ -88,7 +90,8 @@ SbqStatement sbq_stmt_lease_drop = {"lease drop", 4, {INT8ARRAYOID, INT4ARRAYOID
 	"DELETE FROM sbq.messages m USING c"
 	" WHERE m.sequence_number = c.seq AND m.sequence_number = ANY($1)"
 	"   AND m.queue_id = $4 AND m.subqueue = 0 AND " LEASE_ROW_AS_SEEN
-	" RETURNING m.sequence_number"
+	" RETURNING m.sequence_number",
+	.by_key = true
 };
 
 static SbqStatement stmt_queues_exist = {"queues exist", 1, {INT4ARRAYOID},

@@ -220,7 +220,8 @@ static SbqStatement stmt_deferred_candidates = {"deferred candidates", 3, {INT8A
 	"SELECT m.sequence_number, m.state, m.locked_until, m.delivery_count, m.expires_at"
 	"  FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
-	" FOR UPDATE SKIP LOCKED"
+	" FOR UPDATE SKIP LOCKED",
+	.by_key = true
 };
 
 static SbqStatement stmt_lock_deferred = {"lock deferred", 2, {INT8ARRAYOID, TIMESTAMPTZOID},
@@ -230,7 +231,8 @@ static SbqStatement stmt_lock_deferred = {"lock deferred", 2, {INT8ARRAYOID, TIM
 	"         locked_until = $2, delivery_count = m.delivery_count + 1"
 	"   WHERE m.sequence_number = ANY($1)"
 	"  RETURNING " MSG_COLS("m.lock_token", "m.locked_until", "m.delivery_count") ")"
-	" SELECT * FROM l ORDER BY l.sequence_number"
+	" SELECT * FROM l ORDER BY l.sequence_number",
+	.by_key = true
 };
 
 /* Check that tupdesc is sbq_message's. */

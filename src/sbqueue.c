@@ -33,6 +33,7 @@
 #include "lease.h"
 #include "sbqueue.h"
 #include "shmem.h"
+#include "storage_core.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -190,6 +191,7 @@ _PG_init(void)
 
 	sbq_prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = sbq_executor_start;
+	sbq_plan_key_init();
 
 	/* shared memory, the launcher and the hook need the preload */
 	if (!process_shared_preload_libraries_in_progress)

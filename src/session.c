@@ -291,7 +291,8 @@ static SbqStatement stmt_receive_deferred = {"receive deferred in a session", 4,
 	"    SET lock_token = sbq.new_lock_token(m.sequence_number),"
 	"        locked_until = 'infinity', delivery_count = m.delivery_count + 1"
 	"  WHERE m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c))"
-	" RETURNING " MSG_COLS("m.lock_token", "$4::timestamptz", "m.delivery_count")
+	" RETURNING " MSG_COLS("m.lock_token", "$4::timestamptz", "m.delivery_count"),
+	.by_key = true
 };
 
 /* $1 key, $2 lowest, $3 highest sequence number locked now */

@@ -70,7 +70,8 @@ static SbqStatement stmt_complete_many = {"complete many", 5, {INT8ARRAYOID, INT
 	"DELETE FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 	"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
-	" RETURNING m.lock_token, m.locked_until"
+	" RETURNING m.lock_token, m.locked_until",
+	.by_key = true
 };
 
 static SbqStatement stmt_lock_for_settle = {"lock for settle", 5, {VALID_LOCK_ARGS},
@@ -92,7 +93,8 @@ static SbqStatement stmt_lease_complete_many = {"complete many leases", 3, {INT8
 		INT4OID, INT2OID},
 	"DELETE FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
-	" RETURNING m.sequence_number"
+	" RETURNING m.sequence_number",
+	.by_key = true
 };
 
 static SbqStatement stmt_row_for_settle = {"lock a leased row", 3, {LEASED_ROW_ARGS},
@@ -399,7 +401,8 @@ static SbqStatement stmt_lock_leased_rows = {"lock leased rows", 3, {INT8ARRAYOI
 		INT2OID},
 	"SELECT m.sequence_number FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
-	" ORDER BY m.sequence_number FOR UPDATE"
+	" ORDER BY m.sequence_number FOR UPDATE",
+	.by_key = true
 };
 
 static SbqStatement stmt_lock_locked_rows = {"lock rows of locks", 5, {INT8ARRAYOID, INT4OID,
@@ -407,12 +410,14 @@ static SbqStatement stmt_lock_locked_rows = {"lock rows of locks", 5, {INT8ARRAY
 	"SELECT m.sequence_number, m.lock_token, m.locked_until FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
 	"   AND m.lock_token = ANY($4) AND m.locked_until > $5"
-	" ORDER BY m.sequence_number FOR UPDATE"
+	" ORDER BY m.sequence_number FOR UPDATE",
+	.by_key = true
 };
 
 static SbqStatement stmt_delete_settled = {"delete settled", 3, {INT8ARRAYOID, INT4OID, INT2OID},
 	"DELETE FROM " SUBQUEUE_TABLE " m"
-	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3"
+	" WHERE m.sequence_number = ANY($1) AND m.queue_id = $2 AND m.subqueue = $3",
+	.by_key = true
 };
 
 /*

@@ -47,6 +47,7 @@ typedef struct SbqStatement
 	const char *old_sql;		/* for SQL before 0.4, or NULL: sql serves */
 	SPIPlanPtr	plan[2];		/* the kept plans, by sub-queue, or NULL */
 	int			plan_flavour;	/* the SQL flavour they were prepared for */
+	bool		by_key;			/* its rows come by primary key (sbq_run) */
 } SbqStatement;
 
 /*
@@ -58,6 +59,7 @@ typedef struct SbqStatement
  * sbq.messages, where the text serves as written.
  */
 #define SUBQUEUE_TABLE "sbq.messages /* of the sub-queue */"
+
 
 /*
  * SQL that names the messages' transfer_hops column (0.11 on): within HOPS()
@@ -188,6 +190,10 @@ extern Oid	sbq_rel_owner(Oid relid);
 extern Oid	sbq_storage_owner(void);
 extern Oid	sbq_queues_oid(void);
 extern Oid	sbq_queues_table_oid(void);
+
+/* plan_key.c: statements found by key plan through the primary key only */
+extern void sbq_plan_key_init(void);
+extern bool sbq_plan_key(bool start);
 extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
 /* storage_core.c: counters */
