@@ -300,7 +300,9 @@ sbq_group_read_allowed(void)
  *		without PREPARE, whatever the call changed there: what a pass or a
  *		view does on one node needs no other node's outcome. The query reads
  *		sbq.queues as the caller, so a caller who may not (any role but its
- *		owner's, unless granted) is sent the delegated call, as before.
+ *		owner's, unless granted) is sent the delegated call, as before; so is
+ *		a call from a DO block or procedure outside a block, which Citus takes
+ *		as a block too (not seen from here).
  */
 static void
 sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc)
@@ -323,6 +325,10 @@ sbq_group_remote(int32 key, const char *what, ReturnSetInfo *rsinfo, SbqMaintain
 	level = NewGUCNestLevel();
 	if (!block)
 		(void) set_config_option("citus.function_opens_transaction_block", "off",
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	else
+		/* the read joins the caller's transaction there, whatever the session set */
+		(void) set_config_option("citus.select_opens_transaction_block", "on",
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	sbq_dist_run_routing(sql, cxt);
 	AtEOXact_GUC(true, level);

@@ -219,6 +219,7 @@ static Oid	sbq_lease_epoch = InvalidOid;
 
 static void sbq_lease_apply(const void *entry);
 static void sbq_lease_restore(const void *entry);
+static inline bool sbq_lease_orphan(const SbqLease *entry, TimestampTz now);
 
 /* this transaction's changes (undo.c) */
 static SbqUndoLog sbq_lease_log = SBQ_UNDO_LOG(SbqLeaseUndo, 64, sbq_lease_apply,
@@ -1388,6 +1389,9 @@ sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLease *out, i
 	{
 		if (entry->key.dbid != MyDatabaseId ||
 			entry->subqueue != SBQ_SUBQUEUE_SESSION || !entry->has_token)
+			continue;
+		/* a dropped incarnation's: no pass comes for it, the sweep frees it */
+		if (sbq_lease_orphan(entry, now))
 			continue;
 		if (n >= max || entry->state != SBQ_LEASE_HELD || !sbq_lease_expired(entry, now) ||
 			entry->key.epoch != sbq_lease_epoch ||
