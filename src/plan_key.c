@@ -21,12 +21,14 @@
  * it (the primary key, with entity_key after it once distributed); a
  * table without one keeps its indexes.
  *
- * A statement planned while one of these runs would see the same (a trigger
- * of the DBA's on the tables, say); none of sbqueue's statements runs
- * another inside it.
+ * Only the statement's own planning is so: sbq_run announces it, the next
+ * planning is its (a kept plan being remade), and the executor's start ends
+ * the announcement, so that a query planned while the statement runs (a
+ * trigger of the DBA's on the tables, whose plan PL/pgSQL keeps for the
+ * connection) sees every index.
  *
- * Owns: the planner's get_relation_info_hook, installed at load, and a
- * backend-local depth of such statements (sbq_run sets it around one).
+ * Owns: the planner's planner_hook and get_relation_info_hook, installed at
+ * load, and two backend-local flags (the announcement, the planning).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -41,15 +43,20 @@
 #include "nodes/pathnodes.h"
 #include "nodes/pg_list.h"
 #include "optimizer/plancat.h"
+#include "optimizer/planner.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "storage_core.h"
 
 static get_relation_info_hook_type sbq_prev_relation_info = NULL;
+static planner_hook_type sbq_prev_planner = NULL;
 
-/* how many statements found by key are running in this backend */
-static int	sbq_key_depth = 0;
+/* a statement found by key is about to run: its planning, if it needs one, is next */
+static bool sbq_key_pending = false;
+
+/* that planning is under way */
+static bool sbq_key_planning = false;
 
 /*
  * sbq_relation_info
@@ -61,7 +68,7 @@ sbq_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
 {
 	if (sbq_prev_relation_info != NULL)
 		sbq_prev_relation_info(root, relid, inhparent, rel);
-	if (sbq_key_depth > 0 && rel->indexlist != NIL &&
+	if (sbq_key_planning && rel->indexlist != NIL &&
 		get_rel_namespace(relid) == get_namespace_oid("sbq", true))
 	{
 		AttrNumber	seq = get_attnum(relid, "sequence_number");
@@ -82,21 +89,58 @@ sbq_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
 	}
 }
 
-/* Install the hook (at load). */
+/*
+ * sbq_planner
+ *		The first planning after a statement found by key was announced is
+ *		that statement's: it alone sees the restricted indexes, not what is
+ *		planned while it runs (a trigger's query, whose plan would be kept).
+ */
+static PlannedStmt *
+sbq_planner(Query *parse, const char *query_string, int cursor_options,
+			ParamListInfo bound_params)
+{
+	PlannedStmt *result;
+	volatile bool ours = sbq_key_pending && !sbq_key_planning;
+
+	if (ours)
+	{
+		sbq_key_pending = false;
+		sbq_key_planning = true;
+	}
+	PG_TRY();
+	{
+		if (sbq_prev_planner != NULL)
+			result = sbq_prev_planner(parse, query_string, cursor_options, bound_params);
+		else
+			result = standard_planner(parse, query_string, cursor_options, bound_params);
+	}
+	PG_FINALLY();
+	{
+		if (ours)
+			sbq_key_planning = false;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/* Install the hooks (at load). */
 void
 sbq_plan_key_init(void)
 {
 	sbq_prev_relation_info = get_relation_info_hook;
 	get_relation_info_hook = sbq_relation_info;
+	sbq_prev_planner = planner_hook;
+	planner_hook = sbq_planner;
 }
 
-/* A statement found by key starts (true) or ends (false); returns start. */
+/*
+ * A statement found by key is about to run (true) or has run (false);
+ * returns start. Every executor start ends the announcement too: the
+ * statement's plan is made, or found kept, before it starts.
+ */
 bool
 sbq_plan_key(bool start)
 {
-	if (start)
-		sbq_key_depth++;
-	else if (sbq_key_depth > 0)
-		sbq_key_depth--;
+	sbq_key_pending = start;
 	return start;
 }

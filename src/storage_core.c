@@ -24,9 +24,9 @@
  * carry "sequence_number = ANY(ARRAY(...))" and the receive orders by the
  * whole receive index key, which the primary key cannot provide: a generic
  * plan made on an empty table can then still not walk a whole index,
- * whichever side of a join it puts the table on. While a statement marked
- * by_key runs (rows found by an array of sequence numbers), the planner sees
- * only the indexes led by sequence_number (plan_key.c).
+ * whichever side of a join it puts the table on. A statement marked by_key
+ * (rows found by an array of sequence numbers) is planned seeing only the
+ * indexes led by sequence_number (plan_key.c).
  *
  * The library runs with the SQL of an older version between an upgrade of
  * the library and ALTER EXTENSION UPDATE; each statement is prepared for the
@@ -745,7 +745,6 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int			rc = 0;
-	volatile bool by_key = false;
 
 	sbq_storage_pin_settings();
 	PG_TRY();
@@ -754,21 +753,18 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 
 		/* a plan made or remade now sees only the keys' indexes (plan_key.c) */
 		if (st->by_key)
-			by_key = sbq_plan_key(true);
+			(void) sbq_plan_key(true);
 		if (snap != InvalidSnapshot)
 			rc = SPI_execute_snapshot(plan, values, nulls, snap, InvalidSnapshot,
 									  read_only, false, 0);
 		else
 			rc = SPI_execute_plan(plan, values, nulls, false, 0);
-		if (by_key)
-			by_key = sbq_plan_key(false);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 
-		if (by_key)
-			sbq_plan_key(false);
+		(void) sbq_plan_key(false);
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();

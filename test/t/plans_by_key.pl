@@ -66,6 +66,35 @@ is(scalar(@other), 0,
 	'each goes through the primary key, not the receive index, on tables analyzed empty')
   or diag(join("\n----\n", @other));
 
+# only the statement's own plan: a DBA's trigger on the table, planned while a batch
+# complete runs, keeps its plan for the connection and must see every index (a review
+# found it planned without them, and so kept a whole-table scan)
+$node->safe_psql('postgres', q{
+	CREATE TABLE public.audit (n bigint);
+	CREATE FUNCTION public.audit_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+	BEGIN
+		INSERT INTO public.audit SELECT count(*) FROM sbq.messages
+		 WHERE queue_id = old.queue_id AND subqueue = 0 AND state = 0;
+		RETURN old;
+	END $f$;
+	CREATE TRIGGER audit_delete AFTER DELETE ON sbq.messages
+		FOR EACH ROW EXECUTE FUNCTION public.audit_delete();
+});
+(undef, undef, $plans) = $node->psql('postgres', qq{
+	$explain
+	$send10
+	SELECT sbq_complete('pk', (SELECT array_agg(lock_token) FROM sbq_receive('pk', 10)));
+});
+my ($trigger) = grep { /Query Text: INSERT INTO public\.audit/ } split /(?=NOTICE:)/, $plans;
+ok(defined $trigger && $trigger =~ /messages_receive_idx/,
+	'a trigger\'s query planned while a batch complete runs sees the receive index')
+  or diag($trigger // $plans);
+$node->safe_psql('postgres', q{
+	DROP TRIGGER audit_delete ON sbq.messages;
+	DROP FUNCTION public.audit_delete();
+	DROP TABLE public.audit;
+});
+
 # and what that buys: a batch complete beside 100,000 queued messages, in a
 # session whose plans were made while the tables were empty and freshly analyzed
 $node->safe_psql('postgres', 'CREATE DATABASE deep');
