@@ -8,11 +8,13 @@
 #   --full             10 s cells, the median of 3 interleaved runs, every
 #                      workload (send 1 / batch, receive + complete 1 / batch,
 #                      full cycle 1 / batch at 1, 4, 8 clients, one cell with
-#                      synchronous_commit = off), the plan probe, a 1,000,000-deep
-#                      queue cycled BENCH_DEEP_MINUTES (default 5) minutes clean
-#                      and as long again with a transaction held open,
-#                      1,000 wake-ups, and the cycle beside 1,000,000 dead
-#                      letters (bench/deadletters.sh 10 3); about 40 minutes
+#                      synchronous_commit = off), the plan probe, a 100,000-deep
+#                      queue (BENCH_DEEP_DEPTH) cycled BENCH_DEEP_MINUTES (default
+#                      5) minutes clean and as long again with a transaction held
+#                      open, then watched for at most 2 minutes for its dead rows
+#                      to go, 1,000 wake-ups, the cycle beside 1,000,000 dead
+#                      letters (bench/deadletters.sh 10 3) and the cycle without
+#                      the preload (bench/no_preload.sh HEAD 10 3); about 45 minutes
 #   --write            also write the report into BENCHMARKS.md, as the section
 #                      "Throughput against the baselines" (replacing an earlier one)
 #
@@ -25,7 +27,8 @@
 # Environment: BENCH_BATCH (batch size, default 100), BENCH_DEEP_MINUTES,
 # BENCH_DEEP_BASELINE=1 (run the deep-queue phase for SKIP LOCKED too),
 # BENCH_WAKEUPS (wake-ups to measure; 0 skips bench/wakeup.sh),
-# BENCH_DEADLETTERS=0 (skips bench/deadletters.sh in --full).
+# BENCH_DEADLETTERS=0 (skips bench/deadletters.sh in --full), BENCH_NO_PRELOAD=0
+# (skips bench/no_preload.sh in --full).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -82,6 +85,13 @@ if [ "$mode" = full ] && [ "${BENCH_DEADLETTERS:-1}" != 0 ]; then
         echo "(bench/deadletters.sh failed)" >>"$work/deadletters.txt"
 fi
 
+# the cycle without the preload (full mode): bench/no_preload.sh starts and stops its own server
+if [ "$mode" = full ] && [ "${BENCH_NO_PRELOAD:-1}" != 0 ]; then
+    echo "run: bench/no_preload.sh HEAD 10 3" >&2
+    bench/no_preload.sh HEAD 10 3 >"$work/no_preload.txt" ||
+        echo "(bench/no_preload.sh failed)" >>"$work/no_preload.txt"
+fi
+
 port=$(scripts/pgserver.sh start "$work/pg" --preload)
 export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
 # room for a 1,000,000-deep queue in memory, and checkpoints by time rather than by WAL volume
@@ -96,4 +106,5 @@ psql -X -q -v ON_ERROR_STOP=1 -f bench/pgq_setup.sql >/dev/null
 
 echo "run: $mode mode, server on port $port" >&2
 /usr/bin/python3 bench/run.py --mode "$mode" $write --command "$command" \
-    --wakeup "$work/wakeup.txt" --deadletters "$work/deadletters.txt" --background "$background"
+    --wakeup "$work/wakeup.txt" --deadletters "$work/deadletters.txt" \
+    --no-preload "$work/no_preload.txt" --background "$background"
