@@ -54,3 +54,48 @@ SELECT sum(c.sent) AS stored_sent FROM sbq.queue_counters c
  WHERE c.queue_id = (SELECT q.queue_id FROM sbq.queues q WHERE q.name = 'sdc');
 SELECT sent FROM sbq_queue_stats WHERE queue = 'sdc';
 SELECT sbq_delete_queue('sdc');
+
+-- a batch is stored in groups (src/send_direct.c: at most 100 rows and about 1 MB of
+-- bodies each, put into the heap together, then indexed): 250 messages, each with its
+-- own body and number, in order, found through the primary key and the receive index
+SELECT queue FROM sbq_create_queue('sdb');
+SELECT count(*) AS sent,
+       bool_and(s.prev IS NULL OR s.seq > s.prev) AS increasing_in_order
+  FROM (SELECT seq, lag(seq) OVER () AS prev
+          FROM sbq_send_batch('sdb', ARRAY(SELECT 'b' || g FROM generate_series(1, 250) g)) seq) s;
+SELECT count(*) AS received,
+       bool_and(convert_from(r.body, 'UTF8') = 'b' || r.i) AS bodies_in_order
+  FROM (SELECT body, row_number() OVER (ORDER BY sequence_number) AS i
+          FROM sbq_receive('sdb', 250, receive_mode => 'receive_and_delete')) r;
+-- bodies of 300,000 bytes: groups of 4, 4 and 1; each body whole, in order
+SELECT count(*) AS sent FROM sbq_send_batch('sdb',
+    ARRAY(SELECT repeat(chr(64 + g), 150000) || md5(g::text) || repeat('.', 149968)
+            FROM generate_series(1, 9) g));
+SELECT string_agg(left(convert_from(body, 'UTF8'), 1), '' ORDER BY sequence_number) AS firsts,
+       bool_and(octet_length(body) = 300000) AS whole,
+       bool_and(substr(convert_from(body, 'UTF8'), 150001, 32)
+                = md5((ascii(convert_from(body, 'UTF8')) - 64)::text)) AS own_middles
+  FROM sbq_peek('sdb', 10);
+SELECT count(*) AS purged FROM (SELECT sbq_purge_queue('sdb')) p;
+-- a row refused by a constraint of the DBA's after a group was stored: the batch
+-- fails as the INSERT did, with the constraint's SQLSTATE, and nothing of it stays
+ALTER TABLE sbq.messages ADD CONSTRAINT sdb_not_seven CHECK (octet_length(body) <> 7);
+-- (the SQLSTATE alone: a distributed installation names the shard in the message)
+DO $$
+BEGIN
+    PERFORM sbq_send_batch('sdb',
+        ARRAY(SELECT CASE WHEN g = 150 THEN 'seven!!' ELSE 'b' || g END FROM generate_series(1, 250) g));
+EXCEPTION WHEN check_violation THEN
+    RAISE NOTICE 'refused: %', SQLSTATE;
+END $$;
+SELECT count(*) AS stored FROM sbq_peek('sdb', 10);
+-- and alone, in a batch of two
+DO $$
+BEGIN
+    PERFORM sbq_send_batch('sdb', ARRAY['ok', 'seven!!']);
+EXCEPTION WHEN check_violation THEN
+    RAISE NOTICE 'refused: %', SQLSTATE;
+END $$;
+ALTER TABLE sbq.messages DROP CONSTRAINT sdb_not_seven;
+SELECT count(*) AS stored FROM sbq_peek('sdb', 10);
+SELECT sbq_delete_queue('sdb');

@@ -159,6 +159,23 @@
 #endif
 
 /*
+ * The index entries of a row just stored through the table access method
+ * (send_direct.c's batches): 14 took the ResultRelInfo as an argument, 16
+ * added whether to update only summarizing indexes.
+ */
+#if PG_VERSION_NUM >= 160000
+#define sbq_insert_index_tuples(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, false)
+#elif PG_VERSION_NUM >= 140000
+#define sbq_insert_index_tuples(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
+#else
+#define sbq_insert_index_tuples(rri, slot, estate) \
+	((estate)->es_result_relation_info = (rri), \
+	 ExecInsertIndexTuples((slot), (estate), false, NULL, NIL))
+#endif
+
+/*
  * The same for an update of the columns cols (attribute numbers offset by
  * FirstLowInvalidHeapAttributeNumber, as the executor keeps them), which
  * tells index AMs and generated columns what changed (counts_direct.c).

@@ -13,6 +13,13 @@
  * ExecSimpleRelationInsert, which checks the table's NOT NULL and CHECK
  * constraints and inserts into every index, as the INSERT did.
  *
+ * A batch's rows are stored as COPY stores them: checked one by one, then
+ * put into the heap together (table_multi_insert: each page is found, locked
+ * and logged once for the rows that go into it, not once a row), then given
+ * their index entries one by one. A group holds at most SBQ_DIRECT_GROUP
+ * rows and stops growing past SBQ_DIRECT_GROUP_BYTES of bodies, so a batch
+ * of large messages is not copied whole once more while it is stored.
+ *
  * The executor would parse and plan the table's CHECK constraints and the
  * predicates of its partial indexes again for every row it stores in a new
  * executor state. When they are simple, as sbqueue's own are (columns
@@ -47,6 +54,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -545,6 +553,10 @@ sbq_direct_prepare(SbqDirectKept *e, Relation rel, ResultRelInfo *rri, bool kept
 	return true;
 }
 
+/* the most rows of a batch stored into the heap together, and their bodies' bytes */
+#define SBQ_DIRECT_GROUP		100
+#define SBQ_DIRECT_GROUP_BYTES	(1024 * 1024)
+
 static void sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 							 const SbqDirectCol **map, const Datum *values,
 							 const bool *nulls, const Datum *bodies, int nbodies,
@@ -729,6 +741,86 @@ sbq_send_direct(const Datum *values, const bool *nulls, const Datum *bodies, int
 	return true;
 }
 
+/*
+ * sbq_direct_fill
+ *		Message i of a send into slot, with its sequence number seq (ids:
+ *		the message ids made for the batch, or NULL).
+ */
+static void
+sbq_direct_fill(TupleTableSlot *slot, const SbqDirectCol **map, const Datum *values,
+				const bool *nulls, text **ids, const Datum *bodies, int i, int64 seq,
+				int32 key)
+{
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	int			a;
+
+	ExecClearTuple(slot);
+	for (a = 0; a < desc->natts; a++)
+	{
+		const SbqDirectCol *c = map[a];
+		Datum	   *v = &slot->tts_values[a];
+		bool	   *n = &slot->tts_isnull[a];
+
+		*n = false;
+		if (c == NULL)
+		{
+			*v = (Datum) 0;
+			*n = true;
+			continue;
+		}
+		switch (c->source)
+		{
+			case SBQ_COL_SEQUENCE:
+				*v = Int64GetDatum(seq);
+				break;
+			case SBQ_COL_ARG:
+				*v = values[c->arg];
+				*n = nulls[c->arg];
+				break;
+			case SBQ_COL_MESSAGE_ID:
+				if (nulls[c->arg])
+					*v = PointerGetDatum(ids[i]);
+				else
+					*v = values[c->arg];
+				break;
+			case SBQ_COL_BODY:
+				*v = bodies[i];
+				break;
+			case SBQ_COL_ZERO:
+				*v = c->type == INT2OID ? Int16GetDatum(0) : Int32GetDatum(0);
+				break;
+			case SBQ_COL_NULL:
+				*v = (Datum) 0;
+				*n = true;
+				break;
+			case SBQ_COL_ENTITY_KEY:
+				*v = Int32GetDatum(key);
+				break;
+		}
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * sbq_direct_store_group
+ *		Rows first .. first + n - 1 of a batch, filled into slots and
+ *		checked, stored into the heap together, then indexed.
+ */
+static void
+sbq_direct_store_group(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int n)
+{
+	Relation	rel = rri->ri_RelationDesc;
+	int			i;
+
+	table_multi_insert(rel, slots, n, estate->es_output_cid, 0, NULL);
+	for (i = 0; i < n; i++)
+	{
+		if (rri->ri_NumIndices > 0)
+			list_free(sbq_insert_index_tuples(rri, slots[i], estate));
+		ExecClearTuple(slots[i]);
+	}
+}
+
 /* The rows of sbq_send_direct, stored through rri. */
 static void
 sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
@@ -736,64 +828,51 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 				 const Datum *bodies, int nbodies, Oid seqid, int32 key, int64 *seqs)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
+	Relation	rel = rri->ri_RelationDesc;
 	text	  **ids = NULL;
+	TupleTableSlot **group;
+	int			n;
+	Size		bytes;
 	int			i;
 
 	for (i = 0; i < desc->natts; i++)
 		if (map[i] != NULL && map[i]->source == SBQ_COL_MESSAGE_ID && nulls[map[i]->arg])
 			ids = sbq_new_message_ids(nbodies);
+	if (nbodies == 1)
+	{
+		/* its rights were checked once above, as nextval() checks them */
+		seqs[0] = nextval_internal(seqid, false);
+		sbq_direct_fill(slot, map, values, nulls, ids, bodies, 0, seqs[0], key);
+		ExecSimpleRelationInsert(rri, estate, slot);
+		return;
+	}
+
+	/*
+	 * What ExecSimpleRelationInsert does for a row, in groups: the table has
+	 * no triggers, no generated columns and no partitions (sbq_direct_fits,
+	 * sbq_direct_map), and an INSERT needs no replica identity.
+	 */
+	group = palloc(sizeof(TupleTableSlot *) * Min(nbodies, SBQ_DIRECT_GROUP));
+	for (i = 0; i < Min(nbodies, SBQ_DIRECT_GROUP); i++)
+		group[i] = table_slot_create(rel, &estate->es_tupleTable);
+	n = 0;
+	bytes = 0;
 	for (i = 0; i < nbodies; i++)
 	{
-		int			a;
-
 		CHECK_FOR_INTERRUPTS();
-		ExecClearTuple(slot);
-		/* its rights were checked once above, as nextval() checks them */
 		seqs[i] = nextval_internal(seqid, false);
-		for (a = 0; a < desc->natts; a++)
+		sbq_direct_fill(group[n], map, values, nulls, ids, bodies, i, seqs[i], key);
+		if (rel->rd_att->constr != NULL)
+			ExecConstraints(rri, group[n], estate);
+		bytes += VARSIZE_ANY(DatumGetPointer(bodies[i]));
+		if (++n == SBQ_DIRECT_GROUP || bytes >= SBQ_DIRECT_GROUP_BYTES)
 		{
-			const SbqDirectCol *c = map[a];
-			Datum	   *v = &slot->tts_values[a];
-			bool	   *n = &slot->tts_isnull[a];
-
-			*n = false;
-			if (c == NULL)
-			{
-				*v = (Datum) 0;
-				*n = true;
-				continue;
-			}
-			switch (c->source)
-			{
-				case SBQ_COL_SEQUENCE:
-					*v = Int64GetDatum(seqs[i]);
-					break;
-				case SBQ_COL_ARG:
-					*v = values[c->arg];
-					*n = nulls[c->arg];
-					break;
-				case SBQ_COL_MESSAGE_ID:
-					if (nulls[c->arg])
-						*v = PointerGetDatum(ids[i]);
-					else
-						*v = values[c->arg];
-					break;
-				case SBQ_COL_BODY:
-					*v = bodies[i];
-					break;
-				case SBQ_COL_ZERO:
-					*v = c->type == INT2OID ? Int16GetDatum(0) : Int32GetDatum(0);
-					break;
-				case SBQ_COL_NULL:
-					*v = (Datum) 0;
-					*n = true;
-					break;
-				case SBQ_COL_ENTITY_KEY:
-					*v = Int32GetDatum(key);
-					break;
-			}
+			sbq_direct_store_group(rri, estate, group, n);
+			n = 0;
+			bytes = 0;
 		}
-		ExecStoreVirtualTuple(slot);
-		ExecSimpleRelationInsert(rri, estate, slot);
 	}
+	if (n > 0)
+		sbq_direct_store_group(rri, estate, group, n);
+	pfree(group);
 }
