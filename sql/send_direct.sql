@@ -77,8 +77,9 @@ SELECT string_agg(left(convert_from(body, 'UTF8'), 1), '' ORDER BY sequence_numb
                 = md5((ascii(convert_from(body, 'UTF8')) - 64)::text)) AS own_middles
   FROM sbq_peek('sdb', 10);
 SELECT count(*) AS purged FROM (SELECT sbq_purge_queue('sdb')) p;
--- a row refused by a constraint of the DBA's after a group was stored: the batch
--- fails as the INSERT did, with the constraint's SQLSTATE, and nothing of it stays
+-- a row refused by a constraint of the DBA's, at row 150 (a constraint that runs code:
+-- the batch is stored row by row): the batch fails as the INSERT did, with the
+-- constraint's SQLSTATE, and nothing of it stays
 ALTER TABLE sbq.messages ADD CONSTRAINT sdb_not_seven CHECK (octet_length(body) <> 7);
 -- (the SQLSTATE alone: a distributed installation names the shard in the message)
 DO $$

@@ -17,8 +17,14 @@
  * put into the heap together (table_multi_insert: each page is found, locked
  * and logged once for the rows that go into it, not once a row), then given
  * their index entries one by one. A group holds at most SBQ_DIRECT_GROUP
- * rows and stops growing past SBQ_DIRECT_GROUP_BYTES of bodies, so a batch
- * of large messages is not copied whole once more while it is stored.
+ * rows and stops growing past SBQ_DIRECT_GROUP_BYTES of row data, so a
+ * batch of large messages is not copied whole once more while it is stored;
+ * what the heap copies for a group (compressed values, its array of rows) is
+ * freed after it. Only sbqueue's own kind of constraints and indexes see a
+ * group: where a DBA's run code (a CHECK calling a function, an index on an
+ * expression), the rows are stored one by one as the INSERT stored them, so
+ * that such code sees each earlier row of the batch in the heap and in every
+ * index, and the first row to fail raises the error the INSERT raised.
  *
  * The executor would parse and plan the table's CHECK constraints and the
  * predicates of its partial indexes again for every row it stores in a new
@@ -53,6 +59,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/transam.h"
@@ -553,14 +560,14 @@ sbq_direct_prepare(SbqDirectKept *e, Relation rel, ResultRelInfo *rri, bool kept
 	return true;
 }
 
-/* the most rows of a batch stored into the heap together, and their bodies' bytes */
+/* the most rows of a batch stored into the heap together, and their data's bytes */
 #define SBQ_DIRECT_GROUP		100
 #define SBQ_DIRECT_GROUP_BYTES	(1024 * 1024)
 
 static void sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 							 const SbqDirectCol **map, const Datum *values,
 							 const bool *nulls, const Datum *bodies, int nbodies,
-							 Oid seqid, int32 key, int64 *seqs);
+							 Oid seqid, int32 key, bool grouped, int64 *seqs);
 
 /* the context line of an error while storing: the name of the statement */
 static void
@@ -666,8 +673,9 @@ sbq_direct_run(SbqDirectKept *e, Relation rel, bool have_key, Oid seqid, int32 k
 		sbq_storage_pin_settings();
 	ExecOpenIndices(rri, false);
 	slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
-	/* what is not simple runs the way the INSERT ran it: with the settings pinned */
-	if (!sbq_direct_prepare(e, rel, rri, simple))
+	/* what is not simple runs the way the INSERT ran it: with the settings pinned, row by row */
+	simple = sbq_direct_prepare(e, rel, rri, simple);
+	if (!simple)
 		sbq_storage_pin_settings();
 
 	/* an error names the statement this replaces, as its errors did (never its SQL) */
@@ -676,7 +684,7 @@ sbq_direct_run(SbqDirectKept *e, Relation rel, bool have_key, Oid seqid, int32 k
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 	sbq_direct_store(rri, estate, slot, map, values, nulls, bodies, nbodies, seqid, key,
-					 seqs);
+					 simple, seqs);
 	error_context_stack = errcb.previous;
 
 	ExecCloseIndices(rri);
@@ -803,47 +811,59 @@ sbq_direct_fill(TupleTableSlot *slot, const SbqDirectCol **map, const Datum *val
 
 /*
  * sbq_direct_store_group
- *		Rows first .. first + n - 1 of a batch, filled into slots and
- *		checked, stored into the heap together, then indexed.
+ *		The n rows of a group, filled into slots and checked, stored into the
+ *		heap together, then indexed. What the heap allocates for them (it
+ *		leaves its copies to its caller's memory context, as COPY knows) and
+ *		what the checks and index inserts evaluated is freed afterwards.
  */
 static void
 sbq_direct_store_group(ResultRelInfo *rri, EState *estate, TupleTableSlot **slots, int n)
 {
 	Relation	rel = rri->ri_RelationDesc;
+	MemoryContext old;
 	int			i;
 
+	old = MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 	table_multi_insert(rel, slots, n, estate->es_output_cid, 0, NULL);
 	for (i = 0; i < n; i++)
-	{
 		if (rri->ri_NumIndices > 0)
 			list_free(sbq_insert_index_tuples(rri, slots[i], estate));
+	MemoryContextSwitchTo(old);
+	for (i = 0; i < n; i++)
 		ExecClearTuple(slots[i]);
-	}
+	ResetPerTupleExprContext(estate);
 }
 
 /* The rows of sbq_send_direct, stored through rri. */
 static void
 sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 				 const SbqDirectCol **map, const Datum *values, const bool *nulls,
-				 const Datum *bodies, int nbodies, Oid seqid, int32 key, int64 *seqs)
+				 const Datum *bodies, int nbodies, Oid seqid, int32 key, bool grouped,
+				 int64 *seqs)
 {
 	TupleDesc	desc = slot->tts_tupleDescriptor;
 	Relation	rel = rri->ri_RelationDesc;
 	text	  **ids = NULL;
 	TupleTableSlot **group;
+	MemoryContext old;
 	int			n;
 	Size		bytes;
+	Size		rest = 0;
 	int			i;
 
 	for (i = 0; i < desc->natts; i++)
 		if (map[i] != NULL && map[i]->source == SBQ_COL_MESSAGE_ID && nulls[map[i]->arg])
 			ids = sbq_new_message_ids(nbodies);
-	if (nbodies == 1)
+	if (nbodies == 1 || !grouped)
 	{
-		/* its rights were checked once above, as nextval() checks them */
-		seqs[0] = nextval_internal(seqid, false);
-		sbq_direct_fill(slot, map, values, nulls, ids, bodies, 0, seqs[0], key);
-		ExecSimpleRelationInsert(rri, estate, slot);
+		for (i = 0; i < nbodies; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			/* its rights were checked once above, as nextval() checks them */
+			seqs[i] = nextval_internal(seqid, false);
+			sbq_direct_fill(slot, map, values, nulls, ids, bodies, i, seqs[i], key);
+			ExecSimpleRelationInsert(rri, estate, slot);
+		}
 		return;
 	}
 
@@ -852,9 +872,11 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 	 * no triggers, no generated columns and no partitions (sbq_direct_fits,
 	 * sbq_direct_map), and an INSERT needs no replica identity.
 	 */
+	old = MemoryContextSwitchTo(estate->es_query_cxt);
 	group = palloc(sizeof(TupleTableSlot *) * Min(nbodies, SBQ_DIRECT_GROUP));
 	for (i = 0; i < Min(nbodies, SBQ_DIRECT_GROUP); i++)
 		group[i] = table_slot_create(rel, &estate->es_tupleTable);
+	MemoryContextSwitchTo(old);
 	n = 0;
 	bytes = 0;
 	for (i = 0; i < nbodies; i++)
@@ -864,7 +886,19 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 		sbq_direct_fill(group[n], map, values, nulls, ids, bodies, i, seqs[i], key);
 		if (rel->rd_att->constr != NULL)
 			ExecConstraints(rri, group[n], estate);
-		bytes += VARSIZE_ANY(DatumGetPointer(bodies[i]));
+		/*
+		 * The row's data: its body, and what every row of the batch copies
+		 * (the properties), measured on the first row
+		 */
+		if (i == 0)
+		{
+			Size		all = heap_compute_data_size(desc, group[0]->tts_values,
+													 group[0]->tts_isnull);
+			Size		body = VARSIZE_ANY(DatumGetPointer(bodies[0]));
+
+			rest = all > body ? all - body : 0;
+		}
+		bytes += rest + VARSIZE_ANY(DatumGetPointer(bodies[i]));
 		if (++n == SBQ_DIRECT_GROUP || bytes >= SBQ_DIRECT_GROUP_BYTES)
 		{
 			sbq_direct_store_group(rri, estate, group, n);
@@ -874,5 +908,4 @@ sbq_direct_store(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot,
 	}
 	if (n > 0)
 		sbq_direct_store_group(rri, estate, group, n);
-	pfree(group);
 }

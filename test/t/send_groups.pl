@@ -7,7 +7,10 @@
 # multi-insert records (100, 100 and 50 rows), not 250 inserts; bodies of
 # 300,000 bytes close a group at about a megabyte. And the groups survive a
 # crash: an immediate stop after a committed batch and a rolled-back one
-# keeps the one and not the other, with heap and indexes intact.
+# keeps the one and not the other, with heap and indexes intact. A duplicate
+# in a later group fails the batch as the INSERT did; a table whose
+# constraints run code is stored row by row, so that code sees every row
+# before it.
 use strict;
 use warnings;
 
@@ -74,6 +77,45 @@ is(multi($records), '4,4,1',
 $records = heap_records(q{SELECT sbq_send('sg', 'one');});
 is($records, 'INSERT', 'a single send is one insert, as before')
   or diag($records);
+
+# a duplicate in the second group, found by a DBA's unique index (a plain one, so the
+# batch is still stored in groups): the first group is in the heap and indexed by
+# then; the batch fails with the unique violation and nothing of it stays
+$node->safe_psql('postgres', q{
+	SELECT sbq_purge_queue('sg');
+	CREATE UNIQUE INDEX sg_body_once ON sbq.messages (body);
+	SELECT sbq_send('sg', 'b150');
+});
+my ($rc, $out, $err) = $node->psql('postgres', q{
+	SELECT count(*) FROM sbq_send_batch('sg', ARRAY(SELECT 'b' || g FROM generate_series(1, 250) g));
+}, extra_params => [ '-v', 'VERBOSITY=sqlstate' ]);
+like($err, qr/23505/, 'a duplicate at row 150 of a batch: the unique violation (23505)');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM sbq_peek('sg', 1000)}), '1',
+	'... and nothing of the batch stays');
+$node->safe_psql('postgres', 'DROP INDEX sbq.sg_body_once; SELECT sbq_purge_queue(\'sg\');');
+
+# a DBA's CHECK that runs code (here: counts the queue's rows when row 50 is stored)
+# sees the batch as the INSERT showed it, every earlier row stored: such a table is
+# stored row by row
+$node->safe_psql('postgres', q{
+	CREATE FUNCTION public.sg_look(b bytea, q int) RETURNS boolean LANGUAGE plpgsql AS $f$
+	BEGIN
+		IF b = 'b50'::bytea THEN
+			RAISE NOTICE 'row 50 sees % rows', (SELECT count(*) FROM sbq.messages WHERE queue_id = q);
+		END IF;
+		RETURN true;
+	END $f$;
+	ALTER TABLE sbq.messages ADD CONSTRAINT sg_look CHECK (public.sg_look(body, queue_id));
+});
+($rc, $out, $err) = $node->psql('postgres', q{
+	SELECT count(*) FROM sbq_send_batch('sg', ARRAY(SELECT 'b' || g FROM generate_series(1, 100) g));
+});
+like($err, qr/row 50 sees 49 rows/, 'a CHECK that runs code sees the 49 rows stored before the 50th')
+  or diag($err);
+$node->safe_psql('postgres', q{
+	ALTER TABLE sbq.messages DROP CONSTRAINT sg_look;
+	DROP FUNCTION public.sg_look(bytea, int);
+});
 
 # a committed batch and a rolled-back one, then an immediate stop: crash recovery
 # replays the groups of the one and leaves the other's rows dead
