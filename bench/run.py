@@ -340,6 +340,19 @@ def run_cell_nr(kind, c, clients, n, seconds, progress=None):
             'progress': [x * n for x in res['progress']]}
 
 
+def growth(a, b):
+    """Heap + index growth from sizes a to sizes b, in per cent."""
+    return 100.0 * (b['heap'] + b['index'] - a['heap'] - a['index']) / (a['heap'] + a['index'])
+
+
+def table_rows(path, pattern):
+    """The matches of pattern on the lines of another script's report, if there is one."""
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [m for m in (re.match(pattern, line.strip()) for line in f) if m]
+
+
 def fmt(x):
     return '—' if x is None else f'{x:,.0f}'
 
@@ -531,13 +544,11 @@ def main():
         for c, d in deep_res.items():
             for name, a, b, run in (('clean', 's0', 's1', d['clean']), ('held xmin', 's2', 's3', d['held'])):
                 sa, sb = d[a], d[b]
-                g0 = sa['heap'] + sa['index']
-                g1 = sb['heap'] + sb['index']
                 prog = ', '.join(f'{x:,.0f}' for x in run['progress'])
                 L.append(f'| {NAMES[c]} | {name}: start | {sa["heap"] / 1048576:.1f} | {sa["index"] / 1048576:.1f} '
                          f'| | {sa["live"]:,} | {sa["dead"]:,} | | |')
                 L.append(f'| {NAMES[c]} | {name}: end | {sb["heap"] / 1048576:.1f} | {sb["index"] / 1048576:.1f} '
-                         f'| {100.0 * (g1 - g0) / g0:+.1f} % | {sb["live"]:,} | {sb["dead"]:,} '
+                         f'| {growth(sa, sb):+.1f} % | {sb["live"]:,} | {sb["dead"]:,} '
                          f'| {run["wal"]:,.0f} | {prog} |')
             s4 = d['s4']
             L.append(f'| {NAMES[c]} | released, {d["t_back"]:.0f} s later | {s4["heap"] / 1048576:.1f} '
@@ -582,9 +593,7 @@ def main():
         target(f'full cycle {batch} / tx, 4 clients ≥ 1.5x SKIP LOCKED (first round)', r, r >= 1.5)
     if 'sbq' in deep_res:
         d = deep_res['sbq']
-        g0 = d['s2']['heap'] + d['s2']['index']
-        g1 = d['s3']['heap'] + d['s3']['index']
-        g = 100.0 * (g1 - g0) / g0
+        g = growth(d['s2'], d['s3'])
         target(f'4. {DEEP:,} deep, a transaction held {deep_minutes:g} min: heap + index growth ≤ 25 %',
                g, g <= 25, unit='%')
         r = d['held']['rate'] / d['clean']['rate']
@@ -594,31 +603,19 @@ def main():
                  f'| {d["s4"]["dead"]:,} left after {d["t_back"]:.0f} s | {"yes" if back else "no"} |')
         r = d['r1m'] / d['r1k']
         target(f'{DEEP:,} deep within 10 % of 1,000 deep (first round)', r, r >= 0.9)
-        g0 = d['s0']['heap'] + d['s0']['index']
-        g1 = d['s1']['heap'] + d['s1']['index']
-        g = 100.0 * (g1 - g0) / g0
+        g = growth(d['s0'], d['s1'])
         target(f'heap + index growth < 5 % over {deep_minutes:g} min of cycling (first round)', g, g < 5, unit='%')
     else:
         L.append('| 4. deep queue, growth, held xmin | only in `--full` | — |')
-    if args.deadletters and os.path.exists(args.deadletters):
-        # bench/deadletters.sh's table: | workload | none | clean | dead | dead/clean | dead/none |
-        with open(args.deadletters) as f:
-            for line in f:
-                m = re.match(r'\| (full cycle \d+ / tx) \|.*\| ([\d.]+)x \| [\d.]+x \|$', line.strip())
-                if m:
-                    r = float(m.group(2))
-                    target(f'{m.group(1)}, 4 clients, on a queue with 1,000,000 dead letters '
-                           f'≥ 0.95x the same on one with none', r, r >= 0.95)
-
-    if args.no_preload and os.path.exists(args.no_preload):
-        # bench/no_preload.sh's table: | contender | cycles/s | / plain | ...
-        with open(args.no_preload) as f:
-            for line in f:
-                m = re.match(r'\| new \| \d+ \| ([\d.]+)x \|', line.strip())
-                if m:
-                    r = float(m.group(1))
-                    target('3. without the preload: full cycle 1 / tx, 4 clients ≥ 1.0x SKIP LOCKED',
-                           r, r >= 1.0)
+    # bench/deadletters.sh's table: | workload | none | clean | dead | dead/clean | dead/none |
+    for m in table_rows(args.deadletters, r'\| (full cycle \d+ / tx) \|.*\| ([\d.]+)x \| [\d.]+x \|$'):
+        r = float(m.group(2))
+        target(f'{m.group(1)}, 4 clients, on a queue with 1,000,000 dead letters '
+               f'≥ 0.95x the same on one with none', r, r >= 0.95)
+    # bench/no_preload.sh's table: | contender | cycles/s | / plain | ...
+    for m in table_rows(args.no_preload, r'\| new \| \d+ \| ([\d.]+)x \|'):
+        r = float(m.group(1))
+        target('3. without the preload: full cycle 1 / tx, 4 clients ≥ 1.0x SKIP LOCKED', r, r >= 1.0)
     if args.wakeup and os.path.exists(args.wakeup):
         L.append('\n### Wake-up latency of blocking receive (`bench/wakeup.sh`)\n')
         L.append('```')
