@@ -571,6 +571,9 @@ sbq_note_sessions(const SbqQueue *queue, uint64 n, int seq_col, int sid_col)
 	pfree(joined);
 }
 
+static bool sbq_next_due(const SbqQueue *queue, Datum *values, uint64 gen,
+						 TimestampTz now);
+
 /*
  * sbq_activate_due
  *		Let up to limit due scheduled messages of a queue join it; returns how
@@ -592,6 +595,17 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = Int32GetDatum(limit);
+
+	/*
+	 * A receive looks before it activates: without shared memory (or after a
+	 * restart, before the hint is known) it would otherwise run the
+	 * activation, three statements' worth of work, on every call, nearly
+	 * always to find nothing due. The look is an index-only scan of the
+	 * small index of scheduled messages, and the same look the hint is
+	 * learnt from.
+	 */
+	if (!always && !sbq_next_due(queue, values, gen, now))
+		return 0;
 	/* they join the queue with new numbers: announce it (qstate.c) */
 	sbq_qstate_send_begin(epoch, queue->queue_id);
 	n = sbq_exec(&stmt_activate, values, NULL);
@@ -603,21 +617,33 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 		sbq_wait_wake_at_commit(queue->queue_id);
 	}
 
+	(void) sbq_next_due(queue, values, gen, now);
+	return (int) n;
+}
+
+/*
+ * sbq_next_due
+ *		Is one of the queue's scheduled messages due at now (as this
+ *		statement's snapshot sees them)? And tell the hint in shared memory
+ *		when the next one is due. values are sbq_activate_due's.
+ */
+static bool
+sbq_next_due(const SbqQueue *queue, Datum *values, uint64 gen, TimestampTz now)
+{
+	bool		isnull;
+	TimestampTz next;
+
+	(void) sbq_exec(&stmt_next_due, values, NULL);
+	next = DatumGetTimestampTz(sbq_col(0, 1, &isnull));
+
 	/*
-	 * When is the next one due? A transaction snapshot may miss a scheduled
-	 * send that committed before gen was read: then learn nothing.
+	 * A transaction snapshot may miss a scheduled send that committed before
+	 * gen was read: then the hint learns nothing.
 	 */
 	if (!IsolationUsesXactSnapshot() && !RecoveryInProgress())
-	{
-		bool		isnull;
-		Datum		next;
-
-		(void) sbq_exec(&stmt_next_due, values, NULL);
-		next = sbq_col(0, 1, &isnull);
-		sbq_qstate_set_due(epoch, queue->queue_id, gen, !isnull,
-						   isnull ? 0 : DatumGetTimestampTz(next));
-	}
-	return (int) n;
+		sbq_qstate_set_due(sbq_storage_epoch(), queue->queue_id, gen, !isnull,
+						   isnull ? 0 : next);
+	return !isnull && next <= now;
 }
 
 /*

@@ -124,6 +124,33 @@ like($stderr, qr/permission denied for table queue_counters/,
 is($node->safe_psql('f7own', q{SELECT sent FROM sbq_queue_stats WHERE queue = 'own'}), '1',
 	'... which counts nothing');
 
+# without the worker, a receive activates the due scheduled messages itself;
+# it looks first (one scan of the small index of scheduled messages), and runs
+# the activation only when the look finds one due: with none due, that look is
+# its only scan of the scheduled messages, by index or of the whole table
+sub receive_scans
+{
+	my ($queue) = @_;
+	my @out = split /\n/, $node->safe_psql($SbqFault::DB, qq{
+		BEGIN;
+		SELECT coalesce(string_agg(convert_from(body, 'UTF8'), ','), '-') FROM sbq_receive('$queue', 5);
+		SELECT pg_stat_get_xact_numscans('sbq.messages'::regclass)
+		       + pg_stat_get_xact_numscans('sbq.messages_scheduled_idx'::regclass);
+		COMMIT;});
+	return "$out[0] $out[1]";
+}
+$node->safe_psql($SbqFault::DB, q{
+	SELECT sbq_create_queue('f7sched');
+	SELECT sbq_send('f7sched', 'now');
+	SELECT sbq_send('f7sched', 'later', scheduled_enqueue_time => clock_timestamp() + interval '2 seconds');});
+is(receive_scans('f7sched'), 'now 1',
+	'not preloaded: a receive with nothing scheduled due looks once, and activates nothing');
+is(receive_scans('f7sched'), '- 1', '... and again when nothing is left to receive');
+usleep(2_100_000);
+my ($got, $n) = split / /, receive_scans('f7sched');
+is($got, 'later', 'not preloaded: once due, the scheduled message is activated and received by a receive');
+cmp_ok($n, '>', 1, '... which looked, and then ran the activation');
+
 SbqFault::amcheck($node, 'F7');
 SbqFault::log_clean($node, 'F7');
 $node->stop;
