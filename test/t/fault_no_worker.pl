@@ -147,8 +147,10 @@ is(receive_scans('f7sched'), 'now 1',
 	'not preloaded: a receive with nothing scheduled due looks once, and activates nothing');
 is(receive_scans('f7sched'), '- 1', '... and again when nothing is left to receive');
 usleep(2_100_000);
+$node->safe_psql($SbqFault::DB, q{SELECT sbq_send('f7sched', 'newer')});
 my ($got, $n) = split / /, receive_scans('f7sched');
-is($got, 'later', 'not preloaded: once due, the scheduled message is activated and received by a receive');
+is($got, 'newer,later',
+	'not preloaded: once due, the scheduled message joins the back of the queue and is handed out by the receive that found it due');
 cmp_ok($n, '>', 1, '... which looked, and then ran the activation');
 
 SbqFault::amcheck($node, 'F7');
