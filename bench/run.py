@@ -384,6 +384,7 @@ def main():
     ap.add_argument('--wakeup', default='')
     ap.add_argument('--deadletters', default='')
     ap.add_argument('--no-preload', dest='no_preload', default='')
+    ap.add_argument('--stats', default='')
     ap.add_argument('--background', default='')
     args = ap.parse_args()
     global db
@@ -567,7 +568,7 @@ def main():
         return med[(i, a)]['rate'] / med[(i, b)]['rate']
 
     def target(text, r, ok, unit='x'):
-        shown = f'{r:.2f}x' if unit == 'x' else f'{r:+.1f} %'
+        shown = {'x': f'{r:.2f}x', '%': f'{r:+.1f} %', 'ms': f'{r:,.1f} ms'}[unit]
         L.append(f'| {text} | {shown} | {"yes" if ok else "no"} |')
     # issue 15's numbering; the first round's targets after them
     i = find('cycle', 4)
@@ -616,6 +617,11 @@ def main():
     for m in table_rows(args.no_preload, r'\| new \| \d+ \| ([\d.]+)x \|'):
         r = float(m.group(1))
         target('3. without the preload: full cycle 1 / tx, 4 clients ≥ 1.0x SKIP LOCKED', r, r >= 1.0)
+    # bench/stats.sh's table: | stats, warm | <ms at the lower depth> | <ms at the higher> |
+    for m in table_rows(args.stats, r'\| stats, warm \| ([\d.]+) \| ([\d.]+) \|$'):
+        low, high = float(m.group(1)), float(m.group(2))
+        target(f'5. `sbq_queue_stats` of 100 queues < 5 ms at any depth (warm; {low:,.1f} ms at '
+               f'the lower depth, this at the higher)', high, max(low, high) < 5, unit='ms')
     if args.wakeup and os.path.exists(args.wakeup):
         L.append('\n### Wake-up latency of blocking receive (`bench/wakeup.sh`)\n')
         L.append('```')
@@ -629,6 +635,10 @@ def main():
     if args.no_preload and os.path.exists(args.no_preload):
         L.append('\n### The cycle without the preload (`bench/no_preload.sh`)\n')
         with open(args.no_preload) as f:
+            L.append(f.read().strip())
+    if args.stats and os.path.exists(args.stats):
+        L.append('\n### Reading the numbers by depth (`bench/stats.sh`)\n')
+        with open(args.stats) as f:
             L.append(f.read().strip())
     report = '\n'.join(L) + '\n'
     print(report)

@@ -14,7 +14,10 @@
 #                      open, then watched for at most 2 minutes for its dead rows
 #                      to go, 1,000 wake-ups, the cycle beside 1,000,000 dead
 #                      letters (bench/deadletters.sh 10 3) and the cycle without
-#                      the preload (bench/no_preload.sh HEAD 10 3); about 45 minutes
+#                      the preload (bench/no_preload.sh HEAD 10 3), and what
+#                      reading sbq_queue_stats and sbq_metrics costs for 100 queues
+#                      of 1,000 and of 100,000 messages each, 10,000,000 in all
+#                      (bench/stats.sh 100 "1000 100000" 3); about an hour
 #   --write            also write the report into BENCHMARKS.md, as the section
 #                      "Throughput against the baselines" (replacing an earlier one)
 #
@@ -28,7 +31,8 @@
 # BENCH_DEEP_BASELINE=1 (run the deep-queue phase for SKIP LOCKED too),
 # BENCH_WAKEUPS (wake-ups to measure; 0 skips bench/wakeup.sh),
 # BENCH_DEADLETTERS=0 (skips bench/deadletters.sh in --full), BENCH_NO_PRELOAD=0
-# (skips bench/no_preload.sh in --full).
+# (skips bench/no_preload.sh in --full), BENCH_STATS=0 (skips bench/stats.sh in
+# --full), BENCH_STATS_DEPTH (its deeper queues' messages, default 100000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -92,6 +96,15 @@ if [ "$mode" = full ] && [ "${BENCH_NO_PRELOAD:-1}" != 0 ]; then
         echo "(bench/no_preload.sh failed)" >>"$work/no_preload.txt"
 fi
 
+# what reading the numbers costs by depth (full mode), 100 queues of 1,000 and of
+# BENCH_STATS_DEPTH messages: bench/stats.sh starts and stops its own server
+if [ "$mode" = full ] && [ "${BENCH_STATS:-1}" != 0 ]; then
+    stats_depths="1000 ${BENCH_STATS_DEPTH:-100000}"
+    echo "run: bench/stats.sh 100 \"$stats_depths\" 3" >&2
+    bench/stats.sh 100 "$stats_depths" 3 >"$work/stats.txt" ||
+        echo "(bench/stats.sh failed)" >>"$work/stats.txt"
+fi
+
 port=$(scripts/pgserver.sh start "$work/pg" --preload)
 export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
 # room for a 1,000,000-deep queue in memory, and checkpoints by time rather than by WAL volume
@@ -107,4 +120,4 @@ psql -X -q -v ON_ERROR_STOP=1 -f bench/pgq_setup.sql >/dev/null
 echo "run: $mode mode, server on port $port" >&2
 /usr/bin/python3 bench/run.py --mode "$mode" $write --command "$command" \
     --wakeup "$work/wakeup.txt" --deadletters "$work/deadletters.txt" \
-    --no-preload "$work/no_preload.txt" --background "$background"
+    --no-preload "$work/no_preload.txt" --stats "$work/stats.txt" --background "$background"
