@@ -303,6 +303,7 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	Datum		values[5];
 	int64		hint = 0;
 	int64		bound = 0;
+	uint64		gen = 0;
 	bool		use_hint;
 
 	if (r->session != NULL)
@@ -312,7 +313,7 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	values[2] = TimestampTzGetDatum(r->now);
 	values[3] = Int32GetDatum(want);
 	use_hint = r->subqueue == SBQ_SUBQUEUE_MAIN &&
-		sbq_qstate_head(r->epoch, r->queue->queue_id, &hint, &bound);
+		sbq_qstate_head(r->epoch, r->queue->queue_id, &hint, &bound, &gen);
 	values[4] = Int64GetDatum(use_hint ? hint : 0);
 	sbq_lease_scan_start();
 	pass->nfetched = sbq_exec_in(&stmt_lease_candidates, r->subqueue, values, NULL);
@@ -332,7 +333,7 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 		int64		first = sbq_lease_scan_first();
 
 		sbq_qstate_advance(r->epoch, r->queue->queue_id,
-						   first >= 0 && first < bound ? first : bound);
+						   first >= 0 && first < bound ? first : bound, gen);
 	}
 	return pass->nfetched;
 }

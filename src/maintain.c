@@ -225,14 +225,14 @@ typedef struct SbqQueueWork
  * when the queue has messages.
  */
 static void
-sbq_check_head_hint(const SbqQueue *queue, TimestampTz now, bool no_prepared,
+sbq_check_head_hint(const SbqQueue *queue, TimestampTz now, int64 prepares,
 					bool messages)
 {
 	Datum		values[2];
 	bool		isnull;
 	int64		hint;
 
-	if (!sbq_qstate_refresh(sbq_storage_epoch(), queue->queue_id, now, no_prepared, &hint) ||
+	if (!sbq_qstate_refresh(sbq_storage_epoch(), queue->queue_id, now, prepares, &hint) ||
 		!messages)
 		return;
 	values[0] = Int32GetDatum(queue->queue_id);
@@ -397,13 +397,13 @@ sbq_remove_old_dead_letters(const SbqQueue *queue, TimestampTz now, SbqMaintainR
 /* The steps of a pass for one queue, those it has work for. */
 static void
 sbq_maintain_queue(const SbqQueue *queue, const SbqQueueWork *work, TimestampTz now,
-				   bool no_prepared, SbqMaintainResult *res)
+				   int64 prepares, SbqMaintainResult *res)
 {
 	SbqCounts	counts = {0};
 	int			n;
 	int			released = 0;
 
-	sbq_check_head_hint(queue, now, no_prepared, work->messages);
+	sbq_check_head_hint(queue, now, prepares, work->messages);
 	if (work->messages)
 	{
 		n = sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, true);
@@ -478,10 +478,15 @@ sbq_storage_maintain(SbqMaintainResult *acc)
 		SbqQueueWork *work;
 		int			nwork;
 		int			w = 0;
-		bool		no_prepared;
+		int64		prepares;
 
-		/* a prepared transaction's floor holds until none is left (qstate.c) */
-		no_prepared = sbq_no_prepared();
+		/*
+		 * What a prepared transaction left in shared memory holds until none
+		 * is left; the count first, the question after (qstate.c).
+		 */
+		prepares = sbq_qstate_prepares(sbq_storage_epoch());
+		if (!sbq_no_prepared())
+			prepares = -1;
 
 		nqueues = sbq_all_queues(&queues);
 		res.queues = nqueues;
@@ -517,7 +522,7 @@ sbq_storage_maintain(SbqMaintainResult *acc)
 			sbq_maintain_queue(&queues[q],
 							   w < nwork && work[w].queue_id == queues[q].queue_id ?
 							   &work[w] : &idle,
-							   now, no_prepared, &res);
+							   now, prepares, &res);
 		}
 		sbq_maintain_topics(now, &res);
 	}

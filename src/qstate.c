@@ -42,7 +42,13 @@
  * it commits, bumping a generation number, so a receive whose look-up raced
  * with such a commit does not store a time that is too late. Maintenance
  * activates regardless, so the hint can only make a receive late, by design
- * never: a send committed before the look-up's snapshot is seen by it.
+ * never: a send committed before the look-up's snapshot is seen by it. A
+ * look-up also sees what its own transaction did to the scheduled messages
+ * (activated or cancelled them): if that transaction, or the subtransaction
+ * that looked, rolls back, the time is unknown again. A transaction prepared
+ * after it scheduled a message or looked leaves a mark on the entry instead,
+ * since nothing here learns of its COMMIT or ROLLBACK PREPARED: every receive
+ * looks until maintenance sees no prepared transaction in the database.
  *
  * The head of the queue. When a transaction held open elsewhere keeps the
  * rows of completed messages from being pruned, a receive that walks the
@@ -59,12 +65,19 @@
  * theirs), and a receive reads those slots and that highest number before its
  * scan's snapshot is taken. A slot is cleared when its transaction ends; a
  * prepared transaction leaves its floor behind in the database's entry until
- * maintenance sees no prepared transaction there. Maintenance also checks
- * every hint once a minute, looking for an active message below it, and
- * lowers the hint to the first it finds, which covers rows no announced path
- * wrote (a restore into a queue in use). It does not drop the hint: with a
- * transaction held open elsewhere, the receives after a drop would each walk
- * every row that transaction keeps, until one of them moved the hint again.
+ * maintenance sees no prepared transaction there (it reads a count of such
+ * PREPAREs before it asks, and keeps what a later one left). After a restart
+ * with max_prepared_transactions set, the floor starts at 1 for the same
+ * reason. A scan does not see the rows its own transaction took out of the
+ * queue: should that transaction roll back (or be prepared), the hint goes
+ * back down to where it was before the transaction moved it, and a receive
+ * that read the hint before it went down (a generation number says so) does
+ * not move it. Maintenance also checks every hint once a minute, looking for
+ * an active message below it, and lowers the hint to the first it finds,
+ * which covers rows no announced path wrote (a restore into a queue in use).
+ * It does not drop the hint: with a transaction held open elsewhere, the
+ * receives after a drop would each walk every row that transaction keeps,
+ * until one of them moved the hint again.
  *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
@@ -108,6 +121,7 @@
 #include "postgres.h"
 
 #include "access/transam.h"
+#include "access/twophase.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -160,10 +174,13 @@ typedef struct SbqQueueState
 	bool		due_known;		/* next_due is known */
 	TimestampTz next_due;		/* DT_NOEND: no scheduled message */
 	uint64		due_gen;		/* bumped by every scheduled send that commits */
+	int64		due_prepared;	/* a prepared transaction changed them: look */
 	int64		head_hint;		/* queue entries: see the file header; 0 none */
+	uint64		hint_gen;		/* bumped whenever the head hint is lowered */
 	TimestampTz hint_set_at;	/* when maintenance last checked it */
 	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
 	int64		prepared_floor; /* the database's entry: floor of prepared senders */
+	int64		prepares;		/* the database's entry: bumped after each such PREPARE */
 } SbqQueueState;
 
 /* A backend's announcement that its transaction takes sequence numbers. */
@@ -183,6 +200,8 @@ typedef enum SbqQstateKind
 	SBQ_QS_ADD,					/* counts to add at commit */
 	SBQ_QS_TAKE,				/* counts moved out: back at abort */
 	SBQ_QS_SCHEDULED,			/* a scheduled message: lower next_due at commit */
+	SBQ_QS_LOOKED,				/* a look by a writer taught next_due: unknown at abort */
+	SBQ_QS_ADVANCED,			/* a writer moved the head hint: back down at abort */
 	SBQ_QS_FORGET				/* the queue was deleted: empty it at commit */
 } SbqQstateKind;
 
@@ -193,6 +212,7 @@ typedef struct SbqQstateRecord
 	SbqQueueKey key;
 	SbqCounts	counts;
 	TimestampTz when;
+	int64		old_hint;		/* SBQ_QS_ADVANCED: the head hint before */
 	int			slot;			/* SBQ_QS_TAKE: its move slot */
 	TransactionId xid;			/* SBQ_QS_TAKE: the moving transaction */
 } SbqQstateRecord;
@@ -301,10 +321,19 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->due_known = false;
 		entry->next_due = 0;
 		entry->due_gen = 0;
+
+		/*
+		 * A transaction prepared before the server started (or this entry
+		 * was made) may be pending, and nothing here knows what it did: it
+		 * is taken as there until maintenance sees none (the first count).
+		 */
+		entry->due_prepared = max_prepared_xacts > 0 ? 1 : 0;
 		entry->head_hint = 0;
+		entry->hint_gen = 0;
 		entry->hint_set_at = 0;	/* checked at the first maintenance */
 		entry->max_seq = 0;
-		entry->prepared_floor = PG_INT64_MAX;
+		entry->prepared_floor = max_prepared_xacts > 0 ? 1 : PG_INT64_MAX;
+		entry->prepares = 1;
 	}
 	LWLockRelease(sbq_qstate_lock);
 	if (entry == NULL && !sbq_qstate_full_logged)
@@ -363,14 +392,70 @@ sbq_counts_add(int64 *pending, const SbqCounts *c, int sign)
 		pending[i] += sign * v[i];
 }
 
+/*
+ * sbq_qstate_writer_record
+ *		A record of kind for the queue when this transaction has written
+ *		(NULL when it has not): the newest one, if it is of that kind, queue
+ *		and nest level (a loop of receives in one transaction keeps one),
+ *		else a new one.
+ */
+static SbqQstateRecord *
+sbq_qstate_writer_record(SbqQstateKind kind, Oid epoch, int32 queue_id)
+{
+	SbqQueueKey key;
+	int			n = sbq_undo_count(&sbq_qstate_log);
+	SbqQstateRecord *last = n > 0 ? sbq_undo_entry(&sbq_qstate_log, n - 1) : NULL;
+
+	if (!TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return NULL;
+	sbq_qstate_key(&key, epoch, queue_id);
+	if (last != NULL && last->kind == kind &&
+		last->hdr.level == GetCurrentTransactionNestLevel() &&
+		memcmp(&last->key, &key, sizeof(key)) == 0)
+		return last;
+	(void) sbq_qstate_entry(epoch, 0, true);	/* for a PREPARE's count */
+	last = sbq_qstate_record(kind, &key);
+	last->old_hint = PG_INT64_MAX;
+	return last;
+}
+
+/*
+ * sbq_qstate_bump_prepares
+ *		A transaction of the database (epoch) is being prepared and leaves a
+ *		mark behind: bump the database's count of such PREPAREs and return it,
+ *		to be stored with the mark. Maintenance reads the count before it
+ *		asks whether a prepared transaction is left, and drops only marks
+ *		stored with a count not above it (sbq_qstate_refresh): one made by a
+ *		PREPARE it may not have seen stays. PG_INT64_MAX without the entry:
+ *		such a mark stays until the server restarts.
+ */
+static int64
+sbq_qstate_bump_prepares(Oid epoch)
+{
+	SbqQueueState *db = sbq_qstate_entry(epoch, 0, false);
+	int64		count;
+
+	if (db == NULL)
+		return PG_INT64_MAX;
+	SpinLockAcquire(&db->mutex);
+	count = ++db->prepares;
+	SpinLockRelease(&db->mutex);
+	return count;
+}
+
 /* Apply (commit) or undo (abort) one record. Never fails. */
 static void
 sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 {
 	SbqQueueState *entry = sbq_qstate_entry(r->key.epoch, r->key.queue_id, false);
+	int64		prepares = 0;
 
 	if (entry == NULL)
 		return;
+	/* the count first, the mark after it: see sbq_qstate_bump_prepares */
+	if (sbq_qstate_preparing &&
+		(r->kind == SBQ_QS_SCHEDULED || r->kind == SBQ_QS_LOOKED))
+		prepares = sbq_qstate_bump_prepares(r->key.epoch);
 	SpinLockAcquire(&entry->mutex);
 	switch (r->kind)
 	{
@@ -391,11 +476,39 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 				entry->move_committed[r->slot] = true;
 			break;
 		case SBQ_QS_SCHEDULED:
-			if (commit)
+		case SBQ_QS_LOOKED:
+			if (sbq_qstate_preparing)
+			{
+				/*
+				 * Prepared: what the transaction scheduled or took is seen
+				 * by nobody until COMMIT or ROLLBACK PREPARED, and neither
+				 * comes here. Every receive looks until maintenance sees no
+				 * prepared transaction in the database.
+				 */
+				entry->due_known = false;
+				if (prepares > entry->due_prepared)
+					entry->due_prepared = prepares;
+				entry->due_gen++;
+			}
+			else if (commit && r->kind == SBQ_QS_SCHEDULED)
 			{
 				if (entry->due_known && r->when < entry->next_due)
 					entry->next_due = r->when;
 				entry->due_gen++;
+			}
+			else if (!commit && r->kind == SBQ_QS_LOOKED)
+			{
+				/* the look saw this transaction's changes, now undone */
+				entry->due_known = false;
+				entry->due_gen++;
+			}
+			break;
+		case SBQ_QS_ADVANCED:
+			/* prepared: it may yet roll back, and nothing here would know */
+			if ((!commit || sbq_qstate_preparing) && r->old_hint < entry->head_hint)
+			{
+				entry->head_hint = r->old_hint;
+				entry->hint_gen++;
 			}
 			break;
 		case SBQ_QS_FORGET:
@@ -406,6 +519,7 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 				entry->due_known = false;
 				entry->due_gen++;
 				entry->head_hint = 0;
+				entry->hint_gen++;
 			}
 			break;
 	}
@@ -434,7 +548,12 @@ sbq_qstate_undo(const void *record)
 static void
 sbq_qstate_xact_callback(XactEvent event, void *arg)
 {
-	if (sbq_my_slot_active && event == XACT_EVENT_PRE_PREPARE)
+	/*
+	 * At PREPARE, not before: the transaction is in pg_prepared_xacts by
+	 * then, so maintenance either sees it or sees the count its floor bumps
+	 * (sbq_qstate_bump_prepares); its slot holds the floor until here.
+	 */
+	if (sbq_my_slot_active && event == XACT_EVENT_PREPARE)
 		sbq_qstate_slot_prepared();
 	if (sbq_my_slot_active &&
 		(event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
@@ -981,7 +1100,7 @@ sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
 		return true;
 	SpinLockAcquire(&entry->mutex);
 	*gen = entry->due_gen;
-	due = !entry->due_known || entry->next_due <= now;
+	due = !entry->due_known || entry->next_due <= now || entry->due_prepared > 0;
 	SpinLockRelease(&entry->mutex);
 	for (i = 0; i < sbq_undo_count(&sbq_qstate_log) && !due; i++)
 	{
@@ -998,6 +1117,12 @@ sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
  *		After a look-up with a fresh snapshot: the queue's next scheduled
  *		message is due at next (any), or there is none. Ignored when a
  *		scheduled send committed since *gen was read.
+ *
+ *		The look saw what this transaction itself did to the scheduled
+ *		messages (activated, cancelled, sent them) as if committed. When the
+ *		transaction has written anything, a record says so: should it (or
+ *		the subtransaction that looked) roll back, the time is unknown again,
+ *		and should it be prepared, every receive looks until it is resolved.
  */
 void
 sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any, TimestampTz next)
@@ -1007,6 +1132,7 @@ sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any, TimestampTz 
 	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry == NULL)
 		return;
+	(void) sbq_qstate_writer_record(SBQ_QS_LOOKED, epoch, queue_id);
 	SpinLockAcquire(&entry->mutex);
 	if (entry->due_gen == gen)
 	{
@@ -1026,6 +1152,7 @@ sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when)
 	sbq_qstate_key(&key, epoch, queue_id);
 	if (sbq_qstate_entry(epoch, queue_id, true) == NULL)
 		return;
+	(void) sbq_qstate_entry(epoch, 0, true);	/* for a PREPARE's count */
 	r = sbq_qstate_record(SBQ_QS_SCHEDULED, &key);
 	r->when = when;
 }
@@ -1128,12 +1255,14 @@ sbq_qstate_slot_prepared(void)
 	floor = slot->active ? slot->floor : PG_INT64_MAX;
 	key.epoch = slot->epoch;
 	SpinLockRelease(&slot->mutex);
-	db = sbq_qstate_entry(key.epoch, 0, true);
-	if (db == NULL)
+	/* a callback that cannot fail: the entry is there since the slot was taken */
+	db = sbq_qstate_entry(key.epoch, 0, false);
+	if (db == NULL || floor == PG_INT64_MAX)
 		return;
 	SpinLockAcquire(&db->mutex);
 	if (floor < db->prepared_floor)
 		db->prepared_floor = floor;
+	db->prepares++;
 	SpinLockRelease(&db->mutex);
 }
 
@@ -1141,11 +1270,12 @@ sbq_qstate_slot_prepared(void)
  * sbq_qstate_head
  *		Where a leasing receive of the queue may start its scan (*hint), and
  *		the most it may then advance the hint to (*bound): no message that
- *		appears later can be below the bound. To be called before the scan's
- *		snapshot is taken. False: no hint here (scan from the start).
+ *		appears later can be below the bound. *gen goes back to
+ *		sbq_qstate_advance. To be called before the scan's snapshot is taken.
+ *		False: no hint here (scan from the start).
  */
 bool
-sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
+sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound, uint64 *gen)
 {
 	SbqQueueState *entry;
 	SbqQueueState *db;
@@ -1159,12 +1289,11 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
 
 	SpinLockAcquire(&entry->mutex);
 	*hint = entry->head_hint;
+	*gen = entry->hint_gen;
 	SpinLockRelease(&entry->mutex);
 
 	SpinLockAcquire(&db->mutex);
 	b = db->max_seq + 1;
-	if (db->prepared_floor < b)
-		b = db->prepared_floor;
 	SpinLockRelease(&db->mutex);
 
 	for (i = 0; i < MaxBackends; i++)
@@ -1177,41 +1306,89 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound)
 			b = slot->floor;
 		SpinLockRelease(&slot->mutex);
 	}
+
+	/*
+	 * The floors prepared transactions left, after the slots: PREPARE leaves
+	 * its floor here before it clears its slot, so one of the two is seen.
+	 */
+	SpinLockAcquire(&db->mutex);
+	if (db->prepared_floor < b)
+		b = db->prepared_floor;
+	SpinLockRelease(&db->mutex);
 	*bound = b;
 	return true;
 }
 
-/* Move the queue's head hint to seq: up only, or down only. */
-static void
-sbq_qstate_move_hint(Oid epoch, int32 queue_id, int64 seq, bool up)
+/*
+ * sbq_qstate_advance
+ *		Move the queue's head hint up to candidate (never down).
+ *
+ *		The scan did not see the rows this transaction itself took out of the
+ *		queue (completed, dead-lettered, deferred, received and deleted), nor
+ *		count them as its first: a rollback would bring them back below the
+ *		new hint, where no receive looks. So a transaction that has written
+ *		keeps a record of the hint before, which its abort (or its PREPARE)
+ *		lowers the hint back to. Rows taken out by others were seen.
+ *
+ *		Nor does it move when the hint was lowered since sbq_qstate_head read
+ *		gen: the scan started above a row that is back, and did not see it.
+ */
+void
+sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate, uint64 gen)
 {
 	SbqQueueState *entry;
+	SbqQstateRecord *r;
+	bool		moves;
 
 	entry = sbq_qstate_entry(epoch, queue_id, false);
 	if (entry == NULL)
 		return;
 	SpinLockAcquire(&entry->mutex);
-	if (up ? seq > entry->head_hint : seq < entry->head_hint)
-		entry->head_hint = seq;
+	moves = candidate > entry->head_hint && entry->hint_gen == gen;
+	SpinLockRelease(&entry->mutex);
+	if (!moves)
+		return;
+	r = sbq_qstate_writer_record(SBQ_QS_ADVANCED, epoch, queue_id);
+	SpinLockAcquire(&entry->mutex);
+	if (candidate > entry->head_hint && entry->hint_gen == gen)
+	{
+		if (r != NULL && entry->head_hint < r->old_hint)
+			r->old_hint = entry->head_hint;
+		entry->head_hint = candidate;
+	}
 	SpinLockRelease(&entry->mutex);
 }
 
-/* Move the queue's head hint up to candidate (never down). */
-void
-sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate)
+/*
+ * sbq_qstate_prepares
+ *		For maintenance, before it asks whether the database has a prepared
+ *		transaction: the count sbq_qstate_refresh takes (-1: none here).
+ */
+int64
+sbq_qstate_prepares(Oid epoch)
 {
-	sbq_qstate_move_hint(epoch, queue_id, candidate, true);
+	SbqQueueState *db = sbq_qstate_entry(epoch, 0, false);
+	int64		count;
+
+	if (db == NULL)
+		return -1;
+	SpinLockAcquire(&db->mutex);
+	count = db->prepares;
+	SpinLockRelease(&db->mutex);
+	return count;
 }
 
 /*
  * sbq_qstate_refresh
  *		For maintenance: whether the queue's head hint is due for its check
- *		(a minute since the last), and then the hint to check below (*hint);
- *		and drop the database's prepared floor when no_prepared says there
- *		is no prepared transaction in it.
+ *		(a minute since the last), and then the hint to check below (*hint).
+ *		prepares >= 0: the database had no prepared transaction when asked
+ *		after sbq_qstate_prepares() returned it; then what PREPAREs counted
+ *		up to it left behind goes: the database's floor, and the queue's
+ *		mark that makes every receive look for due scheduled messages.
  */
 bool
-sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
+sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 				   int64 *hint)
 {
 	SbqQueueState *entry;
@@ -1227,15 +1404,24 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
 			due = *hint > 0;
 			entry->hint_set_at = now;
 		}
+		if (entry->due_prepared > 0 && entry->due_prepared <= prepares)
+		{
+			/* what was prepared is committed or gone: look once more */
+			entry->due_prepared = 0;
+			entry->due_known = false;
+			entry->due_gen++;
+		}
 		SpinLockRelease(&entry->mutex);
 	}
-	if (no_prepared)
+	if (prepares >= 0)
 	{
 		entry = sbq_qstate_entry(epoch, 0, false);
 		if (entry != NULL)
 		{
 			SpinLockAcquire(&entry->mutex);
-			entry->prepared_floor = PG_INT64_MAX;
+			/* a floor is left with a bump of the count, under this lock */
+			if (entry->prepares == prepares)
+				entry->prepared_floor = PG_INT64_MAX;
 			SpinLockRelease(&entry->mutex);
 		}
 	}
@@ -1246,5 +1432,16 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
 void
 sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
 {
-	sbq_qstate_move_hint(epoch, queue_id, seq, false);
+	SbqQueueState *entry;
+
+	entry = sbq_qstate_entry(epoch, queue_id, false);
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	if (seq < entry->head_hint)
+	{
+		entry->head_hint = seq;
+		entry->hint_gen++;
+	}
+	SpinLockRelease(&entry->mutex);
 }

@@ -62,9 +62,11 @@ extern int	sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int m
 /* the head of a queue */
 extern void sbq_qstate_send_begin(Oid epoch, int32 queue_id);
 extern void sbq_qstate_send_done(Oid epoch, int64 max_seq);
-extern bool sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound);
-extern void sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate);
-extern bool sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, bool no_prepared,
+extern bool sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound,
+							uint64 *gen);
+extern void sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate, uint64 gen);
+extern int64 sbq_qstate_prepares(Oid epoch);
+extern bool sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 							   int64 *hint);
 extern void sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq);
 
