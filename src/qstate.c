@@ -223,6 +223,7 @@ static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
 static bool sbq_qstate_full_logged = false;	/* this backend said the table is full */
 static bool sbq_qstate_preparing = false;	/* the records are applied at PREPARE */
+static int	sbq_qstate_nscheduled = 0;	/* SBQ_QS_SCHEDULED records made (or more) */
 
 static void sbq_qstate_apply(const void *record);
 static void sbq_qstate_undo(const void *record);
@@ -393,6 +394,26 @@ sbq_counts_add(int64 *pending, const SbqCounts *c, int sign)
 }
 
 /*
+ * sbq_qstate_last
+ *		The newest record of this transaction, if it is of kind, for the
+ *		queue (key) and made at the current nest level; else NULL.
+ */
+static SbqQstateRecord *
+sbq_qstate_last(SbqQstateKind kind, const SbqQueueKey *key)
+{
+	int			n = sbq_undo_count(&sbq_qstate_log);
+	SbqQstateRecord *last;
+
+	if (n == 0)
+		return NULL;
+	last = sbq_undo_entry(&sbq_qstate_log, n - 1);
+	if (last->kind != kind || last->hdr.level != GetCurrentTransactionNestLevel() ||
+		memcmp(&last->key, key, sizeof(*key)) != 0)
+		return NULL;
+	return last;
+}
+
+/*
  * sbq_qstate_writer_record
  *		A record of kind for the queue when this transaction has written
  *		(NULL when it has not): the newest one, if it is of that kind, queue
@@ -403,20 +424,18 @@ static SbqQstateRecord *
 sbq_qstate_writer_record(SbqQstateKind kind, Oid epoch, int32 queue_id)
 {
 	SbqQueueKey key;
-	int			n = sbq_undo_count(&sbq_qstate_log);
-	SbqQstateRecord *last = n > 0 ? sbq_undo_entry(&sbq_qstate_log, n - 1) : NULL;
+	SbqQstateRecord *r;
 
 	if (!TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		return NULL;
 	sbq_qstate_key(&key, epoch, queue_id);
-	if (last != NULL && last->kind == kind &&
-		last->hdr.level == GetCurrentTransactionNestLevel() &&
-		memcmp(&last->key, &key, sizeof(key)) == 0)
-		return last;
+	r = sbq_qstate_last(kind, &key);
+	if (r != NULL)
+		return r;
 	(void) sbq_qstate_entry(epoch, 0, true);	/* for a PREPARE's count */
-	last = sbq_qstate_record(kind, &key);
-	last->old_hint = PG_INT64_MAX;
-	return last;
+	r = sbq_qstate_record(kind, &key);
+	r->old_hint = PG_INT64_MAX;
+	return r;
 }
 
 /*
@@ -585,8 +604,9 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 			sbq_undo_abort(&sbq_qstate_log);
 			break;
 		default:
-			break;
+			return;
 	}
+	sbq_qstate_nscheduled = 0;
 }
 
 /* A subtransaction's records: undone at its abort, its parent's at its commit. */
@@ -618,6 +638,13 @@ sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c)
 	sbq_qstate_key(&key, epoch, queue_id);
 	if (sbq_qstate_entry(epoch, queue_id, true) == NULL)
 		return false;
+	r = sbq_qstate_last(SBQ_QS_ADD, &key);
+	if (r != NULL)
+	{
+		/* a loop of calls in one transaction keeps one record */
+		sbq_counts_add((int64 *) &r->counts, c, 1);
+		return true;
+	}
 	r = sbq_qstate_record(SBQ_QS_ADD, &key);
 	r->counts = *c;
 	return true;
@@ -1102,7 +1129,7 @@ sbq_qstate_due(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
 	*gen = entry->due_gen;
 	due = !entry->due_known || entry->next_due <= now || entry->due_prepared > 0;
 	SpinLockRelease(&entry->mutex);
-	for (i = 0; i < sbq_undo_count(&sbq_qstate_log) && !due; i++)
+	for (i = 0; sbq_qstate_nscheduled > 0 && i < sbq_undo_count(&sbq_qstate_log) && !due; i++)
 	{
 		const SbqQstateRecord *r = sbq_undo_entry(&sbq_qstate_log, i);
 
@@ -1154,6 +1181,7 @@ sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when)
 		return;
 	(void) sbq_qstate_entry(epoch, 0, true);	/* for a PREPARE's count */
 	r = sbq_qstate_record(SBQ_QS_SCHEDULED, &key);
+	sbq_qstate_nscheduled++;
 	r->when = when;
 }
 
@@ -1296,10 +1324,20 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound, uint64 *ge
 	b = db->max_seq + 1;
 	SpinLockRelease(&db->mutex);
 
+	/*
+	 * Not this backend's own slot: what its transaction sent and still holds
+	 * is in its own scan's snapshot, and seen there; what it sent and took
+	 * out is gone at commit, and its rollback takes the sends too. With its
+	 * slot, a transaction that sends and receives in a loop could not move
+	 * the hint past its first send, and each receive walked every message
+	 * it had settled since.
+	 */
 	for (i = 0; i < MaxBackends; i++)
 	{
 		SbqSendSlot *slot = &sbq_send_slots[i];
 
+		if (i == SBQ_MY_PROC_NUMBER())
+			continue;
 		SpinLockAcquire(&slot->mutex);
 		if (slot->active && slot->dbid == MyDatabaseId &&
 			(slot->queue_id == queue_id || slot->queue_id == 0) && slot->floor < b)

@@ -27,10 +27,13 @@
 # rollbacks):
 #	7. a receive-and-delete, then a receive that finds the next message
 #	   locked, prepared, then ROLLBACK PREPARED.
+# And a transaction moves the head past what it sent and settled itself:
+#	8. after 300 sends, receives and completes in one transaction, its next
+#	   receive reads a few entries of the queue's index, not 300.
 #
 # After a restart, shared memory knows nothing of a transaction prepared
 # before it:
-#	8. it sent a message and scheduled another; later sends and receives
+#	9. it sent a message and scheduled another; later sends and receives
 #	   move past its number, and it is committed: both still arrive.
 # Each case uses its own queue. SBQ_TEST_PORT, when set, is the port of the
 # test's server.
@@ -181,7 +184,28 @@ is(receive('head'), '-', 'head: while it is prepared, a new receive gets nothing
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'head'});
 is(receive('head'), 'm1', 'head: rolled back, a new receive gets m1');
 
-### 8. a transaction prepared before a restart
+### 8. a loop of sends, receives and completes in one transaction
+ready('loop');
+my @loop = split /\n/, $node->safe_psql('postgres', q{
+	BEGIN;
+	DO $$DECLARE m record; BEGIN
+		FOR i IN 1..300 LOOP
+			PERFORM sbq_send('loop', 'x');
+			FOR m IN SELECT lock_token FROM sbq_receive('loop') LOOP
+				PERFORM sbq_complete('loop', m.lock_token);
+			END LOOP;
+		END LOOP;
+	END $$;
+	SELECT sbq_send('loop', 'last') > 0;
+	SELECT pg_stat_get_xact_tuples_returned('sbq.messages_receive_idx'::regclass);
+	SELECT convert_from(body, 'UTF8') FROM sbq_receive('loop');
+	SELECT pg_stat_get_xact_tuples_returned('sbq.messages_receive_idx'::regclass);
+	COMMIT;});
+is($loop[2], 'last', 'loop: the receive after the loop gets the last message');
+cmp_ok($loop[3] - $loop[1], '<', 20,
+	"loop: and reads a few entries of the queue's index (@{[$loop[3] - $loop[1]]}), not the 300 it settled");
+
+### 9. a transaction prepared before a restart
 $node->safe_psql('postgres', q{
 	SELECT sbq_create_queue('restart');
 	SELECT sbq_send('restart', 'first');
