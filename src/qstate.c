@@ -394,6 +394,21 @@ sbq_counts_add(int64 *pending, const SbqCounts *c, int sign)
 }
 
 /*
+ * Lower a queue's head hint to seq, under its entry's spinlock. Every
+ * lowering bumps hint_gen: a receive that read the hint before does not move
+ * it up again (sbq_qstate_advance).
+ */
+static inline void
+sbq_hint_lower_locked(SbqQueueState *entry, int64 seq)
+{
+	if (seq < entry->head_hint)
+	{
+		entry->head_hint = seq;
+		entry->hint_gen++;
+	}
+}
+
+/*
  * sbq_qstate_last
  *		The newest record of this transaction, if it is of kind, for the
  *		queue (key) and made at the current nest level; else NULL.
@@ -524,11 +539,8 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			break;
 		case SBQ_QS_ADVANCED:
 			/* prepared: it may yet roll back, and nothing here would know */
-			if ((!commit || sbq_qstate_preparing) && r->old_hint < entry->head_hint)
-			{
-				entry->head_hint = r->old_hint;
-				entry->hint_gen++;
-			}
+			if (!commit || sbq_qstate_preparing)
+				sbq_hint_lower_locked(entry, r->old_hint);
 			break;
 		case SBQ_QS_FORGET:
 			if (commit)
@@ -537,8 +549,7 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 				memset(entry->move_xid, 0, sizeof(entry->move_xid));
 				entry->due_known = false;
 				entry->due_gen++;
-				entry->head_hint = 0;
-				entry->hint_gen++;
+				sbq_hint_lower_locked(entry, 0);
 			}
 			break;
 	}
@@ -1476,10 +1487,6 @@ sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
 	if (entry == NULL)
 		return;
 	SpinLockAcquire(&entry->mutex);
-	if (seq < entry->head_hint)
-	{
-		entry->head_hint = seq;
-		entry->hint_gen++;
-	}
+	sbq_hint_lower_locked(entry, seq);
 	SpinLockRelease(&entry->mutex);
 }

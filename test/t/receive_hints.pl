@@ -35,25 +35,19 @@
 # before it:
 #	9. it sent a message and scheduled another; later sends and receives
 #	   move past its number, and it is committed: both still arrive.
-# Each case uses its own queue. SBQ_TEST_PORT, when set, is the port of the
-# test's server.
+# Each case uses its own queue.
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use SbqNode;
 
-my $node = PostgreSQL::Test::Cluster->new('receive_hints',
-	$ENV{SBQ_TEST_PORT} ? (port => $ENV{SBQ_TEST_PORT}) : ());
-$node->init;
-$node->append_conf('postgresql.conf', qq(
-shared_preload_libraries = 'sbqueue'
-sbqueue.enable_maintenance_worker = off
-max_prepared_transactions = 4
-));
-$node->start;
+my $node = SbqNode::preloaded('receive_hints', "max_prepared_transactions = 4\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
 
 # a new queue whose hints are known: after a receive and a maintenance pass
