@@ -100,7 +100,9 @@
  * shared) and take spinlocks: they cannot fail.
  *
  * A caller keeps an entry's address after the LWLock is released and takes
- * its spinlock without it. That is safe because an entry is only removed
+ * its spinlock without it, and a backend keeps the addresses of the last
+ * entries it found from call to call (a send looks its entry up a few
+ * times), forgetting them all whenever any entry is removed. That is safe because an entry is only removed
  * when its database is dropped (no session may be connected then) or its
  * incarnation is (DROP EXTENSION takes sbq.queues in AccessExclusiveLock,
  * and every storage section holds AccessShareLock on it until after its
@@ -219,6 +221,24 @@ typedef struct SbqQstateRecord
 
 static HTAB *sbq_qstate_hash = NULL;
 static LWLock *sbq_qstate_lock = NULL;
+static pg_atomic_uint64 *sbq_qstate_removals = NULL;	/* bumped by each removal */
+
+/*
+ * The entries this backend found last, by key: a call finds its queue's
+ * entry here without the table's LWLock and its hash, a few times a send.
+ * An entry's address stays good until it is removed (sbq_qstate_forget_all),
+ * which bumps the removal count: the addresses are then forgotten.
+ */
+#define SBQ_QSTATE_CACHED	8
+typedef struct SbqQstateCached
+{
+	SbqQueueKey key;
+	SbqQueueState *entry;
+} SbqQstateCached;
+static SbqQstateCached sbq_qstate_cached[SBQ_QSTATE_CACHED];
+static int	sbq_qstate_ncached = 0;
+static int	sbq_qstate_cache_next = 0;
+static uint64 sbq_qstate_cached_removals = 0;
 static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
 static bool sbq_qstate_full_logged = false;	/* this backend said the table is full */
@@ -242,8 +262,9 @@ static void sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId myS
 Size
 sbq_qstate_shmem_size(void)
 {
-	return add_size(hash_estimate_size(SBQ_QSTATE_MAX, sizeof(SbqQueueState)),
-					mul_size(MaxBackends, sizeof(SbqSendSlot)));
+	return add_size(add_size(hash_estimate_size(SBQ_QSTATE_MAX, sizeof(SbqQueueState)),
+							 mul_size(MaxBackends, sizeof(SbqSendSlot))),
+					sizeof(pg_atomic_uint64));
 }
 
 void
@@ -276,6 +297,10 @@ sbq_qstate_shmem_startup(void)
 				SpinLockInit(&sbq_send_slots[i].mutex);
 				sbq_send_slots[i].active = false;
 			}
+		sbq_qstate_removals = ShmemInitStruct("sbqueue queues removed",
+											  sizeof(pg_atomic_uint64), &found);
+		if (!found)
+			pg_atomic_init_u64(sbq_qstate_removals, 0);
 	}
 }
 
@@ -288,9 +313,23 @@ sbq_qstate_key(SbqQueueKey *key, Oid epoch, int32 queue_id)
 	key->queue_id = queue_id;
 }
 
+/* Keep an entry's address, in place of the one kept longest. */
+static void
+sbq_qstate_remember(const SbqQueueKey *key, SbqQueueState *entry)
+{
+	int			i = sbq_qstate_ncached < SBQ_QSTATE_CACHED ? sbq_qstate_ncached++ :
+		sbq_qstate_cache_next++ % SBQ_QSTATE_CACHED;
+
+	sbq_qstate_cached[i].key = *key;
+	sbq_qstate_cached[i].entry = entry;
+}
+
 /*
  * The entry of a queue (queue_id 0: of the database) in this database, made
- * if need be; NULL without shared memory or room.
+ * if need be; NULL without shared memory or room. An address kept from an
+ * earlier call is used while no entry has been removed since: removals come
+ * with DROP DATABASE or DROP EXTENSION, and the entries of the incarnation a
+ * caller works in cannot go meanwhile (see the file header).
  */
 static SbqQueueState *
 sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
@@ -300,15 +339,31 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 	SbqQueueState *entry;
 	bool		found;
 
+	uint64		removals;
+	int			i;
+
 	sbq_qstate_key(key, epoch, queue_id);
 
 	if (sbq_qstate_hash == NULL || !OidIsValid(key->epoch))
 		return NULL;
+	removals = pg_atomic_read_u64(sbq_qstate_removals);
+	if (removals != sbq_qstate_cached_removals)
+	{
+		sbq_qstate_ncached = 0;
+		sbq_qstate_cached_removals = removals;
+	}
+	for (i = 0; i < sbq_qstate_ncached; i++)
+		if (memcmp(&sbq_qstate_cached[i].key, key, sizeof(*key)) == 0)
+			return sbq_qstate_cached[i].entry;
 	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
 	entry = hash_search(sbq_qstate_hash, key, HASH_FIND, NULL);
 	LWLockRelease(sbq_qstate_lock);
 	if (entry != NULL || !create)
+	{
+		if (entry != NULL)
+			sbq_qstate_remember(key, entry);
 		return entry;
+	}
 
 	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
 	entry = hash_search(sbq_qstate_hash, key, HASH_ENTER_NULL, &found);
@@ -337,6 +392,8 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->prepares = 1;
 	}
 	LWLockRelease(sbq_qstate_lock);
+	if (entry != NULL)
+		sbq_qstate_remember(key, entry);
 	if (entry == NULL && !sbq_qstate_full_logged)
 	{
 		/* the fallback works, but slower: say so in the server log, once a backend */
@@ -933,6 +990,8 @@ sbq_qstate_forget_all(Oid dbid, Oid epoch)
 			(void) hash_search(sbq_qstate_hash, &key, HASH_REMOVE, NULL);
 		}
 	}
+	/* every backend forgets the addresses it kept (a full barrier) */
+	(void) pg_atomic_fetch_add_u64(sbq_qstate_removals, 1);
 	LWLockRelease(sbq_qstate_lock);
 }
 
