@@ -212,7 +212,7 @@ console() {
 # lane of its own
 tap() {
     local lanes=(
-        worker_hostile,maintain_pg_cron,bad_input_errors,rights_sessions,plans_by_key,send_groups
+        worker_hostile,maintain_pg_cron,bad_input_errors,rights_sessions,plans_by_key,send_groups,send_direct_indexes
         worker_vacuum,worker,fault_no_worker,lease_crash
         worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges
         session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,metrics_counters_move_edges,session_crash,maintain_stats_agree
