@@ -77,7 +77,9 @@
  * which covers rows no announced path wrote (a restore into a queue in use).
  * It does not drop the hint: with a transaction held open elsewhere, the
  * receives after a drop would each walk every row that transaction keeps,
- * until one of them moved the hint again.
+ * until one of them moved the hint again. Between those checks maintenance's
+ * own looks for a queue's active messages start at the hint too
+ * (sbq_qstate_maintain_floor), for the same reason.
  *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
@@ -153,6 +155,9 @@ PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
 
 /* how long counts may gather here before a counting call stores them */
 #define SBQ_QSTATE_STORE_USECS	USECS_PER_SEC
+
+/* how often maintenance looks below a queue's head hint */
+#define SBQ_HINT_CHECK_USECS	(60 * USECS_PER_SEC)
 
 /* moves an entry keeps until every snapshot sees them finished */
 #define SBQ_QSTATE_MOVES		4
@@ -1506,7 +1511,7 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 	if (entry != NULL)
 	{
 		SpinLockAcquire(&entry->mutex);
-		if (now - entry->hint_set_at >= 60 * USECS_PER_SEC)
+		if (now - entry->hint_set_at >= SBQ_HINT_CHECK_USECS)
 		{
 			*hint = entry->head_hint;
 			due = *hint > 0;
@@ -1534,6 +1539,30 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 		}
 	}
 	return due;
+}
+
+/*
+ * sbq_qstate_maintain_floor
+ *		For maintenance: where its looks for a queue's active messages may
+ *		start, as a receive's scan starts at the head hint: no active message
+ *		is below it. 0 (from the start) when the queue has no entry, or when
+ *		the hint's check is due at now: that check looks below the hint for
+ *		what a path that does not announce its sends stored there, and runs
+ *		only while the queue is known to have messages.
+ */
+int64
+sbq_qstate_maintain_floor(Oid epoch, int32 queue_id, TimestampTz now)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+	int64		floor = 0;
+
+	if (entry == NULL)
+		return 0;
+	SpinLockAcquire(&entry->mutex);
+	if (now - entry->hint_set_at < SBQ_HINT_CHECK_USECS)
+		floor = entry->head_hint;
+	SpinLockRelease(&entry->mutex);
+	return floor;
 }
 
 /* Move the queue's head hint down to seq, where maintenance found a message. */

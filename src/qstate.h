@@ -68,6 +68,7 @@ extern void sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate, uint6
 extern int64 sbq_qstate_prepares(Oid epoch);
 extern bool sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 							   int64 *hint);
+extern int64 sbq_qstate_maintain_floor(Oid epoch, int32 queue_id, TimestampTz now);
 extern void sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq);
 
 #endif							/* SBQ_QSTATE_H */
