@@ -65,7 +65,8 @@ static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8O
  * index probe each, in one statement, so that a pass over many idle queues
  * costs a statement, not several for each queue. The probe for messages
  * reads the receive index from, for the queues $1, their floors $2
- * (sbq_qstate_maintain_floor: no active message is below it) on, through
+ * (sbq_qstate_maintain_floor: no active message that a path announcing its
+ * sends stored is below it, qstate.c) on, through
  * every state after that. It was an EXISTS planned as a scan of the table
  * from its first page: under a transaction held open elsewhere, it read every
  * completed message that transaction still kept, in every pass (a fifth of

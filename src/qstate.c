@@ -322,8 +322,15 @@ sbq_qstate_key(SbqQueueKey *key, Oid epoch, int32 queue_id)
 static void
 sbq_qstate_remember(const SbqQueueKey *key, SbqQueueState *entry)
 {
-	int			i = sbq_qstate_ncached < SBQ_QSTATE_CACHED ? sbq_qstate_ncached++ :
-		sbq_qstate_cache_next++ % SBQ_QSTATE_CACHED;
+	int			i;
+
+	if (sbq_qstate_ncached < SBQ_QSTATE_CACHED)
+		i = sbq_qstate_ncached++;
+	else
+	{
+		i = sbq_qstate_cache_next;
+		sbq_qstate_cache_next = (sbq_qstate_cache_next + 1) % SBQ_QSTATE_CACHED;
+	}
 
 	sbq_qstate_cached[i].key = *key;
 	sbq_qstate_cached[i].entry = entry;

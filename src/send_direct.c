@@ -527,8 +527,10 @@ sbq_direct_keep_infos(SbqDirectKept *e, ResultRelInfo *rri)
 		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
 		IndexInfo  *k;
 
+		/* opclass options are in the memory of the store that built them */
 		if (rri->ri_IndexRelationDescs[i]->rd_rel->relam != BTREE_AM_OID ||
-			ii->ii_ExclusionOps != NULL || ii->ii_Expressions != NIL)
+			ii->ii_ExclusionOps != NULL || ii->ii_Expressions != NIL ||
+			ii->ii_OpclassOptions != NULL)
 		{
 			e->infos_kept = false;
 			break;
