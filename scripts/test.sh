@@ -204,7 +204,7 @@ console() {
         PGDATABASE=sbq_console timeout 300 bash console/test/run.sh
 }
 
-# in four lanes, each one test at a time, of about the same length (about 200 s
+# in four lanes, each one test at a time, of about the same length (about 250 s
 # on two cores): the tests mostly wait (for pg_cron's next minute, for workers to
 # come and go, for locks to run out), so four fit on two cores. The ones that time
 # their worker or their failover (worker_pool, wakeup, fault_sync_failover) share
@@ -212,9 +212,9 @@ console() {
 # lane of its own
 tap() {
     local lanes=(
-        worker_hostile,maintain_pg_cron,bad_input_errors,rights_sessions,plans_by_key,send_groups,send_direct_indexes
-        worker_vacuum,worker,fault_no_worker,lease_crash
-        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges
+        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,send_groups,send_direct_indexes
+        worker_vacuum,worker,fault_no_worker,lease_crash,maintain_pg_cron
+        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints
         session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,metrics_counters_move_edges,session_crash,maintain_stats_agree
     ) flags="-j4" lane
     for lane in "${lanes[@]}"; do
