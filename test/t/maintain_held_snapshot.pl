@@ -40,6 +40,7 @@ $node->safe_psql('postgres', q{
 
 # the held transaction sees the 20,050 messages
 my $held = $node->background_psql('postgres', on_error_stop => 0);
+$held->set_query_timer_restart;    # it is held idle for over a minute
 $held->query_safe(q{
 	BEGIN ISOLATION LEVEL REPEATABLE READ;
 	SELECT count(*) FROM sbq.messages;
