@@ -34,6 +34,13 @@
  * held open in the database) counts are not moved until one frees: they
  * gather here, and a crash would lose more.
  *
+ * A prepared transaction's counts may yet be rolled back, and nothing here
+ * learns of its COMMIT or ROLLBACK PREPARED. So PREPARE keeps them in a slot
+ * of the entry with the transaction's id (two per entry): readers add them
+ * once the commit log says it committed, as they add what a commit put in
+ * pending, and the next move puts them in pending, or drops them, once it
+ * has ended. With both slots in use they are taken as committed at PREPARE.
+ *
  * Scheduled messages. A receive activated due scheduled messages with a
  * statement on every call, nearly always finding none. Each entry has the
  * time its queue's next scheduled message is due (or "none", or "unknown"
@@ -88,8 +95,8 @@
  * What a transaction does to the table (counts to add or moved out, a
  * scheduled time, a deleted queue) is kept in a backend-local undo log
  * (undo.c): this file's transaction callbacks have it applied at commit, and
- * at PREPARE (a prepared transaction's counts are taken as committed), and
- * undone at abort.
+ * at PREPARE (a prepared transaction's counts into a slot, its other records
+ * as if it committed), and undone at abort.
  *
  * Owns: the table of queues ("sbqueue queues") and the per-backend send
  * slots ("sbqueue send slots") in shared memory; shmem.c has them made.
@@ -132,6 +139,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/array.h"
@@ -162,6 +170,9 @@ PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
 /* moves an entry keeps until every snapshot sees them finished */
 #define SBQ_QSTATE_MOVES		4
 
+/* prepared transactions' counts an entry keeps until they finish */
+#define SBQ_QSTATE_PREPS		2
+
 typedef struct SbqQueueKey
 {
 	Oid			dbid;
@@ -177,6 +188,8 @@ typedef struct SbqQueueState
 	TransactionId move_xid[SBQ_QSTATE_MOVES];	/* invalid: a free slot */
 	bool		move_committed[SBQ_QSTATE_MOVES];	/* its commit callback ran */
 	int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];	/* what each moved */
+	TransactionId prep_xid[SBQ_QSTATE_PREPS];	/* invalid: a free slot */
+	int64		prep[SBQ_QSTATE_PREPS][SBQ_NUM_COUNTERS];	/* what each counted */
 	TimestampTz last_take;		/* when the counts were last moved out */
 	bool		due_known;		/* next_due is known */
 	TimestampTz next_due;		/* DT_NOEND: no scheduled message */
@@ -248,6 +261,7 @@ static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
 static bool sbq_qstate_full_logged = false;	/* this backend said the table is full */
 static bool sbq_qstate_preparing = false;	/* the records are applied at PREPARE */
+static TransactionId sbq_qstate_prepare_xid = InvalidTransactionId;	/* ... of this one */
 static int	sbq_qstate_nscheduled = 0;	/* SBQ_QS_SCHEDULED records made (or more) */
 
 static void sbq_qstate_apply(const void *record);
@@ -385,6 +399,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		memset(entry->pending, 0, sizeof(entry->pending));
 		memset(entry->move_xid, 0, sizeof(entry->move_xid));
 		memset(entry->move_committed, 0, sizeof(entry->move_committed));
+		memset(entry->prep_xid, 0, sizeof(entry->prep_xid));
 		entry->last_take = GetCurrentTimestamp();
 		entry->due_known = false;
 		entry->next_due = 0;
@@ -546,6 +561,43 @@ sbq_qstate_bump_prepares(Oid epoch)
 	return count;
 }
 
+/*
+ * sbq_qstate_prep_slot
+ *		Keep a prepared transaction's counts in a slot of the entry, with its
+ *		id, under the entry's spinlock: they count once the commit log says
+ *		it committed (sbq_entry_counts), and go to the gathered counts, or
+ *		away, once it has finished (sbq_qstate_take). False when no slot is
+ *		free: the caller counts them now, as committed.
+ */
+static bool
+sbq_qstate_prep_slot(SbqQueueState *entry, TransactionId xid, const SbqCounts *c)
+{
+	int			slot = -1;
+	int			i;
+
+	if (!TransactionIdIsValid(xid))
+		return false;
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+	{
+		if (entry->prep_xid[i] == xid)
+		{
+			slot = i;
+			break;
+		}
+		if (slot < 0 && !TransactionIdIsValid(entry->prep_xid[i]))
+			slot = i;
+	}
+	if (slot < 0)
+		return false;
+	if (entry->prep_xid[slot] != xid)
+	{
+		entry->prep_xid[slot] = xid;
+		memset(entry->prep[slot], 0, sizeof(entry->prep[slot]));
+	}
+	sbq_counts_add(entry->prep[slot], c, 1);
+	return true;
+}
+
 /* Apply (commit) or undo (abort) one record. Never fails. */
 static void
 sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
@@ -563,6 +615,9 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 	switch (r->kind)
 	{
 		case SBQ_QS_ADD:
+			if (commit && sbq_qstate_preparing &&
+				sbq_qstate_prep_slot(entry, sbq_qstate_prepare_xid, &r->counts))
+				break;
 			if (commit)
 				sbq_counts_add(entry->pending, &r->counts, 1);
 			break;
@@ -616,6 +671,7 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			{
 				memset(entry->pending, 0, sizeof(entry->pending));
 				memset(entry->move_xid, 0, sizeof(entry->move_xid));
+				memset(entry->prep_xid, 0, sizeof(entry->prep_xid));
 				entry->due_known = false;
 				entry->due_gen++;
 				sbq_hint_lower_locked(entry, 0);
@@ -641,8 +697,8 @@ sbq_qstate_undo(const void *record)
 /*
  * sbq_qstate_xact_callback
  *		Commit applies the transaction's records, abort undoes them. A
- *		prepared transaction's counts are taken as committed (it almost always
- *		will be), and counts it moved to the table stay there.
+ *		prepared transaction's counts wait in a slot for its end
+ *		(sbq_qstate_prep_slot), and counts it moved to the table stay there.
  */
 static void
 sbq_qstate_xact_callback(XactEvent event, void *arg)
@@ -673,15 +729,27 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 			sbq_lease_at_commit();
 			sbq_undo_commit(&sbq_qstate_log);
 			break;
+		case XACT_EVENT_PRE_PREPARE:
+
+			/*
+			 * The id its counts are kept with (sbq_qstate_prep_slot), read
+			 * while the transaction surely still has it. Every call that
+			 * counts has written, so has one; without, they are taken as
+			 * committed.
+			 */
+			sbq_qstate_prepare_xid = GetTopTransactionIdIfAny();
+			return;
 		case XACT_EVENT_PREPARE:
 			/* a prepared move is not committed yet: its slot stays unmarked */
 			sbq_qstate_preparing = true;
 			sbq_undo_commit(&sbq_qstate_log);
 			sbq_qstate_preparing = false;
+			sbq_qstate_prepare_xid = InvalidTransactionId;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			sbq_undo_abort(&sbq_qstate_log);
+			sbq_qstate_prepare_xid = InvalidTransactionId;
 			break;
 		default:
 			return;
@@ -751,6 +819,26 @@ sbq_xid_committed(TransactionId xid, bool *known)
 }
 
 /*
+ * sbq_xid_end
+ *		How a transaction ended, from the commit log: 1 committed (or older
+ *		than the log holds: long committed), -1 rolled back, 0 not yet (a
+ *		prepared one, too). Not under a spinlock.
+ */
+static int
+sbq_xid_end(TransactionId xid)
+{
+	int			end = 0;
+
+	LWLockAcquire(XactTruncationLock, LW_SHARED);
+	if (TransactionIdPrecedes(xid, SBQ_OLDEST_CLOG_XID()) || TransactionIdDidCommit(xid))
+		end = 1;
+	else if (TransactionIdDidAbort(xid))
+		end = -1;
+	LWLockRelease(XactTruncationLock);
+	return end;
+}
+
+/*
  * sbq_qstate_finished
  *		Which of the move slots seen (their transactions, and whether marked
  *		committed) every snapshot of this database sees finished: done[i],
@@ -792,6 +880,87 @@ sbq_qstate_finished(Oid epoch, const TransactionId *seen, const bool *seen_commi
 }
 
 /*
+ * sbq_qstate_preps_ended
+ *		How each prepared transaction seen in an entry's slots ended: end[i]
+ *		1 committed (or too old for the commit log to say: long committed)
+ *		and its rows seen by every snapshot taken from now on, -1 rolled
+ *		back, 0 not yet (or a free slot). The rows matter: the counts are
+ *		stored by a statement that must find the queue, which the transaction
+ *		may have made, and COMMIT PREPARED marks the commit log before it
+ *		makes the transaction's rows seen. Not under the spinlock. True when
+ *		any slot was in use.
+ */
+static bool
+sbq_qstate_preps_ended(const TransactionId *xids, int *end)
+{
+	bool		used = false;
+	int			i;
+
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+	{
+		end[i] = 0;
+		if (!TransactionIdIsValid(xids[i]))
+			continue;
+		used = true;
+		end[i] = sbq_xid_end(xids[i]);
+		if (end[i] > 0 && TransactionIdIsInProgress(xids[i]))
+			end[i] = 0;
+	}
+	return used;
+}
+
+/*
+ * sbq_qstate_free_moves
+ *		Under the entry's spinlock: the move slots seen finished
+ *		(sbq_qstate_finished) are freed, the counts of those to give back
+ *		added to what is gathered. Returns a free slot, or -1.
+ */
+static int
+sbq_qstate_free_moves(SbqQueueState *entry, const TransactionId *seen, const bool *done,
+					  const bool *give_back)
+{
+	int			slot = -1;
+	int			i;
+
+	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
+	{
+		if (done[i] && entry->move_xid[i] == seen[i])
+		{
+			int			k;
+
+			if (give_back[i])
+				for (k = 0; k < SBQ_NUM_COUNTERS; k++)
+					entry->pending[k] += entry->moved[i][k];
+			entry->move_xid[i] = InvalidTransactionId;
+		}
+		if (slot < 0 && !TransactionIdIsValid(entry->move_xid[i]))
+			slot = i;
+	}
+	return slot;
+}
+
+/*
+ * sbq_qstate_merge_preps
+ *		Under the entry's spinlock: the slots of the prepared transactions
+ *		seen ended (sbq_qstate_preps_ended) are freed, the counts of those
+ *		that committed added to what is gathered.
+ */
+static void
+sbq_qstate_merge_preps(SbqQueueState *entry, const TransactionId *preps, const int *end)
+{
+	int			i;
+
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+	{
+		if (end[i] == 0 || entry->prep_xid[i] != preps[i])
+			continue;
+		if (end[i] > 0)
+			sbq_counts_add(entry->pending, (SbqCounts *) entry->prep[i], 1);
+		entry->prep_xid[i] = InvalidTransactionId;
+	}
+}
+
+/*
  * sbq_qstate_take
  *		Move the queue's gathered counts out of shared memory, for the caller
  *		to store in this transaction (they come back if it aborts). With
@@ -812,12 +981,14 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	bool		seen_committed[SBQ_QSTATE_MOVES];
 	bool		done[SBQ_QSTATE_MOVES];
 	bool		give_back[SBQ_QSTATE_MOVES];
+	TransactionId preps[SBQ_QSTATE_PREPS];
+	int			prep_end[SBQ_QSTATE_PREPS];
 	bool		due;
 	bool		any = false;
 	bool		used;
 	TransactionId xid = InvalidTransactionId;
 	int64	   *v = (int64 *) c;
-	int			slot = -1;
+	int			slot;
 	int			i;
 
 	sbq_qstate_key(&key, epoch, queue_id);
@@ -834,6 +1005,7 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 			any |= entry->pending[i] != 0;
 		memcpy(seen, entry->move_xid, sizeof(seen));
 		memcpy(seen_committed, entry->move_committed, sizeof(seen_committed));
+		memcpy(preps, entry->prep_xid, sizeof(preps));
 		if (!any)
 			entry->last_take = now;
 	}
@@ -842,10 +1014,13 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 		return false;
 
 	used = sbq_qstate_finished(epoch, seen, seen_committed, done, give_back);
+	used |= sbq_qstate_preps_ended(preps, prep_end);
 	if (!any && !used)
 		return false;
 	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
 		any |= give_back[i];	/* what comes back is moved now */
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+		any |= prep_end[i] > 0; /* and what a COMMIT PREPARED counted */
 	if (any)
 	{
 		xid = GetTopTransactionId();
@@ -854,20 +1029,8 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 
 	any = false;
 	SpinLockAcquire(&entry->mutex);
-	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
-	{
-		if (done[i] && entry->move_xid[i] == seen[i])
-		{
-			int			k;
-
-			if (give_back[i])
-				for (k = 0; k < SBQ_NUM_COUNTERS; k++)
-					entry->pending[k] += entry->moved[i][k];
-			entry->move_xid[i] = InvalidTransactionId;
-		}
-		if (slot < 0 && !TransactionIdIsValid(entry->move_xid[i]))
-			slot = i;
-	}
+	sbq_qstate_merge_preps(entry, preps, prep_end);
+	slot = sbq_qstate_free_moves(entry, seen, done, give_back);
 	if (r != NULL)
 	{
 		entry->last_take = now;
@@ -953,6 +1116,7 @@ sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *f
 	{
 		TimestampTz when;
 		bool		counts = false;
+		TransactionId preps[SBQ_QSTATE_PREPS];
 		int			i;
 
 		if (entry->key.queue_id == 0)
@@ -961,7 +1125,11 @@ sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *f
 		when = entry->due_known && entry->next_due != DT_NOEND ? entry->next_due : 0;
 		for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 			counts |= entry->pending[i] != 0;
+		memcpy(preps, entry->prep_xid, sizeof(preps));
 		SpinLockRelease(&entry->mutex);
+		/* a prepared transaction that ended: its counts to store, or to drop */
+		for (i = 0; i < SBQ_QSTATE_PREPS && !counts; i++)
+			counts = TransactionIdIsValid(preps[i]) && sbq_xid_end(preps[i]) != 0;
 		if (n >= max)
 		{
 			hash_seq_term(&status);
@@ -1029,6 +1197,8 @@ sbq_entry_counts(SbqQueueState *entry, Snapshot snap, int64 *sum)
 	TransactionId xids[SBQ_QSTATE_MOVES];
 	bool		committed[SBQ_QSTATE_MOVES];
 	int64		moved[SBQ_QSTATE_MOVES][SBQ_NUM_COUNTERS];
+	TransactionId prep_xids[SBQ_QSTATE_PREPS];
+	int64		prep[SBQ_QSTATE_PREPS][SBQ_NUM_COUNTERS];
 	int			i;
 	int			j;
 
@@ -1037,10 +1207,41 @@ sbq_entry_counts(SbqQueueState *entry, Snapshot snap, int64 *sum)
 	memcpy(xids, entry->move_xid, sizeof(xids));
 	memcpy(committed, entry->move_committed, sizeof(committed));
 	memcpy(moved, entry->moved, sizeof(moved));
+	memcpy(prep_xids, entry->prep_xid, sizeof(prep_xids));
+	memcpy(prep, entry->prep, sizeof(prep));
 	SpinLockRelease(&entry->mutex);
 
 	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		sum[i] += pending[i];
+
+	/*
+	 * A prepared transaction's counts count from its COMMIT PREPARED on, as
+	 * a committed transaction's do from its commit: by the commit log, not
+	 * by the snapshot (what is gathered here is not in any row yet). Once
+	 * the slot is emptied they are in pending, read under the same spinlock.
+	 */
+	for (j = 0; j < SBQ_QSTATE_PREPS; j++)
+	{
+		int			end;
+
+		if (!TransactionIdIsValid(prep_xids[j]))
+			continue;
+		end = sbq_xid_end(prep_xids[j]);
+		if (end > 0)
+			for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+				sum[i] += prep[j][i];
+		else if (end < 0)
+		{
+			/*
+			 * Rolled back: free the slot now, before the commit log that
+			 * says so can be truncated (it would then read as committed).
+			 */
+			SpinLockAcquire(&entry->mutex);
+			if (entry->prep_xid[j] == prep_xids[j])
+				entry->prep_xid[j] = InvalidTransactionId;
+			SpinLockRelease(&entry->mutex);
+		}
+	}
 
 	/*
 	 * A move's counts are in the rows this snapshot reads when it sees the

@@ -150,8 +150,9 @@ static Oid	sbq_epoch_relid = InvalidOid;
  * Add to a queue's stored counters, in one row per backend (shard). Where the
  * tables are distributed, counts of an entity that is not in the group (no
  * key to place them by) are not stored: it was deleted, or made in a
- * prepared transaction, whose counts were taken as committed at PREPARE
- * (sbq_store_counts keeps them while one is left).
+ * prepared transaction whose counts were taken as committed at PREPARE (the
+ * queue's slots for prepared transactions being full, src/qstate.c), which
+ * sbq_store_counts keeps while one is left.
  */
 static SbqStatement stmt_count = {"count", 9, {INT4OID, INT4OID, INT8OID, INT8OID, INT8OID,
 		INT8OID, INT8OID, INT8OID, INT8OID},

@@ -215,9 +215,9 @@ is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 21 \
     "sbq_maintain() on the coordinator, which holds none, makes a pass over every worker's queues"
 
 # a queue made and sent to in a transaction prepared on its node, then rolled back: the
-# send's counts were taken as committed at PREPARE, for a queue that never was; a
-# maintenance pass drops them (no key to place them by) rather than fail on them at
-# every pass
+# send's counts, kept until the transaction ends (or taken as committed at PREPARE when
+# the queue's slots for prepared transactions are full), are for a queue that never
+# was; a maintenance pass drops them rather than fail on them at every pass
 local1=$(pick Prepared "p = $pw1")
 q "$pw1" -c "BEGIN" -c "SELECT sbq_create_queue('$local1')" -c "SELECT sbq_send('$local1', 'x')" \
     -c "PREPARE TRANSACTION 'sbq_rolled_back'" >/dev/null

@@ -5,9 +5,13 @@
 #	1. a prepared transaction that moved counts and is rolled back: the
 #	   counters read what they read before, at once and while the queue
 #	   stays idle (not low until the queue's next move);
-#	2. a transaction held open in another database does not stop this
+#	2. a prepared transaction's counts: not counted while it is prepared,
+#	   never once it is rolled back, from COMMIT PREPARED on once it commits
+#	   (kept in the entry's slots for prepared transactions; with those
+#	   full, counted at PREPARE as before), and stored once, not twice;
+#	3. a transaction held open in another database does not stop this
 #	   database's counts from being stored (it cannot read them);
-#	3. a move slot whose transaction is older than the commit log that
+#	4. a move slot whose transaction is older than the commit log that
 #	   VACUUM kept (a queue idle while the server went on): the next send,
 #	   receive and sbq_maintain() still work.
 # Each part uses its own queue, so each stands on its own. SBQ_TEST_PORT, when
@@ -46,6 +50,17 @@ sub stored
 		  JOIN sbq.queues q USING (queue_id) WHERE q.name = '$q'});
 }
 
+# a transaction that sends $n messages to 'psend' and is prepared as $gid
+sub prepared_send
+{
+	my ($gid, $n) = @_;
+	$node->safe_psql('postgres', qq{
+		BEGIN;
+		SELECT count(sbq_send('psend', 'x')) FROM generate_series(1, $n);
+		PREPARE TRANSACTION '$gid';
+	});
+}
+
 ### 1. a prepared move rolled back
 {
 	$node->safe_psql('postgres', q{
@@ -66,7 +81,67 @@ sub stored
 	is(stored('tpc'), '5', 'tpc: and that pass stored them');
 }
 
-### 2. a transaction open in another database
+### 2. a prepared transaction's own counts
+{
+	$node->safe_psql('postgres', q{
+		SELECT sbq_create_queue('psend');
+		SELECT count(sbq_send('psend', 'x')) FROM generate_series(1, 2);
+	});
+	is(sent('psend'), '2', 'psend: two sent');
+	prepared_send('psend_rb', 3);
+	is(sent('psend'), '2', 'psend: a prepared send of three is not counted yet');
+	$node->safe_psql('postgres', q{ROLLBACK PREPARED 'psend_rb'});
+	is(sent('psend'), '2', 'psend: nor once it is rolled back');
+	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
+	is(sent('psend'), '2', 'psend: nor after a maintenance pass');
+	is(stored('psend'), '2', 'psend: which stored the two');
+
+	$node->safe_psql('postgres', q{
+		BEGIN;
+		SELECT count(sbq_send('psend', 'x')) FROM generate_series(1, 4);
+		SAVEPOINT s;
+		SELECT sbq_send('psend', 'x');
+		ROLLBACK TO s;
+		PREPARE TRANSACTION 'psend_c';
+	});
+	is(sent('psend'), '2', 'psend: a prepared send of four is not counted yet');
+	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
+	is(sent('psend'), '2', 'psend: nor after a maintenance pass meanwhile');
+	$node->safe_psql('postgres', q{COMMIT PREPARED 'psend_c'});
+	is(sent('psend'), '6', 'psend: it counts from its COMMIT PREPARED on');
+	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
+	is(sent('psend'), '6', 'psend: six after a maintenance pass');
+	is(stored('psend'), '6', 'psend: which stored them once');
+
+	# three prepared at once: two slots, the third counted at its PREPARE
+	prepared_send("psend_$_", $_) for 1 .. 3;
+	is(sent('psend'), '9', 'psend: with the slots full, the third is counted at PREPARE');
+	$node->safe_psql('postgres', q{COMMIT PREPARED 'psend_1'});
+	is(sent('psend'), '10', 'psend: the first counts once committed');
+	$node->safe_psql('postgres', q{ROLLBACK PREPARED 'psend_2'});
+	$node->safe_psql('postgres', q{COMMIT PREPARED 'psend_3'});
+	is(sent('psend'), '10', 'psend: the second rolled back, the third counted already');
+	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
+	is(sent('psend'), '10', 'psend: ten after a maintenance pass');
+	is(stored('psend'), '10', 'psend: which stored them once');
+	is($node->safe_psql('postgres', q{
+		SELECT sbq_send('psend', 'x') > 0;
+		SELECT sent FROM sbq_queue_stats WHERE queue = 'psend'}), "t\n11",
+		'psend: slots freed, a send counts at once');
+
+	# two rolled back, no pass of maintenance: a reader frees their slots, so
+	# two more prepared wait in them rather than count at PREPARE
+	prepared_send("psend_$_", 1) for qw(a b);
+	$node->safe_psql('postgres', qq{ROLLBACK PREPARED 'psend_$_'}) for qw(a b);
+	is(sent('psend'), '11', 'psend: two rolled back, not counted');
+	prepared_send("psend_$_", 1) for qw(c d);
+	is(sent('psend'), '11', 'psend: the slots the reader freed hold two more prepared');
+	$node->safe_psql('postgres', qq{ROLLBACK PREPARED 'psend_$_'}) for qw(c d);
+	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
+	is(sent('psend'), '11', 'psend: eleven once they are rolled back too');
+}
+
+### 3. a transaction open in another database
 {
 	$node->safe_psql('postgres', q{
 		CREATE DATABASE other;
@@ -92,7 +167,7 @@ sub stored
 	$other->quit;
 }
 
-### 3. a move older than the commit log
+### 4. a move older than the commit log
 {
 	$node->safe_psql('postgres', q{
 		SELECT sbq_create_queue('idle');
