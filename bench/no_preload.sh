@@ -33,9 +33,13 @@ bin=$("$PG_CONFIG" --bindir)
 lib=$("$PG_CONFIG" --pkglibdir)/sbqueue.so
 work=$(mktemp -d /tmp/sbqueue-np.XXXXXX)
 chmod 755 "$work"
+# put a library in place by a rename: a backend that still has the old file
+# mapped (one that is exiting) keeps it, where a copy over it in place
+# could crash it and the server with it
+put_lib() { cp "$1" "$lib.bench-tmp" && mv -f "$lib.bench-tmp" "$lib"; }
 cleanup() {
     scripts/pgserver.sh stop "$work/pg" >/dev/null 2>&1 || true
-    [ -f "$work/new.so" ] && cp "$work/new.so" "$lib"
+    [ -f "$work/new.so" ] && put_lib "$work/new.so"
     git -C "$root" worktree remove --force "$work/src" >/dev/null 2>&1 || true
     rm -rf "$work"
 }
@@ -65,7 +69,7 @@ cell() {
     local c=$1 script=sbq_cycle out
     case $c in
     plain) script=skq_cycle ;;
-    *) cp "$work/$c.so" "$lib" ;;
+    *) put_lib "$work/$c.so" ;;
     esac
     psql -X -q -c "SELECT sbq_purge_queue('bench')" -c "TRUNCATE skq_messages" \
         -c "VACUUM ANALYZE sbq.messages, skq_messages" >/dev/null
