@@ -380,13 +380,19 @@ def cmd_zombie(args, hist):
 def cmd_once(args, hist):
     c = Client(args, "once", hist)
     deadline = now() + args.timeout
+    if args.at is not None:
+        # connected first, then the receive at that instant: the caller times
+        # the call itself, not this process's start
+        c.connect(deadline)
+        time.sleep(max(0.0, args.at - now()))
+    t_call = now()
     outcome, msgs = op_receive(c, args.queue, args.max, args.wait, deadline)
     settled = []
     if outcome == "ok" and msgs and args.settle != "none":
         for m in msgs:
             o, _ = op_settle(c, args.queue, args.settle, [m["token"]], deadline)
             settled.append(o)
-    print(json.dumps({"outcome": outcome, "msgs": msgs or [], "settled": settled}))
+    print(json.dumps({"outcome": outcome, "msgs": msgs or [], "settled": settled, "t_call": t_call}))
     return 0
 
 
@@ -494,6 +500,8 @@ def main():
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--max", type=int, default=1)
     p.add_argument("--wait", default="0")
+    p.add_argument("--at", type=float, default=None,
+                   help="once: connect, then receive at this time (seconds since the epoch)")
     p.add_argument("--settle", default="complete", choices=["complete", "abandon", "none"])
     p.add_argument("--token")
     p.add_argument("--trigger")
