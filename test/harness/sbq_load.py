@@ -380,12 +380,18 @@ def cmd_zombie(args, hist):
 def cmd_once(args, hist):
     c = Client(args, "once", hist)
     deadline = now() + args.timeout
-    if args.at is not None:
+    if args.at is not None or args.not_after is not None:
         # connected first, then the receive at that instant: the caller times
         # the call itself, not this process's start
         c.connect(deadline)
+    if args.at is not None:
         time.sleep(max(0.0, args.at - now()))
     t_call = now()
+    if args.not_after is not None and t_call > args.not_after:
+        # too late for what the caller asks of it (a loaded machine started
+        # this process slowly): no call at all
+        print(json.dumps({"outcome": "late", "msgs": [], "settled": [], "t_call": t_call}))
+        return 0
     outcome, msgs = op_receive(c, args.queue, args.max, args.wait, deadline)
     settled = []
     if outcome == "ok" and msgs and args.settle != "none":
@@ -502,6 +508,8 @@ def main():
     p.add_argument("--wait", default="0")
     p.add_argument("--at", type=float, default=None,
                    help="once: connect, then receive at this time (seconds since the epoch)")
+    p.add_argument("--not-after", type=float, default=None,
+                   help="once: connect, then receive only if not later than this time")
     p.add_argument("--settle", default="complete", choices=["complete", "abandon", "none"])
     p.add_argument("--token")
     p.add_argument("--trigger")
