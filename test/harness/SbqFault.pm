@@ -228,7 +228,9 @@ sub wait_restart
 	return 0 if restarts($node) < $n;
 	while (time < $deadline)
 	{
-		my ($rc) = $node->psql('postgres', 'SELECT 1');
+		# psql may exit (connection refused in recovery) before it has read
+		# the query from its stdin: writing it then dies of a broken pipe
+		my $rc = eval { ($node->psql('postgres', 'SELECT 1'))[0] } // 1;
 		return 1 if $rc == 0;
 		usleep(100_000);
 	}
