@@ -10,13 +10,13 @@
 # maintenance worker off so it does not run between cells); only one runs at a
 # time, and the contenders take turns cell by cell, in the order A B B A, so a
 # drift of the machine does not favour one. The cells are bench/run.sh's
-# sbqueue workloads at 4 clients: send 1 and a batch, receive + complete of 1
+# sbqueue workloads at 4 clients (AB_CLIENTS): send 1 and a batch, receive + complete of 1
 # and a batch from a filled queue, and the full cycle of 1 and a batch; and
 # the cycle of 1 with sbqueue.memory_locks off (locks in the rows).
 # Prints the median messages/second of each and new/old, as a Markdown table.
 # AB_ONLY (an extended regular expression) keeps the workloads whose names match;
 # AB_NO_PRELOAD=1 starts both servers without shared_preload_libraries (locks
-# and counters in the rows).
+# and counters in the rows); AB_CLIENTS sets the clients of every cell (4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -24,6 +24,7 @@ rev=${1:?usage: bench/ab.sh REV [SECONDS] [ROUNDS]}
 secs=${2:-10}
 rounds=${3:-3}
 batch=${BENCH_BATCH:-100}
+clients=${AB_CLIENTS:-4}
 
 scripts/setup.sh >/dev/null
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config}
@@ -96,7 +97,7 @@ cell() {
             -c "VACUUM ANALYZE sbq.messages" >/dev/null
     fi
     before=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
-    tps=$(PGOPTIONS="$opts" "$new_bin/pgbench" -n -M prepared -c 4 -j 2 -T "$secs" -D n="$batch" \
+    tps=$(PGOPTIONS="$opts" "$new_bin/pgbench" -n -M prepared -c "$clients" -j 2 -T "$secs" -D n="$batch" \
         -D tok=00000000-0000-0000-0000-000000000000 -f "bench/$script.sql" 2>&1 |
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
     after=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
@@ -142,7 +143,7 @@ done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "bench/ab.sh $rev $secs $rounds: messages/second, the median of $((rounds * 2)) cells of ${secs} s each,"
-echo "4 clients, fsync and synchronous_commit on, $(nproc) CPUs$([ "${AB_NO_PRELOAD:-0}" = 1 ] && echo ", sbqueue not preloaded")"
+echo "$clients clients, fsync and synchronous_commit on, $(nproc) CPUs$([ "${AB_NO_PRELOAD:-0}" = 1 ] && echo ", sbqueue not preloaded")"
 echo
 echo "old: $describe_old"
 echo "new: $describe_new"

@@ -62,7 +62,10 @@
  * log (undo.c), with the entry as it was; this file's transaction and
  * subtransaction callbacks have the log applied at commit and undone at
  * abort. PREPARE TRANSACTION is refused for a transaction with such changes:
- * a prepared transaction would leave entries that no process owns.
+ * a prepared transaction would leave entries that no process owns. A lease
+ * that ends before its expiry while its message stays in the queue (an
+ * abandon at commit; anything undone at abort) lowers the queue's free hint
+ * (qstate.c) once the entry has changed, with no partition lock held.
  *
  * Owns: the lease table ("sbqueue leases") and the table of the databases'
  * shares ("sbqueue lease shares") in shared memory, which shmem.c has made;
@@ -196,6 +199,7 @@ typedef struct SbqLeaseUndo
 	bool		existed;		/* false: the change created the entry */
 	bool		renew;			/* a renew of a lease nobody owns */
 	TimestampTz renewed_until;	/* for a renew: what it set */
+	bool		row_goes;		/* a settlement that takes the row out of the queue */
 	SbqLease	prev;
 } SbqLeaseUndo;
 
@@ -224,6 +228,16 @@ static inline bool sbq_lease_orphan(const SbqLease *entry, TimestampTz now);
 /* this transaction's changes (undo.c) */
 static SbqUndoLog sbq_lease_log = SBQ_UNDO_LOG(SbqLeaseUndo, 64, sbq_lease_apply,
 											   sbq_lease_restore);
+
+/*
+ * This transaction settles a lease without taking its message out of the
+ * queue (an abandon): the message is receivable again for it alone, below
+ * where the free hint may be (sbq_lease_freed_here).
+ */
+static bool sbq_lease_freed = false;
+
+/* sbq_lease_unclaim is undoing a claim (sbq_lease_restore) */
+static bool sbq_lease_unclaiming = false;
 
 /* (a transaction that drops more leaves the rest to expire and be swept) */
 static SbqLeaseDrop sbq_drops[8];
@@ -516,6 +530,7 @@ sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 	u->existed = entry != NULL;
 	u->renew = false;
 	u->renewed_until = 0;
+	u->row_goes = false;
 	if (entry != NULL)
 		u->prev = *entry;
 	else
@@ -566,6 +581,7 @@ sbq_lease_restore(const void *undo_entry)
 	LWLock	   *lock = sbq_lease_locate_key(&u->key, &hash);
 	SbqLease   *entry;
 	TimestampTz session_until = 0;
+	int32		queue_id = 0;
 
 	/*
 	 * A message's lease under a session lock comes back with its session's
@@ -580,6 +596,8 @@ sbq_lease_restore(const void *undo_entry)
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	entry = sbq_lease_find(&u->key, hash);
+	if (entry != NULL && entry->subqueue == SBQ_SUBQUEUE_MAIN && !sbq_lease_unclaiming)
+		queue_id = entry->queue_id;
 	if (entry != NULL)
 	{
 		if (u->renew)
@@ -608,6 +626,9 @@ sbq_lease_restore(const void *undo_entry)
 		}
 	}
 	LWLockRelease(lock);
+	/* a lock that ends, or ends sooner, than a scan may have taken it to */
+	if (queue_id != 0)
+		sbq_qstate_free_lower(u->key.epoch, queue_id, u->key.seq);
 }
 
 /* Apply one change at commit: claims are held, settled leases are gone. */
@@ -618,6 +639,7 @@ sbq_lease_apply(const void *undo_entry)
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
+	int32		queue_id = 0;
 
 	if (u->renew)
 		return;
@@ -627,7 +649,11 @@ sbq_lease_apply(const void *undo_entry)
 	if (entry != NULL && entry->owner == sbq_my_proc() && entry->state != SBQ_LEASE_HELD)
 	{
 		if (entry->state == SBQ_LEASE_SETTLING)
+		{
+			if (!u->row_goes && entry->subqueue == SBQ_SUBQUEUE_MAIN)
+				queue_id = entry->queue_id;
 			sbq_lease_remove(&u->key, hash);
+		}
 		else
 		{
 			entry->state = SBQ_LEASE_HELD;
@@ -635,6 +661,15 @@ sbq_lease_apply(const void *undo_entry)
 		}
 	}
 	LWLockRelease(lock);
+
+	/*
+	 * A lock ended before its expiry and the message may be receivable (an
+	 * abandon, say): a receive's scan may have passed it while it was held.
+	 * Now that the lock is gone (and the transaction's rows are visible), no
+	 * receive may start above it.
+	 */
+	if (queue_id != 0)
+		sbq_qstate_free_lower(u->key.epoch, queue_id, u->key.seq);
 }
 
 static void sbq_lease_free_dropped(void);
@@ -678,6 +713,7 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			sbq_shown_forget();
+			sbq_lease_freed = false;
 			sbq_lease_at_commit();
 			sbq_lease_free_dropped();
 			sbq_lease_epoch = InvalidOid;
@@ -685,12 +721,14 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			sbq_shown_forget();
+			sbq_lease_freed = false;
 			sbq_undo_abort(&sbq_lease_log);
 			sbq_ndrops = 0;
 			sbq_lease_epoch = InvalidOid;
 			break;
 		case XACT_EVENT_PREPARE:
 			sbq_shown_forget();
+			sbq_lease_freed = false;
 			sbq_lease_epoch = InvalidOid;
 			break;
 		default:
@@ -1011,7 +1049,10 @@ sbq_lease_unclaim(int64 seq)
 			u->key.dbid == MyDatabaseId)
 		{
 			sbq_shared_change_gen++;
+			/* a claim never granted: no receive passed it as held */
+			sbq_lease_unclaiming = true;
 			sbq_undo_undo_now(&sbq_lease_log, i);
+			sbq_lease_unclaiming = false;
 			return;
 		}
 	}
@@ -1070,10 +1111,12 @@ sbq_lease_holds(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
  *		transaction). It becomes SETTLING and goes at commit. The caller holds
  *		the message's row lock, so no other settler is between its check and
  *		this. *delivery_count is the lease's delivery. False: not valid.
+ *		row_goes: the settlement takes the message out of the queue (a
+ *		complete); any other lets the free hint down at commit (qstate.c).
  */
 bool
 sbq_lease_settle(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueue,
-				 TimestampTz now, int32 *delivery_count)
+				 TimestampTz now, bool row_goes, int32 *delivery_count)
 {
 	SbqLeaseKey key;
 	uint32		hash;
@@ -1089,7 +1132,24 @@ sbq_lease_settle(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subque
 		(entry->state == SBQ_LEASE_HELD ||
 		 (entry->state == SBQ_LEASE_CLAIMED && entry->owner == sbq_my_proc())))
 	{
+		int			i;
+
 		sbq_lease_record(&key, entry);
+
+		/*
+		 * What the commit does with the entry is this settlement's: each
+		 * record of it says so, as the first one found at commit (the claim
+		 * of a receive in this transaction, say) removes the entry.
+		 */
+		for (i = sbq_undo_count(&sbq_lease_log) - 1; i >= 0; i--)
+		{
+			SbqLeaseUndo *u = sbq_undo_entry(&sbq_lease_log, i);
+
+			if (u->key.seq == key.seq && u->key.epoch == key.epoch && u->key.dbid == key.dbid)
+				u->row_goes = row_goes;
+		}
+		if (!row_goes)
+			sbq_lease_freed = true;
 		entry->state = SBQ_LEASE_SETTLING;
 		entry->owner = sbq_my_proc();
 		*delivery_count = entry->delivery_count;
@@ -1114,6 +1174,7 @@ sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
 	LWLock	   *lock;
 	SbqLease   *entry;
 	bool		ok = false;
+	bool		shorter = false;
 
 	sbq_lease_reserve(1);
 	lock = sbq_lease_locate(seq, &key, &hash);
@@ -1121,6 +1182,10 @@ sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
 	entry = sbq_lease_find(&key, hash);
 	if (entry != NULL && sbq_lease_matches(entry, token, queue_id, subqueue, now))
 	{
+		/* sooner (the queue's lock duration was cut): the sweep must know */
+		shorter = until < entry->locked_until;
+		if (shorter)
+			sbq_lease_note_until(until);
 		if (entry->state == SBQ_LEASE_HELD)
 		{
 			SbqLeaseUndo *u = sbq_lease_record(&key, entry);
@@ -1138,6 +1203,9 @@ sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subqueu
 		}
 	}
 	LWLockRelease(lock);
+	/* and a receive may have passed it as held until the later time */
+	if (ok && shorter && subqueue == SBQ_SUBQUEUE_MAIN)
+		sbq_qstate_free_lower(key.epoch, queue_id, seq);
 	return ok;
 }
 
@@ -1697,13 +1765,24 @@ sbq_row_busy_infomask(TransactionId xmax, uint16 infomask)
 	return sbq_row_busy(xmax);
 }
 
-/* The lowest sequence number the current scan passed to sbq.lease_free, or -1. */
+/*
+ * What the current scan passed to sbq.lease_free: the lowest and highest
+ * sequence numbers (or -1), the first it refused for a reason that has no
+ * end known in advance (or -1), and the earliest expiry of the locks it
+ * refused for (see sbq_lease_scan).
+ */
 static int64 sbq_scan_first = -1;
+static int64 sbq_scan_last = -1;
+static int64 sbq_scan_open = -1;
+static TimestampTz sbq_scan_until = DT_NOEND;
 
 void
 sbq_lease_scan_start(void)
 {
 	sbq_scan_first = -1;
+	sbq_scan_last = -1;
+	sbq_scan_open = -1;
+	sbq_scan_until = DT_NOEND;
 }
 
 int64
@@ -1713,11 +1792,57 @@ sbq_lease_scan_first(void)
 }
 
 /*
+ * sbq_lease_freed_here
+ *		Whether this transaction has settled a lease and left its message in
+ *		the queue: the free hint does not know of that until it commits, so
+ *		its receives scan from the head hint.
+ */
+bool
+sbq_lease_freed_here(void)
+{
+	return sbq_lease_freed;
+}
+
+/*
+ * sbq_lease_scan
+ *		For the free hint (qstate.c): the highest sequence number the current
+ *		scan passed (*last), the first it refused that may become receivable
+ *		at any moment (*open: a lock stored in the row, another receive's
+ *		claim, a row another transaction changes with no lease on it; or -1),
+ *		and the earliest expiry of the leases it refused (*until). A lease
+ *		that ends before its expiry lowers the free hint (sbq_lease_apply,
+ *		sbq_lease_restore), so below the first open row the rows refused stay
+ *		unreceivable until *until unless the hint comes down.
+ */
+void
+sbq_lease_scan(int64 *last, int64 *open, TimestampTz *until)
+{
+	*last = sbq_scan_last;
+	*open = sbq_scan_open;
+	*until = sbq_scan_until;
+}
+
+/* sbq.lease_free refuses seq: note it for sbq_lease_scan (until 0: open). */
+static inline bool
+sbq_scan_refuse(int64 seq, TimestampTz until)
+{
+	if (until == 0)
+	{
+		if (sbq_scan_open < 0 || seq < sbq_scan_open)
+			sbq_scan_open = seq;
+	}
+	else if (until < sbq_scan_until)
+		sbq_scan_until = until;
+	return false;
+}
+
+/*
  * sbq.lease_free(seq, now, xmax, locked_until): whether a leasing receive
  * may try to claim the message: no lock stored in the row is valid, no other
  * transaction is changing the row (xmax), and it has no entry or an expired
  * lease. It is the only filter of its scan, so it sees every row the scan
- * passes, locked or not: the first one is where the queue's head is.
+ * passes, locked or not: the first one is where the queue's head is. It
+ * notes why it refuses a row (sbq_lease_scan).
  * Internal: only sbqueue's own statements may call it.
  */
 Datum
@@ -1729,7 +1854,9 @@ sbq_lease_free_sql(PG_FUNCTION_ARGS)
 	uint32		hash;
 	LWLock	   *lock;
 	SbqLease   *entry;
+	bool		busy;
 	bool		free;
+	TimestampTz until = 0;
 
 	sbq_lease_internal("sbq.lease_free");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -1738,18 +1865,30 @@ sbq_lease_free_sql(PG_FUNCTION_ARGS)
 	now = PG_GETARG_TIMESTAMPTZ(1);
 	if (sbq_scan_first < 0 || seq < sbq_scan_first)
 		sbq_scan_first = seq;
+	if (seq > sbq_scan_last)
+		sbq_scan_last = seq;
 	if (!PG_ARGISNULL(3) && PG_GETARG_TIMESTAMPTZ(3) > now)
-		PG_RETURN_BOOL(false);
-	if (sbq_row_busy(PG_GETARG_TRANSACTIONID(2)))
-		PG_RETURN_BOOL(false);
+		PG_RETURN_BOOL(sbq_scan_refuse(seq, 0));
+	busy = sbq_row_busy(PG_GETARG_TRANSACTIONID(2));
 	if (sbq_lease_hash == NULL)
-		PG_RETURN_BOOL(true);
+		PG_RETURN_BOOL(busy ? sbq_scan_refuse(seq, 0) : true);
 	lock = sbq_lease_locate(seq, &key, &hash);
 	LWLockAcquire(lock, LW_SHARED);
 	entry = sbq_lease_find(&key, hash);
 	free = entry == NULL || sbq_lease_settled_by_me(entry) || sbq_lease_expired(entry, now);
+
+	/*
+	 * A lease of a token held, being settled by another transaction, or
+	 * granted by this one, ends at its expiry or when the lease goes; a
+	 * claim of another receive, or a bare marker, may go at any moment.
+	 */
+	if (!free && entry->has_token &&
+		(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc()))
+		until = entry->locked_until;
 	LWLockRelease(lock);
-	PG_RETURN_BOOL(free);
+	if (!free)
+		PG_RETURN_BOOL(sbq_scan_refuse(seq, until));
+	PG_RETURN_BOOL(busy ? sbq_scan_refuse(seq, 0) : true);
 }
 
 /*

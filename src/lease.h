@@ -77,7 +77,8 @@ extern void sbq_lease_unclaim(int64 seq);
 extern bool sbq_lease_holds(int64 seq, const pg_uuid_t *token, int32 queue_id,
 							int16 subqueue, TimestampTz now);
 extern bool sbq_lease_settle(int64 seq, const pg_uuid_t *token, int32 queue_id,
-							 int16 subqueue, TimestampTz now, int32 *delivery_count);
+							 int16 subqueue, TimestampTz now, bool row_goes,
+							 int32 *delivery_count);
 extern bool sbq_lease_renew(int64 seq, const pg_uuid_t *token, int32 queue_id,
 							int16 subqueue, TimestampTz now, TimestampTz until);
 
@@ -88,6 +89,8 @@ extern bool sbq_row_busy_infomask(TransactionId xmax, uint16 infomask);
 /* the first row of a leasing receive's scan */
 extern void sbq_lease_scan_start(void);
 extern int64 sbq_lease_scan_first(void);
+extern void sbq_lease_scan(int64 *last, int64 *open, TimestampTz *until);
+extern bool sbq_lease_freed_here(void);
 
 /* sessions: a session lock is an entry too, keyed by its session's -key */
 typedef struct SbqSessionLease

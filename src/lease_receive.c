@@ -6,7 +6,8 @@
  *
  * A leasing receive writes nothing for a plain delivery. In named phases:
  *	1. scan the head: read the first available messages of the queue from
- *	   its head hint on (qstate.c), locking nothing;
+ *	   its head hint on, or from its free hint past the messages held under
+ *	   leases (qstate.c), locking nothing;
  *	2. claim rows: claim each message in the lease table, then check with a
  *	   snapshot taken now that the row version the scan read is still the
  *	   latest and that no other transaction has started to change it (the
@@ -16,7 +17,8 @@
  *	   allowed delivery expired, or its time to live passed), or drop it;
  *	4. write the fates, each only to the row version the scan read (a claim
  *	   whose row changed meanwhile is given back);
- *	5. hand out the rest with new leases, in sequence order.
+ *	5. hand out the rest with new leases, in sequence order;
+ *	6. move the free hint past what the scan found held and what it took.
  * When this database's share of the lease table (or the table) is full, the
  * rest of the receive locks in the message rows (receive.c).
  *
@@ -163,6 +165,9 @@ typedef struct SbqLeaseReceive
 	int			window;			/* and reads this many */
 	int			want;			/* how many this pass may claim */
 	bool		stop;			/* a session's next message is not ours to take */
+	bool		use_hint;		/* the pass's scan started at a hint (head) */
+	bool		from_free;		/* at the free hint */
+	SbqHead		head;			/* the hints, as read before the scan */
 } SbqLeaseReceive;
 
 /* One pass: what its scan read and what it claimed of that. */
@@ -172,6 +177,9 @@ typedef struct SbqLeasePass
 	uint64		nfetched;
 	SbqClaimed *claims;
 	int			nclaims;
+	int64		scan_last;		/* what the scan passed (sbq_lease_scan) */
+	int64		scan_open;
+	TimestampTz scan_until;
 } SbqLeasePass;
 
 /*
@@ -292,19 +300,17 @@ sbq_lease_scan_session(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
  *		Phase 1: read up to want messages from the head of the queue into
  *		pass->fetched, locking nothing. Returns how many it read.
  *
- * The scan starts at the head hint (qstate.c): the hint and its bound are
- * read before the scan's snapshot is taken, and the hint moves to the first
- * row the scan saw. A transaction snapshot may miss messages that committed
- * since it was taken: then the hint is only used, not moved.
+ * The scan starts at the head hint (qstate.c), or further on at the free
+ * hint while that holds: the hints and their bound are read before the
+ * scan's snapshot is taken, and the head hint moves to the first row a scan
+ * from it saw. A transaction snapshot may miss messages that committed since
+ * it was taken: then the hints are only used, not moved.
  */
 static uint64
 sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 {
 	Datum		values[5];
-	int64		hint = 0;
-	int64		bound = 0;
-	uint64		gen = 0;
-	bool		use_hint;
+	int64		start = 0;
 
 	if (r->session != NULL)
 		return sbq_lease_scan_session(r, want, pass);
@@ -312,12 +318,18 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	values[1] = Int16GetDatum(r->subqueue);
 	values[2] = TimestampTzGetDatum(r->now);
 	values[3] = Int32GetDatum(want);
-	use_hint = r->subqueue == SBQ_SUBQUEUE_MAIN &&
-		sbq_qstate_head(r->epoch, r->queue->queue_id, &hint, &bound, &gen);
-	values[4] = Int64GetDatum(use_hint ? hint : 0);
+	r->use_hint = r->subqueue == SBQ_SUBQUEUE_MAIN &&
+		sbq_qstate_head(r->epoch, r->queue->queue_id, &r->head);
+	r->from_free = r->use_hint && r->head.free > r->head.hint &&
+		r->head.free_until > r->now && !sbq_lease_freed_here();
+	if (r->use_hint)
+		start = r->from_free ? r->head.free : r->head.hint;
+	values[4] = Int64GetDatum(start);
 	sbq_lease_scan_start();
 	pass->nfetched = sbq_exec_in(&stmt_lease_candidates, r->subqueue, values, NULL);
 	pass->fetched = SPI_tuptable;
+	pass->nclaims = 0;
+	sbq_lease_scan(&pass->scan_last, &pass->scan_open, &pass->scan_until);
 
 	/*
 	 * The locks granted below start now, not when the statement began: the
@@ -328,14 +340,66 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	 */
 	r->now = GetCurrentTimestamp();
 	r->until = sbq_add_interval(r->now, &r->queue->lock_duration);
-	if (use_hint && !IsolationUsesXactSnapshot())
+	if (r->use_hint && !r->from_free && !IsolationUsesXactSnapshot())
 	{
 		int64		first = sbq_lease_scan_first();
 
 		sbq_qstate_advance(r->epoch, r->queue->queue_id,
-						   first >= 0 && first < bound ? first : bound, gen);
+						   first >= 0 && first < r->head.bound ? first : r->head.bound,
+						   r->head.gen);
 	}
 	return pass->nfetched;
+}
+
+/*
+ * sbq_lease_free_advance
+ *		After a pass from a hint: move the free hint (qstate.c) past the rows
+ *		its scan refused for a lease and those it took itself, up to the
+ *		first row that may be receivable at any moment (refused for another
+ *		reason, or read and not taken). It holds until the first of those
+ *		leases, and of the ones the pass granted, expires; a lease that ends
+ *		sooner lowers it (lease.c).
+ */
+static void
+sbq_lease_free_advance(SbqLeaseReceive *r, SbqLeasePass *pass)
+{
+	int64		candidate;
+	TimestampTz until = pass->scan_until;
+	uint64		i;
+	int			k = 0;
+
+	if (!r->use_hint || pass->scan_last < 0 || IsolationUsesXactSnapshot())
+		return;
+	candidate = pass->scan_last + 1;
+	if (pass->scan_open >= 0 && pass->scan_open < candidate)
+		candidate = pass->scan_open;
+	for (i = 0; i < pass->nfetched; i++)
+	{
+		bool		isnull;
+		int64		seq = DatumGetInt64(SPI_getbinval(pass->fetched->vals[i],
+													  pass->fetched->tupdesc, 1, &isnull));
+
+		if (seq >= candidate)
+			break;
+		while (k < pass->nclaims && pass->claims[k].seq < seq)
+			k++;
+		if (k >= pass->nclaims || pass->claims[k].seq != seq || pass->claims[k].row < 0 ||
+			pass->claims[k].fate == SBQ_FATE_GONE)
+		{
+			candidate = seq;
+			break;
+		}
+		/* taken: handed out under r->until, or written out of the queue */
+		if (r->until < until)
+			until = r->until;
+	}
+	if (r->from_free && r->head.free_until < until)
+		until = r->head.free_until;
+	/* never longer than a lock: rows the scan passed for other reasons */
+	if (r->until < until)
+		until = r->until;
+	sbq_qstate_free_advance(r->epoch, r->queue->queue_id, &r->head, candidate, until,
+							r->now);
 }
 
 /* No room for a lease under a session lock: it has no row-stored fallback. */
@@ -728,7 +792,11 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 	r->want = want;
 	n = sbq_lease_scan_head(r, want, &pass);
 	if (n == 0)
+	{
+		if (r->session == NULL)
+			sbq_lease_free_advance(r, &pass);
 		return false;
+	}
 	if (sbq_lease_claim_rows(r, &pass) == 0)
 	{
 		/* a session's own leases passed over: read on (r->after moved) */
@@ -751,6 +819,7 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 	if (r->session != NULL)
 		return !r->stop && r->session->seqs == NULL &&
 			(n >= (uint64) r->window || pass.nclaims >= want);
+	sbq_lease_free_advance(r, &pass);
 	/* the scan came back short: the head has nothing more */
 	if (n < (uint64) want || r->rows_instead)
 		return false;

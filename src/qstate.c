@@ -2,7 +2,8 @@
  *
  * qstate.c
  *	  Per-queue state in shared memory: counters not yet stored, when the
- *	  queue's next scheduled message is due, and the head of the queue.
+ *	  queue's next scheduled message is due, the head of the queue, and
+ *	  where past the messages held under leases a receive may start.
  *
  * Counters. Every send, settlement and receive used to add to its queue's
  * counters in sbq.queue_counters, one upsert per call: a WAL record and a
@@ -87,6 +88,26 @@
  * until one of them moved the hint again. Between those checks maintenance's
  * own looks for a queue's active messages start at the hint too
  * (sbq_qstate_maintain_floor), for the same reason.
+ *
+ * The free hint. With many consumers each holding messages under leases, the
+ * rows at the head are nearly all held, and a receive that starts at the head
+ * hint passes every one of them (each a heap fetch and a look in the lease
+ * table) before it finds a free one. So each entry also has a free hint, with
+ * the time until which it holds: below it, from the head hint on, every
+ * message of the main queue was found held under a lease that does not
+ * expire before that time, or taken by the receive that set it. A leasing
+ * receive starts its scan there while the time has not come, and moves the
+ * hint to just before the first row it read that may be receivable at any
+ * moment (a lock stored in a row, another receive's claim, a row another
+ * transaction changes), or past the last it read (lease_receive.c). A lease
+ * that ends before its expiry without its message leaving the queue (an
+ * abandon, a rolled-back receive or renew) lowers the hint to its message
+ * once the lease is gone (lease.c), bumping a generation number, so that a
+ * receive that read the hint before does not move it up again; so does
+ * anything that lowers the head hint. Its bound is the head hint's, and a
+ * transaction that has written keeps the same record, whose abort lowers
+ * both. At worst a fault here delays a message until the leases it was
+ * found behind expire: the hint is then not used.
  *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
@@ -197,6 +218,9 @@ typedef struct SbqQueueState
 	int64		due_prepared;	/* a prepared transaction changed them: look */
 	int64		head_hint;		/* queue entries: see the file header; 0 none */
 	uint64		hint_gen;		/* bumped whenever the head hint is lowered */
+	int64		free_hint;		/* queue entries: see the file header; 0 none */
+	TimestampTz free_until;		/* the free hint holds until then */
+	uint64		free_gen;		/* bumped whenever the free hint is lowered */
 	TimestampTz hint_set_at;	/* when maintenance last checked it */
 	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
 	int64		prepared_floor; /* the database's entry: floor of prepared senders */
@@ -413,6 +437,9 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->due_prepared = max_prepared_xacts > 0 ? 1 : 0;
 		entry->head_hint = 0;
 		entry->hint_gen = 0;
+		entry->free_hint = 0;
+		entry->free_until = 0;
+		entry->free_gen = 0;
 		entry->hint_set_at = 0;	/* checked at the first maintenance */
 		entry->max_seq = 0;
 		entry->prepared_floor = max_prepared_xacts > 0 ? 1 : PG_INT64_MAX;
@@ -478,9 +505,24 @@ sbq_counts_add(int64 *pending, const SbqCounts *c, int sign)
 }
 
 /*
- * Lower a queue's head hint to seq, under its entry's spinlock. Every
- * lowering bumps hint_gen: a receive that read the hint before does not move
- * it up again (sbq_qstate_advance).
+ * Lower a queue's free hint to seq, under its entry's spinlock. Every call
+ * bumps free_gen, also when the hint is below seq already: a receive that
+ * read the generation before may have passed seq as held, and must not move
+ * the hint past it (sbq_qstate_free_advance).
+ */
+static inline void
+sbq_free_lower_locked(SbqQueueState *entry, int64 seq)
+{
+	if (seq < entry->free_hint)
+		entry->free_hint = seq;
+	entry->free_gen++;
+}
+
+/*
+ * Lower a queue's head hint to seq, under its entry's spinlock, and its free
+ * hint with it: a message may be receivable at seq. Every lowering bumps
+ * hint_gen: a receive that read the hint before does not move it up again
+ * (sbq_qstate_advance).
  */
 static inline void
 sbq_hint_lower_locked(SbqQueueState *entry, int64 seq)
@@ -490,6 +532,23 @@ sbq_hint_lower_locked(SbqQueueState *entry, int64 seq)
 		entry->head_hint = seq;
 		entry->hint_gen++;
 	}
+	sbq_free_lower_locked(entry, seq);
+}
+
+/* Lower the free hint, or both hints (head), of a queue to seq. Never fails. */
+static void
+sbq_qstate_lower_to(Oid epoch, int32 queue_id, int64 seq, bool head)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	if (head)
+		sbq_hint_lower_locked(entry, seq);
+	else
+		sbq_free_lower_locked(entry, seq);
+	SpinLockRelease(&entry->mutex);
 }
 
 /*
@@ -1579,14 +1638,16 @@ sbq_qstate_slot_prepared(void)
 
 /*
  * sbq_qstate_head
- *		Where a leasing receive of the queue may start its scan (*hint), and
- *		the most it may then advance the hint to (*bound): no message that
- *		appears later can be below the bound. *gen goes back to
- *		sbq_qstate_advance. To be called before the scan's snapshot is taken.
- *		False: no hint here (scan from the start).
+ *		Where a leasing receive of the queue may start its scan (head->hint,
+ *		or head->free until head->free_until), and the most it may then
+ *		advance either hint to (head->bound): no message that appears later
+ *		can be below the bound. The generations go back to
+ *		sbq_qstate_advance and sbq_qstate_free_advance. To be called before
+ *		the scan's snapshot is taken. False: no hint here (scan from the
+ *		start).
  */
 bool
-sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound, uint64 *gen)
+sbq_qstate_head(Oid epoch, int32 queue_id, SbqHead *head)
 {
 	SbqQueueState *entry;
 	SbqQueueState *db;
@@ -1599,8 +1660,11 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound, uint64 *ge
 		return false;
 
 	SpinLockAcquire(&entry->mutex);
-	*hint = entry->head_hint;
-	*gen = entry->hint_gen;
+	head->hint = entry->head_hint;
+	head->gen = entry->hint_gen;
+	head->free = entry->free_hint;
+	head->free_until = entry->free_until;
+	head->free_gen = entry->free_gen;
 	SpinLockRelease(&entry->mutex);
 
 	SpinLockAcquire(&db->mutex);
@@ -1636,7 +1700,7 @@ sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound, uint64 *ge
 	if (db->prepared_floor < b)
 		b = db->prepared_floor;
 	SpinLockRelease(&db->mutex);
-	*bound = b;
+	head->bound = b;
 	return true;
 }
 
@@ -1678,6 +1742,66 @@ sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate, uint64 gen)
 		entry->head_hint = candidate;
 	}
 	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_free_advance
+ *		Move the queue's free hint to candidate, valid until until: a
+ *		leasing receive that scanned from head found every row below
+ *		candidate locked until then at least, or taken by itself.
+ *
+ *		It moves up only; it moves down (to a region found afresh) only when
+ *		the one it replaces has expired. Not when either hint was lowered (or
+ *		asked to be) since sbq_qstate_head read the generations: a lock may
+ *		have ended early, or a message come back, where the scan had passed. A transaction that has
+ *		written keeps the same record as sbq_qstate_advance, whose abort
+ *		takes the free hint down too: its scan did not see the rows it took
+ *		out itself, which come back at the abort.
+ */
+void
+sbq_qstate_free_advance(Oid epoch, int32 queue_id, const SbqHead *head, int64 candidate,
+						TimestampTz until, TimestampTz now)
+{
+	SbqQueueState *entry;
+	SbqQstateRecord *r;
+	bool		moves;
+
+	if (candidate > head->bound)
+		candidate = head->bound;
+	if (candidate <= head->hint || until <= now)
+		return;
+	entry = sbq_qstate_entry(epoch, queue_id, false);
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	moves = entry->free_gen == head->free_gen && entry->hint_gen == head->gen &&
+		(candidate > entry->free_hint || entry->free_until <= now);
+	SpinLockRelease(&entry->mutex);
+	if (!moves)
+		return;
+	r = sbq_qstate_writer_record(SBQ_QS_ADVANCED, epoch, queue_id);
+	SpinLockAcquire(&entry->mutex);
+	if (entry->free_gen == head->free_gen && entry->hint_gen == head->gen &&
+		(candidate > entry->free_hint || entry->free_until <= now))
+	{
+		if (r != NULL && entry->head_hint < r->old_hint)
+			r->old_hint = entry->head_hint;
+		entry->free_hint = candidate;
+		entry->free_until = until;
+	}
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_free_lower
+ *		A lock on message seq of the queue's main queue ended before its
+ *		expiry (lease.c, at commit or abort), after the change is visible:
+ *		no receive may start above it. Never fails.
+ */
+void
+sbq_qstate_free_lower(Oid epoch, int32 queue_id, int64 seq)
+{
+	sbq_qstate_lower_to(epoch, queue_id, seq, false);
 }
 
 /*
@@ -1777,12 +1901,5 @@ sbq_qstate_maintain_floor(Oid epoch, int32 queue_id, TimestampTz now)
 void
 sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
 {
-	SbqQueueState *entry;
-
-	entry = sbq_qstate_entry(epoch, queue_id, false);
-	if (entry == NULL)
-		return;
-	SpinLockAcquire(&entry->mutex);
-	sbq_hint_lower_locked(entry, seq);
-	SpinLockRelease(&entry->mutex);
+	sbq_qstate_lower_to(epoch, queue_id, seq, true);
 }

@@ -62,9 +62,23 @@ extern int	sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int m
 /* the head of a queue */
 extern void sbq_qstate_send_begin(Oid epoch, int32 queue_id);
 extern void sbq_qstate_send_done(Oid epoch, int64 max_seq);
-extern bool sbq_qstate_head(Oid epoch, int32 queue_id, int64 *hint, int64 *bound,
-							uint64 *gen);
+
+/* where a leasing receive of the main queue may start, read before its scan */
+typedef struct SbqHead
+{
+	int64		hint;			/* the head hint */
+	int64		bound;			/* no number still to appear is below this */
+	uint64		gen;			/* the head hint's generation when read */
+	int64		free;			/* the free hint (0: none) */
+	TimestampTz free_until;		/* and until when it holds */
+	uint64		free_gen;		/* its generation when read */
+} SbqHead;
+
+extern bool sbq_qstate_head(Oid epoch, int32 queue_id, SbqHead *head);
 extern void sbq_qstate_advance(Oid epoch, int32 queue_id, int64 candidate, uint64 gen);
+extern void sbq_qstate_free_advance(Oid epoch, int32 queue_id, const SbqHead *head,
+									int64 candidate, TimestampTz until, TimestampTz now);
+extern void sbq_qstate_free_lower(Oid epoch, int32 queue_id, int64 seq);
 extern int64 sbq_qstate_prepares(Oid epoch);
 extern bool sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 							   int64 *hint);

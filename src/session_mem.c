@@ -755,7 +755,7 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	if (!sbq_mem_lookup(queue, token, true, &lock, &sl))
 		return false;
 	if (!sbq_lease_settle(-lock.key, token, queue->queue_id, SBQ_SUBQUEUE_SESSION,
-						  GetCurrentTimestamp(), &unused))
+						  GetCurrentTimestamp(), false, &unused))
 		return false;
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int64GetDatum(lock.key);

@@ -203,7 +203,7 @@ sbq_storage_complete(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *tok
 		values[2] = Int16GetDatum(subqueue);
 		if (sbq_exec_in(&stmt_lease_complete, subqueue, values, NULL) != 1 ||
 			!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
-							  &delivery_count))
+							  true, &delivery_count))
 			return false;		/* the caller's error undoes the delete */
 		counts.received = 1;
 	}
@@ -310,7 +310,7 @@ sbq_complete_leases(const SbqQueue *queue, int16 subqueue, const SbqTokenSplit *
 
 			if (DatumGetInt64(t->lease_seqs[k]) == seq &&
 				sbq_lease_settle(seq, DatumGetUUIDP(t->tokens[i]), queue->queue_id,
-								 subqueue, GetCurrentTimestamp(), &delivery_count))
+								 subqueue, GetCurrentTimestamp(), true, &delivery_count))
 			{
 				settled[i] = true;
 				n++;
@@ -471,7 +471,7 @@ sbq_storage_complete_each(const SbqQueue *queue, int16 subqueue, Datum *tokens, 
 			CHECK_FOR_INTERRUPTS();
 			if (there[k] &&
 				sbq_lease_settle(DatumGetInt64(t.lease_seqs[k]), DatumGetUUIDP(tokens[idx]),
-								 queue->queue_id, subqueue, GetCurrentTimestamp(),
+								 queue->queue_id, subqueue, GetCurrentTimestamp(), true,
 								 &delivery_count))
 			{
 				settled[idx] = true;
@@ -558,7 +558,7 @@ sbq_settle_lock(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	/* judged by a clock read now that the row is ours (the lock may have waited) */
 	if (*leased &&
 		!sbq_lease_settle(seq, token, queue->queue_id, subqueue, GetCurrentTimestamp(),
-						  delivery_count))
+						  false, delivery_count))
 		return false;
 	return true;
 }

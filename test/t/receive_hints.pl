@@ -31,6 +31,12 @@
 #	8. after 300 sends, receives and completes in one transaction, its next
 #	   receive reads a few entries of the queue's index, not 300.
 #
+# The free hint, where a leasing receive starts past the messages others hold
+# under leases (test/specs/receive_free_hint.spec has the locks that end
+# early):
+#	10. it holds only until the first of those leases expires;
+#	11. a receive past 300 messages held reads a few entries of the index;
+#	12. a renew that shortens a lease (the queue's lock duration was cut).
 # After a restart, shared memory knows nothing of a transaction prepared
 # before it:
 #	9. it sent a message and scheduled another; later sends and receives
@@ -178,10 +184,24 @@ is(receive('head'), '-', 'head: while it is prepared, a new receive gets nothing
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'head'});
 is(receive('head'), 'm1', 'head: rolled back, a new receive gets m1');
 
+# in one transaction: what it runs first ($first), then a receive of one;
+# returns that receive's body and how many entries of the queue's index it read
+sub receive_reads
+{
+	my ($q, $first) = @_;
+	my @out = split /\n/, $node->safe_psql('postgres', qq{
+		BEGIN;
+		$first
+		SELECT pg_stat_get_xact_tuples_returned('sbq.messages_receive_idx'::regclass);
+		SELECT convert_from(body, 'UTF8') FROM sbq_receive('$q');
+		SELECT pg_stat_get_xact_tuples_returned('sbq.messages_receive_idx'::regclass);
+		COMMIT;});
+	return ($out[-2], $out[-1] - $out[-3]);
+}
+
 ### 8. a loop of sends, receives and completes in one transaction
 ready('loop');
-my @loop = split /\n/, $node->safe_psql('postgres', q{
-	BEGIN;
+my ($last, $reads) = receive_reads('loop', q{
 	DO $$DECLARE m record; BEGIN
 		FOR i IN 1..300 LOOP
 			PERFORM sbq_send('loop', 'x');
@@ -190,14 +210,56 @@ my @loop = split /\n/, $node->safe_psql('postgres', q{
 			END LOOP;
 		END LOOP;
 	END $$;
-	SELECT sbq_send('loop', 'last') > 0;
-	SELECT pg_stat_get_xact_tuples_returned('sbq.messages_receive_idx'::regclass);
-	SELECT convert_from(body, 'UTF8') FROM sbq_receive('loop');
-	SELECT pg_stat_get_xact_tuples_returned('sbq.messages_receive_idx'::regclass);
-	COMMIT;});
-is($loop[2], 'last', 'loop: the receive after the loop gets the last message');
-cmp_ok($loop[3] - $loop[1], '<', 20,
-	"loop: and reads a few entries of the queue's index (@{[$loop[3] - $loop[1]]}), not the 300 it settled");
+	SELECT sbq_send('loop', 'last') > 0;});
+is($last, 'last', 'loop: the receive after the loop gets the last message');
+cmp_ok($reads, '<', 20, "loop: and reads a few entries of the queue's index ($reads), not the 300 it settled");
+
+# a queue ready as above with the lock duration given, and messages m1..m$n
+sub timed_queue
+{
+	my ($q, $lock, $n) = @_;
+	$node->safe_psql('postgres', qq{
+		SELECT sbq_create_queue('$q', lock_duration => interval '$lock');
+		SELECT count(*) FROM sbq_receive('$q');
+		SELECT sbq_maintain();
+		SELECT sbq_send('$q', 'm' || i) FROM generate_series(1, $n) i;});
+}
+
+### 10. the free hint holds only until the first lease it passed expires
+timed_queue('expiry', '5 s', 4);
+my $one = q{SELECT convert_from(body, 'UTF8') FROM sbq_receive('expiry')};
+is($node->safe_psql('postgres', $one), 'm1', 'expiry: a receive takes m1 under a 5 s lease');
+# the lease ends within 5 s of now
+my $t0 = Time::HiRes::time();
+is($node->safe_psql('postgres', $one), 'm2', 'expiry: the next takes m2, from past m1');
+my $left = $t0 + 5.5 - Time::HiRes::time();
+usleep($left * 1_000_000) if $left > 0;
+is($node->safe_psql('postgres', $one), 'm1',
+	"expiry: once m1's lease has expired, a receive gets m1 again, before m3");
+
+### 11. a receive past many leases held reads a few entries, not all of them
+ready('held');
+$node->safe_psql('postgres', q{
+	SELECT count(sbq_send('held', 'x' || i)) FROM generate_series(1, 301) i;
+	SELECT count(*) FROM sbq_receive('held', 300);});
+my ($held, $held_reads) = receive_reads('held', '');
+is($held, 'x301', 'held: with 300 messages under leases, a receive gets the 301st');
+cmp_ok($held_reads, '<', 20,
+	"held: and reads a few entries of the queue's index ($held_reads), not the 300 held");
+
+### 12. a renew after the lock duration was cut: the lease ends sooner
+timed_queue('cut', '5 min', 3);
+my $cut1 = $node->safe_psql('postgres', q{SELECT lock_token FROM sbq_receive('cut')});
+is($node->safe_psql('postgres', q{SELECT convert_from(body, 'UTF8') FROM sbq_receive('cut')}), 'm2',
+	'cut: m1 and m2 are held for 5 min');
+$node->safe_psql('postgres', qq{
+	SELECT sbq_update_queue('cut', lock_duration => interval '5 s');
+	SELECT sbq_renew('cut', '$cut1');});
+my $t_cut = Time::HiRes::time();
+$left = $t_cut + 5.5 - Time::HiRes::time();
+usleep($left * 1_000_000) if $left > 0;
+is($node->safe_psql('postgres', q{SELECT convert_from(body, 'UTF8') FROM sbq_receive('cut')}), 'm1',
+	'cut: renewed under a 5 s lock duration, m1 is received again 5 s later, before m3');
 
 ### 9. a transaction prepared before a restart
 $node->safe_psql('postgres', q{
