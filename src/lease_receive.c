@@ -61,6 +61,15 @@
 /* How many times a receive rescans when others keep taking what it finds */
 #define SBQ_MAX_BUSY_ROUNDS		64
 
+/*
+ * How long a free hint holds at most (qstate.c). A receive that starts there
+ * does not move the head hint, which only a scan from the head can move; so
+ * at least this often one starts at the head and moves it past the messages
+ * settled meanwhile, which maintenance's looks from the head would otherwise
+ * walk (and the receives, whenever the free hint lapses).
+ */
+#define SBQ_FREE_HINT_USECS		(100 * 1000)
+
 
 /*
  * The head of the queue for a leasing receive: active messages that no lock
@@ -395,9 +404,11 @@ sbq_lease_free_advance(SbqLeaseReceive *r, SbqLeasePass *pass)
 	}
 	if (r->from_free && r->head.free_until < until)
 		until = r->head.free_until;
-	/* never longer than a lock: rows the scan passed for other reasons */
+	/* never longer than a lock (rows passed for other reasons), or than a while */
 	if (r->until < until)
 		until = r->until;
+	if (!r->from_free && r->now + SBQ_FREE_HINT_USECS < until)
+		until = r->now + SBQ_FREE_HINT_USECS;
 	sbq_qstate_free_advance(r->epoch, r->queue->queue_id, &r->head, candidate, until,
 							r->now);
 }
