@@ -12,7 +12,8 @@
 # drift of the machine does not favour one. The cells are bench/run.sh's
 # sbqueue workloads at 4 clients (AB_CLIENTS): send 1 and a batch, receive + complete of 1
 # and a batch from a filled queue, and the full cycle of 1 and a batch; and
-# the cycle of 1 with sbqueue.memory_locks off (locks in the rows).
+# the cycle of 1 with sbqueue.memory_locks off (locks in the rows), and beside
+# 5,000 messages at the head that another consumer holds under locks.
 # Prints the median messages/second of each and new/old, as a Markdown table.
 # AB_ONLY (an extended regular expression) keeps the workloads whose names match;
 # AB_NO_PRELOAD=1 starts both servers without shared_preload_libraries (locks
@@ -85,10 +86,21 @@ done
 # (a transaction that found the queue empty takes none); the others count
 # transactions times the messages each moves.
 cell() {
-    local c=$1 script=$2 prefill=$3 per=$4 opts=$5 port tps before after
+    local c=$1 script=$2 prefill=$3 per=$4 opts=$5 held=${6:-0} port tps before after
     port=$(start "$c")
     export PGHOST="$work/$c" PGPORT=$port PGUSER=postgres PGDATABASE=postgres
     psql -X -q -c "SELECT sbq_purge_queue('bench')" -c "VACUUM ANALYZE sbq.messages" >/dev/null
+    if [ "$held" -gt 0 ]; then
+        # messages at the head that another consumer holds under 5-minute locks
+        psql -X -q -c "SELECT sbq_update_queue('bench', lock_duration => interval '5 min')" \
+            -c "DO \$\$ BEGIN FOR i IN 0 .. ($held - 1) / 5000 LOOP
+                PERFORM sbq_send_batch('bench', array_fill('held'::text,
+                    ARRAY[least(5000, $held - i * 5000)]));
+                PERFORM count(*) FROM sbq_receive('bench', least(5000, $held - i * 5000));
+                END LOOP; END \$\$" \
+            -c "SELECT sbq_update_queue('bench', lock_duration => interval '30 s')" \
+            -c "VACUUM ANALYZE sbq.messages" >/dev/null
+    fi
     if [ "$prefill" -gt 0 ]; then
         # in batches of 5,000, the most one call sends
         psql -X -q -c "DO \$\$ BEGIN FOR i IN 0 .. ($prefill - 1) / 5000 LOOP
@@ -111,7 +123,7 @@ cell() {
     fi
 }
 
-# name|script|prefill|messages per transaction|PGOPTIONS
+# name|script|prefill|messages per transaction|PGOPTIONS|messages held
 workloads=(
     "send 1|sbq_send|0|1|"
     "send batch of $batch|sbq_send_batch|0|$batch|"
@@ -120,6 +132,7 @@ workloads=(
     "cycle 1 (3 transactions)|sbq_cycle|0|1|"
     "cycle batch of $batch|sbq_cycle_batch|0|$batch|"
     "cycle 1, locks in the rows|sbq_cycle|0|1|-c sbqueue.memory_locks=off"
+    "cycle 1 beside 5,000 held|sbq_cycle|0|1||5000"
 )
 if [ -n "${AB_ONLY:-}" ]; then
     kept=()
@@ -131,11 +144,11 @@ fi
 declare -A got
 for r in $(seq "$rounds"); do
     for w in "${workloads[@]}"; do
-        IFS='|' read -r name script prefill per opts <<<"$w"
+        IFS='|' read -r name script prefill per opts held <<<"$w"
         order=(old new new old)
         [ $((r % 2)) -eq 0 ] && order=(new old old new)
         for c in "${order[@]}"; do
-            got["$name|$c"]+="$(cell "$c" "$script" "$prefill" "$per" "$opts") "
+            got["$name|$c"]+="$(cell "$c" "$script" "$prefill" "$per" "$opts" "${held:-0}") "
             echo "ab: round $r, $name, $c: ${got["$name|$c"]}" >&2
         done
     done
@@ -151,7 +164,7 @@ echo
 echo "| workload | old | new | new/old |"
 echo "|---|---:|---:|---:|"
 for w in "${workloads[@]}"; do
-    IFS='|' read -r name script prefill per opts <<<"$w"
+    IFS='|' read -r name script prefill per opts held <<<"$w"
     o=$(median <<<"${got["$name|old"]}")
     n=$(median <<<"${got["$name|new"]}")
     awk -v name="$name" -v o="$o" -v n="$n" 'BEGIN { printf "| %s | %.0f | %.0f | %.2fx |\n", name, o, n, (o > 0 ? n / o : 0) }'
