@@ -30,7 +30,7 @@
 #     one that a worker's transaction running beside it commits;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
-#     the citus extension, and against the distributed layout; 20 isolation specs
+#     the citus extension, and against the distributed layout; 22 isolation specs
 #     pass through the coordinator with queues on both workers, and one more with
 #     its queues in one shard group on a worker;
 #   - a transaction left open after its first call on a node does not hold up
@@ -958,7 +958,8 @@ iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rol
     queue_management_delete_in_flight receive_repeatable_read receive_head_hint
     queue_management_delete_moving session_accept_race session_accept_next_skips_held
     session_order session_release_unsettled metrics_counters_move lease_store_recheck
-    settle_report_race lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle"
+    settle_report_race lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle
+    receive_head_hint_rollback receive_free_hint"
 iso_chain() {
     iso_run iso "$iso_specs" "isolation specs pass through the coordinator, queues on both workers"
     # one that forwards between its queues, which would be in different groups: against
