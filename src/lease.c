@@ -172,6 +172,7 @@ typedef struct SbqLease
 	int16		subqueue;
 	int8		state;			/* SBQ_LEASE_* */
 	bool		has_token;		/* false: a bare marker */
+	bool		row_goes;		/* SETTLING: the settlement takes the message out */
 	int32		owner;			/* proc number owning a CLAIMED or SETTLING entry */
 	int32		delivery_count; /* the delivery this lease is for */
 	TimestampTz locked_until;
@@ -199,7 +200,6 @@ typedef struct SbqLeaseUndo
 	bool		existed;		/* false: the change created the entry */
 	bool		renew;			/* a renew of a lease nobody owns */
 	TimestampTz renewed_until;	/* for a renew: what it set */
-	bool		row_goes;		/* a settlement that takes the row out of the queue */
 	SbqLease	prev;
 } SbqLeaseUndo;
 
@@ -530,7 +530,6 @@ sbq_lease_record(const SbqLeaseKey *key, const SbqLease *entry)
 	u->existed = entry != NULL;
 	u->renew = false;
 	u->renewed_until = 0;
-	u->row_goes = false;
 	if (entry != NULL)
 		u->prev = *entry;
 	else
@@ -650,7 +649,7 @@ sbq_lease_apply(const void *undo_entry)
 	{
 		if (entry->state == SBQ_LEASE_SETTLING)
 		{
-			if (!u->row_goes && entry->subqueue == SBQ_SUBQUEUE_MAIN)
+			if (!entry->row_goes && entry->subqueue == SBQ_SUBQUEUE_MAIN)
 				queue_id = entry->queue_id;
 			sbq_lease_remove(&u->key, hash);
 		}
@@ -722,6 +721,7 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			sbq_shown_forget();
 			sbq_lease_freed = false;
+			sbq_lease_unclaiming = false;
 			sbq_undo_abort(&sbq_lease_log);
 			sbq_ndrops = 0;
 			sbq_lease_epoch = InvalidOid;
@@ -959,6 +959,7 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 	entry->subqueue = subqueue;
 	entry->state = SBQ_LEASE_CLAIMED;
 	entry->has_token = false;
+	entry->row_goes = false;
 	entry->owner = sbq_my_proc();
 	entry->delivery_count = 0;
 	entry->locked_until = 0;
@@ -1031,6 +1032,7 @@ sbq_lease_make_marker(int64 seq)
 
 	sbq_shared_change_gen++;
 	entry->state = SBQ_LEASE_SETTLING;
+	entry->row_goes = false;
 	entry->has_token = false;
 	LWLockRelease(lock);
 }
@@ -1132,24 +1134,11 @@ sbq_lease_settle(int64 seq, const pg_uuid_t *token, int32 queue_id, int16 subque
 		(entry->state == SBQ_LEASE_HELD ||
 		 (entry->state == SBQ_LEASE_CLAIMED && entry->owner == sbq_my_proc())))
 	{
-		int			i;
-
 		sbq_lease_record(&key, entry);
-
-		/*
-		 * What the commit does with the entry is this settlement's: each
-		 * record of it says so, as the first one found at commit (the claim
-		 * of a receive in this transaction, say) removes the entry.
-		 */
-		for (i = sbq_undo_count(&sbq_lease_log) - 1; i >= 0; i--)
-		{
-			SbqLeaseUndo *u = sbq_undo_entry(&sbq_lease_log, i);
-
-			if (u->key.seq == key.seq && u->key.epoch == key.epoch && u->key.dbid == key.dbid)
-				u->row_goes = row_goes;
-		}
 		if (!row_goes)
 			sbq_lease_freed = true;
+		/* on the entry, not the record: the commit may meet an older record first */
+		entry->row_goes = row_goes;
 		entry->state = SBQ_LEASE_SETTLING;
 		entry->owner = sbq_my_proc();
 		*delivery_count = entry->delivery_count;
@@ -1372,6 +1361,7 @@ sbq_lease_group(int64 seq, int64 key, TimestampTz now, TimestampTz until)
 		if (until == 0)
 		{
 			entry->state = SBQ_LEASE_SETTLING;
+			entry->row_goes = false;
 			entry->has_token = false;
 			entry->owner = sbq_my_proc();
 		}
@@ -1480,6 +1470,7 @@ sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLease *out, i
 		out[n].subqueue = entry->subqueue;
 		out[n].delivery_count = 0;
 		entry->state = SBQ_LEASE_SETTLING;
+		entry->row_goes = false;
 		entry->has_token = false;
 		entry->owner = sbq_my_proc();
 		n++;
@@ -1585,6 +1576,7 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 			 */
 			sbq_lease_record(&entry->key, entry);
 			entry->state = SBQ_LEASE_SETTLING;
+			entry->row_goes = false;
 			entry->has_token = false;
 			entry->owner = sbq_my_proc();
 			orphans++;
@@ -1614,6 +1606,7 @@ sbq_lease_take_expired(int32 queue_id, TimestampTz now, SbqExpiredLease *out, in
 		out[n].subqueue = entry->subqueue;
 		out[n].delivery_count = entry->delivery_count;
 		entry->state = SBQ_LEASE_SETTLING;
+		entry->row_goes = false;
 		entry->has_token = false;
 		entry->owner = sbq_my_proc();
 		n++;
@@ -1710,6 +1703,7 @@ sbq_lease_take_queue(int32 queue_id, int subqueue)
 			continue;
 		sbq_lease_record(&entry->key, entry);
 		entry->state = SBQ_LEASE_SETTLING;
+		entry->row_goes = false;
 		entry->owner = sbq_my_proc();
 		if (++n >= max)
 		{
