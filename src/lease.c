@@ -169,7 +169,7 @@ typedef struct SbqLease
 {
 	SbqLeaseKey key;
 	int32		queue_id;
-	int16		subqueue;
+	int8		subqueue;		/* SBQ_SUBQUEUE_* (int8 keeps the entry at 80 bytes) */
 	int8		state;			/* SBQ_LEASE_* */
 	bool		has_token;		/* false: a bare marker */
 	bool		row_goes;		/* SETTLING: the settlement takes the message out */
