@@ -398,13 +398,14 @@ sbq_lease_free_advance(SbqLeaseReceive *r, SbqLeasePass *pass)
 			candidate = seq;
 			break;
 		}
-		/* taken: handed out under r->until, or written out of the queue */
-		if (r->until < until)
-			until = r->until;
 	}
 	if (r->from_free && r->head.free_until < until)
 		until = r->head.free_until;
-	/* never longer than a lock (rows passed for other reasons), or than a while */
+	/*
+	 * Never longer than a lock: those this pass granted (the rows it took
+	 * end at r->until, or leave the queue), and rows passed for other
+	 * reasons. Nor than a while after the last scan from the head.
+	 */
 	if (r->until < until)
 		until = r->until;
 	if (!r->from_free && r->now + SBQ_FREE_HINT_USECS < until)
