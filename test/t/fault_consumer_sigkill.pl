@@ -20,8 +20,7 @@ use Time::HiRes qw(time usleep);
 use SbqFault;
 
 my $node = SbqFault::new_node('f1');
-# 10 s: the new holder's lock must outlast the replays below, each a client
-# process that takes up to 2 s to start on a loaded machine
+# 10 s: the probes below must have time to call while it holds
 my $lock = 10;
 SbqFault::create_queue($node, 'f1', lock => $lock, mdc => 10);
 my $ci = SbqFault::conninfo($node);
@@ -56,6 +55,11 @@ ok($node->poll_query_until($SbqFault::DB,
 	'the dead consumer\'s backend has gone');
 is($node->safe_psql($SbqFault::DB, "SELECT count(*) FROM sbq_peek('f1', 100) WHERE locked_until IS NOT NULL"),
 	'10', 'the 10 messages are still in the queue, locked');
+
+# the next holder's locks last a minute: it is checked after two more client
+# processes, each of which takes up to 5 s to start on a loaded machine
+$node->safe_psql($SbqFault::DB,
+	"SELECT sbq_update_queue('f1', lock_duration => interval '60 seconds')");
 
 # the receive that is to find them once the locks ran out: started now,
 # connected, and made at locked_until + 0.3 s by the client itself, so that
