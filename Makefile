@@ -25,6 +25,7 @@ REGRESS_OPTS = --load-extension=$(EXTENSION)
 ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
             lock_lost_expiry queue_management_delete_in_flight lock_lost_renew_vs_expiry \
             receive_repeatable_read receive_head_hint receive_head_hint_rollback receive_free_hint \
+            maintain_row_locks \
             lease_store_recheck \
             queue_management_delete_moving rights_dependency_race \
             session_accept_race session_accept_next_skips_held session_order \

@@ -17,7 +17,12 @@
 # Prints the median messages/second of each and new/old, as a Markdown table.
 # AB_ONLY (an extended regular expression) keeps the workloads whose names match;
 # AB_NO_PRELOAD=1 starts both servers without shared_preload_libraries (locks
-# and counters in the rows); AB_CLIENTS sets the clients of every cell (4).
+# and counters in the rows); AB_CLIENTS sets the clients of every cell (4);
+# AB_WORKER=1 leaves the maintenance worker on, as bench/run.sh and a server in
+# use have it (its passes then run during the cells, at its default interval);
+# AB_STATEMENT (a LIKE pattern) preloads pg_stat_statements with track = all and
+# adds a table of what the statements whose text matches cost in each cell
+# (sbqueue's own statements run inside its functions: track = all shows them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -69,15 +74,25 @@ start() {   # $1: old or new
 # no worker without the preload (and no setting of its to turn off)
 worker_off="ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off"
 [ "${AB_NO_PRELOAD:-0}" = 1 ] && worker_off=
+[ "${AB_WORKER:-0}" = 1 ] && worker_off=
 for c in old new; do
     port=$(start $c)
     PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
         -c "ALTER SYSTEM SET shared_buffers = '1GB'" -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
         ${worker_off:+-c "$worker_off"} >/dev/null
+    if [ -n "${AB_STATEMENT:-}" ]; then
+        libs=pg_stat_statements
+        [ "${AB_NO_PRELOAD:-0}" = 1 ] || libs="sbqueue, $libs"
+        echo "pg_stat_statements.track = all" >>"$work/$c/data/postgresql.conf"
+        PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
+            -c "ALTER SYSTEM SET shared_preload_libraries = $libs" >/dev/null
+    fi
     scripts/pgserver.sh stop "$work/$c" >/dev/null
     port=$(start $c)
     PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
         -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_create_queue('bench')" >/dev/null
+    [ -z "${AB_STATEMENT:-}" ] || PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres \
+        -d postgres -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_stat_statements" >/dev/null
     scripts/pgserver.sh stop "$work/$c" >/dev/null
 done
 
@@ -109,10 +124,19 @@ cell() {
             -c "VACUUM ANALYZE sbq.messages" >/dev/null
     fi
     before=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
+    [ -z "${AB_STATEMENT:-}" ] || psql -X -q -c "SELECT pg_stat_statements_reset()" >/dev/null
     tps=$(PGOPTIONS="$opts" "$new_bin/pgbench" -n -M prepared -c "$clients" -j 2 -T "$secs" -D n="$batch" \
         -D tok=00000000-0000-0000-0000-000000000000 -f "bench/$script.sql" 2>&1 |
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
     after=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
+    if [ -n "${AB_STATEMENT:-}" ]; then
+        # calls, ms and buffers of the matching statements, into this cell's file
+        psql -X -At -F ' ' -v pat="$AB_STATEMENT" >>"$work/stmt.$c.$cell_key" <<'SQL'
+SELECT coalesce(sum(calls), 0), round(coalesce(sum(total_exec_time), 0)::numeric, 1),
+       coalesce(sum(shared_blks_hit + shared_blks_read), 0)
+  FROM pg_stat_statements WHERE query LIKE :'pat'
+SQL
+    fi
     scripts/pgserver.sh stop "$work/$c" >/dev/null
     unset PGHOST PGPORT
     if [ "$prefill" -gt 0 ]; then
@@ -148,6 +172,7 @@ for r in $(seq "$rounds"); do
         order=(old new new old)
         [ $((r % 2)) -eq 0 ] && order=(new old old new)
         for c in "${order[@]}"; do
+            cell_key=$(tr -c 'a-zA-Z0-9' _ <<<"$name")
             got["$name|$c"]+="$(cell "$c" "$script" "$prefill" "$per" "$opts" "${held:-0}") "
             echo "ab: round $r, $name, $c: ${got["$name|$c"]}" >&2
         done
@@ -156,7 +181,7 @@ done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "bench/ab.sh $rev $secs $rounds: messages/second, the median of $((rounds * 2)) cells of ${secs} s each,"
-echo "$clients clients, fsync and synchronous_commit on, $(nproc) CPUs$([ "${AB_NO_PRELOAD:-0}" = 1 ] && echo ", sbqueue not preloaded")"
+echo "$clients clients, fsync and synchronous_commit on, $(nproc) CPUs$([ "${AB_NO_PRELOAD:-0}" = 1 ] && echo ", sbqueue not preloaded")$([ "${AB_WORKER:-0}" = 1 ] && echo ", the maintenance worker on")"
 echo
 echo "old: $describe_old"
 echo "new: $describe_new"
@@ -169,3 +194,23 @@ for w in "${workloads[@]}"; do
     n=$(median <<<"${got["$name|new"]}")
     awk -v name="$name" -v o="$o" -v n="$n" 'BEGIN { printf "| %s | %.0f | %.0f | %.2fx |\n", name, o, n, (o > 0 ? n / o : 0) }'
 done
+if [ -n "${AB_STATEMENT:-}" ]; then
+    echo
+    echo "The statements LIKE '$AB_STATEMENT' (pg_stat_statements, track = all), the median"
+    echo "over the cells of each contender: ms of execution per second of cell, and buffers per call."
+    echo
+    echo "| workload | old: calls | ms / s | buffers / call | new: calls | ms / s | buffers / call |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    for w in "${workloads[@]}"; do
+        IFS='|' read -r name script prefill per opts held <<<"$w"
+        row="| $name"
+        for c in old new; do
+            f="$work/stmt.$c.$(tr -c 'a-zA-Z0-9' _ <<<"$name")"
+            calls=$(awk '{ print $1 }' "$f" | median)
+            ms=$(awk -v s="$secs" '{ print $2 / s }' "$f" | median)
+            bufs=$(awk '{ print ($1 > 0 ? $3 / $1 : 0) }' "$f" | median)
+            row="$row | $calls | $(printf '%.1f' "$ms") | $(printf '%.0f' "$bufs")"
+        done
+        echo "$row |"
+    done
+fi

@@ -39,6 +39,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "session_mem.h"
@@ -99,23 +100,29 @@ static SbqStatement stmt_queue_work = {"queues with work", 2, {INT4ARRAYOID, INT
  * Expired locks among the first $4 active messages from the queue's floor $8
  * (sbq_qstate_maintain_floor) and the first $4 deferred ones (receives take
  * from the head, so that is where locks are): dead-letter those on their last
- * allowed delivery, release the others.
+ * allowed delivery, release the others. Each row of the head is fetched once,
+ * with its lock; only those whose lock has expired are fetched again, by key,
+ * to be locked. Besides the two counts, the statement says how many active
+ * and deferred rows the head held, and how many of them store a lock (not a
+ * session's, 'infinity', which sessions end): when the head held every row
+ * and none stores a lock, maintenance need not look again until a lock is
+ * written into a row (sbq_qstate_row_lock).
  * $1 queue, $2 now, $3 max_delivery_count, $4 head, $5 limit,
  * $6 queue name, $7 max delivery description, $8 floor
  */
 #define MAINTAIN_LOCKS_HEAD \
 	"WITH head AS MATERIALIZED (" \
-	"  (SELECT sequence_number FROM sbq.messages" \
+	"  (SELECT sequence_number, state, locked_until FROM sbq.messages" \
 	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0 AND sequence_number >= $8" \
 	"    ORDER BY sequence_number LIMIT $4)" \
 	"  UNION ALL" \
-	"  (SELECT sequence_number FROM sbq.messages" \
+	"  (SELECT sequence_number, state, locked_until FROM sbq.messages" \
 	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 1" \
 	"    ORDER BY sequence_number LIMIT $4))," \
 	" c AS MATERIALIZED (" \
 	"  SELECT m.sequence_number, m.delivery_count >= $3 AS over" \
 	"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number" \
-	"   WHERE m.locked_until <= $2 AND " LEASE_SLOT \
+	"   WHERE h.locked_until <= $2 AND m.locked_until <= $2 AND " LEASE_SLOT \
 	"   LIMIT $5 FOR UPDATE OF m SKIP LOCKED),"
 #define MAINTAIN_LOCKS_RELEASE \
 	" r AS (" \
@@ -123,7 +130,12 @@ static SbqStatement stmt_queue_work = {"queues with work", 2, {INT4ARRAYOID, INT
 	"    FROM c WHERE m.sequence_number = c.sequence_number AND NOT c.over" \
 	"     AND " LEASE_SLOT \
 	"  RETURNING 1)" \
-	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4"
+	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM r)::int4," \
+	"        h.active, h.deferred, h.stored" \
+	"   FROM (SELECT count(*) FILTER (WHERE state = 0)::int4 AS active," \
+	"                count(*) FILTER (WHERE state = 1)::int4 AS deferred," \
+	"                count(*) FILTER (WHERE locked_until < 'infinity')::int4 AS stored" \
+	"           FROM head) h"
 
 static SbqStatement stmt_maintain_locks = {"expire locks", 8, {INT4OID, TIMESTAMPTZOID,
 		INT4OID, INT4OID, INT4OID, TEXTOID, TEXTOID, INT8OID},
@@ -266,16 +278,26 @@ sbq_exec_counts(SbqStatement *st, Datum *values, int *first, int *second)
 	*second = DatumGetInt32(sbq_col(0, 2, &isnull));
 }
 
-/* End the expired locks stored in a queue's rows; returns how many it released. */
+/*
+ * End the expired locks stored in a queue's rows; returns how many it
+ * released. Not at all while a look found none and nothing stored one since
+ * (qstate.c), but once a minute.
+ */
 static int
 sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, int64 floor,
 					 SbqMaintainResult *res, SbqCounts *counts)
 {
 	Datum		values[8];
 	char		description[128];
+	bool		isnull;
+	TransactionId xmin;
 	int			d;
 	int			r;
 
+	if (!sbq_qstate_row_locks_look(sbq_storage_epoch(), queue->queue_id, now))
+		return 0;
+	/* the statement's snapshot is this one, or a later one */
+	xmin = GetTransactionSnapshot()->xmin;
 	sbq_max_delivery_description(queue, description, sizeof(description));
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = TimestampTzGetDatum(now);
@@ -286,6 +308,17 @@ sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, int64 floor,
 	values[6] = CStringGetTextDatum(description);
 	values[7] = Int64GetDatum(floor);
 	sbq_exec_counts(&stmt_maintain_locks, values, &d, &r);
+
+	/*
+	 * None when the head was the whole main queue but its scheduled
+	 * messages (which no lock is stored in) and what is below the floor
+	 * (where no message that may become receivable is), and none of it
+	 * stores a lock.
+	 */
+	sbq_qstate_no_row_locks(sbq_storage_epoch(), queue->queue_id,
+							DatumGetInt32(sbq_col(0, 3, &isnull)) < SBQ_MAINTAIN_HEAD &&
+							DatumGetInt32(sbq_col(0, 4, &isnull)) < SBQ_MAINTAIN_HEAD &&
+							DatumGetInt32(sbq_col(0, 5, &isnull)) == 0, xmin);
 	res->dead_lettered += d;
 	res->released += r;
 	counts->dead_lettered += d;

@@ -2,8 +2,9 @@
  *
  * qstate.c
  *	  Per-queue state in shared memory: counters not yet stored, when the
- *	  queue's next scheduled message is due, the head of the queue, and
- *	  where past the messages held under leases a receive may start.
+ *	  queue's next scheduled message is due, the head of the queue, where
+ *	  past the messages held under leases a receive may start, and whether
+ *	  its rows may store locks.
  *
  * Counters. Every send, settlement and receive used to add to its queue's
  * counters in sbq.queue_counters, one upsert per call: a WAL record and a
@@ -108,6 +109,27 @@
  * transaction that has written keeps the same record, whose abort lowers
  * both. At worst a fault here delays a message until the leases it was
  * found behind expire: the hint is then not used.
+ *
+ * Locks stored in rows. Maintenance looks for expired locks stored in a
+ * queue's rows (a receive with sbqueue.memory_locks off or a full lease
+ * table, a deferred message received that way, an abandon's delay) by
+ * reading the first rows of the queue, every pass: with consumers holding
+ * their locks here instead, it read every row of the head to find none. So
+ * each entry has a mark, "no row stores a lock", set by a look that read all
+ * of the queue's active and deferred messages and found none (maintain.c),
+ * and cleared by a look that found one and by every writer of such a lock,
+ * after its write and before its transaction ends (sbq_qstate_row_lock).
+ * While it is set, passes skip the look but once a minute (for rows written
+ * another way: a restore, a shard moved in). A writer whose transaction is
+ * open while a look runs is not seen by the look's snapshot, so the entry
+ * keeps the newest writer's transaction id, and the look sets the mark only
+ * if that transaction had ended before its snapshot was taken (older than
+ * its xmin). A look in a transaction that has written may have seen a lock
+ * that transaction ended, which its rollback would bring back: it sets the
+ * mark at commit (a record of the undo log), on the same condition. A new
+ * entry takes the id before the next one as that writer (one that found no
+ * entry is older), so a restart, which drops the marks, brings every
+ * queue's look back.
  *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
@@ -222,6 +244,9 @@ typedef struct SbqQueueState
 	TimestampTz free_until;		/* the free hint holds until then */
 	uint64		free_gen;		/* bumped whenever the free hint is lowered */
 	TimestampTz hint_set_at;	/* when maintenance last checked it */
+	bool		no_row_locks;	/* no row of the main queue stores a lock */
+	FullTransactionId row_lock_xid; /* the newest writer of one, or older than all */
+	TimestampTz row_look_at;	/* when maintenance last looked for them */
 	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
 	int64		prepared_floor; /* the database's entry: floor of prepared senders */
 	int64		prepares;		/* the database's entry: bumped after each such PREPARE */
@@ -246,6 +271,7 @@ typedef enum SbqQstateKind
 	SBQ_QS_SCHEDULED,			/* a scheduled message: lower next_due at commit */
 	SBQ_QS_LOOKED,				/* a look by a writer taught next_due: unknown at abort */
 	SBQ_QS_ADVANCED,			/* a writer moved the head hint: back down at abort */
+	SBQ_QS_NO_ROW_LOCKS,		/* a writer's look found no lock in a row: mark at commit */
 	SBQ_QS_FORGET				/* the queue was deleted: empty it at commit */
 } SbqQstateKind;
 
@@ -259,6 +285,7 @@ typedef struct SbqQstateRecord
 	int64		old_hint;		/* SBQ_QS_ADVANCED: the head hint before */
 	int			slot;			/* SBQ_QS_TAKE: its move slot */
 	TransactionId xid;			/* SBQ_QS_TAKE: the moving transaction */
+	FullTransactionId xmin;		/* SBQ_QS_NO_ROW_LOCKS: its snapshot's xmin */
 } SbqQstateRecord;
 
 static HTAB *sbq_qstate_hash = NULL;
@@ -420,6 +447,16 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 	if (entry != NULL && !found)
 	{
 		SpinLockInit(&entry->mutex);
+
+		/*
+		 * Rows may store locks. A writer of one that found no entry had its
+		 * transaction id before it looked, so before this lock was taken:
+		 * below the next one, read here.
+		 */
+		entry->no_row_locks = false;
+		entry->row_lock_xid =
+			FullTransactionIdFromU64(U64FromFullTransactionId(ReadNextFullTransactionId()) - 1);
+		entry->row_look_at = 0;
 		memset(entry->pending, 0, sizeof(entry->pending));
 		memset(entry->move_xid, 0, sizeof(entry->move_xid));
 		memset(entry->move_committed, 0, sizeof(entry->move_committed));
@@ -724,6 +761,12 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			/* prepared: it may yet roll back, and nothing here would know */
 			if (!commit || sbq_qstate_preparing)
 				sbq_hint_lower_locked(entry, r->old_hint);
+			break;
+		case SBQ_QS_NO_ROW_LOCKS:
+			/* prepared, it may yet roll back what the look did not see */
+			if (commit && !sbq_qstate_preparing &&
+				FullTransactionIdPrecedes(entry->row_lock_xid, r->xmin))
+				entry->no_row_locks = true;
 			break;
 		case SBQ_QS_FORGET:
 			if (commit)
@@ -1902,4 +1945,103 @@ void
 sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
 {
 	sbq_qstate_lower_to(epoch, queue_id, seq, true);
+}
+
+/*
+ * sbq_qstate_row_lock
+ *		This transaction has written a lock into a row of the queue's main
+ *		queue (a receive that locks rows, a deferred message received by its
+ *		number, an abandon's delay, a renew): maintenance must look for such
+ *		locks again (sbq_qstate_row_locks_look). Called after the write,
+ *		before the transaction ends: the write gave it its transaction id,
+ *		which a look that would set the mark compares with its snapshot.
+ */
+void
+sbq_qstate_row_lock(Oid epoch, int32 queue_id)
+{
+	SbqQueueState *entry;
+	FullTransactionId xid;
+
+	if (sbq_qstate_hash == NULL)
+		return;
+	xid = GetTopFullTransactionId();
+	entry = sbq_qstate_entry(epoch, queue_id, false);
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	entry->no_row_locks = false;
+	if (FullTransactionIdFollows(xid, entry->row_lock_xid))
+		entry->row_lock_xid = xid;
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_row_locks_look
+ *		For maintenance: whether to look for expired locks stored in the
+ *		queue's rows. Yes unless a look found none and no writer of one has
+ *		come since; and then too once a minute, for rows no announced path
+ *		wrote (a restore, a shard moved in).
+ */
+bool
+sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+	bool		look = true;
+
+	if (entry == NULL)
+		return true;
+	SpinLockAcquire(&entry->mutex);
+	if (entry->no_row_locks && now - entry->row_look_at < SBQ_HINT_CHECK_USECS)
+		look = false;
+	else
+		entry->row_look_at = now;
+	SpinLockRelease(&entry->mutex);
+	return look;
+}
+
+/*
+ * sbq_qstate_no_row_locks
+ *		For maintenance, after a look: none (true) or some (false) of the
+ *		rows of the queue's main queue that may store a lock do. Some clears
+ *		the mark. None, from a look whose snapshot's xmin was xmin (or
+ *		later) and that read them all, sets it, unless a writer of such a
+ *		lock had not ended before that snapshot (its row may not have been
+ *		seen). A look in a transaction that has written may have seen its
+ *		own change (a lock it ended), which a rollback would undo: the mark
+ *		is then set at its commit, if no writer came since.
+ */
+void
+sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+	FullTransactionId next;
+	FullTransactionId full;
+
+	if (entry == NULL)
+		return;
+	if (!none || !TransactionIdIsNormal(xmin))
+	{
+		SpinLockAcquire(&entry->mutex);
+		entry->no_row_locks = false;
+		SpinLockRelease(&entry->mutex);
+		return;
+	}
+	/* xmin is at most 2^31 behind the next transaction id */
+	next = ReadNextFullTransactionId();
+	full = FullTransactionIdFromU64(U64FromFullTransactionId(next) -
+									(uint32) (XidFromFullTransactionId(next) - xmin));
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+	{
+		SbqQueueKey key;
+		SbqQstateRecord *r;
+
+		sbq_qstate_key(&key, epoch, queue_id);
+		r = sbq_qstate_record(SBQ_QS_NO_ROW_LOCKS, &key);
+		r->xmin = full;
+		return;
+	}
+	SpinLockAcquire(&entry->mutex);
+	if (FullTransactionIdPrecedes(entry->row_lock_xid, full))
+		entry->no_row_locks = true;
+	SpinLockRelease(&entry->mutex);
 }

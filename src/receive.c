@@ -372,6 +372,9 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 		result->expired_dead_lettered += n_expired_dead;
 		result->expired_dropped += n_dropped;
 	}
+	/* the locks it stored (none taken: no transaction id taken for it) */
+	if (mode == SBQ_PEEK_LOCK && subqueue == SBQ_SUBQUEUE_MAIN && delivered > 0)
+		sbq_qstate_row_lock(sbq_storage_epoch(), queue->queue_id);
 	result->delivered += delivered;
 }
 
@@ -514,6 +517,8 @@ sbq_storage_receive_deferred(const SbqQueue *queue, int16 subqueue, Datum *seqs,
 
 	values[1] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
 	(void) sbq_exec_in(&stmt_lock_deferred, subqueue, values, NULL);
+	if (subqueue == SBQ_SUBQUEUE_MAIN)
+		sbq_qstate_row_lock(sbq_storage_epoch(), queue->queue_id);
 	counts.received = sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
 	if (counts.received != nseqs)
 		elog(ERROR, "locked %d of %d deferred messages", (int) counts.received, nseqs);

@@ -786,6 +786,8 @@ sbq_storage_release(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *toke
 			nulls[4] = false;
 		}
 		(void) sbq_exec_in(&stmt_unlock, subqueue, values, nulls);
+		if (main && !nulls[4])
+			sbq_qstate_row_lock(sbq_storage_epoch(), queue->queue_id);
 	}
 	sbq_add_counts(queue->queue_id, &counts);
 	/* an abandoned message, or a new dead letter, can be received now */
@@ -876,6 +878,8 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
 	if (sbq_exec_in(&stmt_renew, subqueue, values, NULL) != 1)
 		return false;
+	if (subqueue == SBQ_SUBQUEUE_MAIN)
+		sbq_qstate_row_lock(sbq_storage_epoch(), queue->queue_id);
 	*locked_until = DatumGetTimestampTz(sbq_col(0, 1, &isnull));
 	return true;
 }
