@@ -291,10 +291,11 @@ sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, int64 floor,
 	char		description[128];
 	bool		isnull;
 	TransactionId xmin;
+	uint64		gen;
 	int			d;
 	int			r;
 
-	if (!sbq_qstate_row_locks_look(sbq_storage_epoch(), queue->queue_id, now))
+	if (!sbq_qstate_row_locks_look(sbq_storage_epoch(), queue->queue_id, now, &gen))
 		return 0;
 	/* the statement's snapshot is this one, or a later one */
 	xmin = GetTransactionSnapshot()->xmin;
@@ -318,7 +319,7 @@ sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, int64 floor,
 	sbq_qstate_no_row_locks(sbq_storage_epoch(), queue->queue_id,
 							DatumGetInt32(sbq_col(0, 3, &isnull)) < SBQ_MAINTAIN_HEAD &&
 							DatumGetInt32(sbq_col(0, 4, &isnull)) < SBQ_MAINTAIN_HEAD &&
-							DatumGetInt32(sbq_col(0, 5, &isnull)) == 0, xmin);
+							DatumGetInt32(sbq_col(0, 5, &isnull)) == 0, xmin, gen);
 	res->dead_lettered += d;
 	res->released += r;
 	counts->dead_lettered += d;

@@ -246,6 +246,7 @@ typedef struct SbqQueueState
 	TimestampTz hint_set_at;	/* when maintenance last checked it */
 	bool		no_row_locks;	/* no row of the main queue stores a lock */
 	FullTransactionId row_lock_xid; /* the newest writer of one, or older than all */
+	uint64		row_lock_gen;	/* bumped whenever the mark is cleared */
 	TimestampTz row_look_at;	/* when maintenance last looked for them */
 	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
 	int64		prepared_floor; /* the database's entry: floor of prepared senders */
@@ -286,6 +287,7 @@ typedef struct SbqQstateRecord
 	int			slot;			/* SBQ_QS_TAKE: its move slot */
 	TransactionId xid;			/* SBQ_QS_TAKE: the moving transaction */
 	FullTransactionId xmin;		/* SBQ_QS_NO_ROW_LOCKS: its snapshot's xmin */
+	uint64		gen;			/* SBQ_QS_NO_ROW_LOCKS: row_lock_gen before the look */
 } SbqQstateRecord;
 
 static HTAB *sbq_qstate_hash = NULL;
@@ -456,6 +458,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->no_row_locks = false;
 		entry->row_lock_xid =
 			FullTransactionIdFromU64(U64FromFullTransactionId(ReadNextFullTransactionId()) - 1);
+		entry->row_lock_gen = 0;
 		entry->row_look_at = 0;
 		memset(entry->pending, 0, sizeof(entry->pending));
 		memset(entry->move_xid, 0, sizeof(entry->move_xid));
@@ -764,7 +767,7 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			break;
 		case SBQ_QS_NO_ROW_LOCKS:
 			/* prepared, it may yet roll back what the look did not see */
-			if (commit && !sbq_qstate_preparing &&
+			if (commit && !sbq_qstate_preparing && entry->row_lock_gen == r->gen &&
 				FullTransactionIdPrecedes(entry->row_lock_xid, r->xmin))
 				entry->no_row_locks = true;
 			break;
@@ -1970,6 +1973,7 @@ sbq_qstate_row_lock(Oid epoch, int32 queue_id)
 		return;
 	SpinLockAcquire(&entry->mutex);
 	entry->no_row_locks = false;
+	entry->row_lock_gen++;
 	if (FullTransactionIdFollows(xid, entry->row_lock_xid))
 		entry->row_lock_xid = xid;
 	SpinLockRelease(&entry->mutex);
@@ -1980,14 +1984,16 @@ sbq_qstate_row_lock(Oid epoch, int32 queue_id)
  *		For maintenance: whether to look for expired locks stored in the
  *		queue's rows. Yes unless a look found none and no writer of one has
  *		come since; and then too once a minute, for rows no announced path
- *		wrote (a restore, a shard moved in).
+ *		wrote (a restore, a shard moved in). *gen: how many times the mark
+ *		was cleared, for sbq_qstate_no_row_locks.
  */
 bool
-sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now)
+sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now, uint64 *gen)
 {
 	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
 	bool		look = true;
 
+	*gen = 0;
 	if (entry == NULL)
 		return true;
 	SpinLockAcquire(&entry->mutex);
@@ -1995,6 +2001,7 @@ sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now)
 		look = false;
 	else
 		entry->row_look_at = now;
+	*gen = entry->row_lock_gen;
 	SpinLockRelease(&entry->mutex);
 	return look;
 }
@@ -2004,14 +2011,16 @@ sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now)
  *		For maintenance, after a look: none (true) or some (false) of the
  *		rows of the queue's main queue that may store a lock do. Some clears
  *		the mark. None, from a look whose snapshot's xmin was xmin (or
- *		later) and that read them all, sets it, unless a writer of such a
+ *		later) and that read them all, sets it, unless the mark was cleared
+ *		since sbq_qstate_row_locks_look returned gen, or a writer of such a
  *		lock had not ended before that snapshot (its row may not have been
  *		seen). A look in a transaction that has written may have seen its
  *		own change (a lock it ended), which a rollback would undo: the mark
- *		is then set at its commit, if no writer came since.
+ *		is then set at its commit, on the same conditions.
  */
 void
-sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin)
+sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin,
+						uint64 gen)
 {
 	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
 	FullTransactionId next;
@@ -2023,6 +2032,7 @@ sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin
 	{
 		SpinLockAcquire(&entry->mutex);
 		entry->no_row_locks = false;
+		entry->row_lock_gen++;
 		SpinLockRelease(&entry->mutex);
 		return;
 	}
@@ -2035,13 +2045,17 @@ sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin
 		SbqQueueKey key;
 		SbqQstateRecord *r;
 
+		/* one record for a loop of passes: the last look's */
 		sbq_qstate_key(&key, epoch, queue_id);
-		r = sbq_qstate_record(SBQ_QS_NO_ROW_LOCKS, &key);
+		r = sbq_qstate_last(SBQ_QS_NO_ROW_LOCKS, &key);
+		if (r == NULL)
+			r = sbq_qstate_record(SBQ_QS_NO_ROW_LOCKS, &key);
 		r->xmin = full;
+		r->gen = gen;
 		return;
 	}
 	SpinLockAcquire(&entry->mutex);
-	if (FullTransactionIdPrecedes(entry->row_lock_xid, full))
+	if (entry->row_lock_gen == gen && FullTransactionIdPrecedes(entry->row_lock_xid, full))
 		entry->no_row_locks = true;
 	SpinLockRelease(&entry->mutex);
 }

@@ -87,8 +87,9 @@ extern void sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq);
 
 /* locks stored in a queue's rows, which maintenance looks for */
 extern void sbq_qstate_row_lock(Oid epoch, int32 queue_id);
-extern bool sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now);
+extern bool sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now,
+									  uint64 *gen);
 extern void sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none,
-									TransactionId xmin);
+									TransactionId xmin, uint64 gen);
 
 #endif							/* SBQ_QSTATE_H */

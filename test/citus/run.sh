@@ -959,7 +959,7 @@ iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rol
     queue_management_delete_moving session_accept_race session_accept_next_skips_held
     session_order session_release_unsettled metrics_counters_move lease_store_recheck
     settle_report_race lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle
-    receive_head_hint_rollback receive_free_hint"
+    receive_head_hint_rollback receive_free_hint maintain_row_locks"
 iso_chain() {
     iso_run iso "$iso_specs" "isolation specs pass through the coordinator, queues on both workers"
     # one that forwards between its queues, which would be in different groups: against

@@ -18,7 +18,11 @@
 #	   no transaction id (it announces the locks it stored, none);
 #	5. a pass in a transaction that ended a lock stored in a row (an abandon)
 #	   sees it gone; prepared, then rolled back, the lock is back: the pass
-#	   must not have marked the queue.
+#	   must not have marked the queue;
+#	6. in one transaction, a pass finds no lock, then a lock is stored in a row
+#	   without a call of sbqueue (a restore would do that), and a second pass
+#	   finds it: the first pass's finding, due at commit, must not mark the
+#	   queue then.
 use strict;
 use warnings;
 
@@ -125,6 +129,21 @@ $node->safe_psql('postgres', q{
 	  FROM sbq_peek('prepared', 1);});
 (undef, $released) = split /\|/, one_pass();
 is($released, 1, 'the lock a prepared pass saw ended, back after ROLLBACK PREPARED, ends at its expiry');
+
+### 6. a pass that found none, then one that found a lock, in one transaction
+$node->safe_psql('postgres', q{
+	SELECT sbq_create_queue('unannounced');
+	SELECT sbq_send('unannounced', 'm');
+	BEGIN;
+	SELECT pg_current_xact_id() IS NOT NULL;
+	SELECT sbq_maintain();
+	UPDATE sbq.messages SET locked_until = clock_timestamp() + interval '1 second'
+	 WHERE queue_id = (SELECT queue_id FROM sbq.queues WHERE name = 'unannounced');
+	SELECT sbq_maintain();
+	COMMIT;
+	SELECT pg_sleep(1.2);});
+(undef, $released) = split /\|/, one_pass();
+is($released, 1, 'a lock a later pass of the same transaction found ends at its expiry');
 
 $node->stop;
 done_testing();
