@@ -126,7 +126,8 @@
  * if that transaction had ended before its snapshot was taken (older than
  * its xmin). A look in a transaction that has written may have seen a lock
  * that transaction ended, which its rollback would bring back: it sets the
- * mark at commit (a record of the undo log), on the same condition. A new
+ * mark at commit (a record of the undo log), on the same condition. Neither
+ * sets it if the mark was cleared (a count says so) since the look began. A new
  * entry takes the id before the next one as that writer (one that found no
  * entry is older), so a restart, which drops the marks, brings every
  * queue's look back.
@@ -154,11 +155,12 @@
  * A caller keeps an entry's address after the LWLock is released and takes
  * its spinlock without it, and a backend keeps the addresses of the last
  * entries it found from call to call (a send looks its entry up a few
- * times), forgetting them all whenever any entry is removed. That is safe because an entry is only removed
- * when its database is dropped (no session may be connected then) or its
- * incarnation is (DROP EXTENSION takes sbq.queues in AccessExclusiveLock,
- * and every storage section holds AccessShareLock on it until after its
- * transaction's commit callbacks have run).
+ * times), forgetting them all whenever any entry is removed. That is safe
+ * because an entry is only removed when its database is dropped (no
+ * session may be connected then) or its incarnation is (DROP EXTENSION
+ * takes sbq.queues in AccessExclusiveLock, and every storage section holds
+ * AccessShareLock on it until after its transaction's commit callbacks have
+ * run).
  *
  * Length: over 1,000 lines on purpose. The counters, the scheduled times,
  * the head hints and the send slots are fields of one shared entry under one
@@ -272,7 +274,7 @@ typedef enum SbqQstateKind
 	SBQ_QS_SCHEDULED,			/* a scheduled message: lower next_due at commit */
 	SBQ_QS_LOOKED,				/* a look by a writer taught next_due: unknown at abort */
 	SBQ_QS_ADVANCED,			/* a writer moved the head hint: back down at abort */
-	SBQ_QS_NO_ROW_LOCKS,		/* a writer's look found no lock in a row: mark at commit */
+	SBQ_QS_NO_ROW_LOCKS,		/* a look found no lock in a row: mark at commit */
 	SBQ_QS_FORGET				/* the queue was deleted: empty it at commit */
 } SbqQstateKind;
 

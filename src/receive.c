@@ -372,7 +372,7 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 		result->expired_dead_lettered += n_expired_dead;
 		result->expired_dropped += n_dropped;
 	}
-	/* the locks it stored (none taken: no transaction id taken for it) */
+	/* the locks it stored, if any: one that found nothing takes no transaction id */
 	if (mode == SBQ_PEEK_LOCK && subqueue == SBQ_SUBQUEUE_MAIN && delivered > 0)
 		sbq_qstate_row_lock(sbq_storage_epoch(), queue->queue_id);
 	result->delivered += delivered;
