@@ -96,12 +96,15 @@ for c in old new; do
     scripts/pgserver.sh stop "$work/$c" >/dev/null
 done
 
+# where a cell of contender $1, workload $2, keeps what AB_STATEMENT's statements cost
+stmt_file() { echo "$work/stmt.$1.$(tr -c 'a-zA-Z0-9' _ <<<"$2")"; }
+
 # one cell against contender $1: workload $2 (script, prefill), prints
 # messages/second. A workload on a filled queue counts the messages it took
 # (a transaction that found the queue empty takes none); the others count
 # transactions times the messages each moves.
 cell() {
-    local c=$1 script=$2 prefill=$3 per=$4 opts=$5 held=${6:-0} port tps before after
+    local c=$1 script=$2 prefill=$3 per=$4 opts=$5 held=${6:-0} stmt=$7 port tps before after
     port=$(start "$c")
     export PGHOST="$work/$c" PGPORT=$port PGUSER=postgres PGDATABASE=postgres
     psql -X -q -c "SELECT sbq_purge_queue('bench')" -c "VACUUM ANALYZE sbq.messages" >/dev/null
@@ -131,7 +134,7 @@ cell() {
     after=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
     if [ -n "${AB_STATEMENT:-}" ]; then
         # calls, ms and buffers of the matching statements, into this cell's file
-        psql -X -At -F ' ' -v pat="$AB_STATEMENT" >>"$work/stmt.$c.$cell_key" <<'SQL'
+        psql -X -At -F ' ' -v pat="$AB_STATEMENT" >>"$stmt" <<'SQL'
 SELECT coalesce(sum(calls), 0), round(coalesce(sum(total_exec_time), 0)::numeric, 1),
        coalesce(sum(shared_blks_hit + shared_blks_read), 0)
   FROM pg_stat_statements WHERE query LIKE :'pat'
@@ -172,8 +175,8 @@ for r in $(seq "$rounds"); do
         order=(old new new old)
         [ $((r % 2)) -eq 0 ] && order=(new old old new)
         for c in "${order[@]}"; do
-            cell_key=$(tr -c 'a-zA-Z0-9' _ <<<"$name")
-            got["$name|$c"]+="$(cell "$c" "$script" "$prefill" "$per" "$opts" "${held:-0}") "
+            got["$name|$c"]+="$(cell "$c" "$script" "$prefill" "$per" "$opts" "${held:-0}" \
+                "$(stmt_file "$c" "$name")") "
             echo "ab: round $r, $name, $c: ${got["$name|$c"]}" >&2
         done
     done
@@ -205,7 +208,7 @@ if [ -n "${AB_STATEMENT:-}" ]; then
         IFS='|' read -r name script prefill per opts held <<<"$w"
         row="| $name"
         for c in old new; do
-            f="$work/stmt.$c.$(tr -c 'a-zA-Z0-9' _ <<<"$name")"
+            f=$(stmt_file "$c" "$name")
             calls=$(awk '{ print $1 }' "$f" | median)
             ms=$(awk -v s="$secs" '{ print $2 / s }' "$f" | median)
             bufs=$(awk '{ print ($1 > 0 ? $3 / $1 : 0) }' "$f" | median)
