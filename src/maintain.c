@@ -319,7 +319,7 @@ sbq_expire_row_locks(const SbqQueue *queue, TimestampTz now, int64 floor,
 	sbq_qstate_no_row_locks(sbq_storage_epoch(), queue->queue_id,
 							DatumGetInt32(sbq_col(0, 3, &isnull)) < SBQ_MAINTAIN_HEAD &&
 							DatumGetInt32(sbq_col(0, 4, &isnull)) < SBQ_MAINTAIN_HEAD &&
-							DatumGetInt32(sbq_col(0, 5, &isnull)) == 0, xmin, gen);
+							DatumGetInt32(sbq_col(0, 5, &isnull)) == 0, xmin, gen, floor);
 	res->dead_lettered += d;
 	res->released += r;
 	counts->dead_lettered += d;

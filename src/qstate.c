@@ -127,7 +127,10 @@
  * its xmin). A look in a transaction that has written may have seen a lock
  * that transaction ended, which its rollback would bring back: it sets the
  * mark at commit (a record of the undo log), on the same condition. Neither
- * sets it if the mark was cleared (a count says so) since the look began. A new
+ * sets it if the mark was cleared (a count says so) since the look began,
+ * nor if the head hint, where the look started, went down meanwhile (a
+ * rollback brought messages back below it); a hint that goes down clears
+ * the mark too. A new
  * entry takes the id before the next one as that writer (one that found no
  * entry is older), so a restart, which drops the marks, brings every
  * queue's look back.
@@ -290,6 +293,7 @@ typedef struct SbqQstateRecord
 	TransactionId xid;			/* SBQ_QS_TAKE: the moving transaction */
 	FullTransactionId xmin;		/* SBQ_QS_NO_ROW_LOCKS: its snapshot's xmin */
 	uint64		gen;			/* SBQ_QS_NO_ROW_LOCKS: row_lock_gen before the look */
+	int64		floor;			/* SBQ_QS_NO_ROW_LOCKS: where its look started */
 } SbqQstateRecord;
 
 static HTAB *sbq_qstate_hash = NULL;
@@ -319,6 +323,8 @@ static bool sbq_qstate_preparing = false;	/* the records are applied at PREPARE 
 static TransactionId sbq_qstate_prepare_xid = InvalidTransactionId;	/* ... of this one */
 static int	sbq_qstate_nscheduled = 0;	/* SBQ_QS_SCHEDULED records made (or more) */
 
+static bool sbq_row_look_holds(const SbqQueueState *entry, uint64 gen, int64 floor,
+							   FullTransactionId xmin);
 static void sbq_qstate_apply(const void *record);
 static void sbq_qstate_undo(const void *record);
 
@@ -573,6 +579,9 @@ sbq_hint_lower_locked(SbqQueueState *entry, int64 seq)
 	{
 		entry->head_hint = seq;
 		entry->hint_gen++;
+		/* a look for locks in rows started above seq: it did not read all */
+		entry->no_row_locks = false;
+		entry->row_lock_gen++;
 	}
 	sbq_free_lower_locked(entry, seq);
 }
@@ -769,8 +778,8 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 			break;
 		case SBQ_QS_NO_ROW_LOCKS:
 			/* prepared, it may yet roll back what the look did not see */
-			if (commit && !sbq_qstate_preparing && entry->row_lock_gen == r->gen &&
-				FullTransactionIdPrecedes(entry->row_lock_xid, r->xmin))
+			if (commit && !sbq_qstate_preparing &&
+				sbq_row_look_holds(entry, r->gen, r->floor, r->xmin))
 				entry->no_row_locks = true;
 			break;
 		case SBQ_QS_FORGET:
@@ -1953,6 +1962,19 @@ sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq)
 }
 
 /*
+ * Whether a look that found no lock in a row still holds (entry's spinlock
+ * held): the mark was not cleared since it began (gen), the head hint is
+ * not below where it started (floor), and every writer of such a lock had
+ * ended before its snapshot (xmin).
+ */
+static bool
+sbq_row_look_holds(const SbqQueueState *entry, uint64 gen, int64 floor, FullTransactionId xmin)
+{
+	return entry->row_lock_gen == gen && entry->head_hint >= floor &&
+		FullTransactionIdPrecedes(entry->row_lock_xid, xmin);
+}
+
+/*
  * sbq_qstate_row_lock
  *		This transaction has written a lock into a row of the queue's main
  *		queue (a receive that locks rows, a deferred message received by its
@@ -2013,16 +2035,17 @@ sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now, uint64 *ge
  *		For maintenance, after a look: none (true) or some (false) of the
  *		rows of the queue's main queue that may store a lock do. Some clears
  *		the mark. None, from a look whose snapshot's xmin was xmin (or
- *		later) and that read them all, sets it, unless the mark was cleared
- *		since sbq_qstate_row_locks_look returned gen, or a writer of such a
- *		lock had not ended before that snapshot (its row may not have been
- *		seen). A look in a transaction that has written may have seen its
+ *		later) and that read them all from floor, sets it, unless the mark
+ *		was cleared since sbq_qstate_row_locks_look returned gen, the head
+ *		hint went below floor (a rollback brought back messages there), or
+ *		a writer of such a lock had not ended before that snapshot (its row
+ *		may not have been seen). A look in a transaction that has written may have seen its
  *		own change (a lock it ended), which a rollback would undo: the mark
  *		is then set at its commit, on the same conditions.
  */
 void
 sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin,
-						uint64 gen)
+						uint64 gen, int64 floor)
 {
 	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
 	FullTransactionId next;
@@ -2046,18 +2069,29 @@ sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none, TransactionId xmin
 	{
 		SbqQueueKey key;
 		SbqQstateRecord *r;
+		int			i;
 
-		/* one record for a loop of passes: the last look's */
+		/* one record a queue for a loop of passes: the last look's */
 		sbq_qstate_key(&key, epoch, queue_id);
-		r = sbq_qstate_last(SBQ_QS_NO_ROW_LOCKS, &key);
+		r = NULL;
+		for (i = sbq_undo_count(&sbq_qstate_log) - 1; i >= 0 && r == NULL; i--)
+		{
+			SbqQstateRecord *e = sbq_undo_entry(&sbq_qstate_log, i);
+
+			if (e->hdr.level != GetCurrentTransactionNestLevel())
+				break;
+			if (e->kind == SBQ_QS_NO_ROW_LOCKS && memcmp(&e->key, &key, sizeof(key)) == 0)
+				r = e;
+		}
 		if (r == NULL)
 			r = sbq_qstate_record(SBQ_QS_NO_ROW_LOCKS, &key);
 		r->xmin = full;
 		r->gen = gen;
+		r->floor = floor;
 		return;
 	}
 	SpinLockAcquire(&entry->mutex);
-	if (entry->row_lock_gen == gen && FullTransactionIdPrecedes(entry->row_lock_xid, full))
+	if (sbq_row_look_holds(entry, gen, floor, full))
 		entry->no_row_locks = true;
 	SpinLockRelease(&entry->mutex);
 }

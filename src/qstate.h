@@ -90,6 +90,6 @@ extern void sbq_qstate_row_lock(Oid epoch, int32 queue_id);
 extern bool sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now,
 									  uint64 *gen);
 extern void sbq_qstate_no_row_locks(Oid epoch, int32 queue_id, bool none,
-									TransactionId xmin, uint64 gen);
+									TransactionId xmin, uint64 gen, int64 floor);
 
 #endif							/* SBQ_QSTATE_H */

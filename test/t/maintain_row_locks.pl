@@ -22,7 +22,12 @@
 #	6. in one transaction, a pass finds no lock, then a lock is stored in a row
 #	   without a call of sbqueue (a restore would do that), and a second pass
 #	   finds it: the first pass's finding, due at commit, must not mark the
-#	   queue then.
+#	   queue then;
+#	7. a look starts at the queue's head hint. A transaction that completed a
+#	   message whose lock is stored in its row, then received the next (moving
+#	   the hint past the first), is open while a pass looks from there and
+#	   finds nothing; it rolls back, and the message is back with its lock:
+#	   the hint's going down must undo the mark.
 use strict;
 use warnings;
 
@@ -144,6 +149,28 @@ $node->safe_psql('postgres', q{
 	SELECT pg_sleep(1.2);});
 (undef, $released) = split /\|/, one_pass();
 is($released, 1, 'a lock a later pass of the same transaction found ends at its expiry');
+
+### 7. a look from a head hint that a rollback then lowers
+$node->safe_psql('postgres', q{
+	SELECT sbq_create_queue('floor', lock_duration => interval '5 seconds');
+	SELECT sbq_send('floor', 'first');
+	SELECT sbq_send('floor', 'second');
+	SET sbqueue.memory_locks = off;
+	CREATE TABLE floor_tok AS SELECT lock_token FROM sbq_receive('floor', 1);});
+one_pass();
+my $t = $node->background_psql('postgres', on_error_stop => 0);
+$t->query_safe('BEGIN');
+$t->query_safe(q{SELECT sbq_complete('floor', lock_token) FROM floor_tok});
+is($t->query_safe(q{SELECT convert_from(body, 'UTF8') FROM sbq_receive('floor', 1)}),
+	'second', 'an open transaction completed the first message and received the second');
+one_pass();
+$t->query_safe('ROLLBACK');
+$t->quit;
+$node->safe_psql('postgres', q{
+	SELECT pg_sleep(greatest(0, extract(epoch FROM locked_until - clock_timestamp())) + 0.2)
+	  FROM sbq_peek('floor', 1);});
+(undef, $released) = split /\|/, one_pass();
+is($released, 1, 'the lock of the message back below the head hint ends at its expiry');
 
 $node->stop;
 done_testing();
