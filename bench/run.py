@@ -76,6 +76,26 @@ def reset(c):
                 time.sleep(0.03)
 
 
+def settle(c):
+    """Before a cell: what the cells before it left is cleared, whoever ran them.
+
+    Every contender's queue is emptied (so autovacuum has no dead rows of an
+    earlier cell to clean while this one runs), a checkpoint writes what they
+    dirtied, and the cell waits (up to 30 s) until no autovacuum worker runs.
+    Then the contender's own queue is reset as before.
+    """
+    for o in ('limit', 'skq', 'sbq'):
+        if o != c:
+            reset(o)
+    db.ex('CHECKPOINT')
+    for _ in range(300):
+        if db.one("SELECT count(*) FROM pg_stat_activity"
+                  " WHERE backend_type = 'autovacuum worker'") == 0:
+            break
+        time.sleep(0.1)
+    reset(c)
+
+
 def fill(c, count, analyze=True):
     """Add count messages to the contender's queue (5,000 per transaction)."""
     left = count
@@ -131,7 +151,7 @@ SCRIPTS = {
 
 def run_cell(kind, c, clients, n, seconds, prefill=0, sync_off=False):
     """One measurement: messages/s and WAL bytes/message."""
-    reset(c)
+    settle(c)
     if prefill:
         fill(c, prefill)
     script = SCRIPTS[kind][c]
@@ -470,8 +490,10 @@ def main():
                 if reps > 1 else 'one run.'))
     L.append('- A message is sent, received and completed. Send cells count messages sent; the '
              'others count messages completed (rows gone from the queue table; for PgQ, events in '
-             'finished batches) per second of pgbench time. Before every cell the queue is emptied '
-             'and analyzed (`TRUNCATE` + `ANALYZE`, or `sbq_purge_queue` + `VACUUM ANALYZE`), so '
+             'finished batches) per second of pgbench time. Before every cell every contender\'s queue '
+             'is emptied, a `CHECKPOINT` runs and the cell waits until no autovacuum worker runs, '
+             'so no cell pays for what an earlier one left; then its own queue is analyzed '
+             '(`TRUNCATE` + `ANALYZE`, or `sbq_purge_queue` + `VACUUM ANALYZE`), so '
              'every cycle cell starts from an empty, freshly analyzed table and pgbench prepares its '
              f'statements then. Receive + complete cells are filled ({pre1:,} messages, or {preb:,} '
              'for batches), analyzed, and run a fixed number of transactions (`-t`) that takes 95 % '
