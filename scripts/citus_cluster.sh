@@ -37,7 +37,8 @@ build)
     fi
     [ -f "$tarball" ] || { echo "citus_cluster: no Citus source at $tarball" >&2; exit 1; }
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        # another apt-get of the test suite may hold the lock: wait for it
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
             liblz4-dev libzstd-dev libkrb5-dev >/dev/null
     fi
     work=$(mktemp -d /tmp/sbqueue-citus-build.XXXXXX)

@@ -14,6 +14,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d /tmp/sbqueue-test.XXXXXX)
 chmod 755 "$work"
 cleanup() {
+    [ -n "${citus_build:-}" ] && kill "$citus_build" 2>/dev/null
     scripts/pgserver.sh stop "$work/pg" >/dev/null 2>&1
     rm -rf "$work"
 }
@@ -27,6 +28,17 @@ export PGHOST="$work/pg" PGPORT="$port" PGUSER=postgres
 psql -X -q -d postgres -c "ALTER SYSTEM SET sbqueue.enable_maintenance_worker = off" \
     -c "SELECT pg_reload_conf()" >/dev/null || exit 1
 echo "test: PostgreSQL on port $port (sbqueue preloaded)"
+
+# Citus is not in Debian's archive: on a machine without it the Citus suite
+# builds it from source, about two minutes of compiling. That build starts now,
+# beside the suites before it, and the Citus suite waits for it (and builds
+# again, or says why it is skipped, if this one failed).
+citus_build=
+if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
+    bash test/citus/run.sh --build >"$work/citus-build.log" 2>&1 &
+    citus_build=$!
+    echo "test: building Citus in the background (pid $citus_build)"
+fi
 
 passed=0
 failed=0
@@ -204,7 +216,7 @@ console() {
         PGDATABASE=sbq_console timeout 300 bash console/test/run.sh
 }
 
-# in four lanes, each one test at a time, of about the same length (about 250 s
+# in four lanes, each one test at a time, of about the same length (about 310 s
 # on two cores): the tests mostly wait (for pg_cron's next minute, for workers to
 # come and go, for locks to run out), so four fit on two cores. The ones that time
 # their worker or their failover (worker_pool, wakeup, fault_sync_failover) share
@@ -212,10 +224,10 @@ console() {
 # lane of its own
 tap() {
     local lanes=(
-        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,send_groups,send_direct_indexes
-        worker_vacuum,worker,fault_no_worker,lease_crash,maintain_pg_cron
-        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints
-        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,metrics_counters_move_edges,session_crash,maintain_stats_agree
+        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,send_groups,send_direct_indexes,metrics_counters_move_edges,lease_crash
+        worker_vacuum,worker,fault_no_worker,maintain_pg_cron
+        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints,maintain_row_locks
+        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree
     ) flags="-j4" lane
     for lane in "${lanes[@]}"; do
         flags+=" '--rules=seq=**/{$lane}.pl'"
@@ -226,6 +238,11 @@ tap() {
 # sbqueue on a three-node Citus cluster (docs/scale-out.md); builds Citus from
 # the vendored source archive first when it is not installed
 citus_suite() {
+    if [ -n "$citus_build" ]; then
+        wait "$citus_build"
+        citus_build=
+        cat "$work/citus-build.log"
+    fi
     timeout 900 bash test/citus/run.sh
 }
 

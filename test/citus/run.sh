@@ -4,7 +4,7 @@
 # Builds Citus from its source archive when it is not installed (the archive is
 # looked for in $SBQ_CITUS_SOURCE, else in the vendored sources beside the
 # clone, or beside the local repository it was cloned from:
-# ../shared/vendor/citus/), starts a coordinator and two workers with
+# ../shared/vendor/citus/; with --build it does only that, and exits), starts a coordinator and two workers with
 # citus and sbqueue preloaded (scripts/citus_cluster.sh), and checks what the
 # scale-out design's first part promises:
 #   - CREATE EXTENSION sbqueue on the coordinator (which Citus runs on the
@@ -50,6 +50,9 @@ export PG_CONFIG=${PG_CONFIG:-pg_config}
 PGBIN=$("$PG_CONFIG" --bindir)
 export PGBIN
 
+build_only=
+[ "${1:-}" = --build ] && build_only=1
+
 if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
     # beside this clone, or beside the repository it was cloned from (a local one)
     origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null || true)
@@ -66,6 +69,7 @@ if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
         exit 77
     fi
 fi
+[ -n "$build_only" ] && exit 0
 
 work=$(mktemp -d /tmp/sbqueue-citus.XXXXXX)
 chmod 755 "$work"
