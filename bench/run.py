@@ -443,6 +443,12 @@ def main():
 
     if os.environ.get('BENCH_NO_CELLS') == '1':   # for trying the deep phase out
         cells = []
+    # BENCH_ONLY: only the cells whose "label, C clients" matches this regular
+    # expression, and no deep phase; BENCH_ROUNDS: that many rounds
+    only = os.environ.get('BENCH_ONLY')
+    if only:
+        cells = [cell for cell in cells if re.search(only, f'{cell[0]}, {cell[2]} clients')]
+    reps = int(os.environ.get('BENCH_ROUNDS', reps))
     results = {}
     for rep in range(reps):
         log(f'--- round {rep + 1} of {reps}')
@@ -452,7 +458,7 @@ def main():
 
     probe = {c: plan_probe(c, 100000 if full else 20000) for c in ('skq', 'sbq')}
     deep_res = {}
-    if full:
+    if full and not only:
         deep_cs = ['sbq'] + (['skq'] if os.environ.get('BENCH_DEEP_BASELINE') == '1' else [])
         for c in deep_cs:
             deep_res[c] = deep(c, deep_minutes, secs, reps)

@@ -32,7 +32,10 @@
 # BENCH_WAKEUPS (wake-ups to measure; 0 skips bench/wakeup.sh),
 # BENCH_DEADLETTERS=0 (skips bench/deadletters.sh in --full), BENCH_NO_PRELOAD=0
 # (skips bench/no_preload.sh in --full), BENCH_STATS=0 (skips bench/stats.sh in
-# --full), BENCH_STATS_DEPTH (its deeper queues' messages, default 100000).
+# --full), BENCH_STATS_DEPTH (its deeper queues' messages, default 100000),
+# BENCH_ONLY (a regular expression: only the cells whose "label, C clients" it
+# matches, e.g. 'full cycle 100 / tx, [48] clients', and no deep phase),
+# BENCH_ROUNDS (rounds of cells instead of 3, or 1 in --quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -50,6 +53,8 @@ done
 command="bench/run.sh $*"
 [ -n "${BENCH_DEEP_MINUTES:-}" ] && command="BENCH_DEEP_MINUTES=$BENCH_DEEP_MINUTES $command"
 [ -n "${BENCH_BATCH:-}" ] && command="BENCH_BATCH=$BENCH_BATCH $command"
+[ -n "${BENCH_ROUNDS:-}" ] && command="BENCH_ROUNDS=$BENCH_ROUNDS $command"
+[ -n "${BENCH_ONLY:-}" ] && command="BENCH_ONLY='$BENCH_ONLY' $command"
 
 PG_MAJOR=${PG_MAJOR:-15}
 if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-pgq3" 2>/dev/null | grep -q "install ok installed"; then
