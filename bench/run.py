@@ -80,19 +80,27 @@ def settle(c):
     """Before a cell: what the cells before it left is cleared, whoever ran them.
 
     Every contender's queue is emptied (so autovacuum has no dead rows of an
-    earlier cell to clean while this one runs), a checkpoint writes what they
+    earlier cell to clean while this one runs); PgQ's event tables, which PgQ
+    rotates rather than empties, are vacuumed, so that the inserts they took
+    do not start autovacuum on them. A checkpoint writes what the cells
     dirtied, and the cell waits (up to 30 s) until no autovacuum worker runs.
     Then the contender's own queue is reset as before.
     """
     for o in ('limit', 'skq', 'sbq'):
         if o != c:
             reset(o)
+    for (t,) in db.conn.execute(
+            "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables"
+            " WHERE schemaname = 'pgq' AND tablename ~ '^event_[0-9]+_[0-9]+$'").fetchall():
+        db.ex(f'VACUUM {t}')
     db.ex('CHECKPOINT')
     for _ in range(300):
         if db.one("SELECT count(*) FROM pg_stat_activity"
                   " WHERE backend_type = 'autovacuum worker'") == 0:
             break
         time.sleep(0.1)
+    else:
+        log('warning: an autovacuum worker still runs 30 s after the checkpoint')
     reset(c)
 
 
@@ -448,7 +456,13 @@ def main():
     only = os.environ.get('BENCH_ONLY')
     if only:
         cells = [cell for cell in cells if re.search(only, f'{cell[0]}, {cell[2]} clients')]
-    reps = int(os.environ.get('BENCH_ROUNDS', reps))
+    rounds = os.environ.get('BENCH_ROUNDS', '')
+    if rounds:
+        if not rounds.isdigit() or int(rounds) < 1:
+            sys.exit(f'BENCH_ROUNDS must be a whole number of rounds, 1 or more (not {rounds!r})')
+        reps = int(rounds)
+    if only and args.write:
+        sys.exit('BENCH_ONLY runs part of the report: it is not written (no --write)')
     results = {}
     for rep in range(reps):
         log(f'--- round {rep + 1} of {reps}')
@@ -492,12 +506,13 @@ def main():
         L.append(f'- Also running on the machine: {args.background}')
     L.append(f'- Each cell: `pgbench -n -M prepared -c C -j min(C,2) -T {secs}` with the script '
              f'`bench/<contender>_<workload>.sql`; '
-             + ('the median of 3 runs, the rounds interleaved (every cell of round 1, then round 2, ...).'
+             + (f'the median of {reps} runs, the rounds interleaved (every cell of round 1, then round 2, ...).'
                 if reps > 1 else 'one run.'))
     L.append('- A message is sent, received and completed. Send cells count messages sent; the '
              'others count messages completed (rows gone from the queue table; for PgQ, events in '
              'finished batches) per second of pgbench time. Before every cell every contender\'s queue '
-             'is emptied, a `CHECKPOINT` runs and the cell waits until no autovacuum worker runs, '
+             'is emptied (PgQ\'s event tables, which PgQ rotates rather than empties, are vacuumed), '
+             'a `CHECKPOINT` runs and the cell waits until no autovacuum worker runs, '
              'so no cell pays for what an earlier one left; then its own queue is analyzed '
              '(`TRUNCATE` + `ANALYZE`, or `sbq_purge_queue` + `VACUUM ANALYZE`), so '
              'every cycle cell starts from an empty, freshly analyzed table and pgbench prepares its '
@@ -531,7 +546,7 @@ def main():
     if reps > 1:
         L.extend(spread)
     else:
-        L.append('- one run per cell (quick mode): no spread.')
+        L.append('- one run per cell: no spread.')
 
     L.append('\n### Plans cached on an empty queue\n')
     L.append('One session prepares and uses its receive and complete plans while the queue is empty '
@@ -635,7 +650,7 @@ def main():
         g = growth(d['s0'], d['s1'])
         target(f'heap + index growth < 5 % over {deep_minutes:g} min of cycling (first round)', g, g < 5, unit='%')
     else:
-        L.append('| 4. deep queue, growth, held xmin | only in `--full` | — |')
+        L.append('| 4. deep queue, growth, held xmin | only in `--full` without `BENCH_ONLY` | — |')
     # bench/deadletters.sh's table: | workload | none | clean | dead | dead/clean | dead/none |
     for m in table_rows(args.deadletters, r'\| (full cycle \d+ / tx) \|.*\| ([\d.]+)x \| [\d.]+x \|$'):
         r = float(m.group(2))

@@ -35,7 +35,9 @@
 # --full), BENCH_STATS_DEPTH (its deeper queues' messages, default 100000),
 # BENCH_ONLY (a regular expression: only the cells whose "label, C clients" it
 # matches, e.g. 'full cycle 100 / tx, [48] clients', and no deep phase),
-# BENCH_ROUNDS (rounds of cells instead of 3, or 1 in --quick).
+# BENCH_ROUNDS (rounds of cells instead of 3, or 1 in --quick). BENCH_ONLY also
+# turns the other benchmarks off unless their variables say otherwise, and
+# cannot be written (--write).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -54,6 +56,10 @@ command="bench/run.sh $*"
 [ -n "${BENCH_DEEP_MINUTES:-}" ] && command="BENCH_DEEP_MINUTES=$BENCH_DEEP_MINUTES $command"
 [ -n "${BENCH_BATCH:-}" ] && command="BENCH_BATCH=$BENCH_BATCH $command"
 [ -n "${BENCH_ROUNDS:-}" ] && command="BENCH_ROUNDS=$BENCH_ROUNDS $command"
+if [ -n "${BENCH_ONLY:-}" ]; then
+    [ -z "$write" ] || { echo "run: BENCH_ONLY runs part of the report: it is not written (no --write)" >&2; exit 2; }
+    : "${BENCH_WAKEUPS:=0}" "${BENCH_DEADLETTERS:=0}" "${BENCH_NO_PRELOAD:=0}" "${BENCH_STATS:=0}"
+fi
 [ -n "${BENCH_ONLY:-}" ] && command="BENCH_ONLY='$BENCH_ONLY' $command"
 
 PG_MAJOR=${PG_MAJOR:-15}

@@ -14,7 +14,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d /tmp/sbqueue-test.XXXXXX)
 chmod 755 "$work"
 cleanup() {
-    [ -n "${citus_build:-}" ] && kill "$citus_build" 2>/dev/null
+    [ -n "${citus_build:-}" ] && { kill -- "-$citus_build" || kill "$citus_build"; } 2>/dev/null
     scripts/pgserver.sh stop "$work/pg" >/dev/null 2>&1
     rm -rf "$work"
 }
@@ -32,10 +32,11 @@ echo "test: PostgreSQL on port $port (sbqueue preloaded)"
 # Citus is not in Debian's archive: on a machine without it the Citus suite
 # builds it from source, about two minutes of compiling. That build starts now,
 # beside the suites before it, and the Citus suite waits for it (and builds
-# again, or says why it is skipped, if this one failed).
+# again, or says why it is skipped, if this one failed). timeout gives the
+# build a process group of its own (its pid), which it and cleanup end whole.
 citus_build=
 if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
-    bash test/citus/run.sh --build >"$work/citus-build.log" 2>&1 &
+    timeout 900 bash test/citus/run.sh --build >"$work/citus-build.log" 2>&1 &
     citus_build=$!
     echo "test: building Citus in the background (pid $citus_build)"
 fi
@@ -87,7 +88,7 @@ pgtap_lanes() {
     local -A secs=([duplicates]=21 [lock_lost]=13 [session]=7 [maintain_stats]=7 [ttl]=6
         [deadletter_table]=6 [defer]=6 [settle_report]=6 [message_size]=4 [scheduled]=3
         [settle_delay]=2 [settle_retry]=2 [maintain_idle_queues]=2)
-    local -a load files
+    local -a load files pids
     for ((i = 1; i <= lanes; i++)); do
         load[i]=0 files[i]=
         psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS ${prefix}_$i" \
@@ -110,10 +111,12 @@ pgtap_lanes() {
         [ -n "${files[i]}" ] || continue
         # shellcheck disable=SC2086
         pg_prove -d "${prefix}_$i" $flags ${files[i]} >"$work/${prefix}_$i.out" 2>&1 &
+        pids[i]=$!
     done
+    # each lane by its pid: "wait -n" would also take the Citus build's end
     for ((i = 1; i <= lanes; i++)); do
         [ -n "${files[i]}" ] || continue
-        wait -n || rc=1
+        wait "${pids[i]}" || rc=1
     done
     for ((i = 1; i <= lanes; i++)); do
         [ -n "${files[i]}" ] && { echo "--- lane $i (${prefix}_$i)"; cat "$work/${prefix}_$i.out"; }
