@@ -13,12 +13,11 @@
  *
  * The read runs with jit off, whatever the caller's setting. The planner's
  * estimate for the view grows with the messages it counts (a correlated
- * count per queue), so with jit on as PostgreSQL ships it every read would
- * compile the view's expressions to machine code first, and pay for it again
- * on each scrape, since nothing keeps the code between queries: at the depths
- * a scrape usually meets that is a third of the read (bench/stats.sh, 100
- * queues of 1,000 messages: a read of sbq_queue_stats 53 ms with it, 39 ms
- * without).
+ * count per queue), so with jit on as PostgreSQL ships it, past about 100,000
+ * messages in the database every read would compile the view's expressions
+ * to machine code first, and pay for it again on each scrape, since nothing
+ * keeps the code between queries (BENCHMARKS.md, "Reading the metrics without
+ * compiling them").
  *
  * Owns nothing; takes no locks of its own.
  *

@@ -6,7 +6,9 @@
 # compiles: it is skipped where PostgreSQL has no JIT provider), while the
 # read that sbq_metrics_text() runs, which pg_stat_statements records as a
 # nested statement, compiles no function. The caller's setting is as it was
-# afterwards, set for the session or for the transaction only.
+# afterwards, set for the session, for the transaction only or by a function's
+# SET clause. (A call that fails gives the setting back with its transaction
+# or savepoint, as PostgreSQL unwinds every setting made inside them.)
 use strict;
 use warnings;
 
@@ -41,18 +43,30 @@ $node->safe_psql('postgres', q{
 	SELECT count(*) FROM sbq_receive('q1', 2);
 });
 
+# (the reset returns a time on PostgreSQL 17, nothing before: not part of $out)
+$node->safe_psql('postgres', 'SELECT pg_stat_statements_reset()');
 my $out = $node->safe_psql('postgres', q{
-	SELECT pg_stat_statements_reset();
 	SELECT count(*) > 0 FROM sbq_metrics;
 	SELECT sbq_metrics_text() LIKE '%sbq_messages{database="postgres",queue="q1",state="active"} 8%';
 	SHOW jit;
+	-- set for the session
+	SET jit = on;
+	SELECT length(sbq_metrics_text()) > 0;
+	SHOW jit;
+	-- set for the transaction only, and by a function's own SET clause
 	BEGIN;
 	SET LOCAL jit = on;
 	SELECT length(sbq_metrics_text()) > 0;
 	SHOW jit;
+	CREATE FUNCTION pg_temp.text_read() RETURNS text LANGUAGE sql SET jit = on
+		AS 'SELECT sbq_metrics_text()';
+	SELECT length(pg_temp.text_read()) > 0;
+	SHOW jit;
 	COMMIT;
+	SHOW jit;
 });
-is($out, "\nt\nt\non\nt\non", 'sbq_metrics_text() returned the metrics and left jit as it was');
+is($out, "t\nt\non\nt\non\nt\non\nt\non\non",
+	'sbq_metrics_text() returned the metrics and left jit as the session, the transaction and a function had it');
 
 # the plain read compiled: the server does compile with these settings
 my $plain = $node->safe_psql('postgres', q{
@@ -66,7 +80,7 @@ my $inner = $node->safe_psql('postgres', q{
 	SELECT sum(calls) || ' ' || sum(jit_functions) FROM pg_stat_statements
 	 WHERE NOT toplevel AND query LIKE '%.sbq_metrics ORDER BY metric%'
 });
-is($inner, '2 0', 'the read of sbq_metrics_text() ran twice and compiled no function');
+is($inner, '4 0', 'the read of sbq_metrics_text() ran four times and compiled no function');
 
 $node->stop;
 done_testing();
