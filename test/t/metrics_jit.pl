@@ -75,7 +75,7 @@ my $plain = $node->safe_psql('postgres', q{
 });
 is($plain, 't', 'a plain read of sbq_metrics compiles with jit on and a zero threshold');
 
-# the read inside sbq_metrics_text(), twice, compiled nothing
+# the read inside sbq_metrics_text(), four times, compiled nothing
 my $inner = $node->safe_psql('postgres', q{
 	SELECT sum(calls) || ' ' || sum(jit_functions) FROM pg_stat_statements
 	 WHERE NOT toplevel AND query LIKE '%.sbq_metrics ORDER BY metric%'
