@@ -59,8 +59,8 @@ command="bench/run.sh $*"
 if [ -n "${BENCH_ONLY:-}" ]; then
     [ -z "$write" ] || { echo "run: BENCH_ONLY runs part of the report: it is not written (no --write)" >&2; exit 2; }
     : "${BENCH_WAKEUPS:=0}" "${BENCH_DEADLETTERS:=0}" "${BENCH_NO_PRELOAD:=0}" "${BENCH_STATS:=0}"
+    command="BENCH_ONLY='$BENCH_ONLY' $command"
 fi
-[ -n "${BENCH_ONLY:-}" ] && command="BENCH_ONLY='$BENCH_ONLY' $command"
 
 PG_MAJOR=${PG_MAJOR:-15}
 if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-pgq3" 2>/dev/null | grep -q "install ok installed"; then
