@@ -12,7 +12,12 @@
 #	   of a duplicate (23505), and stores nothing of it;
 #	3. an index of another access method (GIN, on the application
 #	   properties): sends through the executor's own opening of indexes, and
-#	   every row is in it; after DROP INDEX CONCURRENTLY sends go on.
+#	   every row is in it; after DROP INDEX CONCURRENTLY sends go on;
+#	4. a send leaves closed the partial indexes whose predicate is false for
+#	   what all its rows share: every row whose predicate holds is still in
+#	   each partial index, sbqueue's own (scheduled, time to live, session)
+#	   and a DBA's, the one whose predicate reads a column each row has of its
+#	   own (the message id) included, for single sends and batches alike.
 use strict;
 use warnings;
 
@@ -58,6 +63,17 @@ sub wait_lock_wait
 		usleep(50_000);
 	}
 	return 0;
+}
+
+# every index of sbq.messages holds every row it must (amcheck, heapallindexed)
+sub all_indexes_hold
+{
+	my ($name) = @_;
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', q{
+		SELECT bt_index_check(c.oid, true) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		 WHERE i.indrelid = 'sbq.messages'::regclass
+	});
+	is("$ret $stderr", '0 ', $name);
 }
 
 ### 1. CREATE INDEX CONCURRENTLY beside a backend that keeps the indexes it opened
@@ -140,14 +156,48 @@ sub wait_lock_wait
 	$node->safe_psql('postgres', 'DROP INDEX CONCURRENTLY sbq.sdi_extra');
 	($out, $failed) = send_a('last');
 	is("$failed $out", '0 t', '3: sends go on after the indexes are dropped');
-	my ($ret, $stdout, $stderr) = $node->psql('postgres', q{
-		SELECT bt_index_check(c.oid, true) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		 WHERE i.indrelid = 'sbq.messages'::regclass
-	});
-	is("$ret $stderr", '0 ', "3: sbqueue's own indexes hold every row");
+	all_indexes_hold("3: sbqueue's own indexes hold every row");
 	is($node->safe_psql('postgres', qq{
 		SELECT count(*) FROM sbq.messages WHERE queue_id = $qid
 	}), '14', '3: fourteen messages stored');
+}
+
+### 4. partial indexes, left closed only where no row of the send goes
+{
+	$node->safe_psql('postgres', q{
+		SELECT sbq_create_queue('sdi_s', requires_session => true);
+		-- a DBA's: one reading a column every row has of its own, one a column a call sets
+		CREATE INDEX CONCURRENTLY sdi_mid ON sbq.messages (sequence_number)
+		 WHERE message_id IS NOT NULL;
+		CREATE INDEX CONCURRENTLY sdi_subject ON sbq.messages (queue_id)
+		 WHERE subject IS NOT NULL;
+	});
+	my $before = $node->safe_psql('postgres', 'SELECT max(sequence_number) FROM sbq.messages');
+	my @sends = (
+		q{SELECT sbq_send('sdi', 'plain'::text) > 0},
+		q{SELECT sbq_send('sdi', 'sched'::text,
+			scheduled_enqueue_time => clock_timestamp() + interval '1 hour') > 0},
+		q{SELECT sbq_send('sdi', 'ttl'::text, time_to_live => interval '1 hour') > 0},
+		q{SELECT sbq_send('sdi_s', 'session'::text, session_id => 's1') > 0},
+		q{SELECT sbq_send('sdi', 'subject'::text, subject => 'x') > 0},
+		q{SELECT count(*) = 3 FROM sbq_send_batch('sdi', ARRAY['b1', 'b2', 'b3']::text[],
+			scheduled_enqueue_time => clock_timestamp() + interval '1 hour', subject => 'y')},
+		q{SELECT count(*) = 2 FROM sbq_send_batch('sdi_s', ARRAY['b4', 'b5']::text[],
+			session_id => 's2', time_to_live => interval '1 hour')},
+		q{SELECT sbq_send('sdi', 'plain again'::text) > 0});
+	for my $sql (@sends)
+	{
+		my ($out, $failed) = $a->query($sql);
+		is("$failed $out", '0 t', "4: $sql");
+	}
+	all_indexes_hold('4: every partial index holds every row its predicate takes');
+	is($node->safe_psql('postgres', qq{
+		SELECT count(*) || ' ' || count(*) FILTER (WHERE state = 2) || ' ' ||
+		       count(*) FILTER (WHERE expires_at IS NOT NULL) || ' ' ||
+		       count(*) FILTER (WHERE session_id IS NOT NULL) || ' ' ||
+		       count(*) FILTER (WHERE subject IS NOT NULL)
+		  FROM sbq.messages WHERE sequence_number > $before
+	}), '11 4 3 3 4', '4: the rows those indexes must hold were sent');
 }
 
 $a->quit;
