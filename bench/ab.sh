@@ -10,7 +10,9 @@
 # maintenance worker off so it does not run between cells); only one runs at a
 # time, and the contenders take turns cell by cell, in the order A B B A, so a
 # drift of the machine does not favour one. The cells are bench/run.sh's
-# sbqueue workloads at 4 clients (AB_CLIENTS): send 1 and a batch, receive + complete of 1
+# sbqueue workloads at 4 clients (AB_CLIENTS): send 1 and a batch; the server's own
+# time for a send, plain and with a session id (a DO block of 20,000 after 2,000, no
+# client and no commit: its rate is 20,000 over the block's time); receive + complete of 1
 # and a batch from a filled queue, and the full cycle of 1 and a batch; and
 # the cycle of 1 with sbqueue.memory_locks off (locks in the rows), and beside
 # 5,000 messages at the head that another consumer holds under locks.
@@ -90,7 +92,8 @@ for c in old new; do
     scripts/pgserver.sh stop "$work/$c" >/dev/null
     port=$(start $c)
     PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres -d postgres -v ON_ERROR_STOP=1 \
-        -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_create_queue('bench')" >/dev/null
+        -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_create_queue('bench')" \
+        -c "SELECT sbq_create_queue('bench_s', requires_session => true)" >/dev/null
     [ -z "${AB_STATEMENT:-}" ] || PGHOST="$work/$c" PGPORT=$port psql -X -q -U postgres \
         -d postgres -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_stat_statements" >/dev/null
     scripts/pgserver.sh stop "$work/$c" >/dev/null
@@ -126,6 +129,21 @@ cell() {
                     ARRAY[least(5000, $prefill - i * 5000)])); END LOOP; END \$\$" \
             -c "VACUUM ANALYZE sbq.messages" >/dev/null
     fi
+    if [ "${script#do:}" != "$script" ]; then
+        # the server's own time: sends in a DO block, no client, no commit
+        local body="'bench message body: 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 end'::text" call ms
+        call="sbq_send('bench', $body)"
+        [ "$script" = do:session ] && call="sbq_send('bench_s', $body, session_id => 's' || i % 50)"
+        ms=$(psql -X -q -c "SELECT sbq_purge_queue('bench_s')" \
+            -c "DO \$\$ BEGIN FOR i IN 1 .. 2000 LOOP PERFORM $call; END LOOP; END \$\$" \
+            -c '\timing on' \
+            -c "DO \$\$ BEGIN FOR i IN 1 .. 20000 LOOP PERFORM $call; END LOOP; END \$\$" |
+            sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1)
+        scripts/pgserver.sh stop "$work/$c" >/dev/null
+        unset PGHOST PGPORT
+        awk -v ms="${ms:-0}" 'BEGIN { printf "%.0f", (ms > 0 ? 20000 * 1000 / ms : 0) }'
+        return
+    fi
     before=$(psql -X -At -c "SELECT count(*) FROM sbq.messages")
     [ -z "${AB_STATEMENT:-}" ] || psql -X -q -c "SELECT pg_stat_statements_reset()" >/dev/null
     tps=$(PGOPTIONS="$opts" "$new_bin/pgbench" -n -M prepared -c "$clients" -j 2 -T "$secs" -D n="$batch" \
@@ -154,6 +172,8 @@ SQL
 workloads=(
     "send 1|sbq_send|0|1|"
     "send batch of $batch|sbq_send_batch|0|$batch|"
+    "send 1, the server's time (DO block)|do:plain|0|1|"
+    "send 1 with a session id, the server's time|do:session|0|1|"
     "receive + complete 1|sbq_consume|200000|1|"
     "receive + complete batch of $batch|sbq_consume_batch|3000000|$batch|"
     "cycle 1 (3 transactions)|sbq_cycle|0|1|"
