@@ -600,8 +600,10 @@ sbq_direct_per_call(const Bitmapset *attrs, const SbqDirectCol **map, int natts)
  *		goes into it, as the executor would have decided row by row, and
  *		opening it (a lock taken and given back, a relcache look-up) was
  *		most of what a single send spent on its indexes (a plain send goes
- *		into two of sbq.messages' five). The table's lock, held, keeps the
- *		list of indexes as it was read.
+ *		into two of sbq.messages' five). What an index left closed gives up
+ *		is only its lock, which ExecCloseIndices gives back at the end of
+ *		every store anyway: CREATE, DROP and REINDEX ... CONCURRENTLY wait
+ *		on the table's lock, held to the end of the transaction.
  */
 static void
 sbq_direct_open_indices(SbqDirectKept *e, ResultRelInfo *rri, EState *estate,
