@@ -35,20 +35,22 @@
  * shard of each call's group), and given to each executor state; a change to
  * the table or its indexes (a relcache invalidation of them) drops them. What
  * opening each index builds (its IndexInfo: its columns, predicate and
- * uniqueness) is kept the same way when every index is a btree: a send opens and locks the
- * indexes itself with a copy of it, where the executor built it again for
+ * uniqueness) is kept the same way when every index is a btree: a send opens
+ * and locks the indexes itself with a copy of it, where the executor built it again for
  * every store (about 5 % of a single send), and reads whether each takes
  * inserts from the index as opened, as CREATE and DROP INDEX CONCURRENTLY
  * change that. A partial index whose kept predicate reads only what every
  * row of the call shares (its queue, state, properties) and is false for
  * them is not opened at all: a plain send goes into two of sbq.messages'
  * five indexes, and opening the other three (a lock taken and released, a
- * relcache look-up each) cost about 6 % of its time. Anything else a DBA adds (a constraint
- * calling a function, an index on an expression or of an operator class of
- * an extension) runs code: the executor prepares it for each store, as
- * functions are now, and the settings of the storage section are pinned
- * first, so that it runs under search_path = pg_catalog, pg_temp, as it ran
- * in the INSERT (the store runs as the owner of the tables).
+ * relcache look-up each) cost about 6 % of its time.
+ *
+ * Anything else a DBA adds (a constraint calling a function, an index on an
+ * expression or of an operator class of an extension) runs code: the
+ * executor prepares it for each store, as functions are now, and the
+ * settings of the storage section are pinned first, so that it runs under
+ * search_path = pg_catalog, pg_temp, as it ran in the INSERT (the store runs
+ * as the owner of the tables).
  *
  * It serves only when it stores exactly what the INSERT would: the table is
  * a plain one with no triggers, rules or row security, the current user may
