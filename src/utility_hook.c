@@ -118,12 +118,19 @@ sbq_utility_xact_callback(XactEvent event, void *arg)
 			for (i = 0; i < sbq_nheld_dbs; i++)
 				sbq_dbslot_release_hold(sbq_held_dbs[i]);
 			sbq_nheld_dbs = 0;
+
+			/*
+			 * The recheck generation moves before the news that starts a
+			 * worker here: a worker started for this CREATE EXTENSION must
+			 * not take the move for a later update and look again five times
+			 * over (sbq_worker_recheck).
+			 */
+			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
+				sbq_registry_request_recheck();
 			if (event == XACT_EVENT_COMMIT && sbq_extension_changed)
 				sbq_dbslot_publish(MyDatabaseId, sbq_extension_installed);
 			if (event == XACT_EVENT_PREPARE && sbq_extension_changed)
 				sbq_dbslot_publish_prepared(MyDatabaseId);
-			if (event == XACT_EVENT_COMMIT && sbq_recheck_at_commit)
-				sbq_registry_request_recheck();
 			if (event == XACT_EVENT_COMMIT && sbq_rescan_at_commit)
 				sbq_registry_request_rescan();
 			sbq_recheck_at_commit = false;
