@@ -402,6 +402,18 @@ sbq_distribute(PG_FUNCTION_ARGS)
 					   "0", "looking for the queues of the workers");
 		sbq_on_workers("SELECT sbq.distributed_layout(true)", NULL, "the distributed layout");
 		sbq_layout(true);
+
+		/*
+		 * Every entity's numbers so far came from this node's sequence: a
+		 * sequence mark of this node (dist_storage.c) for each key says so,
+		 * so that a worker gives a queue already emptied higher ones still.
+		 */
+		sbq_layout_sql("INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, entity_key)"
+					   " SELECT -1, l.groupid << 24, s.last_value, k.entity_key"
+					   "   FROM (SELECT entity_key FROM sbq.queues"
+					   "         UNION SELECT entity_key FROM sbq.topics) k,"
+					   "        sbq.message_seq s, pg_catalog.pg_dist_local_group l"
+					   " ON CONFLICT DO NOTHING");
 		for (i = 0; i < SBQ_DIST_NTABLES; i++)
 		{
 			sbq_layout_sql(psprintf("SELECT pg_catalog.create_distributed_table("
@@ -483,6 +495,17 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 								"'sbq.%s'::pg_catalog.regclass, 'sbq', '%s')", t, t));
 	}
 	sbq_layout(false);
+
+	/*
+	 * The sequence marks (dist_storage.c) stay behind: one server needs
+	 * none, and those of several keys would meet in one primary key. The
+	 * highest of them still counts below: a queue emptied on a worker holds
+	 * no number to raise the sequence past.
+	 */
+	sbq_layout_sql("CREATE TEMP TABLE sbq_back_marks ON COMMIT DROP AS"
+				   " SELECT pg_catalog.max(sent) AS n FROM pg_temp.sbq_back_queue_counters"
+				   " WHERE queue_id = -1");
+	sbq_layout_sql("DELETE FROM pg_temp.sbq_back_queue_counters WHERE queue_id = -1");
 	for (i = 0; i < SBQ_DIST_NTABLES; i++)
 	{
 		sbq_layout_sql(psprintf("ALTER TABLE pg_temp.sbq_back_%s DROP COLUMN entity_key",
@@ -494,7 +517,8 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 				   "  FROM (SELECT pg_catalog.max(x) AS n FROM ("
 				   "        SELECT pg_catalog.max(sequence_number) AS x FROM sbq.messages"
 				   "        UNION ALL SELECT pg_catalog.max(sequence_number) FROM sbq.dead_letters"
-				   "        UNION ALL SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled) u) m,"
+				   "        UNION ALL SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled"
+				   "        UNION ALL SELECT k.n FROM pg_temp.sbq_back_marks k) u) m,"
 				   "       sbq.message_seq s WHERE m.n >= s.last_value");
 	sbq_layout_sql("SELECT pg_catalog.setval('sbq.queue_id_seq', m.n + 1024)"
 				   "  FROM (SELECT pg_catalog.max(x) AS n FROM ("

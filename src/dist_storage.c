@@ -21,8 +21,10 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "executor/spi.h"
+#include "storage/proc.h"
 #include "utils/hsearch.h"
 
+#include "compat.h"
 #include "dist_int.h"
 #include "distributed.h"
 #include "storage_core.h"
@@ -87,6 +89,15 @@ sbq_group_plan(SbqStatement *st, int which, int flavour)
 }
 
 /*
+ * The rows of sbq.queue_counters that hold sequence marks (see
+ * sbq_sequence_mark): queue id -1, which no queue or topic has; shard the
+ * node's Citus group id shifted left by SBQ_MARK_NODE_SHIFT, with the
+ * backend's number below it; the mark in the column sent.
+ */
+#define SBQ_MARK_ROW			"-1"
+#define SBQ_MARK_NODE_SHIFT		"24"
+
+/*
  * Raise this node's sequences past the numbers of a shard group the first
  * time a backend works on it where it is now (its queues shard, "epoch"):
  * a group that arrived from another node brings the numbers that node gave,
@@ -109,7 +120,11 @@ static SbqStatement stmt_sequence_floor = {"raise the sequences past a shard gro
 	"WITH m AS (SELECT pg_catalog.max(x) AS n FROM ("
 	"  SELECT pg_catalog.max(sequence_number) AS x FROM sbq.messages"
 	"  UNION ALL SELECT pg_catalog.max(sequence_number) FROM sbq.dead_letters"
-	"  UNION ALL SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled) u),"
+	"  UNION ALL SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled"
+	/* the marks other nodes left (see sbq_sequence_mark) */
+	"  UNION ALL SELECT pg_catalog.max(c.sent) FROM sbq.queue_counters c"
+	"   WHERE c.queue_id = " SBQ_MARK_ROW " AND (c.shard >> " SBQ_MARK_NODE_SHIFT ") <>"
+	"         (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l)) u),"
 	" i AS (SELECT pg_catalog.max(x) AS n FROM ("
 	"  SELECT pg_catalog.max(queue_id) AS x FROM sbq.queues"
 	"  UNION ALL SELECT pg_catalog.max(topic_id) FROM sbq.topics) u),"
@@ -148,10 +163,128 @@ sbq_sequence_floor(Oid epoch)
 	 */
 	sbq_dist_lock_sequences();
 	stepped = sbq_dist_range_sequences();
-	(void) sbq_exec(&stmt_sequence_floor, NULL, NULL);
+	/* a snapshot older than the group's arrival would see it empty */
+	(void) sbq_exec_latest(&stmt_sequence_floor, NULL, NULL);
 	if (!stepped)
 		sbq_dist_unlock_sequences();
 	if (sbq_nfloors == SBQ_FLOORS_KEPT)
 		sbq_nfloors = 0;		/* start over: looking again costs little */
 	sbq_floors[sbq_nfloors++] = epoch;
+}
+
+/*
+ * Sequence marks. The floor above raises a node's sequence past the numbers
+ * a group holds when it arrives; a queue whose messages were all settled
+ * (deleted) before its group moved holds none, and the node it lands on
+ * would give it numbers lower than those it gave before. So every number a
+ * node gives to the messages of an entity key is first covered by a mark
+ * of that node for that key, stored with the messages, in the same
+ * transaction: a row of sbq.queue_counters (SBQ_MARK_ROW) whose counter
+ * "sent" holds a number at least as high. A mark reaches SBQ_MARK_AHEAD
+ * past the number that made it (2^20 draws of the node's sequence, which
+ * steps by SBQ_DIST_MAX_NODES), so a key takes one write per that many
+ * draws, in a row of the backend's own (no wait behind another backend's
+ * open transaction; a prepared one of an earlier backend of the same
+ * number, as for the counters, is waited for). The marks move with their key's
+ * rows; the floor of the node they arrive at raises its sequence past the
+ * marks of every other node (its own cover numbers its sequence has given
+ * already). A node that gets a group back later skips its own old marks:
+ * what it gave then is below its sequence, and what the other nodes gave
+ * meanwhile is under their marks.
+ *
+ * Only the distributed layout has them (its counters rows have entity_key):
+ * on one server the sequence alone keeps the numbers rising.
+ */
+#define SBQ_MARK_AHEAD			((INT64CONST(1) << 20) * SBQ_DIST_MAX_NODES)
+
+/* The highest mark this node left for key $1 (the shards of the node's range). */
+static SbqStatement stmt_mark_read = {"read a sequence mark", 1, {INT4OID},
+	"SELECT pg_catalog.max(c.sent) FROM sbq.queue_counters c,"
+	"       (SELECT l.groupid << " SBQ_MARK_NODE_SHIFT " AS lo FROM pg_catalog.pg_dist_local_group l) g"
+	" WHERE c.queue_id = " SBQ_MARK_ROW " AND c.shard >= g.lo"
+	"   AND c.shard < g.lo + (1 << " SBQ_MARK_NODE_SHIFT ") AND c.entity_key = $1"
+};
+
+/* Raise to $3 the mark of key $1 in the row of this node and backend number $2. */
+static SbqStatement stmt_mark_write = {"write a sequence mark", 3, {INT4OID, INT4OID, INT8OID},
+	"INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, entity_key)"
+	" SELECT " SBQ_MARK_ROW ", (l.groupid << " SBQ_MARK_NODE_SHIFT ") | $2, $3, $1"
+	"   FROM pg_catalog.pg_dist_local_group l"
+	" ON CONFLICT (queue_id, shard, entity_key)"
+	" DO UPDATE SET sent = GREATEST(qc.sent, excluded.sent)"
+};
+
+/* The marks this backend knows to be committed, by group (epoch) and key. */
+typedef struct SbqMarkKey
+{
+	Oid			epoch;
+	int32		key;
+} SbqMarkKey;
+
+typedef struct SbqMark
+{
+	SbqMarkKey	key;
+	int64		mark;
+} SbqMark;
+
+#define SBQ_MARKS_KEPT 1024
+static HTAB *sbq_marks = NULL;
+/* the transaction that last wrote a mark: what it reads is not known committed */
+static LocalTransactionId sbq_mark_lxid = InvalidLocalTransactionId;
+
+/*
+ * sbq_sequence_mark
+ *		The messages of "entity" (its key's) have been given numbers up to
+ *		max_seq in this transaction: make sure a mark of this node covers
+ *		them when it commits. Distributed only, in a storage section.
+ */
+void
+sbq_sequence_mark(const char *entity, int64 max_seq)
+{
+	SbqMarkKey	k;
+	SbqMark    *e;
+	Datum		values[3];
+	bool		isnull;
+	int64		mark;
+	bool		found;
+
+	if (!sbq_dist_active() || !sbq_dist_in_group() || max_seq <= 0)
+		return;
+	memset(&k, 0, sizeof(k));
+	k.epoch = sbq_storage_epoch();
+	k.key = sbq_entity_key(entity, strlen(entity));
+	if (sbq_marks != NULL)
+	{
+		e = hash_search(sbq_marks, &k, HASH_FIND, NULL);
+		if (e != NULL && e->mark >= max_seq)
+			return;
+	}
+
+	values[0] = Int32GetDatum(k.key);
+	(void) sbq_exec(&stmt_mark_read, values, NULL);
+	mark = DatumGetInt64(sbq_col(0, 1, &isnull));
+	if (isnull || mark < max_seq)
+	{
+		values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
+		values[2] = Int64GetDatum(max_seq + SBQ_MARK_AHEAD);
+		(void) sbq_exec(&stmt_mark_write, values, NULL);
+		sbq_mark_lxid = SBQ_MY_LXID();
+		return;
+	}
+	/* a mark this transaction wrote may yet roll back */
+	if (sbq_mark_lxid == SBQ_MY_LXID())
+		return;
+	if (sbq_marks == NULL || hash_get_num_entries(sbq_marks) >= SBQ_MARKS_KEPT)
+	{
+		HASHCTL		ctl;
+
+		if (sbq_marks != NULL)
+			hash_destroy(sbq_marks);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(SbqMarkKey);
+		ctl.entrysize = sizeof(SbqMark);
+		sbq_marks = hash_create("sbqueue sequence marks", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	e = hash_search(sbq_marks, &k, HASH_ENTER, &found);
+	e->mark = mark;
 }

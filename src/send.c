@@ -480,6 +480,7 @@ sbq_send_to(const SbqQueue *queue, const SbqSendProps *props,
 
 	for (i = 0; i < nbodies; i++)
 		max_seq = Max(max_seq, seqs[i]);
+	sbq_sequence_mark(queue->name, max_seq);
 	/* the session of a session queue knows it has messages (session.c) */
 	if (!scheduled && queue->requires_session)
 	{
@@ -611,9 +612,12 @@ sbq_activate_due(const SbqQueue *queue, TimestampTz now, int limit, bool always)
 	n = sbq_exec(&stmt_activate, values, NULL);
 	if (n > 0)
 	{
-		sbq_qstate_send_done(epoch, sbq_max_col(1));
+		int64		max_seq = sbq_max_col(1);
+
+		sbq_qstate_send_done(epoch, max_seq);
 		if (queue->requires_session)
 			sbq_note_sessions(queue, n, 1, 2);
+		sbq_sequence_mark(queue->name, max_seq);
 		sbq_wait_wake_at_commit(queue->queue_id);
 	}
 
@@ -676,6 +680,7 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 	uint64		n;
+	int64		max_seq = 0;
 	SbqCounts	counts = {0};
 
 	/*
@@ -694,7 +699,10 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 	sbq_qstate_send_begin(sbq_storage_epoch(), queue->queue_id);
 	n = sbq_exec(&stmt_resubmit, values, nulls);
 	if (n > 0)
-		sbq_qstate_send_done(sbq_storage_epoch(), sbq_max_col(2));
+	{
+		max_seq = sbq_max_col(2);
+		sbq_qstate_send_done(sbq_storage_epoch(), max_seq);
+	}
 	if (n > 0 && queue->requires_session)
 	{
 		/* the moves are what the code below checks: keep them */
@@ -710,6 +718,7 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 	{
 		counts.sent = n;
 		sbq_add_counts(queue->queue_id, &counts);
+		sbq_sequence_mark(queue->name, max_seq);
 		sbq_wait_wake_at_commit(queue->queue_id);
 	}
 	return (int) n;

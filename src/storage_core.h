@@ -168,6 +168,7 @@ extern SPIPlanPtr sbq_prepare_kept(SbqStatement *st, const char *sql);
 /* dist_storage.c: the statements of a shard group, and the sequences past it */
 extern SPIPlanPtr sbq_group_plan(SbqStatement *st, int which, int flavour);
 extern void sbq_sequence_floor(Oid epoch);
+extern void sbq_sequence_mark(const char *entity, int64 max_seq);
 extern uint64 sbq_exec(SbqStatement *st, Datum *values, const bool *isnull);
 extern uint64 sbq_exec_in(SbqStatement *st, int16 subqueue, Datum *values,
 						  const bool *isnull);

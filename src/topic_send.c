@@ -760,6 +760,14 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 		sbq_add_counts(topic->queue_id, &counts);
 	if (dropped > 0)
 		sbq_count_dropped(topic, dropped);
+	/* a number no copy keeps (none matched) counts as given all the same */
+	{
+		int64		max_seq = 0;
+
+		for (i = 0; i < nbodies; i++)
+			max_seq = Max(max_seq, seqs[i]);
+		sbq_sequence_mark(topic->name, max_seq);
+	}
 	return nbodies;
 }
 

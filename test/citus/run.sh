@@ -20,7 +20,8 @@
 #   - sbq_distribute() spreads the queues over the workers (the distributed
 #     layout): calls through the coordinator run on the queue's node in any
 #     letter case, in transaction blocks and expressions; the coordinator holds
-#     no message; sequence numbers increase; a property change is seen at once;
+#     no message; sequence numbers increase, also in a queue emptied before its
+#     group moves or comes back; a property change is seen at once;
 #     consumers on every node complete each message once, and the never settled
 #     are dead-lettered by their node's maintenance; a shard move, the
 #     rebalancer and a shard split (blocking writes) under load lose and double
@@ -183,7 +184,14 @@ fi
 q "$pw1" -c "SELECT sbq_delete_queue('w1_jobs')" -c "SELECT sbq_delete_topic('w1_news')" >/dev/null
 q "$pw2" -c "SELECT sbq_delete_queue('w2_safe')" >/dev/null
 q "$pc" -c "SELECT count(sbq_send('work', ('kept' || g)::bytea)) FROM generate_series(1, 3) g" >/dev/null
+# (a queue emptied on the coordinator, which is made to give numbers far above the
+# workers' first)
+q "$pc" -c "SELECT sbq_create_queue('Early')" \
+    -c "SELECT setval('sbq.message_seq', last_value + 64 * 1000000) FROM sbq.message_seq" >/dev/null
+early=$(q "$pc" -c "SELECT sbq_send('early', 'x')" -c "SELECT sbq_complete('early', lock_token) FROM sbq_receive('early')" | head -1)
 is "$(q "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" 2>&1)" "" "sbq_distribute() on the coordinator"
+is "$(q "$pc" -c "SELECT sbq_send('early', 'y') > $early" -c "SELECT sbq_delete_queue('early')" 2>&1 | head -1)" t \
+    "... after which a queue emptied before it gets higher numbers than it had"
 is "$(q "$pc" -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'sbq.%'")" 11 \
     "... distributes the 11 tables"
 is "$(q "$pc" -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'sbq.%'")" 1 \
@@ -553,6 +561,31 @@ is "$(grep "ERROR" "$work/mconsumer.err" | grep -v -c "message lock lost\|is not
 is "$(q "$pc" -c "SELECT sbq_send('moving', 'after') > $first")" t \
     "sends go on after the move, with higher sequence numbers than before it"
 
+# a queue whose messages were all settled before its group moved holds no number to
+# raise the new node's sequence past: the mark its old node left does (its node is
+# made to give numbers far above the other's first)
+q "$pc" -c "SELECT sbq_create_queue('Emptied')" >/dev/null
+eshard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('emptied'))")
+efrom=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $eshard")
+eto=$pw1
+[ "$efrom" = "$pw1" ] && eto=$pw2
+q "$efrom" -c "SELECT setval('sbq.message_seq', last_value + 64 * 1000000) FROM sbq.message_seq" >/dev/null
+elast=$(q "$pc" -c "SELECT sbq_send('emptied', 'x')" -c "SELECT sbq_complete('emptied', lock_token) FROM sbq_receive('emptied')" | head -1)
+# and a topic of the same group that no subscription takes a message of, whose
+# number (far above the queue's mark) no row keeps
+tname=$(q "$pc" -c "SELECT 'lonely' || g FROM generate_series(1, 5000) g
+                     WHERE get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('lonely' || g)) = $eshard LIMIT 1")
+q "$pc" -c "SELECT sbq_create_topic('$tname')" >/dev/null
+q "$efrom" -c "SELECT setval('sbq.message_seq', last_value + 128 * 1000000) FROM sbq.message_seq" >/dev/null
+tlast=$(q "$pc" -c "SELECT sbq_send('$tname', 'nobody')")
+q "$pc" -c "SET client_min_messages = warning" \
+    -c "SELECT citus_move_shard_placement($eshard, '127.0.0.1', $efrom, '127.0.0.1', $eto, shard_transfer_mode => 'block_writes')" >/dev/null
+enext=$(q "$pc" -c "SELECT sbq_send('emptied', 'y')" 2>&1)
+is "$(q "$pc" -c "SELECT $enext > $elast" 2>&1)" t \
+    "a queue emptied before its group moved gets higher numbers on its new node ($elast, then $enext)"
+is "$(q "$pc" -c "SELECT sbq_send('$tname', 'nobody') > $tlast" -c "SELECT sbq_delete_topic('$tname')" 2>&1 | head -1)" t \
+    "... and so does a topic whose messages no subscription took"
+
 # the rebalancer under load: producers and consumers of eight queues through the
 # coordinator while one worker is drained (every group it holds moves) and the groups
 # are then rebalanced over both, writes blocked while a group copies (the move above
@@ -786,12 +819,21 @@ SELECT count(*) >= 0 FROM sbq_peek('spread1/$deadletterqueue', 1);
 COMMIT;
 SQL
 sleep 1
+# (meanwhile the queue emptied above is emptied again on a node made to give numbers
+# far above every number the messages left hold, the one sent meanwhile included)
+q "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of emptied)")" \
+    -c "SELECT setval('sbq.message_seq', last_value + 64 * 1000000) FROM sbq.message_seq" >/dev/null
+elast2=$(q "$pc" -c "SELECT sbq_send('emptied', 'z')" \
+    -c "SELECT count(sbq_complete('emptied', lock_token)) FROM sbq_receive('emptied', 10)" | head -1)
 is "$(q "$pc" -c "SET client_min_messages = warning" -c "SELECT sbq_undistribute()" 2>&1)" "" "sbq_undistribute()"
 wait
 is "$(tr '\n' ' ' <"$work/undistribute.worker")" "t t " "... beside a worker's transaction that began before it, which commits"
 is "$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")" \
     "$((total + 1))" "... keeps every message ($total, and the one sent meanwhile), now on the coordinator"
-is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 24 "... whose pass sees the 24 queues (a subscription's included)"
+is "$(q "$pc" -c "SELECT sbq_maintain()->>'queues'")" 25 "... whose pass sees the 25 queues (a subscription's included)"
+is "$(q "$pc" -c "SELECT sbq_send('emptied', 'back') > $elast2" 2>&1)" t \
+    "... and a queue emptied on a worker just before gets higher numbers than it had there"
+q "$pc" -c "SELECT sbq_delete_queue('emptied')" >/dev/null
 
 # --- an installation distributed at 0.13 and updated: its calls work throughout, and
 # the views gather once sbq_distribute() has run again after ALTER EXTENSION ... UPDATE
