@@ -640,15 +640,16 @@ sbq_dist_put_text_rows(ReturnSetInfo *rsinfo)
 }
 
 /*
- * sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]
- *		A routed call, on the node Citus sent it to: the function of sbqueue
+ * sbq_routed_run
+ *		sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]:
+ *		a routed call, on the node Citus sent it to: the function of sbqueue
  *		named by fn (with its argument types) called with the arguments in
  *		their text forms, under the caller's settings that follow them in
  *		args, and its result rows in their text forms. Refused (55000) when
  *		this node does not hold the key's group.
  */
-Datum
-sbq_routed(PG_FUNCTION_ARGS)
+static void
+sbq_routed_run(FunctionCallInfo fcinfo)
 {
 	int32		key;
 	char	   *fn;
@@ -706,6 +707,35 @@ sbq_routed(PG_FUNCTION_ARGS)
 	sbq_dist_put_text_rows((ReturnSetInfo *) fcinfo->resultinfo);
 	AtEOXact_GUC(true, level);
 	SPI_finish();
+}
+
+/* sbq_routed: the call of sbq_routed_run, its errors logged without its statement */
+Datum
+sbq_routed(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		sbq_routed_run(fcinfo);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/*
+		 * The node logs an error with the statement that carried the call,
+		 * whose text holds the arguments: a lock token there would settle
+		 * the message for whoever reads the log, a body would show it. The
+		 * caller's copy never had them (sbq_dist_hide_route).
+		 */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		edata->hide_stmt = true;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 	return (Datum) 0;
 }
 

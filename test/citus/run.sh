@@ -586,6 +586,17 @@ is "$(q "$pc" -c "SELECT $enext > $elast" 2>&1)" t \
 is "$(q "$pc" -c "SELECT sbq_send('$tname', 'nobody') > $tlast" -c "SELECT sbq_delete_topic('$tname')" 2>&1 | head -1)" t \
     "... and so does a topic whose messages no subscription took"
 
+# a routed call that fails is logged by its node without the statement that carried
+# it, whose text holds the arguments (a lock token in a log would settle the message for
+# whoever reads it, a body would show): the error alone, which names this token as one
+# server's error does
+tok=$(q "$pc" -c "SELECT gen_random_uuid()")
+lost=$(q "$pc" -c "SELECT sbq_complete('emptied', '$tok')" 2>&1 | grep -c "message lock lost")
+sleep 0.5
+is "$lost|$(cat "$work/w1/server.log" "$work/w2/server.log" | grep "$tok" | grep -c "ERROR:  message lock lost")|$(
+        cat "$work/w1/server.log" "$work/w2/server.log" | grep "$tok" | grep -c -v "ERROR:  message lock lost")" "1|1|0" \
+    "a routed call that fails is logged by its node without its arguments"
+
 # the rebalancer under load: producers and consumers of eight queues through the
 # coordinator while one worker is drained (every group it holds moves) and the groups
 # are then rebalanced over both, writes blocked while a group copies (the move above
