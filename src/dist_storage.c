@@ -214,7 +214,11 @@ static SbqStatement stmt_mark_write = {"write a sequence mark", 3, {INT4OID, INT
 	" DO UPDATE SET sent = GREATEST(qc.sent, excluded.sent)"
 };
 
-/* The marks this backend knows to be committed, by group (epoch) and key. */
+/*
+ * The marks this backend knows of, by group (epoch) and key: committed, and
+ * written or read by the current transaction (pending, valid while none of
+ * its subtransactions rolls back; committed with it).
+ */
 typedef struct SbqMarkKey
 {
 	Oid			epoch;
@@ -224,13 +228,103 @@ typedef struct SbqMarkKey
 typedef struct SbqMark
 {
 	SbqMarkKey	key;
-	int64		mark;
+	int64		mark;			/* committed */
+	int64		pending;		/* this transaction's, 0 when none */
+	LocalTransactionId pending_lxid;
 } SbqMark;
 
 #define SBQ_MARKS_KEPT 1024
 static HTAB *sbq_marks = NULL;
-/* the transaction that last wrote a mark: what it reads is not known committed */
-static LocalTransactionId sbq_mark_lxid = InvalidLocalTransactionId;
+static bool sbq_marks_callbacks = false;
+/* the transaction that wrote a mark: what it reads may be its own */
+static LocalTransactionId sbq_mark_wrote_lxid = InvalidLocalTransactionId;
+
+/* Forget the pending marks of transaction lxid; commit: they are committed now. */
+static void
+sbq_marks_settle(LocalTransactionId lxid, bool commit)
+{
+	HASH_SEQ_STATUS hs;
+	SbqMark    *e;
+
+	if (sbq_marks == NULL)
+		return;
+	hash_seq_init(&hs, sbq_marks);
+	while ((e = hash_seq_search(&hs)) != NULL)
+	{
+		if (e->pending_lxid != lxid)
+			continue;
+		if (commit)
+			e->mark = Max(e->mark, e->pending);
+		e->pending = 0;
+		e->pending_lxid = InvalidLocalTransactionId;
+	}
+}
+
+/* Only a transaction that wrote a mark has pending ones (MyProc's lxid is gone at its end). */
+static void
+sbq_marks_xact(XactEvent event, void *arg)
+{
+	if (sbq_mark_wrote_lxid == InvalidLocalTransactionId)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* a prepared transaction's marks are read again once it has committed */
+			sbq_marks_settle(sbq_mark_wrote_lxid,
+							 event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT);
+			sbq_mark_wrote_lxid = InvalidLocalTransactionId;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+sbq_marks_subxact(SubXactEvent event, SubTransactionId mySubid,
+				  SubTransactionId parentSubid, void *arg)
+{
+	/* what it wrote is gone, and perhaps what was read after it: all pending goes */
+	if (event == SUBXACT_EVENT_ABORT_SUB && sbq_mark_wrote_lxid != InvalidLocalTransactionId)
+		sbq_marks_settle(sbq_mark_wrote_lxid, false);
+}
+
+/* The entry of k, made when missing. */
+static SbqMark *
+sbq_mark_entry(const SbqMarkKey *k)
+{
+	SbqMark    *e;
+	bool		found;
+
+	if (!sbq_marks_callbacks)
+	{
+		RegisterXactCallback(sbq_marks_xact, NULL);
+		RegisterSubXactCallback(sbq_marks_subxact, NULL);
+		sbq_marks_callbacks = true;
+	}
+	if (sbq_marks == NULL || hash_get_num_entries(sbq_marks) >= SBQ_MARKS_KEPT)
+	{
+		HASHCTL		ctl;
+
+		if (sbq_marks != NULL)
+			hash_destroy(sbq_marks);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(SbqMarkKey);
+		ctl.entrysize = sizeof(SbqMark);
+		sbq_marks = hash_create("sbqueue sequence marks", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	e = hash_search(sbq_marks, k, HASH_ENTER, &found);
+	if (!found)
+	{
+		e->mark = 0;
+		e->pending = 0;
+		e->pending_lxid = InvalidLocalTransactionId;
+	}
+	return e;
+}
 
 /*
  * sbq_sequence_mark
@@ -246,7 +340,7 @@ sbq_sequence_mark(const char *entity, int64 max_seq)
 	Datum		values[3];
 	bool		isnull;
 	int64		mark;
-	bool		found;
+	LocalTransactionId lxid = SBQ_MY_LXID();
 
 	if (!sbq_dist_active() || !sbq_dist_in_group() || max_seq <= 0)
 		return;
@@ -256,7 +350,8 @@ sbq_sequence_mark(const char *entity, int64 max_seq)
 	if (sbq_marks != NULL)
 	{
 		e = hash_search(sbq_marks, &k, HASH_FIND, NULL);
-		if (e != NULL && e->mark >= max_seq)
+		if (e != NULL && (e->mark >= max_seq ||
+						  (e->pending_lxid == lxid && e->pending >= max_seq)))
 			return;
 	}
 
@@ -265,26 +360,19 @@ sbq_sequence_mark(const char *entity, int64 max_seq)
 	mark = DatumGetInt64(sbq_col(0, 1, &isnull));
 	if (isnull || mark < max_seq)
 	{
+		mark = max_seq + SBQ_MARK_AHEAD;
 		values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
-		values[2] = Int64GetDatum(max_seq + SBQ_MARK_AHEAD);
+		values[2] = Int64GetDatum(mark);
 		(void) sbq_exec(&stmt_mark_write, values, NULL);
-		sbq_mark_lxid = SBQ_MY_LXID();
-		return;
+		sbq_mark_wrote_lxid = lxid;
 	}
-	/* a mark this transaction wrote may yet roll back */
-	if (sbq_mark_lxid == SBQ_MY_LXID())
-		return;
-	if (sbq_marks == NULL || hash_get_num_entries(sbq_marks) >= SBQ_MARKS_KEPT)
+	e = sbq_mark_entry(&k);
+	/* once this transaction wrote a mark, what it reads may be its own */
+	if (sbq_mark_wrote_lxid == lxid)
 	{
-		HASHCTL		ctl;
-
-		if (sbq_marks != NULL)
-			hash_destroy(sbq_marks);
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(SbqMarkKey);
-		ctl.entrysize = sizeof(SbqMark);
-		sbq_marks = hash_create("sbqueue sequence marks", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+		e->pending = Max(e->pending_lxid == lxid ? e->pending : 0, mark);
+		e->pending_lxid = lxid;
 	}
-	e = hash_search(sbq_marks, &k, HASH_ENTER, &found);
-	e->mark = mark;
+	else
+		e->mark = Max(e->mark, mark);
 }
