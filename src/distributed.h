@@ -49,6 +49,9 @@ extern void sbq_dist_leave(void);
 extern int64 sbq_dist_push_key(const char *name);
 extern void sbq_dist_pop_key(int64 saved);
 
+/* what a node logs of a routed call (_PG_init) */
+extern void sbq_dist_log_hook_install(void);
+
 /* whether a lease epoch may be another live shard group's (lease.c) */
 extern bool sbq_dist_epoch_live(Oid epoch);
 

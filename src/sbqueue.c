@@ -30,6 +30,7 @@
 #include "utils/guc.h"
 
 #include "compat.h"
+#include "distributed.h"
 #include "lease.h"
 #include "sbqueue.h"
 #include "shmem.h"
@@ -194,6 +195,7 @@ _PG_init(void)
 	sbq_prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = sbq_executor_start;
 	sbq_plan_key_init();
+	sbq_dist_log_hook_install();
 
 	/* shared memory, the launcher and the hook need the preload */
 	if (!process_shared_preload_libraries_in_progress)

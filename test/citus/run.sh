@@ -596,6 +596,28 @@ sleep 0.5
 is "$lost|$(cat "$work/w1/server.log" "$work/w2/server.log" | grep "$tok" | grep -c "ERROR:  message lock lost")|$(
         cat "$work/w1/server.log" "$work/w2/server.log" | grep "$tok" | grep -c -v "ERROR:  message lock lost")" "1|1|0" \
     "a routed call that fails is logged by its node without its arguments"
+# and so is a routed call that waits for a lock, with log_lock_waits on (a send to the
+# queue while a session of its node holds its messages' shard)
+enode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of emptied)")
+elog="$work/w1/server.log"
+[ "$enode" = "$pw2" ] && elog="$work/w2/server.log"
+mshard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.messages', sbq.entity_key('emptied'))")
+q "$enode" -c "ALTER SYSTEM SET log_lock_waits = on" -c "ALTER SYSTEM SET deadlock_timeout = '200ms'" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+secret=$(q "$pc" -c "SELECT gen_random_uuid()")
+q "$enode" >/dev/null 2>&1 <<SQL &
+SET citus.enable_manual_changes_to_shards = on;
+BEGIN;
+LOCK TABLE sbq.messages_$mshard IN EXCLUSIVE MODE;
+SELECT pg_sleep(1.5);
+COMMIT;
+SQL
+sleep 0.5
+waited=$(q "$pc" -c "SELECT sbq_send('emptied', 'body $secret') > 0" 2>&1)
+wait
+q "$enode" -c "ALTER SYSTEM RESET log_lock_waits" -c "ALTER SYSTEM RESET deadlock_timeout" -c "SELECT pg_reload_conf()" >/dev/null
+is "$waited|$([ "$(grep -c "still waiting for RowExclusiveLock" "$elog")" -gt 0 ] && echo waited)|$(grep -c "$secret" "$elog")" \
+    "t|waited|0" "... and one that waits for a lock is logged waiting without its arguments"
 
 # the rebalancer under load: producers and consumers of eight queues through the
 # coordinator while one worker is drained (every group it holds moves) and the groups
