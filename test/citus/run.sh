@@ -20,8 +20,9 @@
 #   - sbq_distribute() spreads the queues over the workers (the distributed
 #     layout): calls through the coordinator run on the queue's node in any
 #     letter case, in transaction blocks and expressions; the coordinator holds
-#     no message; sequence numbers increase, also in a queue emptied before its
-#     group moves or comes back; a property change is seen at once;
+#     no message; sequence numbers increase, send after send through a move and a
+#     split, also in a queue emptied before its group moves or comes back; a
+#     property change is seen at once;
 #     consumers on every node complete each message once, and the never settled
 #     are dead-lettered by their node's maintenance; a shard move, the
 #     rebalancer and a shard split (blocking writes) under load lose and double
@@ -523,11 +524,21 @@ shard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.queues', sb
 from=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $shard")
 to=$pw1
 [ "$from" = "$pw1" ] && to=$pw2
+# the node of port $1 made to give numbers 64 million above those of port $2's, in its
+# own residue of the step
+ahead() {
+    local other
+    other=$(q "$2" -c "SELECT last_value FROM sbq.message_seq")
+    q "$1" -c "SELECT setval('sbq.message_seq', last_value + 64 * (greatest(0, ($other - last_value) / 64) + 1000000))
+                 FROM sbq.message_seq" >/dev/null
+}
+# (the node it leaves gives numbers far above the other's, which it must not go back to)
+ahead "$from" "$to"
 first=$(q "$pc" -c "SELECT sbq_send('moving', 'first', message_id => 'v0.0')")
 (
     for b in $(seq 1 40); do
-        q "$pc" -c "SELECT count(sbq_send('moving', ('v' || $b || '.' || g)::bytea, message_id => 'v' || $b || '.' || g))
-                      FROM generate_series(1, 10) g" >/dev/null 2>>"$work/mproducer.err" || echo "failed $b" >>"$work/mproducer.failed"
+        q "$pc" -c "SELECT string_agg(sbq_send('moving', ('v' || $b || '.' || g)::bytea, message_id => 'v' || $b || '.' || g)::text, ' ')
+                      FROM generate_series(1, 10) g" >>"$work/mproducer.seqs" 2>>"$work/mproducer.err" || echo "failed $b" >>"$work/mproducer.failed"
         sleep 0.05
     done
 ) &
@@ -560,6 +571,10 @@ is "$(grep "ERROR" "$work/mconsumer.err" | grep -v -c "message lock lost\|is not
     "... the consumers' only errors are locks the move lost, or calls it turned away"
 is "$(q "$pc" -c "SELECT sbq_send('moving', 'after') > $first")" t \
     "sends go on after the move, with higher sequence numbers than before it"
+# the numbers one producer got, send after send, across the move: every one higher
+rising() { tr ' ' '\n' <"$1" | awk 'NF { if (n++ && $1 + 0 <= prev) bad++; prev = $1 + 0 } END { print n + 0, bad + 0 }'; }
+is "$(rising "$work/mproducer.seqs")" "$((sent_ok * 10)) 0" \
+    "... and the numbers the producer got rose from each send to the next throughout"
 
 # a queue whose messages were all settled before its group moved holds no number to
 # raise the new node's sequence past: the mark its old node left does (its node is
@@ -734,6 +749,9 @@ sfrom=$(q "$pc" -c "SELECT n.nodeid FROM pg_dist_placement p JOIN pg_dist_node n
 sto=$(q "$pc" -c "SELECT nodeid FROM pg_dist_node WHERE nodeport IN ($pw1, $pw2) AND nodeid <> $sfrom")
 q "$pc" -c "SELECT sbq_create_queue(initcap('$sa'), lock_duration => '5 seconds')" \
     -c "SELECT sbq_create_queue(initcap('$sb'), lock_duration => '5 seconds')" >/dev/null
+# (the node the upper half leaves gives numbers far above the other's)
+ahead "$(q "$pc" -c "SELECT nodeport FROM pg_dist_node WHERE nodeid = $sfrom")" \
+    "$(q "$pc" -c "SELECT nodeport FROM pg_dist_node WHERE nodeid = $sto")"
 sfirst_a=$(q "$pc" -c "SELECT sbq_send('$sa', 'first', message_id => 'a.0.0')")
 sfirst_b=$(q "$pc" -c "SELECT sbq_send('$sb', 'first', message_id => 'b.0.0')")
 (
@@ -743,8 +761,8 @@ sfirst_b=$(q "$pc" -c "SELECT sbq_send('$sb', 'first', message_id => 'b.0.0')")
         for x in a b; do
             [ $x = a ] && name=$sa || name=$sb
             echo "$x.$b" >>"$work/sproducer.tried"
-            q "$pc" -c "SELECT count(sbq_send('$name', 'x', message_id => '$x.$b.' || g)) FROM generate_series(1, 10) g" \
-                >/dev/null 2>>"$work/sproducer.err" || echo "$x.$b" >>"$work/sproducer.failed"
+            q "$pc" -c "SELECT string_agg(sbq_send('$name', 'x', message_id => '$x.$b.' || g)::text, ' ') FROM generate_series(1, 10) g" \
+                >>"$work/sproducer.$x.seqs" 2>>"$work/sproducer.err" || echo "$x.$b" >>"$work/sproducer.failed"
         done
         sleep 0.1
     done
@@ -774,6 +792,8 @@ ssent=$(($(wc -l <"$work/sproducer.tried") - $(cat "$work/sproducer.failed" 2>/d
 verdict "$work/sconsumer" "$((ssent * 10 + 2))" "$work/sproducer.err" "the split"
 is "$(q "$pc" -c "SELECT sbq_send('$sa', 'after') > $sfirst_a AND sbq_send('$sb', 'after') > $sfirst_b")" t \
     "sends go on after the split, each queue's sequence numbers higher than before it"
+is "$(rising "$work/sproducer.a.seqs" | cut -d' ' -f2) $(rising "$work/sproducer.b.seqs" | cut -d' ' -f2)" "0 0" \
+    "... and in each queue the numbers the producer got rose from each send to the next throughout"
 q "$pc" -c "SELECT sbq_delete_queue('$sa')" -c "SELECT sbq_delete_queue('$sb')" >/dev/null
 
 # a split of a group whose range is below another's moves that group's index among the
