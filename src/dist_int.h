@@ -30,6 +30,15 @@ extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
 #define SBQ_DIST_MAX_NODES		64
 #define SBQ_DIST_MAX_NODES_SQL	"64"
 
+/*
+ * The rows of sbq.queue_counters that hold sequence marks (dist_storage.c,
+ * sbq_sequence_mark): queue id -1, which no queue or topic has; shard the
+ * node's Citus group id shifted left by SBQ_MARK_NODE_SHIFT, with the
+ * backend's number below it; the mark in the column sent.
+ */
+#define SBQ_MARK_ROW			"-1"
+#define SBQ_MARK_NODE_SHIFT		"24"
+
 /* dist_layout.c: the sequences of this node, stepping from its group id */
 extern bool sbq_dist_range_sequences(void);
 extern void sbq_dist_lock_sequences(void);

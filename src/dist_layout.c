@@ -409,7 +409,8 @@ sbq_distribute(PG_FUNCTION_ARGS)
 		 * so that a worker gives a queue already emptied higher ones still.
 		 */
 		sbq_layout_sql("INSERT INTO sbq.queue_counters AS qc (queue_id, shard, sent, entity_key)"
-					   " SELECT -1, l.groupid << 24, s.last_value, k.entity_key"
+					   " SELECT " SBQ_MARK_ROW ", l.groupid << " SBQ_MARK_NODE_SHIFT ","
+					   "        s.last_value, k.entity_key"
 					   "   FROM (SELECT entity_key FROM sbq.queues"
 					   "         UNION SELECT entity_key FROM sbq.topics) k,"
 					   "        sbq.message_seq s, pg_catalog.pg_dist_local_group l"
@@ -504,8 +505,8 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 	 */
 	sbq_layout_sql("CREATE TEMP TABLE sbq_back_marks ON COMMIT DROP AS"
 				   " SELECT pg_catalog.max(sent) AS n FROM pg_temp.sbq_back_queue_counters"
-				   " WHERE queue_id = -1");
-	sbq_layout_sql("DELETE FROM pg_temp.sbq_back_queue_counters WHERE queue_id = -1");
+				   " WHERE queue_id = " SBQ_MARK_ROW);
+	sbq_layout_sql("DELETE FROM pg_temp.sbq_back_queue_counters WHERE queue_id = " SBQ_MARK_ROW);
 	for (i = 0; i < SBQ_DIST_NTABLES; i++)
 	{
 		sbq_layout_sql(psprintf("ALTER TABLE pg_temp.sbq_back_%s DROP COLUMN entity_key",

@@ -641,16 +641,15 @@ sbq_dist_put_text_rows(ReturnSetInfo *rsinfo)
 }
 
 /*
- * sbq_routed_run
- *		sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]:
- *		a routed call, on the node Citus sent it to: the function of sbqueue
+ * sbq_routed(key integer, fn text, args text[]) RETURNS SETOF text[]
+ *		A routed call, on the node Citus sent it to: the function of sbqueue
  *		named by fn (with its argument types) called with the arguments in
  *		their text forms, under the caller's settings that follow them in
  *		args, and its result rows in their text forms. Refused (55000) when
  *		this node does not hold the key's group.
  */
-static void
-sbq_routed_run(FunctionCallInfo fcinfo)
+Datum
+sbq_routed(PG_FUNCTION_ARGS)
 {
 	int32		key;
 	char	   *fn;
@@ -708,13 +707,6 @@ sbq_routed_run(FunctionCallInfo fcinfo)
 	sbq_dist_put_text_rows((ReturnSetInfo *) fcinfo->resultinfo);
 	AtEOXact_GUC(true, level);
 	SPI_finish();
-}
-
-/* sbq_routed: see sbq_routed_run (what the node logs of it: sbq_dist_emit_log) */
-Datum
-sbq_routed(PG_FUNCTION_ARGS)
-{
-	sbq_routed_run(fcinfo);
 	return (Datum) 0;
 }
 

@@ -89,15 +89,6 @@ sbq_group_plan(SbqStatement *st, int which, int flavour)
 }
 
 /*
- * The rows of sbq.queue_counters that hold sequence marks (see
- * sbq_sequence_mark): queue id -1, which no queue or topic has; shard the
- * node's Citus group id shifted left by SBQ_MARK_NODE_SHIFT, with the
- * backend's number below it; the mark in the column sent.
- */
-#define SBQ_MARK_ROW			"-1"
-#define SBQ_MARK_NODE_SHIFT		"24"
-
-/*
  * Raise this node's sequences past the numbers of a shard group the first
  * time a backend works on it where it is now (its queues shard, "epoch"):
  * a group that arrived from another node brings the numbers that node gave,
