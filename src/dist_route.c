@@ -812,7 +812,8 @@ sbq_scan_ident(SbqScan *s)
 }
 
 /*
- * Skip a constant: an integer, or a string constant ('', or E'' with its
+ * Skip a constant: an integer (a negative one Citus sends as a string constant
+ * with a cast), or a string constant ('', or E'' with its
  * backslashes), and its cast, if any, to a type named by words.
  */
 static bool
@@ -820,8 +821,10 @@ sbq_scan_constant(SbqScan *s)
 {
 	if (s->p == s->end)
 		return s->out = true;
-	if (isdigit((unsigned char) *s->p))
+	if (isdigit((unsigned char) *s->p) ||
+		(*s->p == '-' && s->p + 1 < s->end && isdigit((unsigned char) s->p[1])))
 	{
+		s->p++;
 		while (s->p < s->end && isdigit((unsigned char) *s->p))
 			s->p++;
 	}

@@ -351,7 +351,8 @@ sbq_sequence_mark(const char *entity, int64 max_seq)
 	mark = DatumGetInt64(sbq_col(0, 1, &isnull));
 	if (isnull || mark < max_seq)
 	{
-		mark = max_seq + SBQ_MARK_AHEAD;
+		/* (saturating: numbers that near the end of bigint run out there anyway) */
+		mark = max_seq <= PG_INT64_MAX - SBQ_MARK_AHEAD ? max_seq + SBQ_MARK_AHEAD : PG_INT64_MAX;
 		values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
 		values[2] = Int64GetDatum(mark);
 		(void) sbq_exec(&stmt_mark_write, values, NULL);
