@@ -2,7 +2,7 @@
  *
  * dist_int.h
  *	  What the files of the distributed layout share (distributed.c,
- *	  dist_route.c, dist_layout.c, dist_storage.c); everybody else calls
+ *	  dist_route.c, dist_log.c, dist_layout.c, dist_storage.c); everybody else calls
  *	  distributed.h.
  *
  * Copyright (c) 2026, the sbqueue authors
@@ -38,6 +38,9 @@ extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
  */
 #define SBQ_MARK_ROW			"-1"
 #define SBQ_MARK_NODE_SHIFT		"24"
+
+/* this backend's top-level statement runs sbq_routed (dist_log.c) */
+extern void sbq_routed_note_running(void);
 
 /* dist_layout.c: the sequences of this node, stepping from its group id */
 extern bool sbq_dist_range_sequences(void);
