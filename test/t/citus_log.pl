@@ -22,6 +22,7 @@ use SbqNode;
 my $node = SbqNode::preloaded('citus_log', qq(
 log_min_error_statement = error
 log_statement = none
+restart_after_crash = on
 ));
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION sbqueue;
@@ -31,6 +32,10 @@ $node->safe_psql('postgres', q{
 	BEGIN
 		IF $2 = 'lock' THEN
 			PERFORM pg_advisory_xact_lock(2);
+			RETURN;
+		END IF;
+		IF $2 = 'sleep' THEN
+			PERFORM pg_sleep(300);
 			RETURN;
 		END IF;
 		RAISE EXCEPTION 'evil fails';
@@ -77,6 +82,24 @@ like($log, qr/STATEMENT:.*MARK3b/,
 	'a statement of the form in the transaction after a routed call is logged with its statement');
 unlike($log, qr/MARK3a/, '... while the routed call before it is not');
 
+# 3b. nor is a statement that calls another function named sbq_routed which calls
+# sbqueue's inside (as a statement that runs sbq_routed somewhere would)
+$off = -s $node->logfile;
+$node->psql('postgres', q{
+	CREATE FUNCTION pg_temp.sbq_routed(integer, text, text[]) RETURNS SETOF text[]
+	LANGUAGE plpgsql AS $$
+	BEGIN
+		BEGIN
+			PERFORM public.sbq_routed(1, 'public.no_such_function(text)', '{}');
+		EXCEPTION WHEN others THEN
+		END;
+		RAISE EXCEPTION 'borrowed fails';
+	END $$;
+	SELECT r FROM pg_temp.sbq_routed(1, 'MARK3c'::text, '{}'::text[]) r(r);
+}, on_error_stop => 0);
+like(log_from($off), qr/STATEMENT:.*MARK3c/,
+	'a statement that runs sbq_routed inside another function is logged with its statement');
+
 # 4. a deadlock between a statement of the routed form (its second line, past
 # track_activity_query_size, holds a secret) and another one: the detail for the
 # log shows the first as a routed call, no line of it, and the second whole
@@ -104,5 +127,40 @@ unlike($log, qr/\Q$secret\E|line one|xxxxx/, '... and no line of the routed call
 $u->quit;
 $t->quit;
 
+# 5. a process of the routed form that crashes: the postmaster's report of it shows
+# what it was running as a routed call, no line of it
+$secret = 'SECRET' . int(rand(1e9));
+$t = $node->background_psql('postgres', on_error_stop => 0);
+$t->query_until(qr/started/,
+	"\\echo started\nSELECT r FROM evil.sbq_routed(1, 'sleep'::text, '{\"x\n$secret\"}'::text[]) r(r);\n");
+$node->poll_query_until('postgres',
+	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%evil.sbq_routed%'});
+my $pid = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%evil.sbq_routed%'});
+$off = -s $node->logfile;
+kill 'KILL', $pid;
+$node->poll_query_until('postgres', 'SELECT true');
+eval { $t->quit; };
+$log = log_from($off);
+like($log, qr/terminated by signal 9/, 'the postmaster reports the process killed');
+like($log, qr/DETAIL:  Failed process was running: \(a routed sbqueue call\)/,
+	'... running a routed call');
+unlike($log, qr/\Q$secret\E/, '... and no line of it');
+
 $node->stop;
+
+# 6. without the preload, the statement that loads sbqueue to run the call: the hook
+# that sees statements analysed came too late for it, and sbq_routed notes it
+my $plain = PostgreSQL::Test::Cluster->new('citus_log_plain');
+$plain->init;
+$plain->append_conf('postgresql.conf', "log_statement = none\n");
+$plain->start;
+$plain->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
+$off = -s $plain->logfile;
+$plain->psql('postgres',
+	q{SELECT r FROM public.sbq_routed(1, 'public.no_such_function(text)'::text, '{MARK6}'::text[]) r(r)});
+$log = substr(slurp_file($plain->logfile), $off);
+like($log, qr/ERROR:.*no_such_function/, 'without the preload, a routed call that fails is logged');
+unlike($log, qr/MARK6/, '... without its statement, in the backend it loaded sbqueue in');
+$plain->stop;
 done_testing();
