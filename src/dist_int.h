@@ -31,6 +31,13 @@ extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
 #define SBQ_DIST_MAX_NODES_SQL	"64"
 
 /*
+ * The highest numbers a raise of a sequence may reach, in SQL: bigint's and
+ * integer's largest (queue ids) less room for a step of every node.
+ */
+#define SBQ_SEQ_TOP_SQL			"(9223372036854775807 - 128)"
+#define SBQ_SEQ_TOP_INT_SQL		"(2147483647 - 128)"
+
+/*
  * The rows of sbq.queue_counters that hold sequence marks (dist_storage.c,
  * sbq_sequence_mark): queue id -1, which no queue or topic has; shard the
  * node's Citus group id shifted left by SBQ_MARK_NODE_SHIFT, with the

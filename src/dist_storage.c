@@ -22,11 +22,15 @@
 #include "access/xlog.h"
 #include "executor/spi.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #include "compat.h"
 #include "dist_int.h"
 #include "distributed.h"
+#include "storage.h"
 #include "storage_core.h"
 
 /*
@@ -98,14 +102,20 @@ sbq_group_plan(SbqStatement *st, int which, int flavour)
  * (dist_layout.c), so no two nodes ever give one number; a raise keeps that
  * residue, and goes well past the group's numbers. Only when the group holds
  * a number the sequence could still give: its highest above the last given,
- * or equal to a first value not given yet.
+ * or equal to a first value not given yet. A number near the end of bigint
+ * (a mark saturates there) counts as the sequence's top less the margin:
+ * the raise must not overflow, and the numbers given there run out anyway.
  */
-#define SBQ_FLOOR(seq, cte, margin) \
+#define SBQ_FLOOR_N(cte, margin, top) \
+	"(CASE WHEN " cte ".n > " top " - " margin " THEN " top " - " margin " ELSE " cte ".n END)"
+#define SBQ_FLOOR(seq, cte, margin, top) \
 	"(SELECT pg_catalog.setval('sbq." seq "', " \
-	"  (" cte ".n + " margin ") - ((" cte ".n + " margin ") % " SBQ_DIST_MAX_NODES_SQL ")" \
+	"  (" SBQ_FLOOR_N(cte, margin, top) " + " margin ")" \
+	"  - ((" SBQ_FLOOR_N(cte, margin, top) " + " margin ") % " SBQ_DIST_MAX_NODES_SQL ")" \
 	"  + (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l))" \
 	" FROM " cte ", sbq." seq " s" \
-	" WHERE " cte ".n > s.last_value OR (" cte ".n = s.last_value AND NOT s.is_called))"
+	" WHERE " SBQ_FLOOR_N(cte, margin, top) " > s.last_value" \
+	"    OR (" SBQ_FLOOR_N(cte, margin, top) " = s.last_value AND NOT s.is_called))"
 static SbqStatement stmt_sequence_floor = {"raise the sequences past a shard group", 0,
 	{InvalidOid},
 	"WITH m AS (SELECT pg_catalog.max(x) AS n FROM ("
@@ -120,9 +130,9 @@ static SbqStatement stmt_sequence_floor = {"raise the sequences past a shard gro
 	"  SELECT pg_catalog.max(queue_id) AS x FROM sbq.queues"
 	"  UNION ALL SELECT pg_catalog.max(topic_id) FROM sbq.topics) u),"
 	" k AS (SELECT pg_catalog.max(session_key) AS n FROM sbq.sessions)"
-	" SELECT " SBQ_FLOOR("message_seq", "m", "1048576") ", "
-	SBQ_FLOOR("queue_id_seq", "i", "1024") ", "
-	SBQ_FLOOR("session_seq", "k", "1048576")
+	" SELECT " SBQ_FLOOR("message_seq", "m", "1048576", SBQ_SEQ_TOP_SQL) ", "
+	SBQ_FLOOR("queue_id_seq", "i", "1024", SBQ_SEQ_TOP_INT_SQL) ", "
+	SBQ_FLOOR("session_seq", "k", "1048576", SBQ_SEQ_TOP_SQL)
 };
 
 /* the groups whose numbers this backend has raised the sequences past */
@@ -318,6 +328,83 @@ sbq_mark_entry(const SbqMarkKey *k)
 }
 
 /*
+ * The rows a backend may write its marks in: its number, then the same with
+ * a try number above it (SBQ_MARK_TRY_SHIFT bits up, below the node's).
+ * A row stays locked by a prepared transaction that wrote it until that
+ * ends, and a backend that ended after preparing gives its number to the
+ * next one that starts: so a write that would wait for a row tries the
+ * next, each for a moment (SBQ_MARK_TRY_WAIT), and only the last waits as
+ * any write does (a lock held on the whole table, say by a move, is waited
+ * for there).
+ */
+#define SBQ_MARK_TRIES			8
+#define SBQ_MARK_TRY_SHIFT		18
+#define SBQ_MARK_TRY_WAIT		"10ms"
+
+StaticAssertDecl(SBQ_MARK_TRIES <= (1 << (24 - SBQ_MARK_TRY_SHIFT)),
+				 "the tries of a mark write fit below the node's bits");
+
+/*
+ * Write the mark: values[0] the key, values[2] the mark; values[1] is set to
+ * the row's number. In a storage section.
+ */
+static void
+sbq_mark_write(Datum *values)
+{
+	int			procno = SBQ_MY_PROC_NUMBER();
+	volatile int try;
+
+	Assert(procno < (1 << SBQ_MARK_TRY_SHIFT));
+	for (try = 0; try < SBQ_MARK_TRIES - 1; try++)
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+		ResourceOwner owner = CurrentResourceOwner;
+		volatile bool done = false;
+
+		values[1] = Int32GetDatum(procno | (try << SBQ_MARK_TRY_SHIFT));
+		/* pinned at the section's level: the subtransaction's end would unpin them */
+		sbq_storage_pin_settings();
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			int			level = NewGUCNestLevel();
+
+			(void) set_config_option("lock_timeout", SBQ_MARK_TRY_WAIT, PGC_USERSET,
+									 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+			(void) sbq_exec(&stmt_mark_write, values, NULL);
+			AtEOXact_GUC(true, level);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			done = true;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			{
+				FreeErrorData(edata);
+				PG_RE_THROW();
+			}
+			FlushErrorState();
+			FreeErrorData(edata);
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+		}
+		PG_END_TRY();
+		if (done)
+			return;
+	}
+	values[1] = Int32GetDatum(procno | (try << SBQ_MARK_TRY_SHIFT));
+	(void) sbq_exec(&stmt_mark_write, values, NULL);
+}
+
+/*
  * sbq_sequence_mark
  *		The messages of "entity" (its key's) have been given numbers up to
  *		max_seq in this transaction: make sure a mark of this node covers
@@ -353,9 +440,8 @@ sbq_sequence_mark(const char *entity, int64 max_seq)
 	{
 		/* (saturating: numbers that near the end of bigint run out there anyway) */
 		mark = max_seq <= PG_INT64_MAX - SBQ_MARK_AHEAD ? max_seq + SBQ_MARK_AHEAD : PG_INT64_MAX;
-		values[1] = Int32GetDatum(SBQ_MY_PROC_NUMBER());
 		values[2] = Int64GetDatum(mark);
-		(void) sbq_exec(&stmt_mark_write, values, NULL);
+		sbq_mark_write(values);
 		sbq_mark_wrote_lxid = lxid;
 	}
 	e = sbq_mark_entry(&k);

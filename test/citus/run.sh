@@ -618,6 +618,22 @@ is "$(q "$pc" -c "SELECT sbq.entity_key('negative') < 0" -c "SELECT sbq_create_q
         sleep 0.5; cat "$work/w1/server.log" "$work/w2/server.log" | grep -c "$tok")" "t|0" \
     "... and so is one whose entity key is negative"
 q "$pc" -c "SELECT sbq_delete_queue('negative')" >/dev/null
+
+# a prepared transaction that wrote a queue's sequence mark (its first send on the node)
+# does not hold up sends to the queue of the backends that come after its own, which
+# take its backend number and with it its mark's row: each writes another row
+q "$pc" -c "SELECT sbq_create_queue('held_mark')" >/dev/null
+hnode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of held_mark)")
+hfirst=$(q "$hnode" -c "BEGIN" -c "SELECT sbq_send('held_mark', 'prepared')" -c "PREPARE TRANSACTION 'sbq_held_mark'" | head -1)
+hsent=""
+for i in 1 2 3; do
+    hsent="$hsent $(q "$pc" -c "SET lock_timeout = '5s'" -c "SELECT sbq_send('held_mark', 'after') > $hfirst" 2>&1 | tr '\n' ' ')"
+done
+hsent="$hsent $(q "$hnode" -c "SET lock_timeout = '5s'" -c "SELECT sbq_send('held_mark', 'after') > $hfirst" 2>&1 | tr '\n' ' ')"
+q "$hnode" -c "COMMIT PREPARED 'sbq_held_mark'" >/dev/null
+is "$hsent|$(q "$pc" -c "SELECT count(*) FROM sbq_peek('held_mark', 10)")" " t  t  t  t |5" \
+    "sends go on beside a prepared transaction that holds the queue's sequence mark"
+q "$pc" -c "SELECT sbq_delete_queue('held_mark')" >/dev/null
 # and so is a routed call that waits for a lock, with log_lock_waits on (a send to the
 # queue while a session of its node holds its messages' shard)
 enode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of emptied)")
@@ -932,6 +948,26 @@ for port in "$pw1" "$pw2"; do
 done
 is "$(q "$pc" -d half -c "SET client_min_messages = warning" -c "SELECT 'distributed' FROM sbq_distribute()" -c "SELECT count(*) FROM sbq_queues" 2>&1 | tr '\n' ' ')" "distributed 0 " \
     "... and completes once the workers are updated"
+# numbers near the end of bigint: a node that gives them leaves a mark that saturates
+# there; the group then moves, and the node it reaches raises its sequence as far as it
+# can rather than past the end, as does sbq_undistribute() (a database of its own; the
+# messages are not received: a lock token carries 62 bits of a number)
+scripts/citus_cluster.sh start "$work" top >/dev/null
+q "$pc" -d top -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_distribute()" \
+    -c "SELECT sbq_create_queue('topq')" >/dev/null
+tshard=$(q "$pc" -d top -c "SELECT get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('topq'))")
+tfrom=$(q "$pc" -d top -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $tshard")
+tto=$pw1
+[ "$tfrom" = "$pw1" ] && tto=$pw2
+q "$tfrom" -d top -c "SELECT setval('sbq.message_seq', 9223372036854775807 - 64 * 500000 - 64
+                        + (SELECT groupid FROM pg_dist_local_group))" >/dev/null
+tlast=$(q "$pc" -d top -c "SELECT sbq_send('topq', 'near the end')")
+q "$pc" -d top -c "SET client_min_messages = warning" \
+    -c "SELECT citus_move_shard_placement($tshard, '127.0.0.1', $tfrom, '127.0.0.1', $tto, shard_transfer_mode => 'block_writes')" >/dev/null
+tnext=$(q "$pc" -d top -c "SELECT sbq_send('topq', 'moved')" 2>&1)
+is "$(q "$pc" -d top -c "SELECT $tnext > $tlast" 2>&1)|$(q "$pc" -d top -c "SET client_min_messages = warning" \
+        -c "SELECT 'back' FROM sbq_undistribute()" -c "SELECT count(*) FROM sbq_peek('topq', 10)" 2>&1 | tr '\n' ' ')" \
+    "t|back 2 " "a queue whose numbers neared the end of bigint moves, gets higher ones, and goes back to one server"
 len=$(q "$pw1" -c "SELECT * FROM sbq_routed_group(0, repeat('x', 100000))" 2>&1 | sed -n 's/^ERROR: *//p' | wc -c)
 is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes")" short \
     "a name of any length given to sbq_routed_group() is cut short in its error"
