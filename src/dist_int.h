@@ -47,7 +47,7 @@ extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
 #define SBQ_MARK_NODE_SHIFT		"24"
 
 /* this backend's top-level statement runs sbq_routed (dist_log.c) */
-extern void sbq_routed_note_running(void);
+extern void sbq_routed_note_running(Oid fnoid);
 
 /* dist_layout.c: the sequences of this node, stepping from its group id */
 extern bool sbq_dist_range_sequences(void);

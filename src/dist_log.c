@@ -34,6 +34,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/elog.h"
 #include "utils/lsyscache.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -54,10 +55,12 @@
  * A backend's own messages leave out only a statement that parse analysis
  * found to be exactly a call of sbqueue's sbq_routed with constant
  * arguments, from its analysis on (a cancel while it is planned included):
- * no other statement can hide itself from the log by looking like one. (A
- * backend that loaded sbqueue only to run the call, without the preload,
- * had no hook at its analysis: sbq_routed itself then notes the statement,
- * which it runs at the top level.) Other processes' statements (in a
+ * no other statement can hide itself from the log by looking like one, and
+ * the same text found to be another statement later (the names in it mean
+ * other things) is forgotten. (A backend that loaded sbqueue only to run the
+ * call, without the preload, had no hook at its analysis: sbq_routed itself
+ * then notes the statement, when it names sbq_routed's own schema.) Other
+ * processes' statements (in a
  * deadlock's detail, in a crash report) are judged by their text, in the
  * exact form Citus sends; a statement that cannot be judged whole goes too.
  *
@@ -73,21 +76,35 @@ static char *sbq_routed_text = NULL;
 /* sbqueue's sbq_routed, last found (an OID is not given to another function in practice) */
 static Oid	sbq_routed_oid = InvalidOid;
 
-/* the statement this backend loaded sbqueue in: its transaction and start */
+/* the statement this backend loaded sbqueue in: its transaction and text */
 static LocalTransactionId sbq_loaded_lxid = InvalidLocalTransactionId;
-static TimestampTz sbq_loaded_stmt_start = 0;
+static char *sbq_loaded_text = NULL;
 
 static bool sbq_routed_whole(const char *q, size_t n, bool cut);
 
-/* Remember text, a copy, as the statement of a routed call. */
+/* Remember text, a copy, as the statement of a routed call (the copy first: it may fail). */
 static void
 sbq_routed_remember(const char *text)
 {
+	char	   *copy;
+
 	if (sbq_routed_text != NULL && strcmp(sbq_routed_text, text) == 0)
 		return;
+	copy = MemoryContextStrdup(TopMemoryContext, text);
 	if (sbq_routed_text != NULL)
 		pfree(sbq_routed_text);
-	sbq_routed_text = MemoryContextStrdup(TopMemoryContext, text);
+	sbq_routed_text = copy;
+}
+
+/* Forget the remembered statement. */
+static void
+sbq_routed_forget(void)
+{
+	char	   *old = sbq_routed_text;
+
+	sbq_routed_text = NULL;
+	if (old != NULL)
+		pfree(old);
 }
 
 /* Whether funcid is sbqueue's sbq_routed. */
@@ -147,35 +164,51 @@ sbq_routed_query(Query *query)
 	return sbq_is_routed_function(fexpr->funcid);
 }
 
-/* After parse analysis: a top-level statement that is a routed call is remembered. */
+/*
+ * After parse analysis of a top-level statement: remembered if it is a
+ * routed call, and the remembered one forgotten if it is the same text
+ * found to be no routed call now (the names in it mean other things).
+ */
 static void
 sbq_dist_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
+	const char *text = pstate->p_sourcetext;
+
 	if (sbq_prev_post_parse_analyze)
 		sbq_prev_post_parse_analyze(pstate, query, jstate);
-	if (pstate->p_sourcetext != NULL && pstate->p_sourcetext == debug_query_string &&
-		strncmp(pstate->p_sourcetext, "SELECT r FROM ", 14) == 0 &&
-		sbq_routed_query(query) &&
-		sbq_routed_whole(pstate->p_sourcetext, strlen(pstate->p_sourcetext), false))
-		sbq_routed_remember(pstate->p_sourcetext);
+	if (text == NULL || text != debug_query_string)
+		return;
+	if (strncmp(text, "SELECT r FROM ", 14) == 0 && sbq_routed_query(query) &&
+		sbq_routed_whole(text, strlen(text), false))
+		sbq_routed_remember(text);
+	else if (sbq_routed_text != NULL && strcmp(sbq_routed_text, text) == 0)
+		sbq_routed_forget();
 }
 
 /*
  * sbq_routed_note_running
- *		sbq_routed runs: when this backend loaded sbqueue in this very
- *		statement, no hook saw its analysis, and the statement, if of the
- *		form, is remembered now (sbq_routed).
+ *		sbq_routed (function fnoid) runs: when this backend loaded sbqueue
+ *		in this very statement (the same transaction and text; Bind loads it
+ *		and Execute runs it), no hook saw its analysis, and the statement, if
+ *		it is of the form and names the function's schema, is remembered now.
  */
 void
-sbq_routed_note_running(void)
+sbq_routed_note_running(Oid fnoid)
 {
-	if (MyProc == NULL || debug_query_string == NULL ||
-		sbq_loaded_lxid == InvalidLocalTransactionId || sbq_loaded_lxid != SBQ_MY_LXID() ||
-		sbq_loaded_stmt_start != GetCurrentStatementStartTimestamp() ||
-		strncmp(debug_query_string, "SELECT r FROM ", 14) != 0 ||
-		!sbq_routed_whole(debug_query_string, strlen(debug_query_string), false))
+	const char *q = debug_query_string;
+	const char *qnsp;
+	size_t		len;
+
+	if (MyProc == NULL || q == NULL || sbq_loaded_text == NULL ||
+		sbq_loaded_lxid != SBQ_MY_LXID() || strcmp(sbq_loaded_text, q) != 0)
 		return;
-	sbq_routed_remember(debug_query_string);
+	qnsp = quote_identifier(get_namespace_name(get_func_namespace(fnoid)));
+	len = strlen(qnsp);
+	if (strncmp(q, "SELECT r FROM ", 14) != 0 || strncmp(q + 14, qnsp, len) != 0 ||
+		strncmp(q + 14 + len, ".sbq_routed(", 12) != 0 ||
+		!sbq_routed_whole(q, strlen(q), false))
+		return;
+	sbq_routed_remember(q);
 }
 
 /* a scan of a statement's text: where it is, where it ends, and whether it ran out */
@@ -510,9 +543,10 @@ sbq_dist_log_hook_install(void)
 	sbq_prev_post_parse_analyze = post_parse_analyze_hook;
 	post_parse_analyze_hook = sbq_dist_post_parse_analyze;
 	/* loaded by a statement (no preload): the hook did not see its analysis */
-	if (IsUnderPostmaster && MyProc != NULL && debug_query_string != NULL)
+	if (IsUnderPostmaster && MyProc != NULL && debug_query_string != NULL &&
+		strncmp(debug_query_string, "SELECT r FROM ", 14) == 0)
 	{
 		sbq_loaded_lxid = SBQ_MY_LXID();
-		sbq_loaded_stmt_start = GetCurrentStatementStartTimestamp();
+		sbq_loaded_text = MemoryContextStrdup(TopMemoryContext, debug_query_string);
 	}
 }

@@ -667,7 +667,7 @@ sbq_routed(PG_FUNCTION_ARGS)
 	fn = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	/* sent from this backend and not delegated: Citus ran it where it was made */
 	sbq_dist_require_delegated();
-	sbq_routed_note_running();
+	sbq_routed_note_running(fcinfo->flinfo->fn_oid);
 	/*
 	 * The call first, which takes no lock: then whether this node holds the
 	 * key's group, by what this backend knows. The routed function itself

@@ -335,11 +335,21 @@ sbq_mark_entry(const SbqMarkKey *k)
  * next one that starts: so a write that would wait for a row tries the
  * next, each for a moment (SBQ_MARK_TRY_WAIT), and only the last waits as
  * any write does (a lock held on the whole table, say by a move, is waited
- * for there).
+ * for there; so is a lock_timeout of the caller's shorter than a try's).
+ * Each try is a subtransaction with an id of its own: a transaction takes
+ * at most SBQ_MARK_SUBXACTS of them for marks, and then writes as any write
+ * does, so a transaction that marks many keys does not fill its backend's
+ * cache of subtransaction ids (past 64 every snapshot of the node would
+ * look further).
  */
 #define SBQ_MARK_TRIES			8
 #define SBQ_MARK_TRY_SHIFT		18
-#define SBQ_MARK_TRY_WAIT		"10ms"
+#define SBQ_MARK_TRY_WAIT_MS	10
+#define SBQ_MARK_SUBXACTS		16
+
+/* the subtransactions mark writes took in the transaction of sbq_mark_subxacts_lxid */
+static LocalTransactionId sbq_mark_subxacts_lxid = InvalidLocalTransactionId;
+static int	sbq_mark_subxacts = 0;
 
 StaticAssertDecl(SBQ_MARK_TRIES <= (1 << (24 - SBQ_MARK_TRY_SHIFT)),
 				 "the tries of a mark write fit below the node's bits");
@@ -355,11 +365,19 @@ sbq_mark_write(Datum *values)
 	volatile int try;
 
 	Assert(procno < (1 << SBQ_MARK_TRY_SHIFT));
-	for (try = 0; try < SBQ_MARK_TRIES - 1; try++)
+	if (sbq_mark_subxacts_lxid != SBQ_MY_LXID())
+	{
+		sbq_mark_subxacts_lxid = SBQ_MY_LXID();
+		sbq_mark_subxacts = 0;
+	}
+	for (try = 0; try < SBQ_MARK_TRIES - 1 && sbq_mark_subxacts < SBQ_MARK_SUBXACTS &&
+		 (LockTimeout == 0 || LockTimeout > SBQ_MARK_TRY_WAIT_MS); try++)
 	{
 		MemoryContext cxt = CurrentMemoryContext;
 		ResourceOwner owner = CurrentResourceOwner;
 		volatile bool done = false;
+
+		sbq_mark_subxacts++;
 
 		values[1] = Int32GetDatum(procno | (try << SBQ_MARK_TRY_SHIFT));
 		/* pinned at the section's level: the subtransaction's end would unpin them */
@@ -370,8 +388,8 @@ sbq_mark_write(Datum *values)
 		{
 			int			level = NewGUCNestLevel();
 
-			(void) set_config_option("lock_timeout", SBQ_MARK_TRY_WAIT, PGC_USERSET,
-									 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+			(void) set_config_option("lock_timeout", CppAsString2(SBQ_MARK_TRY_WAIT_MS),
+									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 			(void) sbq_exec(&stmt_mark_write, values, NULL);
 			AtEOXact_GUC(true, level);
 			ReleaseCurrentSubTransaction();
@@ -383,18 +401,16 @@ sbq_mark_write(Datum *values)
 		{
 			ErrorData  *edata;
 
+			/* the subtransaction ends first, whatever the error: then it goes on up */
 			MemoryContextSwitchTo(cxt);
 			edata = CopyErrorData();
-			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			{
-				FreeErrorData(edata);
-				PG_RE_THROW();
-			}
 			FlushErrorState();
-			FreeErrorData(edata);
 			RollbackAndReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;
+			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+				ReThrowError(edata);
+			FreeErrorData(edata);
 		}
 		PG_END_TRY();
 		if (done)

@@ -459,17 +459,15 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 		ErrorData  *edata;
 		bool		isnull;
 
+		/* the subtransaction ends first, whatever the error */
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		if (sbq_error_ends_pass(edata))
-		{
-			FreeErrorData(edata);
-			PG_RE_THROW();
-		}
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		if (sbq_error_ends_pass(edata))
+			ReThrowError(edata);
 		sbq_forward_hops = 0;
 		*failed = row;
 		ereport(WARNING,

@@ -625,6 +625,15 @@ q "$pc" -c "SELECT sbq_delete_queue('negative')" >/dev/null
 q "$pc" -c "SELECT sbq_create_queue('held_mark')" >/dev/null
 hnode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of held_mark)")
 hfirst=$(q "$hnode" -c "BEGIN" -c "SELECT sbq_send('held_mark', 'prepared')" -c "PREPARE TRANSACTION 'sbq_held_mark'" | head -1)
+# (the next backend there takes the preparer's number, and its first send to the queue
+# waits for that row: a statement timeout that ends the wait leaves its session usable,
+# as any error in the write does)
+htimed=$("$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$hnode" -U postgres -d app \
+    -c "SELECT 'pid ' || pg_backend_pid(), (SELECT count(*) FROM sbq_peek('held_mark', 1))" -c "SET statement_timeout = '5ms'" \
+    -c "SELECT sbq_send('held_mark', 'timed out')" -c "RESET statement_timeout" -c "SELECT 'usable'" 2>&1)
+htpid=$(echo "$htimed" | sed -n 's/^pid \([0-9]*\).*$/\1/p')
+is "$(echo "$htimed" | grep -c "canceling statement due to statement timeout")|$(echo "$htimed" | tail -1)" "1|usable" \
+    "a send whose mark write waits and times out leaves its session usable"
 hsent=""
 for i in 1 2 3; do
     hsent="$hsent $(q "$pc" -c "SET lock_timeout = '5s'" -c "SELECT sbq_send('held_mark', 'after') > $hfirst" 2>&1 | tr '\n' ' ')"
@@ -634,6 +643,25 @@ q "$hnode" -c "COMMIT PREPARED 'sbq_held_mark'" >/dev/null
 is "$hsent|$(q "$pc" -c "SELECT count(*) FROM sbq_peek('held_mark', 10)")" " t  t  t  t |5" \
     "sends go on beside a prepared transaction that holds the queue's sequence mark"
 q "$pc" -c "SELECT sbq_delete_queue('held_mark')" >/dev/null
+
+# a transaction that writes the first marks of many keys on one node takes at most 16
+# subtransactions for them (each takes a transaction id, and past 64 a backend's cache
+# of them overflows, which every snapshot of the node then pays for): the transaction
+# ids the node gave while one statement sent to some 60 new queues (its other backends'
+# included) are fewer than the sends, where one each would make them more
+q "$pc" -c "SELECT count(sbq_create_queue('many' || g)) FROM generate_series(1, 120) g" >/dev/null
+mnode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of many1)")
+mnames=$(q "$pc" -c "SELECT string_agg(quote_literal('many' || g), ',') FROM generate_series(1, 120) g,
+                       pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+                      WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('many' || g))
+                        AND n.nodeport = $mnode")
+mx0=$(q "$mnode" -c "SELECT pg_current_xact_id()")
+msent=$(q "$mnode" -c "SELECT count(sbq_send(x, 'one')) FROM unnest(ARRAY[$mnames]) x" 2>&1)
+mx1=$(q "$mnode" -c "SELECT pg_current_xact_id()")
+is "$([ "$msent" -ge 40 ] && echo many) $([ $((mx1 - mx0 - 1)) -lt $((msent - 5)) ] && echo fewer ||
+        echo "$((mx1 - mx0 - 1)) ids for $msent sends")" "many fewer" \
+    "a transaction that marks many keys on a node takes at most 16 subtransactions for them"
+q "$pc" -c "SELECT count(sbq_delete_queue('many' || g)) FROM generate_series(1, 120) g" >/dev/null
 # and so is a routed call that waits for a lock, with log_lock_waits on (a send to the
 # queue while a session of its node holds its messages' shard)
 enode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of emptied)")
@@ -848,7 +876,7 @@ is "$(echo "$held" | tr ' ' '\n' | grep -cx "$now")" 1 \
 q "$pc" -c "SELECT sbq_delete_queue('$lq')" >/dev/null
 
 # an immediate stop of a worker loses no committed message of its queues
-q "$pc" -c "SELECT count(sbq_send('Spread' || (g % 20 + 1), ('s' || g)::bytea)) FROM generate_series(1, 100) g" >/dev/null
+q "$pc" -c "SELECT count(sbq_send('Spread' || (g % 20 + 1), ('s' || g)::bytea)) FROM generate_series(1, 120) g" >/dev/null
 before=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
 "${as_pg[@]}" "$PGBIN/pg_ctl" -D "$work/w1/data" -m immediate -w stop >/dev/null
 "${as_pg[@]}" "$PGBIN/pg_ctl" -D "$work/w1/data" -o "-p $pw1" -l "$work/w1/server.log" -w start >/dev/null
@@ -981,6 +1009,7 @@ for node in coord w1 w2; do
         grep "STATEMENT:  DROP ROLE sbq_viewer" | sed -n 's/^.*UTC \[\([0-9]*\)\].*$/\1/p' | tr '\n' '|')
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
         grep -v -E "\[(${cancelled}x)\] ERROR:  canceling statement due to user request$" |
+        grep -v -E "\[${htpid:-x}\] ERROR:  canceling statement due to statement timeout$" |
         grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down|not yet accepting connections)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist|parameterized queries for SQL functions referencing distributed tables" || true)
     is "$errs" "" "no ERROR, FATAL or PANIC in the log of $node"
     # what each one came with (its detail, context and statement), and what every

@@ -15,6 +15,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
 use SbqNode;
@@ -100,6 +101,22 @@ $node->psql('postgres', q{
 like(log_from($off), qr/STATEMENT:.*MARK3c/,
 	'a statement that runs sbq_routed inside another function is logged with its statement');
 
+# 3c. a routed call's text that means something else later (a domain named text first
+# on search_path: no constant, and code that runs) is logged with its statement then
+$off = -s $node->logfile;
+$node->psql('postgres', q{
+	SELECT r FROM public.sbq_routed(1, 'public.no_such_function(text)'::text, '{MARK7}'::text[]) r(r);
+	CREATE DOMAIN evil.text AS pg_catalog.text CHECK (VALUE <> 'public.no_such_function(text)');
+	SET search_path = evil, pg_catalog, public;
+	SELECT r FROM public.sbq_routed(1, 'public.no_such_function(text)'::text, '{MARK7}'::text[]) r(r);
+	RESET search_path;
+	DROP DOMAIN evil.text;
+}, on_error_stop => 0);
+$log = log_from($off);
+like($log, qr/ERROR:.*no_such_function/, 'a routed call is logged');
+like($log, qr/violates check constraint.*\n.*STATEMENT:.*MARK7/,
+	'... and the same text, no routed call once search_path changed, with its statement');
+
 # 4. a deadlock between a statement of the routed form (its second line, past
 # track_activity_query_size, holds a secret) and another one: the detail for the
 # log shows the first as a routed call, no line of it, and the second whole
@@ -162,5 +179,33 @@ $plain->psql('postgres',
 $log = substr(slurp_file($plain->logfile), $off);
 like($log, qr/ERROR:.*no_such_function/, 'without the preload, a routed call that fails is logged');
 unlike($log, qr/MARK6/, '... without its statement, in the backend it loaded sbqueue in');
+
+# ... also over the extended protocol (sbqueue loads at Bind, the call runs at Execute)
+my $script = $plain->basedir . '/routed.sql';
+PostgreSQL::Test::Utils::append_to_file($script,
+	"SELECT r FROM public.sbq_routed(1, 'public.no_such_function(text)'::text, '{MARK9}'::text[]) r(r);\n");
+$off = -s $plain->logfile;
+IPC::Run::run([ 'pgbench', '-n', '-t', '1', '-M', 'extended', '-f', $script,
+	'-h', $plain->host, '-p', $plain->port, 'postgres' ], '>', \my $pgb_out, '2>', \my $pgb_err);
+$log = substr(slurp_file($plain->logfile), $off);
+like($log, qr/ERROR:.*no_such_function/, '... over the extended protocol it is logged');
+unlike($log, qr/MARK9/, '... without its statement');
+
+# but not a statement that calls another function named sbq_routed, which loads sbqueue
+$off = -s $plain->logfile;
+$plain->psql('postgres', q{
+	CREATE FUNCTION pg_temp.sbq_routed(integer, text, text[]) RETURNS SETOF text[]
+	LANGUAGE plpgsql AS $$
+	BEGIN
+		BEGIN
+			PERFORM public.sbq_routed(1, 'public.no_such_function(text)', '{}');
+		EXCEPTION WHEN others THEN
+		END;
+		RAISE EXCEPTION 'borrowed fails';
+	END $$;
+	SELECT r FROM pg_temp.sbq_routed(1, 'MARK8'::text, '{}'::text[]) r(r);
+}, on_error_stop => 0);
+like(substr(slurp_file($plain->logfile), $off), qr/STATEMENT:.*MARK8/,
+	'... and a statement that loads sbqueue calling sbq_routed inside is logged with its statement');
 $plain->stop;
 done_testing();
