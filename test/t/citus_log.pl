@@ -43,6 +43,19 @@ $node->safe_psql('postgres', q{
 	END $$;
 });
 
+# a function named sbq_routed, in pg_temp, that calls sbqueue's inside and then fails
+my $borrowed = q{
+	CREATE FUNCTION pg_temp.sbq_routed(integer, text, text[]) RETURNS SETOF text[]
+	LANGUAGE plpgsql AS $$
+	BEGIN
+		BEGIN
+			PERFORM public.sbq_routed(1, 'public.no_such_function(text)', '{}');
+		EXCEPTION WHEN others THEN
+		END;
+		RAISE EXCEPTION 'borrowed fails';
+	END $$;
+};
+
 # the log from offset on
 sub log_from
 {
@@ -86,18 +99,9 @@ unlike($log, qr/MARK3a/, '... while the routed call before it is not');
 # 3b. nor is a statement that calls another function named sbq_routed which calls
 # sbqueue's inside (as a statement that runs sbq_routed somewhere would)
 $off = -s $node->logfile;
-$node->psql('postgres', q{
-	CREATE FUNCTION pg_temp.sbq_routed(integer, text, text[]) RETURNS SETOF text[]
-	LANGUAGE plpgsql AS $$
-	BEGIN
-		BEGIN
-			PERFORM public.sbq_routed(1, 'public.no_such_function(text)', '{}');
-		EXCEPTION WHEN others THEN
-		END;
-		RAISE EXCEPTION 'borrowed fails';
-	END $$;
-	SELECT r FROM pg_temp.sbq_routed(1, 'MARK3c'::text, '{}'::text[]) r(r);
-}, on_error_stop => 0);
+$node->psql('postgres', $borrowed
+	  . q{SELECT r FROM pg_temp.sbq_routed(1, 'MARK3c'::text, '{}'::text[]) r(r);},
+	on_error_stop => 0);
 like(log_from($off), qr/STATEMENT:.*MARK3c/,
 	'a statement that runs sbq_routed inside another function is logged with its statement');
 
@@ -193,18 +197,9 @@ unlike($log, qr/MARK9/, '... without its statement');
 
 # but not a statement that calls another function named sbq_routed, which loads sbqueue
 $off = -s $plain->logfile;
-$plain->psql('postgres', q{
-	CREATE FUNCTION pg_temp.sbq_routed(integer, text, text[]) RETURNS SETOF text[]
-	LANGUAGE plpgsql AS $$
-	BEGIN
-		BEGIN
-			PERFORM public.sbq_routed(1, 'public.no_such_function(text)', '{}');
-		EXCEPTION WHEN others THEN
-		END;
-		RAISE EXCEPTION 'borrowed fails';
-	END $$;
-	SELECT r FROM pg_temp.sbq_routed(1, 'MARK8'::text, '{}'::text[]) r(r);
-}, on_error_stop => 0);
+$plain->psql('postgres', $borrowed
+	  . q{SELECT r FROM pg_temp.sbq_routed(1, 'MARK8'::text, '{}'::text[]) r(r);},
+	on_error_stop => 0);
 like(substr(slurp_file($plain->logfile), $off), qr/STATEMENT:.*MARK8/,
 	'... and a statement that loads sbqueue calling sbq_routed inside is logged with its statement');
 $plain->stop;
