@@ -37,6 +37,10 @@ extern const char *const sbq_dist_tables[SBQ_DIST_NTABLES];
 #define SBQ_SEQ_TOP_SQL			"(9223372036854775807 - 128)"
 #define SBQ_SEQ_TOP_INT_SQL		"(2147483647 - 128)"
 
+/* n, in SQL, at most top less margin, so that adding margin stays below top (NULL stays) */
+#define SBQ_SEQ_CAP(n, top, margin) \
+	"(CASE WHEN " n " > " top " - " margin " THEN " top " - " margin " ELSE " n " END)"
+
 /*
  * The rows of sbq.queue_counters that hold sequence marks (dist_storage.c,
  * sbq_sequence_mark): queue id -1, which no queue or topic has; shard the

@@ -514,24 +514,24 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 		sbq_layout_sql(psprintf("INSERT INTO sbq.%s SELECT * FROM pg_temp.sbq_back_%s",
 								sbq_dist_tables[i], sbq_dist_tables[i]));
 	}
-	sbq_layout_sql("SELECT pg_catalog.setval('sbq.message_seq', (CASE WHEN m.n > " SBQ_SEQ_TOP_SQL " - 1048576 THEN " SBQ_SEQ_TOP_SQL " - 1048576 ELSE m.n END) + 1048576)"
+	sbq_layout_sql("SELECT pg_catalog.setval('sbq.message_seq', " SBQ_SEQ_CAP("m.n", SBQ_SEQ_TOP_SQL, "1048576") " + 1048576)"
 				   "  FROM (SELECT pg_catalog.max(x) AS n FROM ("
 				   "        SELECT pg_catalog.max(sequence_number) AS x FROM sbq.messages"
 				   "        UNION ALL SELECT pg_catalog.max(sequence_number) FROM sbq.dead_letters"
 				   "        UNION ALL SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled"
 				   "        UNION ALL SELECT k.n FROM pg_temp.sbq_back_marks k) u) m,"
 				   "       sbq.message_seq s"
-				   " WHERE (CASE WHEN m.n > " SBQ_SEQ_TOP_SQL " - 1048576 THEN " SBQ_SEQ_TOP_SQL " - 1048576 ELSE m.n END) >= s.last_value");
-	sbq_layout_sql("SELECT pg_catalog.setval('sbq.queue_id_seq', (CASE WHEN m.n > " SBQ_SEQ_TOP_INT_SQL " - 1024 THEN " SBQ_SEQ_TOP_INT_SQL " - 1024 ELSE m.n END) + 1024)"
+				   " WHERE " SBQ_SEQ_CAP("m.n", SBQ_SEQ_TOP_SQL, "1048576") " >= s.last_value");
+	sbq_layout_sql("SELECT pg_catalog.setval('sbq.queue_id_seq', " SBQ_SEQ_CAP("m.n", SBQ_SEQ_TOP_INT_SQL, "1024") " + 1024)"
 				   "  FROM (SELECT pg_catalog.max(x) AS n FROM ("
 				   "        SELECT pg_catalog.max(queue_id) AS x FROM sbq.queues"
 				   "        UNION ALL SELECT pg_catalog.max(topic_id) FROM sbq.topics) u) m,"
 				   "       sbq.queue_id_seq s"
-				   " WHERE (CASE WHEN m.n > " SBQ_SEQ_TOP_INT_SQL " - 1024 THEN " SBQ_SEQ_TOP_INT_SQL " - 1024 ELSE m.n END) >= s.last_value");
-	sbq_layout_sql("SELECT pg_catalog.setval('sbq.session_seq', (CASE WHEN m.n > " SBQ_SEQ_TOP_SQL " - 1048576 THEN " SBQ_SEQ_TOP_SQL " - 1048576 ELSE m.n END) + 1048576)"
+				   " WHERE " SBQ_SEQ_CAP("m.n", SBQ_SEQ_TOP_INT_SQL, "1024") " >= s.last_value");
+	sbq_layout_sql("SELECT pg_catalog.setval('sbq.session_seq', " SBQ_SEQ_CAP("m.n", SBQ_SEQ_TOP_SQL, "1048576") " + 1048576)"
 				   "  FROM (SELECT pg_catalog.max(session_key) AS n FROM sbq.sessions) m,"
 				   "       sbq.session_seq s"
-				   " WHERE (CASE WHEN m.n > " SBQ_SEQ_TOP_SQL " - 1048576 THEN " SBQ_SEQ_TOP_SQL " - 1048576 ELSE m.n END) >= s.last_value");
+				   " WHERE " SBQ_SEQ_CAP("m.n", SBQ_SEQ_TOP_SQL, "1048576") " >= s.last_value");
 	SPI_finish();
 	AtEOXact_GUC(true, level);
 	PG_RETURN_VOID();

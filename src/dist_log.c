@@ -60,9 +60,9 @@
  * other things) is forgotten. (A backend that loaded sbqueue only to run the
  * call, without the preload, had no hook at its analysis: sbq_routed itself
  * then notes the statement, when it names sbq_routed's own schema.) Other
- * processes' statements (in a
- * deadlock's detail, in a crash report) are judged by their text, in the
- * exact form Citus sends; a statement that cannot be judged whole goes too.
+ * processes' statements (in a deadlock's detail, in a crash report) are
+ * judged by their text, in the exact form Citus sends; a statement that
+ * cannot be judged whole goes too.
  *
  * Logging every statement (log_statement, log_min_duration_statement) is
  * the server's owner's choice, and not changed.

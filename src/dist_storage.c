@@ -106,8 +106,7 @@ sbq_group_plan(SbqStatement *st, int which, int flavour)
  * (a mark saturates there) counts as the sequence's top less the margin:
  * the raise must not overflow, and the numbers given there run out anyway.
  */
-#define SBQ_FLOOR_N(cte, margin, top) \
-	"(CASE WHEN " cte ".n > " top " - " margin " THEN " top " - " margin " ELSE " cte ".n END)"
+#define SBQ_FLOOR_N(cte, margin, top) SBQ_SEQ_CAP(cte ".n", top, margin)
 #define SBQ_FLOOR(seq, cte, margin, top) \
 	"(SELECT pg_catalog.setval('sbq." seq "', " \
 	"  (" SBQ_FLOOR_N(cte, margin, top) " + " margin ")" \
@@ -333,7 +332,7 @@ sbq_mark_entry(const SbqMarkKey *k)
  * A row stays locked by a prepared transaction that wrote it until that
  * ends, and a backend that ended after preparing gives its number to the
  * next one that starts: so a write that would wait for a row tries the
- * next, each for a moment (SBQ_MARK_TRY_WAIT), and only the last waits as
+ * next, each for a moment (SBQ_MARK_TRY_WAIT_MS), and only the last waits as
  * any write does (a lock held on the whole table, say by a move, is waited
  * for there; so is a lock_timeout of the caller's shorter than a try's).
  * Each try is a subtransaction with an id of its own: a transaction takes
