@@ -263,13 +263,15 @@ $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 # that the launcher replaced before the postmaster had freed its slot) makes
 # it launch fewer. The probes run during the start-up look (a few seconds)
 # and while the workers take turns after it. Both workers run in only a third
-# to a half of that time, so the probes come every 250 ms until one of them has
-# run with both sbqueue workers up, and at least 8 have run, or 9 s have gone
-# by (the sampler watches for 10 s at least).
+# to a half of that time (on a loaded machine, where the passes that follow the
+# look are short, far less: one CI run saw both up in 35 of 987 samples), so
+# the probes come every 250 ms until one of them has run with both sbqueue
+# workers up, and at least 8 have run, or 20 s have gone by (the sampler
+# watches for 10 s at least, and 70 s at most).
 my @probes;
 my $probe_start = time;
 while (@probes < 8
-	|| (!grep { $_->{busy} == 2 } @probes) && time - $probe_start < 9)
+	|| (!grep { $_->{busy} == 2 } @probes) && time - $probe_start < 20)
 {
 	push @probes, parallel_probe();
 	usleep(250_000);
