@@ -398,15 +398,8 @@ sbq_mark_write(Datum *values)
 		}
 		PG_CATCH();
 		{
-			ErrorData  *edata;
+			ErrorData  *edata = sbq_subxact_failed(cxt, owner);
 
-			/* the subtransaction ends first, whatever the error: then it goes on up */
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
 			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
 				ReThrowError(edata);
 			FreeErrorData(edata);

@@ -456,16 +456,9 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = sbq_subxact_failed(cxt, owner);
 		bool		isnull;
 
-		/* the subtransaction ends first, whatever the error */
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
 		if (sbq_error_ends_pass(edata))
 			ReThrowError(edata);
 		sbq_forward_hops = 0;

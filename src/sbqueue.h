@@ -28,6 +28,7 @@
 #include "utils/array.h"
 #include "utils/inval.h"
 #include "utils/jsonb.h"
+#include "utils/resowner.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
@@ -251,6 +252,7 @@ extern void sbq_exact_interval(Interval *iv);
 extern void sbq_check_interval_range(const char *argname, const Interval *iv,
 									 int64 min_usecs, int64 max_usecs);
 extern int64 sbq_token_sequence(const pg_uuid_t *token);
+extern ErrorData *sbq_subxact_failed(MemoryContext cxt, ResourceOwner owner);
 extern void sbq_make_lock_token(int64 seq, pg_uuid_t *token);
 extern char *sbq_token_string(const pg_uuid_t *token);
 extern void sbq_check_json_object(const char *argname, Jsonb *j);

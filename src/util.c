@@ -33,6 +33,7 @@
 #include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -580,6 +581,29 @@ sbq_check_interval_range(const char *argname, const Interval *iv,
 				 errdetail("It must be between " INT64_FORMAT " and " INT64_FORMAT " seconds.",
 						   min_usecs / USECS_PER_SEC, max_usecs / USECS_PER_SEC)));
 	}
+}
+
+/*
+ * sbq_subxact_failed
+ *		In the PG_CATCH of a subtransaction (BeginInternalSubTransaction,
+ *		with cxt and owner current before it):
+ *		end the subtransaction, whatever the error, and return a copy of the
+ *		error for the caller to pass on (ReThrowError) or to free. Ending it
+ *		first matters: an error passed on with the subtransaction open leaves
+ *		the session's transaction in a state its statements cannot use.
+ */
+ErrorData *
+sbq_subxact_failed(MemoryContext cxt, ResourceOwner owner)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return edata;
 }
 
 /*
