@@ -6,7 +6,11 @@ package SbqNode;
 use strict;
 use warnings;
 
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More ();
+use Time::HiRes qw(time usleep);
 
 # A started server named $name with sbqueue preloaded and the maintenance
 # worker off (the test runs sbq_maintain() itself, when it wants to), and
@@ -22,6 +26,44 @@ sub preloaded
 		  . ($conf // ''));
 	$node->start;
 	return $node;
+}
+
+# poll_query_until for a server that may be in crash-restart: true once
+# $query in $dbname returns $expected (default 't'), false after the default
+# timeout. The query goes in psql's -c, not its stdin: a psql that exits at
+# once (connection refused while the server recovers) would otherwise make
+# IPC::Run die of a broken pipe as it writes the query, and end the test.
+sub poll_until
+{
+	my ($node, $dbname, $query, $expected) = @_;
+	$expected //= 't';
+	my $cmd = [ 'psql', '-XAt', '-d', $node->connstr($dbname), '-c', $query ];
+	my ($out, $err) = ('', '');
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		($out, $err) = ('', '');
+		eval { IPC::Run::run($cmd, '<', '/dev/null', '>', \$out, '2>', \$err) };
+		chomp($out);
+		return 1 if $out eq $expected && $err eq '';
+		usleep(100_000);
+	}
+	Test::More::diag("poll_until timed out: $query\nexpected: $expected\nlast: $out\n$err");
+	return 0;
+}
+
+# After a kill -9 of one of $node's processes: wait until the log past byte
+# $offset shows the crash-restart, then until the server takes connections
+# again. True on success, false after the default timeout.
+sub wait_crash_restart
+{
+	my ($node, $offset) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (slurp_file($node->logfile, $offset) !~ /all server processes terminated; reinitializing/)
+	{
+		return 0 if time > $deadline;
+		usleep(100_000);
+	}
+	return poll_until($node, 'postgres', 'SELECT 1', '1');
 }
 
 1;

@@ -160,7 +160,7 @@ my $pid = $node->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%evil.sbq_routed%'});
 $off = -s $node->logfile;
 kill 'KILL', $pid;
-$node->poll_query_until('postgres', 'SELECT true');
+SbqNode::wait_crash_restart($node, $off) or die 'the server did not come back after the kill';
 eval { $t->quit; };
 $log = log_from($off);
 like($log, qr/terminated by signal 9/, 'the postmaster reports the process killed');

@@ -71,9 +71,11 @@ for (1 .. 100)
 	usleep(100_000);
 }
 like($pid, qr/^\d+$/, 'a backend to kill');
+my $off = -s $node->logfile;
 kill 'KILL', $pid;
 $sleeper->finish;
-ok($node->poll_query_until('postgres', "SELECT count(*) FROM sbq_peek('c', 10)", '1'),
+ok(SbqNode::wait_crash_restart($node, $off)
+	  && SbqNode::poll_until($node, 'postgres', "SELECT count(*) FROM sbq_peek('c', 10)", '1'),
 	'the server is back after the SIGKILL');
 my ($rc2, $out2, $err2) = $node->psql('postgres', "SELECT sbq_complete('c', '$token'::uuid)");
 like($err2, qr/message lock lost/, 'the token of a lease lost in the crash is SB002');

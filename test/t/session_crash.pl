@@ -220,9 +220,11 @@ for (1 .. 100)
 	usleep(100_000);
 }
 like($pid, qr/^\d+$/, 'a backend to kill');
+my $off = -s $node->logfile;
 kill 'KILL', $pid;
 $sleeper->finish;
-ok($node->poll_query_until('postgres', q{SELECT count(*) FROM sbq_peek('sq', 10)}, '1'),
+ok(SbqNode::wait_crash_restart($node, $off)
+	  && SbqNode::poll_until($node, 'postgres', q{SELECT count(*) FROM sbq_peek('sq', 10)}, '1'),
 	'the server is back after the SIGKILL');
 like(slurp_file($node->logfile), qr/all server processes terminated; reinitializing/,
 	'it went through crash recovery');

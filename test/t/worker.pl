@@ -17,6 +17,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 
 my $node = PostgreSQL::Test::Cluster->new('worker');
 $node->init;
@@ -226,7 +229,7 @@ my $victim = $node->background_psql('postgres');
 my $victim_pid = $victim->query_safe('SELECT pg_backend_pid()');
 kill 'KILL', $victim_pid;
 eval { $victim->quit };
-ok($node->poll_query_until('postgres',
+ok(SbqNode::poll_until($node, 'postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'sbqueue launcher' AND pid <> $launcher", '1'),
 	'the launcher runs again after a crash-restart');
 workers_are('db1,db3r', 'the workers run again after a crash-restart');

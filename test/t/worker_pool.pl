@@ -25,6 +25,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use Time::HiRes qw(time usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
 
 # the databases with sbqueue; db01 also holds the sampler and the parallel
 # query's table, db02 .. db06 get an over-delivered message each, db29 is
@@ -484,7 +487,7 @@ eval { $blocker->quit };
 # the postmaster takes a killed backend as a crash: every process ends,
 # shared memory is made again (the registry and the leases with it), and the
 # launcher starts again
-ok($node->poll_query_until('postgres',
+ok(SbqNode::poll_until($node, 'postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'sbqueue launcher' AND pid <> $launcher_before",
 		'1'),
 	'after the kill the server crash-restarts and a new launcher runs');
