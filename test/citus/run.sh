@@ -120,6 +120,12 @@ wait_for() {
     return 1
 }
 
+# Wait (up to 30 s) until a session of the node at port $1 sleeps in pg_sleep: a
+# holder started in the background has taken what it holds.
+wait_sleeping() {
+    wait_for "$1" "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'PgSleep'" t 30 >/dev/null
+}
+
 # --- CREATE EXTENSION on the coordinator: every node's worker within seconds
 q "$pc" -c "CREATE EXTENSION sbqueue"
 for port in "$pc" "$pw1" "$pw2"; do
@@ -326,7 +332,7 @@ is "$(q "$pc" -c "BEGIN READ ONLY" -c "SELECT count(*) > 0 FROM sbq_peek('spread
 q "$pc" -c "SELECT sbq_create_queue('Holdup')" -c "SELECT sbq_send('Holdup', 'held')" >/dev/null
 q "$pc" -c "BEGIN" -c "SELECT count(*) FROM sbq_receive('Holdup')" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
 holder=$!
-sleep 1.5
+wait_sleeping "$pc"
 is "$(q "$pc" -c "SET statement_timeout = '4s'" -c "SELECT sbq_send('Holdup', 'beside') > 0" 2>&1)" t \
     "a session's first call on a node is not held up by another's open transaction there"
 wait "$holder"
@@ -337,7 +343,7 @@ q "$pc" -c "SELECT sbq_delete_queue('Holdup')" >/dev/null
 q "$pc" -c "SELECT sbq_create_queue('Settings')" >/dev/null
 q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
 holder=$!
-sleep 1.5
+wait_sleeping "$pc"
 is "$(q "$pc" -c "SET lock_timeout = '300ms'" -c "SET statement_timeout = '3s'" \
         -c "SELECT sbq_send('Settings', 'waits') > 0" 2>&1 | sed -n 's/^ERROR: *//p')" \
     "canceling statement due to lock timeout" "a routed call waits no longer than the caller's lock_timeout"
@@ -349,7 +355,7 @@ for port in "$pw1" "$pw2"; do
 done
 q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
 holder=$!
-sleep 1.5
+wait_sleeping "$pc"
 is "$(q "$pc" -c "SET statement_timeout = '3s'" -c "SELECT sbq_send('Settings', 'waits') > 0" 2>&1 |
         sed -n 's/^ERROR: *//p')" \
     "canceling statement due to lock timeout" "... and the node's own lock_timeout where the caller has only its server's"
@@ -363,10 +369,11 @@ is "$(q "$pc" -c "SET IntervalStyle = 'iso_8601'" \
 # a view read and sbq_maintain() through the coordinator carry them to every node too:
 # neither waits past the caller's lock_timeout for a shard a node holds locked
 mshard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.messages', sbq.entity_key('settings'))")
-q "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $mshard")" \
+mnode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $mshard")
+q "$mnode" \
     -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE sbq.messages_$mshard IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(8)" -c "ROLLBACK" >/dev/null &
 holder=$!
-sleep 1.5
+wait_sleeping "$mnode"
 for sql in "SELECT count(*) FROM sbq_queue_stats" "SELECT sbq_maintain() IS NOT NULL"; do
     q "$pc" -c "SET lock_timeout = '300ms'" -c "SET statement_timeout = '3s'" -c "$sql" 2>&1 | sed -n 's/^ERROR: *//p'
 done >"$work/group_settings"
@@ -675,10 +682,10 @@ q "$enode" >/dev/null 2>&1 <<SQL &
 SET citus.enable_manual_changes_to_shards = on;
 BEGIN;
 LOCK TABLE sbq.messages_$mshard IN EXCLUSIVE MODE;
-SELECT pg_sleep(1.5);
+SELECT pg_sleep(3);
 COMMIT;
 SQL
-sleep 0.5
+wait_sleeping "$enode"
 waited=$(q "$pc" -c "SELECT sbq_send('emptied', 'body $secret') > 0" 2>&1)
 wait
 q "$enode" -c "ALTER SYSTEM RESET log_lock_waits" -c "ALTER SYSTEM RESET deadlock_timeout" -c "SELECT pg_reload_conf()" >/dev/null
@@ -914,15 +921,15 @@ is "$(q "$pc" -c "SELECT active_count = (SELECT count(*) FROM sbq_peek('spread8'
 # before sbq_undistribute() starts and commits after: the call waits for it (a send
 # that committed after its copy of the rows was lost with its shard)
 total=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
-q "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of spread1)")" \
-    >"$work/undistribute.worker" 2>&1 <<'SQL' &
+unode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of spread1)")
+q "$unode" >"$work/undistribute.worker" 2>&1 <<'SQL' &
 BEGIN;
 SELECT sbq_send('spread1', 'during') > 0;
 SELECT pg_sleep(4) \g /dev/null
 SELECT count(*) >= 0 FROM sbq_peek('spread1/$deadletterqueue', 1);
 COMMIT;
 SQL
-sleep 1
+wait_sleeping "$unode"
 # (meanwhile the queue emptied above is emptied again on a node made to give numbers
 # far above every number the messages left hold, the one sent meanwhile included)
 q "$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of emptied)")" \

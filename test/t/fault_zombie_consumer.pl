@@ -22,7 +22,9 @@ use Time::HiRes qw(time usleep);
 use SbqFault;
 
 my $node = SbqFault::new_node('f2');
-SbqFault::create_queue($node, 'f2', lock => 5, mdc => 10);
+# 10 s: B's process, started while the zombie's locks hold, may take seconds
+# to start on a loaded machine
+SbqFault::create_queue($node, 'f2', lock => 10, mdc => 10);
 my $ci = SbqFault::conninfo($node);
 my $hist = SbqFault::history('f2');
 my @common = ('--conninfo', $ci, '--queue', 'f2', '--history', $hist);

@@ -112,7 +112,9 @@ my $sample = qq{
 my $sampler = $node->background_psql('postgres', on_error_stop => 1);
 my ($samples, $bad, %seen) = (0, 0);
 my $first_bad = '';
-while (time < $t0 + 10)
+# 10 s covers the moves; on a slow machine the sampling goes on (up to 30 s)
+# until it has its 100 samples
+while (time < $t0 + 10 || ($samples < 100 && time < $t0 + 30))
 {
 	my $out = $sampler->query_safe($sample);
 	$samples++;

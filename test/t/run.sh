@@ -49,11 +49,13 @@ if [ "$(id -u)" = 0 ]; then
     run_as=(runuser -u postgres --)
 fi
 
-# the tests' own servers only: nothing from the caller's environment
+# the tests' own servers only: nothing from the caller's environment. The timeout
+# is PostgreSQL's own default, 180 s: it bounds each poll, and a background psql's
+# whole life unless the test restarts its timer per query
 cd "$work" || exit 1
 "${run_as[@]}" env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGDATA \
     PATH="$bindir:$PATH" PERL5LIB="$perllib${PERL5LIB:+:$PERL5LIB}" \
-    PG_REGRESS="$pg_regress" TESTDIR="$work" PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-60}" \
+    PG_REGRESS="$pg_regress" TESTDIR="$work" PG_TEST_TIMEOUT_DEFAULT="${PG_TEST_TIMEOUT_DEFAULT:-180}" \
     prove --timer "$@" 2>&1 | tee "$work/prove.out"
 rc=${PIPESTATUS[0]}
 

@@ -135,7 +135,7 @@ is(messages(), 'b1:1 a2:1 a3:1 a4:0 b2:0', 'before the crash');
 
 ### the crash
 $node->stop('immediate');
-$open->quit;
+eval { $open->quit };
 $node->start;
 
 ### after it: what was committed survives

@@ -25,7 +25,7 @@ use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
 use SbqNode;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 
 my $max_locks = 1024;
 my $fill = 700;
@@ -273,9 +273,12 @@ $holder->query_safe('COMMIT');
 $holder->quit;
 
 # ... and when that settlement rolls back, the message's lock comes back with the
-# session's renewed expiry: it does not run out under the session lock
+# session's renewed expiry: it does not run out under the session lock. 10 s
+# locks: the renew must come before the first expiry, after two psql starts
+# and 3 s, on however loaded a machine
+my $t_o1 = time;
 sql('review', q{
-	SELECT sbq_create_queue('rolled', requires_session => true, lock_duration => '5 s',
+	SELECT sbq_create_queue('rolled', requires_session => true, lock_duration => '10 s',
 	                        max_delivery_count => 1);
 	SELECT sbq_send('rolled', 'o1', session_id => 'O');
 	SELECT sbq_send('rolled', 'o2', session_id => 'O');
@@ -286,11 +289,12 @@ my $settler = $node->background_psql('review', on_error_stop => 0);
 $settler->query_safe('BEGIN');
 $settler->query_safe(q{SELECT sbq_abandon('rolled', tok('o1'))});
 usleep(3_000_000);
-ok(sql('review', q{SELECT sbq_renew_session('rolled', tok('O')) > now() + interval '4 s'}),
+ok(sql('review', q{SELECT sbq_renew_session('rolled', tok('O')) > now() + interval '9 s'}),
 	'the session is renewed while another transaction abandons o1');
 $settler->query_safe('ROLLBACK');
 $settler->quit;
-usleep(2_500_000);
+# past o1's first expiry
+usleep(int(($t_o1 + 10.5 - time) * 1e6)) if $t_o1 + 10.5 > time;
 is(sql('review', q{SELECT try($$SELECT sbq_complete('rolled', tok('o1'))$$)}), 'ok',
 	'that abandon rolled back: past o1\'s first expiry, under the renewed session lock, o1 completes');
 is(sql('review', q{SELECT count(*) FROM sbq_peek('rolled/$deadletterqueue', 10)}), '0',

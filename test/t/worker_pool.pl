@@ -249,6 +249,8 @@ is($node->safe_psql('db01', qq{
 # database unknown, every one due at once).
 my $boot = start_sampler('boot', \@dbs, '10 s', '70 s');
 $par = $node->background_psql('db01');
+# the timeout is per query: the session lives through the phases that follow
+$par->set_query_timer_restart;
 $par->query_safe('SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; '
 	  . 'SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 4');
 
@@ -268,16 +270,16 @@ $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 # and while the workers take turns after it. Both workers run in only a third
 # to a half of that time (on a loaded machine, where the passes that follow the
 # look are short, far less: one CI run saw both up in 35 of 987 samples), so
-# the probes come every 250 ms until one of them has run with both sbqueue
-# workers up, and at least 8 have run, or 20 s have gone by (the sampler
-# watches for 10 s at least, and 70 s at most).
+# the probes come every 250 ms, and every 50 ms once 8 have run, until one of
+# them has run with both sbqueue workers up, or 20 s have gone by (the
+# sampler watches for 10 s at least, and 70 s at most).
 my @probes;
 my $probe_start = time;
 while (@probes < 8
 	|| (!grep { $_->{busy} == 2 } @probes) && time - $probe_start < 20)
 {
 	push @probes, parallel_probe();
-	usleep(250_000);
+	usleep(@probes < 8 ? 250_000 : 50_000);
 }
 my $br = finish_sampler($boot, 0);
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()');
