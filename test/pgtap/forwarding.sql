@@ -18,7 +18,7 @@
 -- the hops a message made count across its dead-letterings, so that a loop through
 -- dead-letter sub-queues ends too (R10.15); one that cannot go is deferred where it is.
 BEGIN;
-SELECT plan(90);
+SELECT plan(94);
 
 \ir bad_input_setup.psql
 
@@ -382,6 +382,28 @@ RESET client_min_messages;
 DROP TRIGGER poison ON sbq.messages;
 SELECT is((SELECT count(DISTINCT body) || '/' || count(*) FROM sbq_peek('dl_p_dest', 100)) || ' ' || pg_temp.dlq('dl_p')::text,
     '39/39 {"poison deferred: Bad"}', '... each once');
+
+-- an error that ends the pass (a lock timeout, a cancel) in a forward: the pass fails with
+-- it, its forwarding subtransaction ended first, and the caller's block goes on
+CREATE FUNCTION pg_temp.stall() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF convert_from(NEW.body, 'UTF8') = 'stall' THEN
+        RAISE 'stalled' USING ERRCODE = 'lock_not_available';
+    END IF;
+    RETURN NEW;
+END $$;
+DO $$ BEGIN
+    PERFORM sbq_create_queue('dl_s_dest');
+    PERFORM sbq_create_queue('dl_s', forward_dead_lettered_messages_to => 'dl_s_dest');
+    PERFORM sbq_send('dl_s', 'stall');
+END $$;
+SELECT is(pg_temp.kill('dl_s'), 1, 'a dead letter whose forward will stall');
+CREATE TRIGGER stall BEFORE INSERT ON sbq.messages FOR EACH ROW EXECUTE FUNCTION pg_temp.stall();
+SELECT throws_ok($$SELECT sbq_maintain()$$, '55P03', 'stalled', 'a lock timeout in a forward ends the pass with it');
+SELECT is((SELECT count(*) FROM sbq_peek('dl_s/$deadletterqueue', 10)) || ' ' || (SELECT count(*) FROM sbq_peek('dl_s_dest', 10)),
+    '1 0', '... and the block that caught it goes on: the dead letter is where it was');
+DROP TRIGGER stall ON sbq.messages;
+SELECT is(pg_temp.pass(), '1/0', '... and the next pass forwards it');
 
 -- rights: manage on both ends
 SET LOCAL ROLE fw_owner;
