@@ -23,6 +23,10 @@ $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'sbqueue'
 autovacuum = off
 sbqueue.maintenance_interval = '200ms'
+# an idle worker ticks every second, not every minute: the end of the held
+# transaction below is seen at once, and the ticks that must not vacuum while
+# it holds are many
+sbqueue.idle_maintenance_interval = '1s'
 sbqueue.vacuum_threshold = 1000
 min_parallel_index_scan_size = 0
 });
