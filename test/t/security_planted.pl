@@ -20,6 +20,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
 use SbqNode;
@@ -206,15 +207,26 @@ is(pwned('shop'), '',
 # --- the worker, in a database whose owner set that path for it
 $node->safe_psql('shop', q{
 	SELECT sbqueue.sbq_create_queue('wq', dead_lettering_on_message_expiration => true);
-	SELECT sbqueue.sbq_send('wq', 'expires'::text, time_to_live => '1 second');
 	SELECT sbqueue.sbq_send('wq', 'stays'::text);
 });
 $node->safe_psql('shop', 'ALTER DATABASE shop SET search_path = trojan, pg_catalog',
 	extra_params => [ '-U', 'dbo' ]);
-# the worker picks the setting up when it connects again
-$node->safe_psql('postgres', q{
-	SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-	 WHERE backend_type LIKE 'sbqueue%' AND datname = 'shop'});
+# the worker picks the setting up when it connects again: the worker there now
+# goes before the message expires, so that the one that dead-letters it is a
+# worker that connected with the setting
+my $t_sent = time;
+my $old = $node->safe_psql('shop', q{
+	SELECT sbqueue.sbq_send('wq', 'expires'::text, time_to_live => '3 seconds');
+	SELECT pg_catalog.string_agg(pid::text, ',') FROM pg_catalog.pg_stat_activity
+	 WHERE backend_type LIKE 'sbqueue%' AND datname = 'shop' AND pg_catalog.pg_terminate_backend(pid)});
+$old = (split /\n/, $old)[1] // '';
+if ($old ne '')
+{
+	ok($node->poll_query_until('postgres',
+			"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid IN ($old)"),
+		'the worker that connected before the setting is gone');
+	cmp_ok(time - $t_sent, '<', 3, '... before the message expired (the test is not too slow)');
+}
 ok( $node->poll_query_until('shop', q{
 		SELECT pg_catalog.count(*) OPERATOR(pg_catalog.=) 1
 		  FROM sbqueue.sbq_peek('wq/$deadletterqueue', 10)}),
