@@ -10,8 +10,10 @@
 # session, receive 10, complete them, receive again and find none, release), and
 # commits after each session; it adds up the time of each call (clock_timestamp()
 # around it). The plain cycle of the same 10 messages (receive 10, complete them,
-# commit) runs the same way. Each round drains a fresh fill; the median round's
-# microseconds per session (per 10 messages) is printed as a Markdown table.
+# commit) runs the same way. Each round drains a fresh fill, the two drains taking
+# turns to go first, with a VACUUM of the messages between them. Printed as a Markdown
+# table: each call's median microseconds per session (per 10 messages) over the
+# rounds, and the median, lowest and highest of each drain's total per round.
 #
 # Measures the sbqueue installed for $PG_CONFIG (it builds nothing: run `make
 # install` first). One throwaway server (scripts/pgserver.sh --preload, the
@@ -100,27 +102,41 @@ SELECT count(sbq_send('sq', 'session message body'::text,
 SELECT count(sbq_send('pq', 'session message body'::text)) FROM generate_series(1, $sessions * 10);
 VACUUM ANALYZE sbq.messages;
 SET synchronous_commit = off;
-CALL drain_sessions($r, $sessions);
-CALL drain_plain($r, $sessions);
+$([ $((r % 2)) = 1 ] && echo "CALL drain_sessions($r, $sessions);" || echo "CALL drain_plain($r, $sessions);")
+VACUUM sbq.messages;
+$([ $((r % 2)) = 1 ] && echo "CALL drain_plain($r, $sessions);" || echo "CALL drain_sessions($r, $sessions);")
 SQL
 done
 
-echo "bench/session_calls.sh $sessions $rounds: the server's microseconds per session of 10 messages (per 10 plain ones), median of $rounds rounds"
+echo "bench/session_calls.sh $sessions $rounds: the server's microseconds per session of 10 messages (per 10 plain ones), $rounds rounds"
 echo
-echo "| call | µs |"
-echo "|---|---:|"
-psql -X -q -At -F ' | ' -c "
-    WITH m AS (SELECT what, percentile_disc(0.5) WITHIN GROUP (ORDER BY seconds) * 1e6 AS us
-                 FROM timings GROUP BY what),
-         tot AS (SELECT split_part(what, ':', 1) || ': all' AS what, sum(us) AS us
-                   FROM m GROUP BY split_part(what, ':', 1))
-    SELECT l, v FROM (
-        SELECT what AS k, 0 AS total, '| ' || what AS l, round(us::numeric, 1) || ' |' AS v FROM m
-        UNION ALL
-        SELECT what, 1, '| **' || what || '**', '**' || round(us::numeric, 1) || '** |' FROM tot) x
-     ORDER BY split_part(k, ':', 1) DESC, total, k"
+echo "| call | µs (median) | lowest | highest |"
+echo "|---|---:|---:|---:|"
 psql -X -q -At -c "
-    SELECT 'session drain / plain cycle, server time: '
-           || round((sum(us) FILTER (WHERE what LIKE 'plain%') / sum(us) FILTER (WHERE what LIKE 'session%'))::numeric, 2) || 'x'
-      FROM (SELECT what, percentile_disc(0.5) WITHIN GROUP (ORDER BY seconds) * 1e6 AS us
-              FROM timings GROUP BY what) m"
+    WITH per_call AS (
+        SELECT what AS k, 0 AS total, '| ' || what AS label,
+               percentile_disc(0.5) WITHIN GROUP (ORDER BY seconds) * 1e6 AS med,
+               min(seconds) * 1e6 AS lo, max(seconds) * 1e6 AS hi
+          FROM timings GROUP BY what),
+    per_round AS (
+        SELECT round, split_part(what, ':', 1) AS side, sum(seconds) AS seconds
+          FROM timings GROUP BY round, split_part(what, ':', 1)),
+    totals AS (
+        SELECT side AS k, 1 AS total, '| **' || side || ', the round''s total**' AS label,
+               percentile_disc(0.5) WITHIN GROUP (ORDER BY seconds) * 1e6 AS med,
+               min(seconds) * 1e6 AS lo, max(seconds) * 1e6 AS hi
+          FROM per_round GROUP BY side)
+    SELECT label || ' | ' || round(med::numeric, 1) || ' | ' || round(lo::numeric, 1) || ' | '
+           || round(hi::numeric, 1) || ' |'
+      FROM (SELECT * FROM per_call UNION ALL SELECT * FROM totals) x
+     ORDER BY split_part(k, ':', 1) DESC, total, k"
+echo
+psql -X -q -At -c "
+    WITH per_round AS (
+        SELECT round, split_part(what, ':', 1) AS side, sum(seconds) AS seconds
+          FROM timings GROUP BY round, split_part(what, ':', 1)),
+    med AS (SELECT side, percentile_disc(0.5) WITHIN GROUP (ORDER BY seconds) AS s
+              FROM per_round GROUP BY side)
+    SELECT 'a session drain''s rate against the plain cycle''s, in the server (median totals): '
+           || round(((SELECT s FROM med WHERE side = 'plain') / (SELECT s FROM med WHERE side = 'session'))::numeric, 2)
+           || 'x'"

@@ -120,10 +120,12 @@ wait_for() {
     return 1
 }
 
-# Wait (up to 30 s) until a session of the node at port $1 sleeps in pg_sleep: a
-# holder started in the background has taken what it holds.
+# Wait (up to 30 s) until a holder started in the background (application_name
+# sbq_holder) sleeps in pg_sleep on the node at port $1: it has taken what it holds.
 wait_sleeping() {
-    wait_for "$1" "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'PgSleep'" t 30 >/dev/null
+    wait_for "$1" "SELECT count(*) > 0 FROM pg_stat_activity
+                    WHERE application_name = 'sbq_holder' AND wait_event = 'PgSleep'" t 30 >/dev/null ||
+        not_ok "a holder in the background took what it holds on the node of port $1"
 }
 
 # --- CREATE EXTENSION on the coordinator: every node's worker within seconds
@@ -330,7 +332,7 @@ is "$(q "$pc" -c "BEGIN READ ONLY" -c "SELECT count(*) > 0 FROM sbq_peek('spread
 # a transaction left open after its first call on a node (a receive in BEGIN, the work
 # still being done) does not hold up the first call of another session on that node
 q "$pc" -c "SELECT sbq_create_queue('Holdup')" -c "SELECT sbq_send('Holdup', 'held')" >/dev/null
-q "$pc" -c "BEGIN" -c "SELECT count(*) FROM sbq_receive('Holdup')" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
+PGAPPNAME=sbq_holder q "$pc" -c "BEGIN" -c "SELECT count(*) FROM sbq_receive('Holdup')" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
 holder=$!
 wait_sleeping "$pc"
 is "$(q "$pc" -c "SET statement_timeout = '4s'" -c "SELECT sbq_send('Holdup', 'beside') > 0" 2>&1)" t \
@@ -341,7 +343,7 @@ q "$pc" -c "SELECT sbq_delete_queue('Holdup')" >/dev/null
 # a routed call runs with the caller's settings: its lock_timeout (a send waits for an
 # open delete of its queue), and the formats its errors show values in
 q "$pc" -c "SELECT sbq_create_queue('Settings')" >/dev/null
-q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
+PGAPPNAME=sbq_holder q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
 holder=$!
 wait_sleeping "$pc"
 is "$(q "$pc" -c "SET lock_timeout = '300ms'" -c "SET statement_timeout = '3s'" \
@@ -353,7 +355,7 @@ wait "$holder"
 for port in "$pw1" "$pw2"; do
     q "$port" -c "ALTER SYSTEM SET lock_timeout = '300ms'" -c "SELECT pg_reload_conf()" >/dev/null
 done
-q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
+PGAPPNAME=sbq_holder q "$pc" -c "BEGIN" -c "SELECT sbq_delete_queue('Settings')" -c "SELECT pg_sleep(6)" -c "ROLLBACK" >/dev/null &
 holder=$!
 wait_sleeping "$pc"
 is "$(q "$pc" -c "SET statement_timeout = '3s'" -c "SELECT sbq_send('Settings', 'waits') > 0" 2>&1 |
@@ -370,7 +372,7 @@ is "$(q "$pc" -c "SET IntervalStyle = 'iso_8601'" \
 # neither waits past the caller's lock_timeout for a shard a node holds locked
 mshard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.messages', sbq.entity_key('settings'))")
 mnode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $mshard")
-q "$mnode" \
+PGAPPNAME=sbq_holder q "$mnode" \
     -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE sbq.messages_$mshard IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(8)" -c "ROLLBACK" >/dev/null &
 holder=$!
 wait_sleeping "$mnode"
@@ -678,7 +680,7 @@ mshard=$(q "$pc" -c "SELECT get_shard_id_for_distribution_column('sbq.messages',
 q "$enode" -c "ALTER SYSTEM SET log_lock_waits = on" -c "ALTER SYSTEM SET deadlock_timeout = '200ms'" \
     -c "SELECT pg_reload_conf()" >/dev/null
 secret=$(q "$pc" -c "SELECT gen_random_uuid()")
-q "$enode" >/dev/null 2>&1 <<SQL &
+PGAPPNAME=sbq_holder q "$enode" >/dev/null 2>&1 <<SQL &
 SET citus.enable_manual_changes_to_shards = on;
 BEGIN;
 LOCK TABLE sbq.messages_$mshard IN EXCLUSIVE MODE;
@@ -922,7 +924,7 @@ is "$(q "$pc" -c "SELECT active_count = (SELECT count(*) FROM sbq_peek('spread8'
 # that committed after its copy of the rows was lost with its shard)
 total=$(q "$pc" -c "SELECT sum(n) FROM (SELECT (SELECT count(*) FROM sbq_peek('spread' || g, 1000)) AS n FROM generate_series(1, 20) g) x")
 unode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of spread1)")
-q "$unode" >"$work/undistribute.worker" 2>&1 <<'SQL' &
+PGAPPNAME=sbq_holder q "$unode" >"$work/undistribute.worker" 2>&1 <<'SQL' &
 BEGIN;
 SELECT sbq_send('spread1', 'during') > 0;
 SELECT pg_sleep(4) \g /dev/null

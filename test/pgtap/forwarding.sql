@@ -18,7 +18,7 @@
 -- the hops a message made count across its dead-letterings, so that a loop through
 -- dead-letter sub-queues ends too (R10.15); one that cannot go is deferred where it is.
 BEGIN;
-SELECT plan(94);
+SELECT plan(95);
 
 \ir bad_input_setup.psql
 
@@ -399,9 +399,12 @@ DO $$ BEGIN
 END $$;
 SELECT is(pg_temp.kill('dl_s'), 1, 'a dead letter whose forward will stall');
 CREATE TRIGGER stall BEFORE INSERT ON sbq.messages FOR EACH ROW EXECUTE FUNCTION pg_temp.stall();
+SELECT current_setting('search_path') AS fw_path \gset
 SELECT throws_ok($$SELECT sbq_maintain()$$, '55P03', 'stalled', 'a lock timeout in a forward ends the pass with it');
+SELECT is(current_setting('search_path'), :'fw_path',
+    '... and the block that caught it goes on with its own settings, not the pass''s');
 SELECT is((SELECT count(*) FROM sbq_peek('dl_s/$deadletterqueue', 10)) || ' ' || (SELECT count(*) FROM sbq_peek('dl_s_dest', 10)),
-    '1 0', '... and the block that caught it goes on: the dead letter is where it was');
+    '1 0', '... the dead letter where it was');
 DROP TRIGGER stall ON sbq.messages;
 SELECT is(pg_temp.pass(), '1/0', '... and the next pass forwards it');
 

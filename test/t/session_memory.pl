@@ -276,7 +276,6 @@ $holder->quit;
 # session's renewed expiry: it does not run out under the session lock. 10 s
 # locks: the renew must come before the first expiry, after two psql starts
 # and 3 s, on however loaded a machine
-my $t_o1 = time;
 sql('review', q{
 	SELECT sbq_create_queue('rolled', requires_session => true, lock_duration => '10 s',
 	                        max_delivery_count => 1);
@@ -285,6 +284,7 @@ sql('review', q{
 	INSERT INTO tok SELECT 'O', session_token FROM sbq_accept_session('rolled', 'O');
 	INSERT INTO tok SELECT 'o1', lock_token FROM sbq_receive_session('rolled', tok('O'), 1);
 });
+my $t_o1 = time;    # o1's lock began before this
 my $settler = $node->background_psql('review', on_error_stop => 0);
 $settler->query_safe('BEGIN');
 $settler->query_safe(q{SELECT sbq_abandon('rolled', tok('o1'))});
