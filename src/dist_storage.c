@@ -379,10 +379,7 @@ sbq_mark_write(Datum *values)
 		sbq_mark_subxacts++;
 
 		values[1] = Int32GetDatum(procno | (try << SBQ_MARK_TRY_SHIFT));
-		/* pinned at the section's level: the subtransaction's end would unpin them */
-		sbq_storage_pin_settings();
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(cxt);
+		sbq_storage_subxact_begin();
 		PG_TRY();
 		{
 			int			level = NewGUCNestLevel();
@@ -391,9 +388,7 @@ sbq_mark_write(Datum *values)
 									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 			(void) sbq_exec(&stmt_mark_write, values, NULL);
 			AtEOXact_GUC(true, level);
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
+			sbq_subxact_commit(cxt, owner);
 			done = true;
 		}
 		PG_CATCH();

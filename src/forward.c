@@ -440,19 +440,14 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 	ResourceOwner owner = CurrentResourceOwner;
 	int64		counts[2] = {0, 0};	/* forwarded, kept: in memory, kept over a longjmp */
 	volatile uint64 row = first;
-	bool		ok = true;
+	volatile bool ok = true;
 
-	/* pinned at the section's level: the subtransaction's end would unpin them */
-	sbq_storage_pin_settings();
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
+	sbq_storage_subxact_begin();
 	PG_TRY();
 	{
 		for (; row < last; row++)
 			(void) sbq_forward_one_dead_letter(source, rows, row, &counts[0], &counts[1]);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sbq_subxact_commit(cxt, owner);
 	}
 	PG_CATCH();
 	{

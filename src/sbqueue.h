@@ -252,6 +252,7 @@ extern void sbq_exact_interval(Interval *iv);
 extern void sbq_check_interval_range(const char *argname, const Interval *iv,
 									 int64 min_usecs, int64 max_usecs);
 extern int64 sbq_token_sequence(const pg_uuid_t *token);
+extern void sbq_subxact_commit(MemoryContext cxt, ResourceOwner owner);
 extern ErrorData *sbq_subxact_failed(MemoryContext cxt, ResourceOwner owner);
 extern void sbq_make_lock_token(int64 seq, pg_uuid_t *token);
 extern char *sbq_token_string(const pg_uuid_t *token);

@@ -43,6 +43,7 @@ extern void sbq_storage_begin(void);
 extern void sbq_storage_end(void);
 extern bool sbq_storage_subxact_aborted(SubTransactionId subid);
 extern void sbq_storage_pin_settings(void);
+extern void sbq_storage_subxact_begin(void);
 extern MemoryContext sbq_storage_caller_context(void);
 extern Oid	sbq_storage_epoch(void);
 extern Oid	sbq_storage_caller(void);

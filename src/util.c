@@ -584,6 +584,36 @@ sbq_check_interval_range(const char *argname, const Interval *iv,
 }
 
 /*
+ * sbq_storage_subxact_begin
+ *		Begin a subtransaction in the storage section, in the caller's memory
+ *		context, the section's settings pinned first at the section's own
+ *		level (the subtransaction's end would unpin them). It ends with
+ *		sbq_subxact_commit, or in its PG_CATCH with sbq_subxact_failed.
+ */
+void
+sbq_storage_subxact_begin(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	sbq_storage_pin_settings();
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+}
+
+/*
+ * sbq_subxact_commit
+ *		Commit a subtransaction (BeginInternalSubTransaction, with cxt and
+ *		owner current before it), and go on in cxt under owner.
+ */
+void
+sbq_subxact_commit(MemoryContext cxt, ResourceOwner owner)
+{
+	ReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+}
+
+/*
  * sbq_subxact_failed
  *		In the PG_CATCH of a subtransaction (BeginInternalSubTransaction,
  *		with cxt and owner current before it):
