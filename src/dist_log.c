@@ -202,7 +202,10 @@ sbq_routed_note_running(Oid fnoid)
 	if (MyProc == NULL || q == NULL || sbq_loaded_text == NULL ||
 		sbq_loaded_lxid != SBQ_MY_LXID() || strcmp(sbq_loaded_text, q) != 0)
 		return;
-	qnsp = quote_identifier(get_namespace_name(get_func_namespace(fnoid)));
+	qnsp = get_namespace_name(get_func_namespace(fnoid));
+	if (qnsp == NULL)			/* dropped meanwhile */
+		return;
+	qnsp = quote_identifier(qnsp);
 	len = strlen(qnsp);
 	if (strncmp(q, "SELECT r FROM ", 14) != 0 || strncmp(q + 14, qnsp, len) != 0 ||
 		strncmp(q + 14 + len, ".sbq_routed(", 12) != 0 ||

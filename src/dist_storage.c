@@ -350,6 +350,13 @@ sbq_mark_entry(const SbqMarkKey *k)
 static LocalTransactionId sbq_mark_subxacts_lxid = InvalidLocalTransactionId;
 static int	sbq_mark_subxacts = 0;
 
+/*
+ * The try whose row this backend's last mark write went into: the next
+ * starts there, and a write past the subtransactions' limit (or with a short
+ * lock_timeout of the caller's) goes there, not into a row it found held.
+ */
+static int	sbq_mark_try_ok = 0;
+
 StaticAssertDecl(SBQ_MARK_TRIES <= (1 << (24 - SBQ_MARK_TRY_SHIFT)),
 				 "the tries of a mark write fit below the node's bits");
 
@@ -369,7 +376,7 @@ sbq_mark_write(Datum *values)
 		sbq_mark_subxacts_lxid = SBQ_MY_LXID();
 		sbq_mark_subxacts = 0;
 	}
-	for (try = 0; try < SBQ_MARK_TRIES - 1 && sbq_mark_subxacts < SBQ_MARK_SUBXACTS &&
+	for (try = sbq_mark_try_ok; try < SBQ_MARK_TRIES - 1 && sbq_mark_subxacts < SBQ_MARK_SUBXACTS &&
 		 (LockTimeout == 0 || LockTimeout > SBQ_MARK_TRY_WAIT_MS); try++)
 	{
 		MemoryContext cxt = CurrentMemoryContext;
@@ -401,10 +408,14 @@ sbq_mark_write(Datum *values)
 		}
 		PG_END_TRY();
 		if (done)
+		{
+			sbq_mark_try_ok = try;
 			return;
+		}
 	}
 	values[1] = Int32GetDatum(procno | (try << SBQ_MARK_TRY_SHIFT));
 	(void) sbq_exec(&stmt_mark_write, values, NULL);
+	sbq_mark_try_ok = try;
 }
 
 /*

@@ -633,7 +633,16 @@ q "$pc" -c "SELECT sbq_delete_queue('negative')" >/dev/null
 # take its backend number and with it its mark's row: each writes another row
 q "$pc" -c "SELECT sbq_create_queue('held_mark')" >/dev/null
 hnode=$(q "$pc" -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of held_mark)")
-hfirst=$(q "$hnode" -c "BEGIN" -c "SELECT sbq_send('held_mark', 'prepared')" -c "PREPARE TRANSACTION 'sbq_held_mark'" | head -1)
+# (the prepared transaction also holds the marks of nine more queues of that node)
+q "$pc" -c "SELECT count(sbq_create_queue('heldk' || g)) FROM generate_series(1, 60) g" >/dev/null
+hnames=$(q "$pc" -c "SELECT string_agg(quote_literal(x), ',') FROM (
+                       SELECT 'heldk' || g AS x FROM generate_series(1, 60) g,
+                              pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+                        WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('heldk' || g))
+                          AND n.nodeport = $hnode ORDER BY g LIMIT 9) s")
+hfirst=$(q "$hnode" -c "BEGIN" -c "SELECT sbq_send('held_mark', 'prepared')" \
+    -c "SELECT count(sbq_send(x, 'prepared')) FROM unnest(ARRAY[$hnames]) x" -c "PREPARE TRANSACTION 'sbq_held_mark'")
+hfirst=${hfirst%%$'\n'*}
 # (the next backend there takes the preparer's number, and its first send to the queue
 # waits for that row: a statement timeout that ends the wait leaves its session usable,
 # as any error in the write does)
@@ -648,7 +657,12 @@ for i in 1 2 3; do
     hsent="$hsent $(q "$pc" -c "SET lock_timeout = '5s'" -c "SELECT sbq_send('held_mark', 'after') > $hfirst" 2>&1 | tr '\n' ' ')"
 done
 hsent="$hsent $(q "$hnode" -c "SET lock_timeout = '5s'" -c "SELECT sbq_send('held_mark', 'after') > $hfirst" 2>&1 | tr '\n' ' ')"
+# one transaction of a backend there sending to the nine: past its subtransactions for
+# marks it writes where its last write went, not into a row the prepared one holds
+hmany=$(q "$hnode" -c "SET statement_timeout = '10s'" -c "SELECT count(sbq_send(x, 'after')) FROM unnest(ARRAY[$hnames]) x" 2>&1)
 q "$hnode" -c "COMMIT PREPARED 'sbq_held_mark'" >/dev/null
+is "$hmany" 9 "a transaction that sends to nine queues whose marks a prepared transaction holds does not wait for it"
+q "$pc" -c "SELECT count(sbq_delete_queue('heldk' || g)) FROM generate_series(1, 60) g" >/dev/null
 is "$hsent|$(q "$pc" -c "SELECT count(*) FROM sbq_peek('held_mark', 10)")" " t  t  t  t |5" \
     "sends go on beside a prepared transaction that holds the queue's sequence mark"
 q "$pc" -c "SELECT sbq_delete_queue('held_mark')" >/dev/null
