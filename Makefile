@@ -6,7 +6,7 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 MODULE_big = sbqueue
 OBJS = src/sbqueue.o src/api.o src/api_queues.o src/util.o \
        src/storage_core.o src/plan_key.o src/queues.o src/send.o src/send_direct.o src/counts_direct.o src/receive.o src/lease_receive.o src/lease_sweep.o \
-       src/settle.o src/api_settle.o src/topics.o src/api_topics.o src/rules.o src/topic_send.o src/forward.o src/maintain.o src/metrics.o src/rights.o src/session.o src/session_guard.o src/session_mem.o src/session_ready.o src/api_session.o \
+       src/settle.o src/api_settle.o src/topics.o src/api_topics.o src/rules.o src/topic_send.o src/forward.o src/maintain.o src/metrics.o src/rights.o src/session.o src/session_guard.o src/session_mem.o src/session_probe.o src/session_ready.o src/api_session.o \
        src/distributed.o src/dist_route.o src/dist_log.o src/dist_layout.o src/dist_storage.o src/dist_views.o src/shmem.o src/wait.o src/registry.o src/lease.o src/qstate.o src/undo.o \
        src/launcher.o src/maintenance_worker.o src/utility_hook.o \
        src/filter_lex.o src/filter_parse.o src/filter_eval.o src/filter_action.o

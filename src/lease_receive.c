@@ -55,6 +55,7 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+#include "session_mem.h"
 #include "storage_core.h"
 #include "wait.h"
 
@@ -288,6 +289,14 @@ sbq_lease_scan_session(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	Datum		values[5];
 	bool		deferred = r->session->seqs != NULL;
 
+	/* a first look at a session that has nothing: no statement (session_probe.c) */
+	if (!deferred && r->window == 0 &&
+		sbq_session_surely_empty(r->queue->queue_id, r->session->key))
+	{
+		pass->nfetched = 0;
+		pass->fetched = NULL;
+		return 0;
+	}
 	values[0] = Int32GetDatum(r->queue->queue_id);
 	values[1] = Int64GetDatum(r->session->key);
 	values[2] = TimestampTzGetDatum(r->now);

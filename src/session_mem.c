@@ -381,6 +381,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 		{
 			sbq_mem_grant(queue, key, out);
 			sbq_session_unmutex(key, taken);
+			sbq_session_probe_skip(key);
 			return true;
 		}
 		/* nothing available: off the line, if no send is in flight */

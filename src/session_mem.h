@@ -36,6 +36,10 @@ extern bool sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, 
 extern char *sbq_mem_session_id(int64 key);
 extern int	sbq_mem_expire(TimestampTz now, int limit);
 
+/* session_probe.c, for lease_receive.c */
+extern bool sbq_session_surely_empty(int32 queue_id, int64 key);
+extern void sbq_session_probe_skip(int64 key);
+
 /* session.c, for this file */
 extern bool sbq_session_row_end_stale(const SbqQueue *queue, int64 key);
 
