@@ -30,6 +30,10 @@
  * moment of the claim only, so accept-next passes over a session whose
  * holder is busy, and a named accept waits for a release in flight.
  *
+ * Where a call only asks whether a session has messages, walks the line or
+ * finds a released session drained, it reads the indexes directly instead of
+ * running a statement, when they can tell (session_probe.c).
+ *
  * Locks stored in the rows (0.7, or a server without the preload) may be
  * left from before a restart or an update: session.c's paths end them when
  * they are met (sbq_session_row_end_stale), and keep serving a row lock
@@ -98,7 +102,7 @@ static SbqStatement stmt_line = {"sessions in line", 2, {INT4OID, INT8OID},
 	"SELECT s.session_key, s.ready_seq, s.session_token IS NOT NULL, s.session_id"
 	"  FROM sbq.sessions s"
 	" WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL AND s.ready_seq > $2"
-	" ORDER BY s.queue_id, s.ready_seq LIMIT 16"
+	" ORDER BY s.queue_id, s.ready_seq LIMIT 16"	/* SBQ_LINE_BATCH */
 };
 
 /* $1 keys: held sessions accept-next passed over go to the back of the line */
@@ -187,6 +191,49 @@ sbq_mem_done(void)
 	if (SPI_tuptable != NULL)
 		SPI_freetuptable(SPI_tuptable);
 	SPI_tuptable = NULL;
+}
+
+/*
+ * sbq_mem_look
+ *		A look at the session of key (stmt_look's): -1 when it has no row;
+ *		else, with messages, whether a message is available in it (0 or 1),
+ *		and without, 0. Through the indexes when they can tell
+ *		(session_probe.c), else by the statement.
+ */
+static int
+sbq_mem_look(const SbqQueue *queue, int64 key, bool messages)
+{
+	SbqSessionProbe p = {0};
+	Datum		lv[2];
+	bool		isnull;
+	int			r;
+
+	p.queue_id = queue->queue_id;
+	p.key = key;
+	p.latest = true;
+	p.nstates = messages ? 1 : 0;
+	p.states[0] = 0;
+	p.available = true;
+	p.now = GetCurrentTimestamp();
+	switch (sbq_session_probe(&p))
+	{
+		case SBQ_PROBE_NO_ROW:
+			return -1;
+		case SBQ_PROBE_NONE:
+			return 0;
+		case SBQ_PROBE_SOME:
+			return 1;
+		case SBQ_PROBE_UNSURE:
+			break;
+	}
+	lv[0] = Int64GetDatum(key);
+	lv[1] = TimestampTzGetDatum(p.now);
+	if (sbq_exec_latest(&stmt_look, lv, NULL) != 1)
+		r = -1;
+	else
+		r = messages && DatumGetBool(sbq_col(0, 2, &isnull)) ? 1 : 0;
+	sbq_mem_done();
+	return r;
 }
 
 /*
@@ -295,7 +342,6 @@ sbq_mem_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *ou
 		int64		key;
 		bool		taken;
 		bool		expired;
-		Datum		lv[2];
 
 		if (tries > 10)
 			elog(ERROR, "session row of \"%s\" keeps changing", text_to_cstring(session_id));
@@ -328,9 +374,7 @@ sbq_mem_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *ou
 			continue;
 		}
 		/* claimed: is the row still there (a release may have forgotten it)? */
-		lv[0] = Int64GetDatum(key);
-		lv[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		if (sbq_exec_latest(&stmt_look, lv, NULL) != 1)
+		if (sbq_mem_look(queue, key, false) < 0)
 		{
 			sbq_lease_unclaim(-key);
 			sbq_session_unmutex(key, taken);
@@ -355,9 +399,9 @@ static bool
 sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *held)
 {
 	Datum		lv[2];
-	bool		isnull;
 	bool		taken;
 	bool		expired;
+	int			look;
 
 	*held = false;
 	if (!sbq_session_mutex(key, false, &taken))
@@ -371,13 +415,10 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 	if (expired)
 		sbq_mem_took_over(queue);
 	lv[0] = Int64GetDatum(key);
-	lv[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	if (sbq_exec_latest(&stmt_look, lv, NULL) == 1)
+	look = sbq_mem_look(queue, key, true);
+	if (look >= 0)
 	{
-		bool		available = DatumGetBool(sbq_col(0, 2, &isnull));
-
-		sbq_mem_done();
-		if (available)
+		if (look == 1)
 		{
 			sbq_mem_grant(queue, key, out);
 			sbq_session_unmutex(key, taken);
@@ -388,10 +429,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 		if (sbq_exec_latest(&stmt_alone, lv, NULL) == 1)
 		{
 			sbq_mem_done();
-			(void) sbq_exec_latest(&stmt_look, lv, NULL);
-			available = DatumGetBool(sbq_col(0, 2, &isnull));
-			sbq_mem_done();
-			if (available)
+			if (sbq_mem_look(queue, key, true) == 1)
 			{
 				sbq_mem_grant(queue, key, out);
 				sbq_session_unmutex(key, taken);
@@ -412,6 +450,42 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 	return false;
 }
 
+/* How many sessions in line the statement reads at a time. */
+#define SBQ_LINE_BATCH			16
+
+/*
+ * sbq_mem_line
+ *		The next sessions in line after *after (moved to the last one's mark):
+ *		their keys, whether their rows store a lock, their ids (palloc'd).
+ *		One at a time from line, a walk through the index, when there is one;
+ *		else up to SBQ_LINE_BATCH by the statement. Returns how many.
+ */
+static uint64
+sbq_mem_line(const SbqQueue *queue, SbqSessionLine *line, int64 *after, int64 *keys,
+			 bool *row_held, char **ids)
+{
+	Datum		values[2];
+	uint64		n;
+	uint64		i;
+
+	if (line != NULL)
+		return sbq_session_line_next(line, &keys[0], after, &row_held[0], &ids[0]) ? 1 : 0;
+	values[0] = Int32GetDatum(queue->queue_id);
+	values[1] = Int64GetDatum(*after);
+	n = sbq_exec_latest(&stmt_line, values, NULL);
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		keys[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
+		*after = DatumGetInt64(sbq_col(i, 2, &isnull));
+		row_held[i] = DatumGetBool(sbq_col(i, 3, &isnull));
+		ids[i] = sbq_spi_strdup(sbq_col(i, 4, &isnull), false);
+	}
+	sbq_mem_done();
+	return n;
+}
+
 /*
  * sbq_mem_accept_next
  *		Accept the first session in line that nobody holds and that has
@@ -426,35 +500,20 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	int			nheld = 0;
 	int			looks = 0;
 	bool		found = false;
+	int64		keys[SBQ_LINE_BATCH];
+	bool		row_held[SBQ_LINE_BATCH];
+	char	   *ids[SBQ_LINE_BATCH];
+	SbqSessionLine *line;
 
 	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
+	line = sbq_session_line_begin(queue->queue_id);
 	while (!found && looks < SBQ_MEM_ACCEPT_LOOKS)
 	{
-		Datum		values[2];
-		uint64		n;
+		uint64		n = sbq_mem_line(queue, line, &after, keys, row_held, ids);
 		uint64		i;
-		int64	   *keys;
-		bool	   *row_held;
-		char	  **ids;
 
-		values[0] = Int32GetDatum(queue->queue_id);
-		values[1] = Int64GetDatum(after);
-		n = sbq_exec_latest(&stmt_line, values, NULL);
 		if (n == 0)
 			break;
-		keys = palloc(sizeof(int64) * n);
-		row_held = palloc(sizeof(bool) * n);
-		ids = palloc(sizeof(char *) * n);
-		for (i = 0; i < n; i++)
-		{
-			bool		isnull;
-
-			keys[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
-			after = DatumGetInt64(sbq_col(i, 2, &isnull));
-			row_held[i] = DatumGetBool(sbq_col(i, 3, &isnull));
-			ids[i] = sbq_spi_strdup(sbq_col(i, 4, &isnull), false);
-		}
-		sbq_mem_done();
 		for (i = 0; i < n && !found && looks < SBQ_MEM_ACCEPT_LOOKS; i++, looks++)
 		{
 			bool		is_held;
@@ -471,10 +530,9 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 		for (i = 0; i < n; i++)
 			if (!(found && out->session_id == ids[i]))
 				pfree(ids[i]);
-		pfree(ids);
-		pfree(keys);
-		pfree(row_held);
 	}
+	if (line != NULL)
+		sbq_session_line_end(line);
 	/*
 	 * Held sessions in the way of a free one go to the back of the line (a
 	 * write, only then: when every session is held, moving them would not
@@ -752,12 +810,38 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	int64	   *seqs = NULL;
 	int			nseqs = 0;
 	bool		changed;
+	SbqSessionProbe probe = {0};
 
 	if (!sbq_mem_lookup(queue, token, true, &lock, &sl))
 		return false;
 	if (!sbq_lease_settle(-lock.key, token, queue->queue_id, SBQ_SUBQUEUE_SESSION,
 						  GetCurrentTimestamp(), false, &unused))
 		return false;
+	/*
+	 * A session with no message active or deferred (drained): its mark is all
+	 * the look would read, and the indexes can tell (session_probe.c).
+	 */
+	probe.queue_id = queue->queue_id;
+	probe.key = lock.key;
+	probe.latest = true;
+	probe.nstates = 2;
+	probe.states[0] = 0;
+	probe.states[1] = 1;
+	switch (sbq_session_probe(&probe))
+	{
+		case SBQ_PROBE_NO_ROW:
+			return true;		/* no row: nothing to end or mark */
+		case SBQ_PROBE_NONE:
+			mark.isnull = probe.ready_null;
+			mark.value = Int64GetDatum(probe.ready_seq);
+			first.isnull = true;
+			first.value = (Datum) 0;
+			sbq_mem_remark_as(queue->queue_id, lock.key, mark, first);
+			return true;
+		case SBQ_PROBE_SOME:
+		case SBQ_PROBE_UNSURE:
+			break;
+	}
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int64GetDatum(lock.key);
 	values[2] = Int64GetDatum(sl.hi == 0 ? 1 : sl.lo);

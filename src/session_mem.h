@@ -36,7 +36,35 @@ extern bool sbq_mem_state_lookup(const SbqQueue *queue, const pg_uuid_t *token, 
 extern char *sbq_mem_session_id(int64 key);
 extern int	sbq_mem_expire(TimestampTz now, int limit);
 
-/* session_probe.c, for lease_receive.c */
+/* session_probe.c: a look at a session through the indexes, in place of a statement */
+typedef enum SbqProbeResult
+{
+	SBQ_PROBE_UNSURE,			/* cannot tell: run the statement */
+	SBQ_PROBE_NO_ROW,			/* the session has no row */
+	SBQ_PROBE_NONE,				/* none of its messages asked for counts */
+	SBQ_PROBE_SOME				/* one does */
+} SbqProbeResult;
+
+typedef struct SbqSessionProbe
+{
+	int32		queue_id;
+	int64		key;
+	bool		latest;			/* as sbq_exec_latest's snapshot, else sbq_exec's */
+	int			nstates;		/* the states of the messages to look for */
+	int16		states[2];
+	bool		available;		/* only those with no lock stored, not expired at now */
+	TimestampTz now;
+	int64		ready_seq;		/* out: the session's ready mark */
+	bool		ready_null;
+} SbqSessionProbe;
+
+extern SbqProbeResult sbq_session_probe(SbqSessionProbe *p);
+
+typedef struct SbqSessionLine SbqSessionLine;
+extern SbqSessionLine *sbq_session_line_begin(int32 queue_id);
+extern bool sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_held,
+								  char **id);
+extern void sbq_session_line_end(SbqSessionLine *l);
 extern bool sbq_session_surely_empty(int32 queue_id, int64 key);
 extern void sbq_session_probe_skip(int64 key);
 

@@ -1,32 +1,47 @@
 /*-------------------------------------------------------------------------
  *
  * session_probe.c
- *	  Whether a held session surely has nothing for its holder's receive,
- *	  told by two index probes instead of the receive's statement.
+ *	  Looks at sessions through the indexes, in place of statements, for
+ *	  the calls of a session drain (session_mem.c, lease_receive.c).
  *
- * A holder drains its session until a receive comes back empty: a session
- * of ten messages read ten at a time takes two receives, the second finding
- * nothing. That second one ran the statement that reads the session's next
- * messages (lease_receive.c), and starting that statement (its plan checked,
- * its projection of every column of a message built, its sub-select of the
- * session's id) cost most of the call: about 10 of a call's 16 µs. Here the
- * session's row is found by its key (sessions_pkey) and then the first of
- * its messages in state 0 (messages_session_idx), with the snapshot the
- * statement would have taken (a new one in READ COMMITTED, the transaction's
- * otherwise, after the same command counter increment, so what the caller's
- * own transaction completed is gone and what it sent is there). None: the
- * statement would have read no row, and the receive returns none without
- * it. Any, locked or not, due to expire or not: the statement runs and
- * decides, as before.
+ * A drain of a session takes an accept-next, a receive or more, the receive
+ * that finds it empty, and a release; with the session locks in shared
+ * memory, statements were most of their cost, and starting a statement (its
+ * plan checked, its projection and sub-selects built) cost more than the
+ * few index entries it read. So where a statement only asked whether a
+ * session has messages, or read the sessions in line one after another, the
+ * indexes are read directly:
+ *	- the receive that would find a session empty: its row by its key
+ *	  (sessions_pkey), then its first message in state 0
+ *	  (messages_session_idx); none, and the receive returns none without
+ *	  the statement that reads a session's next messages. The first receive
+ *	  after accept-next, which nearly always finds some, does not look;
+ *	- accept-next's look at each session (is a message available in it: in
+ *	  state 0, no lock stored in its row, not expired);
+ *	- accept-next's walk of the line (sessions_ready_idx, in order), one
+ *	  session at a time, where the statement read sixteen;
+ *	- a release that finds no message of the session active or deferred:
+ *	  the session's ready mark is then all its look would have read.
+ * Each look takes the snapshot its statement would have taken (SPI's for a
+ * statement that is not read-only: a new one in READ COMMITTED, the
+ * transaction's, or for a statement run by sbq_exec_latest the latest,
+ * otherwise; after the same command counter increment, so that what the
+ * caller's own transaction did is seen), and where the statement found a
+ * message the look finds it too; anything it is not sure of (a message
+ * there at all, for the receive) runs the statement, which decides as
+ * before.
  *
- * The probe only ever says "none" when it read the indexes it knows: the
+ * The indexes are read only when they are the ones these looks know: the
  * tables of a single server (not a distributed layout's shards), each index
- * a valid btree on the columns named above, no row security, and SELECT
- * granted on both tables to the user the statement would run as. Anything
- * else answers "not sure", and the statement runs.
+ * a valid btree over the columns named above, ascending, whole or partial
+ * on exactly the NOT NULL its scans imply, and usable by the transaction's
+ * snapshots; no row security, and SELECT granted on the tables to the user
+ * the statements would run as. Anything else answers "not sure", and the
+ * statement runs. What is looked up by name is kept until a relcache
+ * invalidation of one of the relations.
  *
  * Owns: nothing shared. Locks: AccessShareLock on sbq.sessions,
- * sbq.messages and the two indexes, as the statement takes.
+ * sbq.messages and their three indexes read here, as the statements take.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -52,10 +67,12 @@
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "distributed.h"
 #include "session_mem.h"
@@ -63,7 +80,7 @@
 
 /*
  * An index to probe: a valid btree whose first key columns are cols, in
- * order, on no expression; whole, or partial on "cols[notnull] IS NOT NULL"
+ * order, ascending, on no expression; whole, or partial on "cols[notnull] IS NOT NULL"
  * only (notnull >= 0), which a probe with a value for that column implies.
  */
 static bool
@@ -77,7 +94,8 @@ sbq_probe_index_fits(Relation idx, Oid relid, const char *const *cols, int ncols
 		!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indexprs, NULL))
 		return false;
 	for (i = 0; i < ncols; i++)
-		if (ind->indkey.values[i] == 0 || ind->indkey.values[i] != get_attnum(relid, cols[i]))
+		if (ind->indkey.values[i] == 0 || ind->indkey.values[i] != get_attnum(relid, cols[i]) ||
+			idx->rd_indoption[i] != 0)
 			return false;
 	if (!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL))
 	{
@@ -90,6 +108,19 @@ sbq_probe_index_fits(Relation idx, Oid relid, const char *const *cols, int ncols
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Whether an index that fits may serve this transaction's snapshots: one made
+ * over broken HOT chains may not until every snapshot is younger than it, as
+ * the planner judges (indcheckxmin).
+ */
+static bool
+sbq_probe_index_usable(Relation idx)
+{
+	return !idx->rd_index->indcheckxmin ||
+		TransactionIdPrecedes(HeapTupleHeaderGetXmin(idx->rd_indextuple->t_data),
+							  TransactionXmin);
 }
 
 /* A table to probe: a plain one without row security that the current user may read. */
@@ -130,19 +161,27 @@ sbq_probe_first(Relation rel, Relation idx, Snapshot snap, ScanKey keys, int nke
  * invalidation of any of them (or of all): a DROP and CREATE of the
  * extension, an index made, dropped or rebuilt sends one.
  */
+#define PROBE_SESSIONS		0	/* sbq.sessions */
+#define PROBE_SKEY_IDX		1	/* its primary key */
+#define PROBE_MESSAGES		2	/* sbq.messages */
+#define PROBE_MSESS_IDX		3	/* its index of each session's messages */
+#define PROBE_READY_IDX		4	/* sbq.sessions' index of the line for accept-next */
+#define PROBE_RELS			5
+
 typedef struct SbqProbeRels
 {
 	bool		valid;
 	bool		fits;			/* the shapes checked: the probes may run */
-	Oid			relids[4];		/* sbq.sessions, its pkey, sbq.messages, its session index */
+	Oid			relids[PROBE_RELS];	/* see PROBE_SESSIONS ... */
 	AttrNumber	att_queue;		/* of sbq.sessions */
+	AttrNumber	att_key;
+	AttrNumber	att_token;
 	AttrNumber	att_id;
+	AttrNumber	att_ready;
+	AttrNumber	att_lock;		/* of sbq.messages */
+	AttrNumber	att_expires;
 } SbqProbeRels;
 
-#define PROBE_SESSIONS		0
-#define PROBE_SKEY_IDX		1
-#define PROBE_MESSAGES		2
-#define PROBE_MSESS_IDX		3
 
 static SbqProbeRels sbq_probe_rels;
 
@@ -151,17 +190,26 @@ sbq_probe_inval(Datum arg, Oid relid)
 {
 	int			i;
 
-	for (i = 0; i < 4 && sbq_probe_rels.valid; i++)
+	for (i = 0; i < PROBE_RELS && sbq_probe_rels.valid; i++)
 		if (!OidIsValid(relid) || relid == sbq_probe_rels.relids[i])
 			sbq_probe_rels.valid = false;
 }
 
-/* Whether the shapes of the four relations (opened) are the ones the probes read. */
+/* Whether column att (from 1) of desc is there, of type typid. */
 static bool
-sbq_probe_shapes_fit(Relation *rels, AttrNumber att_queue, AttrNumber att_id)
+sbq_probe_col(TupleDesc desc, AttrNumber att, Oid typid)
+{
+	return att > 0 && att <= desc->natts && !TupleDescAttr(desc, att - 1)->attisdropped &&
+		TupleDescAttr(desc, att - 1)->atttypid == typid;
+}
+
+/* Whether the shapes of the relations (opened) are the ones the probes read. */
+static bool
+sbq_probe_shapes_fit(Relation *rels, const SbqProbeRels *p)
 {
 	static const char *const skey_cols[] = {"session_key"};
 	static const char *const msess_cols[] = {"queue_id", "session_id", "state"};
+	static const char *const ready_cols[] = {"queue_id", "ready_seq"};
 	TupleDesc	sdesc = RelationGetDescr(rels[PROBE_SESSIONS]);
 	TupleDesc	mdesc = RelationGetDescr(rels[PROBE_MESSAGES]);
 	int2vector *skey;
@@ -171,45 +219,57 @@ sbq_probe_shapes_fit(Relation *rels, AttrNumber att_queue, AttrNumber att_id)
 		rels[PROBE_MESSAGES]->rd_rel->relkind != RELKIND_RELATION ||
 		rels[PROBE_SKEY_IDX]->rd_rel->relkind != RELKIND_INDEX ||
 		rels[PROBE_MSESS_IDX]->rd_rel->relkind != RELKIND_INDEX ||
+		rels[PROBE_READY_IDX]->rd_rel->relkind != RELKIND_INDEX ||
+		!sbq_probe_index_fits(rels[PROBE_READY_IDX], RelationGetRelid(rels[PROBE_SESSIONS]),
+							  ready_cols, 2, 1) ||
 		!sbq_probe_index_fits(rels[PROBE_SKEY_IDX], RelationGetRelid(rels[PROBE_SESSIONS]),
 							  skey_cols, 1, -1) ||
 		!sbq_probe_index_fits(rels[PROBE_MSESS_IDX], RelationGetRelid(rels[PROBE_MESSAGES]),
-							  msess_cols, 3, 1) ||
-		att_queue <= 0 || att_id <= 0 ||
-		TupleDescAttr(sdesc, att_queue - 1)->atttypid != INT4OID ||
-		TupleDescAttr(sdesc, att_id - 1)->atttypid != TEXTOID)
+							  msess_cols, 3, 1))
 		return false;
 	skey = &rels[PROBE_SKEY_IDX]->rd_index->indkey;
 	msess = &rels[PROBE_MSESS_IDX]->rd_index->indkey;
-	return TupleDescAttr(sdesc, skey->values[0] - 1)->atttypid == INT8OID &&
-		TupleDescAttr(mdesc, msess->values[0] - 1)->atttypid == INT4OID &&
-		TupleDescAttr(mdesc, msess->values[1] - 1)->atttypid == TEXTOID &&
-		TupleDescAttr(mdesc, msess->values[2] - 1)->atttypid == INT2OID;
+	return skey->values[0] == p->att_key &&
+		sbq_probe_col(sdesc, p->att_key, INT8OID) &&
+		sbq_probe_col(sdesc, p->att_token, UUIDOID) &&
+		sbq_probe_col(sdesc, p->att_queue, INT4OID) &&
+		sbq_probe_col(sdesc, p->att_id, TEXTOID) &&
+		sbq_probe_col(sdesc, p->att_ready, INT8OID) &&
+		sbq_probe_col(mdesc, msess->values[0], INT4OID) &&
+		sbq_probe_col(mdesc, msess->values[1], TEXTOID) &&
+		sbq_probe_col(mdesc, msess->values[2], INT2OID) &&
+		sbq_probe_col(mdesc, p->att_lock, UUIDOID) &&
+		sbq_probe_col(mdesc, p->att_expires, TIMESTAMPTZOID);
 }
 
 /* Look up what sbq_probe_rels keeps, by name: false when something is missing. */
 static bool
 sbq_probe_lookup(SbqProbeRels *p)
 {
-	static const char *const names[4] = {"sessions", "sessions_pkey", "messages",
-	"messages_session_idx"};
+	static const char *const names[PROBE_RELS] = {"sessions", "sessions_pkey", "messages",
+	"messages_session_idx", "sessions_ready_idx"};
 	Oid			nsp = get_namespace_oid("sbq", true);
 	int			i;
 
 	if (!OidIsValid(nsp))
 		return false;
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < PROBE_RELS; i++)
 		if (!OidIsValid(p->relids[i] = get_relname_relid(names[i], nsp)))
 			return false;
+	p->att_key = get_attnum(p->relids[PROBE_SESSIONS], "session_key");
+	p->att_token = get_attnum(p->relids[PROBE_SESSIONS], "session_token");
 	p->att_queue = get_attnum(p->relids[PROBE_SESSIONS], "queue_id");
 	p->att_id = get_attnum(p->relids[PROBE_SESSIONS], "session_id");
+	p->att_ready = get_attnum(p->relids[PROBE_SESSIONS], "ready_seq");
+	p->att_lock = get_attnum(p->relids[PROBE_MESSAGES], "lock_token");
+	p->att_expires = get_attnum(p->relids[PROBE_MESSAGES], "expires_at");
 	p->fits = true;				/* until the shapes are checked, with the relations open */
 	p->valid = true;
 	return true;
 }
 
 /*
- * Open (AccessShareLock) the four relations the probes read into rels: false,
+ * Open (AccessShareLock) the relations the probes read into rels: false,
  * with none left open, when one is missing, its shape is not the one the
  * probes read, or it changed while they were opened.
  */
@@ -223,13 +283,16 @@ sbq_probe_open(Relation *rels)
 	sbq_on_relcache_inval(sbq_probe_inval);
 	if ((first && !sbq_probe_lookup(p)) || !p->fits)
 		return false;
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < PROBE_RELS; i++)
 		if ((rels[i] = try_relation_open(p->relids[i], AccessShareLock)) == NULL)
 			break;
-	if (i == 4 && first)
-		p->fits = sbq_probe_shapes_fit(rels, p->att_queue, p->att_id);
+	if (i == PROBE_RELS && first)
+		p->fits = sbq_probe_shapes_fit(rels, p);
 	/* an invalidation taken in while they were opened may have changed them */
-	if (i == 4 && p->valid && p->fits)
+	if (i == PROBE_RELS && p->valid && p->fits &&
+		sbq_probe_index_usable(rels[PROBE_SKEY_IDX]) &&
+		sbq_probe_index_usable(rels[PROBE_MSESS_IDX]) &&
+		sbq_probe_index_usable(rels[PROBE_READY_IDX]))
 		return true;
 	while (--i >= 0)
 		relation_close(rels[i], AccessShareLock);
@@ -243,11 +306,143 @@ sbq_probe_open(Relation *rels)
  */
 static int64 sbq_probe_skip_key = 0;
 
-/* sbq_session_probe_skip: the next probe of key's session answers "not sure" */
+/* sbq_session_probe_skip: the next probe of key's session for a receive answers "not sure" */
 void
 sbq_session_probe_skip(int64 key)
 {
 	sbq_probe_skip_key = key;
+}
+
+/*
+ * Whether a message row (in slot) counts for the probe: any, or with
+ * p->available only one with no lock stored in it and not expired at p->now
+ * (what accept-next's look counts as available).
+ */
+static bool
+sbq_probe_counts(const SbqSessionProbe *p, TupleTableSlot *slot)
+{
+	bool		isnull;
+	Datum		exp;
+
+	if (!p->available)
+		return true;
+	(void) slot_getattr(slot, sbq_probe_rels.att_lock, &isnull);
+	if (!isnull)
+		return false;
+	exp = slot_getattr(slot, sbq_probe_rels.att_expires, &isnull);
+	return isnull || DatumGetTimestampTz(exp) > p->now;
+}
+
+/*
+ * The probes, on the relations opened, with snap: the session's row, then
+ * its messages in each of p->states.
+ */
+static SbqProbeResult
+sbq_probe_run(SbqSessionProbe *p, Relation *rels, Snapshot snap)
+{
+	ScanKeyData keys[3];
+	TupleTableSlot *slot;
+	Relation	idx = rels[PROBE_MSESS_IDX];
+	Datum		id;
+	Datum		ready;
+	bool		isnull;
+	SbqProbeResult result = SBQ_PROBE_NONE;
+	int			i;
+
+	/* the session's row, by its key: its queue, id and ready mark */
+	slot = table_slot_create(rels[PROBE_SESSIONS], NULL);
+	sbq_probe_key(&keys[0], rels[PROBE_SKEY_IDX], 1, F_INT8EQ, Int64GetDatum(p->key));
+	if (!sbq_probe_first(rels[PROBE_SESSIONS], rels[PROBE_SKEY_IDX], snap, keys, 1, slot))
+	{
+		ExecDropSingleTupleTableSlot(slot);
+		return SBQ_PROBE_NO_ROW;
+	}
+	if (DatumGetInt32(slot_getattr(slot, sbq_probe_rels.att_queue, &isnull)) != p->queue_id ||
+		isnull)
+	{
+		ExecDropSingleTupleTableSlot(slot);
+		return SBQ_PROBE_UNSURE;
+	}
+	ready = slot_getattr(slot, sbq_probe_rels.att_ready, &p->ready_null);
+	p->ready_seq = p->ready_null ? 0 : DatumGetInt64(ready);
+	id = slot_getattr(slot, sbq_probe_rels.att_id, &isnull);
+	if (!isnull)
+		id = PointerGetDatum(PG_DETOAST_DATUM_COPY(id));
+	ExecDropSingleTupleTableSlot(slot);
+	if (isnull)
+		return SBQ_PROBE_UNSURE;
+
+	/* its messages in each state asked for, until one counts */
+	slot = table_slot_create(rels[PROBE_MESSAGES], NULL);
+	for (i = 0; i < p->nstates && result == SBQ_PROBE_NONE; i++)
+	{
+		IndexScanDesc scan;
+
+		sbq_probe_key(&keys[0], idx, 1, F_INT4EQ, Int32GetDatum(p->queue_id));
+		sbq_probe_key(&keys[1], idx, 2, F_TEXTEQ, id);
+		sbq_probe_key(&keys[2], idx, 3, F_INT2EQ, Int16GetDatum(p->states[i]));
+		scan = index_beginscan(rels[PROBE_MESSAGES], idx, snap, 3, 0);
+		index_rescan(scan, keys, 3, NULL, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, slot))
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (sbq_probe_counts(p, slot))
+			{
+				result = SBQ_PROBE_SOME;
+				break;
+			}
+		}
+		index_endscan(scan);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	pfree(DatumGetPointer(id));
+	return result;
+}
+
+/*
+ * Push and return the snapshot that SPI takes for a statement that is not
+ * read-only: run by sbq_exec_latest (latest), or by sbq_exec.
+ */
+static Snapshot
+sbq_probe_snapshot(bool latest)
+{
+	if (latest && IsolationUsesXactSnapshot())
+		PushCopiedSnapshot(GetLatestSnapshot());
+	else
+		PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	return GetActiveSnapshot();
+}
+
+/*
+ * sbq_session_probe
+ *		Look at the session of p->key (of p->queue_id) through the indexes,
+ *		with the snapshot the statement it stands for would take: p->latest
+ *		a statement run by sbq_exec_latest, else by sbq_exec. SBQ_PROBE_NO_ROW:
+ *		the session has no row; SBQ_PROBE_NONE: it has (its ready mark in
+ *		p->ready_seq, p->ready_null) and none of its messages in p->states
+ *		counts (see sbq_probe_counts); SBQ_PROBE_SOME: one does;
+ *		SBQ_PROBE_UNSURE: this cannot tell (see the header), and the
+ *		statement must run.
+ */
+SbqProbeResult
+sbq_session_probe(SbqSessionProbe *p)
+{
+	Relation	rels[PROBE_RELS];
+	SbqProbeResult result = SBQ_PROBE_UNSURE;
+	int			i;
+
+	if (sbq_dist_active() || !sbq_probe_open(rels))
+		return SBQ_PROBE_UNSURE;
+	if (sbq_probe_table_fits(rels[PROBE_SESSIONS]) && sbq_probe_table_fits(rels[PROBE_MESSAGES]))
+	{
+		result = sbq_probe_run(p, rels, sbq_probe_snapshot(p->latest));
+		PopActiveSnapshot();
+	}
+	for (i = PROBE_RELS - 1; i >= 0; i--)
+		relation_close(rels[i], NoLock);
+	return result;
 }
 
 /*
@@ -259,63 +454,101 @@ sbq_session_probe_skip(int64 key)
 bool
 sbq_session_surely_empty(int32 queue_id, int64 key)
 {
-	Relation	rels[4];
-	ScanKeyData keys[3];
-	TupleTableSlot *slot;
-	Snapshot	snap;
-	Datum		id = (Datum) 0;
-	bool		isnull = true;
-	bool		empty = false;
-	int			i;
+	SbqSessionProbe p = {0};
 
 	if (key == sbq_probe_skip_key)
 	{
 		sbq_probe_skip_key = 0;
 		return false;
 	}
-	if (sbq_dist_active() || !sbq_probe_open(rels))
-		return false;
-	if (!sbq_probe_table_fits(rels[PROBE_SESSIONS]) || !sbq_probe_table_fits(rels[PROBE_MESSAGES]))
-		goto done;
+	p.queue_id = queue_id;
+	p.key = key;
+	p.nstates = 1;
+	p.states[0] = 0;
+	return sbq_session_probe(&p) == SBQ_PROBE_NONE;
+}
 
-	/* the snapshot the statement would take (SPI, not read-only) */
-	PushActiveSnapshot(GetTransactionSnapshot());
-	CommandCounterIncrement();
-	UpdateActiveSnapshotCommandId();
-	snap = GetActiveSnapshot();
+/*
+ * A walk of a queue's line for accept-next (sessions_ready_idx, in order),
+ * one session at a time, in place of the statement that read sixteen at a
+ * time: nearly always the first one it offers is taken.
+ */
+struct SbqSessionLine
+{
+	Relation	rels[PROBE_RELS];
+	Snapshot	snap;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+};
 
-	/* the session's row, by its key: its id */
-	slot = table_slot_create(rels[PROBE_SESSIONS], NULL);
-	sbq_probe_key(&keys[0], rels[PROBE_SKEY_IDX], 1, F_INT8EQ, Int64GetDatum(key));
-	if (sbq_probe_first(rels[PROBE_SESSIONS], rels[PROBE_SKEY_IDX], snap, keys, 1, slot) &&
-		DatumGetInt32(slot_getattr(slot, sbq_probe_rels.att_queue, &isnull)) == queue_id &&
-		!isnull)
+/*
+ * sbq_session_line_begin
+ *		Start a walk of queue_id's line, with the snapshot of a statement run
+ *		by sbq_exec_latest taken now; NULL when the indexes cannot serve
+ *		(see the header), and the statement must.
+ */
+SbqSessionLine *
+sbq_session_line_begin(int32 queue_id)
+{
+	SbqSessionLine *l = palloc0(sizeof(SbqSessionLine));
+	ScanKeyData key;
+	int			i;
+
+	if (sbq_dist_active() || !sbq_probe_open(l->rels))
 	{
-		id = slot_getattr(slot, sbq_probe_rels.att_id, &isnull);
-		if (!isnull)
-			id = PointerGetDatum(PG_DETOAST_DATUM_COPY(id));
+		pfree(l);
+		return NULL;
 	}
-	else
-		isnull = true;
-	ExecDropSingleTupleTableSlot(slot);
-
-	/* its first message in state 0, if any */
-	if (!isnull)
+	if (!sbq_probe_table_fits(l->rels[PROBE_SESSIONS]))
 	{
-		Relation	idx = rels[PROBE_MSESS_IDX];
-
-		slot = table_slot_create(rels[PROBE_MESSAGES], NULL);
-		sbq_probe_key(&keys[0], idx, 1, F_INT4EQ, Int32GetDatum(queue_id));
-		sbq_probe_key(&keys[1], idx, 2, F_TEXTEQ, id);
-		sbq_probe_key(&keys[2], idx, 3, F_INT2EQ, Int16GetDatum(0));
-		empty = !sbq_probe_first(rels[PROBE_MESSAGES], idx, snap, keys, 3, slot);
-		ExecDropSingleTupleTableSlot(slot);
-		pfree(DatumGetPointer(id));
+		for (i = PROBE_RELS - 1; i >= 0; i--)
+			relation_close(l->rels[i], NoLock);
+		pfree(l);
+		return NULL;
 	}
+	l->snap = RegisterSnapshot(sbq_probe_snapshot(true));
 	PopActiveSnapshot();
+	l->slot = table_slot_create(l->rels[PROBE_SESSIONS], NULL);
+	sbq_probe_key(&key, l->rels[PROBE_READY_IDX], 1, F_INT4EQ, Int32GetDatum(queue_id));
+	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], l->rels[PROBE_READY_IDX], l->snap, 1, 0);
+	index_rescan(l->scan, &key, 1, NULL, 0);
+	return l;
+}
 
-done:
-	for (i = 3; i >= 0; i--)
-		relation_close(rels[i], NoLock);
-	return empty;
+/*
+ * sbq_session_line_next
+ *		The next session in line: its key, its ready mark, whether its row
+ *		stores a lock, and its id (palloc'd). False at the end of the line.
+ */
+bool
+sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_held, char **id)
+{
+	const SbqProbeRels *p = &sbq_probe_rels;
+	bool		isnull;
+	Datum		d;
+
+	if (!index_getnext_slot(l->scan, ForwardScanDirection, l->slot))
+		return false;
+	*key = DatumGetInt64(slot_getattr(l->slot, p->att_key, &isnull));
+	d = slot_getattr(l->slot, p->att_ready, &isnull);
+	*ready = isnull ? PG_INT64_MIN : DatumGetInt64(d);
+	(void) slot_getattr(l->slot, p->att_token, &isnull);
+	*row_held = !isnull;
+	d = slot_getattr(l->slot, p->att_id, &isnull);
+	*id = isnull ? pstrdup("") : TextDatumGetCString(d);
+	return true;
+}
+
+/* sbq_session_line_end: the walk is over */
+void
+sbq_session_line_end(SbqSessionLine *l)
+{
+	int			i;
+
+	index_endscan(l->scan);
+	ExecDropSingleTupleTableSlot(l->slot);
+	UnregisterSnapshot(l->snap);
+	for (i = PROBE_RELS - 1; i >= 0; i--)
+		relation_close(l->rels[i], NoLock);
+	pfree(l);
 }

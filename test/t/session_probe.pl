@@ -15,7 +15,13 @@
 #	  sees, no more;
 #	- with the session index dropped, made again or rebuilt concurrently
 #	  (while a holder's backend kept what it had looked up), receives go on
-#	  without an error and hand out the same messages.
+#	  without an error and hand out the same messages;
+#	- accept-next walks its line and looks at each session through the
+#	  indexes, and a release of a drained session reads it through them:
+#	  none of the statements they replace runs, a session whose only message
+#	  expired and a held one are passed over, a drained session is
+#	  forgotten, one with a deferred message or with state stays, out of
+#	  line.
 use strict;
 use warnings;
 
@@ -178,6 +184,70 @@ for my $role ('', 'app')
 	is(drain($h), '', 'idx: empty again');
 	is(candidates() - $before, 0, 'idx: with no statement, through the rebuilt index');
 	$h->quit;
+}
+
+### 5. accept-next and release through the indexes
+# how many times statements whose text matches $like ran
+sub calls
+{
+	my ($like) = @_;
+	return sql(qq{
+		SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+		 WHERE query LIKE '$like' AND query NOT LIKE '%pg_stat_statements%'});
+}
+my %stmt = (
+	line => '%FROM sbq.sessions s WHERE s.queue_id = $1 AND s.ready_seq IS NOT NULL%',
+	look => '%SELECT s.session_token IS NOT NULL,%EXISTS (SELECT $_ FROM sbq.messages m%',
+	release => '%SELECT s.ready_seq, (SELECT m.sequence_number FROM sbq.messages m%ARRAY(SELECT%');
+sub all_calls { return join(' ', map { calls($stmt{$_}) } sort keys %stmt); }
+{
+	sql(q{
+		SELECT sbq_create_queue('aq', requires_session => true);
+		SELECT sbq_send('aq', 'gone', session_id => 'x-exp', time_to_live => '1 second');
+		SELECT sbq_send('aq', 'h', session_id => 'x-held');
+		SELECT sbq_send('aq', 'ok', session_id => 'x-ok');
+	});
+	my $other = $node->background_psql('postgres', on_error_stop => 0);
+	$other->query_safe(q{SELECT count(*) FROM sbq_accept_session('aq', 'x-held')});
+	sleep 2;
+	my $h = $node->background_psql('postgres', on_error_stop => 0);
+	my $before = all_calls();
+	is($h->query_safe(q{
+		CREATE TEMP TABLE tok AS SELECT session_token AS t, session_id FROM sbq_accept_session('aq');
+		SELECT session_id FROM tok}), 'x-ok',
+		'line: accept-next passes over a session whose only message expired and one held, and takes the next');
+	is(sql(q{SELECT ready_seq IS NULL FROM sbq.sessions WHERE session_id = 'x-exp'}), 't',
+		'line: the session with nothing available left the line');
+	is(sql(q{SELECT ready_seq IS NOT NULL FROM sbq.sessions WHERE session_id = 'x-held'}), 't',
+		'line: the held one stays in line');
+	is($h->query_safe(q{
+		SELECT string_agg(convert_from(m.body, 'UTF8'), ',')
+		  FROM sbq_receive_session('aq', (SELECT t FROM tok), 10) m,
+		       LATERAL (SELECT sbq_complete('aq', m.lock_token)) c}), 'ok', 'line: its message');
+	$h->query_safe(q{SELECT sbq_release_session('aq', (SELECT t FROM tok))});
+	is(sql(q{SELECT count(*) FROM sbq.sessions WHERE session_id = 'x-ok'}), '0',
+		'release: a drained session with no state is forgotten');
+	is(all_calls(), $before,
+		'line, release: accept-next, the drain and the release ran none of the statements the indexes replace');
+
+	# a deferred message, and state: the session stays, out of line
+	sql(q{SELECT sbq_send('aq', 'd', session_id => 'x-def'); SELECT sbq_send('aq', 's', session_id => 'x-state')});
+	$h->query_safe(q{
+		DROP TABLE tok;
+		CREATE TEMP TABLE tok AS SELECT session_token AS t FROM sbq_accept_session('aq', 'x-def');
+		SELECT sbq_defer('aq', m.lock_token) FROM sbq_receive_session('aq', (SELECT t FROM tok), 10) m;
+		SELECT sbq_release_session('aq', (SELECT t FROM tok));
+		DROP TABLE tok;
+		CREATE TEMP TABLE tok AS SELECT session_token AS t FROM sbq_accept_session('aq', 'x-state');
+		SELECT sbq_complete('aq', m.lock_token) FROM sbq_receive_session('aq', (SELECT t FROM tok), 10) m;
+		SELECT sbq_set_session_state('aq', (SELECT t FROM tok), '\x01');
+		SELECT sbq_release_session('aq', (SELECT t FROM tok));
+	});
+	is(sql(q{SELECT string_agg(session_id || ' ' || (ready_seq IS NULL)::text, ',' ORDER BY session_id)
+	          FROM sbq.sessions WHERE session_id IN ('x-def', 'x-state')}), 'x-def true,x-state true',
+		'release: a session with a deferred message, and one with state, stay, out of line');
+	$h->quit;
+	$other->quit;
 }
 
 my $log = slurp_file($node->logfile);
