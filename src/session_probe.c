@@ -19,7 +19,8 @@
  *	- accept-next's look at each session (is a message available in it: in
  *	  state 0, no lock stored in its row, not expired);
  *	- accept-next's walk of the line (sessions_ready_idx, in order), one
- *	  session at a time, where the statement read sixteen;
+ *	  session at a time, where the statement read sixteen (a new snapshot
+ *	  for each sixteen, as the statement took);
  *	- a release that finds no message of the session active or deferred:
  *	  the session's ready mark is then all its look would have read.
  * Each look takes the snapshot its statement would have taken (SPI's for a
@@ -33,10 +34,12 @@
  *
  * The indexes are read only when they are the ones these looks know: the
  * tables of a single server (not a distributed layout's shards), each index
- * a valid btree over the columns named above, ascending, whole or partial
- * on exactly the NOT NULL its scans imply, and usable by the transaction's
- * snapshots; no row security, and SELECT granted on the tables to the user
- * the statements would run as. Anything else answers "not sure", and the
+ * a valid btree over the columns named above, ascending, in each column's
+ * own (deterministic) collation and its type's default operator family,
+ * partial on exactly the NOT NULL its scans imply (the line's index must
+ * be), and usable by the transaction's snapshots; no row security, no table
+ * inheriting from them, and SELECT granted on the tables to the user the
+ * statements would run as. Anything else answers "not sure", and the
  * statement runs. What is looked up by name is kept until a relcache
  * invalidation of one of the relations.
  *
@@ -63,6 +66,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
+#include "commands/defrem.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
@@ -80,13 +84,18 @@
 
 /*
  * An index to probe: a valid btree whose first key columns are cols, in
- * order, ascending, on no expression; whole, or partial on "cols[notnull] IS NOT NULL"
- * only (notnull >= 0), which a probe with a value for that column implies.
+ * order, ascending, on no expression, each with its column's collation (a
+ * deterministic one) and its type's default operator family. Partial only on
+ * "cols[notnull] IS NOT NULL" (notnull >= 0), which a probe with a value for
+ * that column implies; with need_pred, it must be (a walk of its entries
+ * takes the predicate for granted).
  */
 static bool
-sbq_probe_index_fits(Relation idx, Oid relid, const char *const *cols, int ncols, int notnull)
+sbq_probe_index_fits(Relation idx, Relation rel, const char *const *cols, int ncols,
+					 int notnull, bool need_pred)
 {
 	Form_pg_index ind = idx->rd_index;
+	Oid			relid = RelationGetRelid(rel);
 	int			i;
 
 	if (idx->rd_rel->relam != BTREE_AM_OID || ind->indrelid != relid || !ind->indisvalid ||
@@ -94,9 +103,21 @@ sbq_probe_index_fits(Relation idx, Oid relid, const char *const *cols, int ncols
 		!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indexprs, NULL))
 		return false;
 	for (i = 0; i < ncols; i++)
-		if (ind->indkey.values[i] == 0 || ind->indkey.values[i] != get_attnum(relid, cols[i]) ||
+	{
+		AttrNumber	att = ind->indkey.values[i];
+		Form_pg_attribute a;
+		Oid			opclass;
+
+		if (att <= 0 || att > RelationGetDescr(rel)->natts || att != get_attnum(relid, cols[i]) ||
 			idx->rd_indoption[i] != 0)
 			return false;
+		a = TupleDescAttr(RelationGetDescr(rel), att - 1);
+		opclass = GetDefaultOpClass(a->atttypid, BTREE_AM_OID);
+		if (idx->rd_indcollation[i] != a->attcollation ||
+			(OidIsValid(a->attcollation) && !get_collation_isdeterministic(a->attcollation)) ||
+			!OidIsValid(opclass) || idx->rd_opfamily[i] != get_opclass_family(opclass))
+			return false;
+	}
 	if (!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL))
 	{
 		List	   *pred = RelationGetIndexPredicate(idx);
@@ -107,6 +128,8 @@ sbq_probe_index_fits(Relation idx, Oid relid, const char *const *cols, int ncols
 			((Var *) nt->arg)->varattno != ind->indkey.values[notnull])
 			return false;
 	}
+	else if (need_pred)
+		return false;
 	return true;
 }
 
@@ -123,11 +146,15 @@ sbq_probe_index_usable(Relation idx)
 							  TransactionXmin);
 }
 
-/* A table to probe: a plain one without row security that the current user may read. */
+/*
+ * A table to probe: a plain one, without row security or tables inheriting
+ * from it (which a statement would read too), that the current user may read.
+ */
 static bool
 sbq_probe_table_fits(Relation rel)
 {
 	return rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relrowsecurity &&
+		!rel->rd_rel->relhassubclass &&
 		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT) == ACLCHECK_OK;
 }
 
@@ -170,8 +197,9 @@ sbq_probe_first(Relation rel, Relation idx, Snapshot snap, ScanKey keys, int nke
 
 typedef struct SbqProbeRels
 {
-	bool		valid;
-	bool		fits;			/* the shapes checked: the probes may run */
+	bool		valid;			/* looked up, and no invalidation of them since */
+	bool		checked;		/* their shapes checked, with the relations open */
+	bool		fits;			/* and found to be what the probes read */
 	Oid			relids[PROBE_RELS];	/* see PROBE_SESSIONS ... */
 	AttrNumber	att_queue;		/* of sbq.sessions */
 	AttrNumber	att_key;
@@ -182,17 +210,25 @@ typedef struct SbqProbeRels
 	AttrNumber	att_expires;
 } SbqProbeRels;
 
-
 static SbqProbeRels sbq_probe_rels;
+
+/* invalidations that may concern what is kept, and whether a look-up runs */
+static uint64 sbq_probe_invals = 0;
+static bool sbq_probe_looking = false;
 
 static void
 sbq_probe_inval(Datum arg, Oid relid)
 {
 	int			i;
+	bool		hit = sbq_probe_looking || !OidIsValid(relid);
 
-	for (i = 0; i < PROBE_RELS && sbq_probe_rels.valid; i++)
-		if (!OidIsValid(relid) || relid == sbq_probe_rels.relids[i])
-			sbq_probe_rels.valid = false;
+	for (i = 0; i < PROBE_RELS && !hit && sbq_probe_rels.valid; i++)
+		hit = relid == sbq_probe_rels.relids[i];
+	if (hit)
+	{
+		sbq_probe_rels.valid = false;
+		sbq_probe_invals++;
+	}
 }
 
 /* Whether column att (from 1) of desc is there, of type typid. */
@@ -220,15 +256,19 @@ sbq_probe_shapes_fit(Relation *rels, const SbqProbeRels *p)
 		rels[PROBE_SKEY_IDX]->rd_rel->relkind != RELKIND_INDEX ||
 		rels[PROBE_MSESS_IDX]->rd_rel->relkind != RELKIND_INDEX ||
 		rels[PROBE_READY_IDX]->rd_rel->relkind != RELKIND_INDEX ||
-		!sbq_probe_index_fits(rels[PROBE_READY_IDX], RelationGetRelid(rels[PROBE_SESSIONS]),
-							  ready_cols, 2, 1) ||
-		!sbq_probe_index_fits(rels[PROBE_SKEY_IDX], RelationGetRelid(rels[PROBE_SESSIONS]),
-							  skey_cols, 1, -1) ||
-		!sbq_probe_index_fits(rels[PROBE_MSESS_IDX], RelationGetRelid(rels[PROBE_MESSAGES]),
-							  msess_cols, 3, 1))
+		!sbq_probe_index_fits(rels[PROBE_READY_IDX], rels[PROBE_SESSIONS], ready_cols, 2, 1,
+							  true) ||
+		!sbq_probe_index_fits(rels[PROBE_SKEY_IDX], rels[PROBE_SESSIONS], skey_cols, 1, -1,
+							  false) ||
+		!sbq_probe_index_fits(rels[PROBE_MSESS_IDX], rels[PROBE_MESSAGES], msess_cols, 3, 1,
+							  false))
 		return false;
 	skey = &rels[PROBE_SKEY_IDX]->rd_index->indkey;
 	msess = &rels[PROBE_MSESS_IDX]->rd_index->indkey;
+	if (p->att_id <= 0 || p->att_id > sdesc->natts ||
+		TupleDescAttr(sdesc, p->att_id - 1)->attcollation !=
+		TupleDescAttr(mdesc, msess->values[1] - 1)->attcollation)
+		return false;
 	return skey->values[0] == p->att_key &&
 		sbq_probe_col(sdesc, p->att_key, INT8OID) &&
 		sbq_probe_col(sdesc, p->att_token, UUIDOID) &&
@@ -242,28 +282,38 @@ sbq_probe_shapes_fit(Relation *rels, const SbqProbeRels *p)
 		sbq_probe_col(mdesc, p->att_expires, TIMESTAMPTZOID);
 }
 
-/* Look up what sbq_probe_rels keeps, by name: false when something is missing. */
+/*
+ * Look up what sbq_probe_rels keeps, by name: false when something is
+ * missing, or an invalidation came in meanwhile (what was read may be old).
+ */
 static bool
 sbq_probe_lookup(SbqProbeRels *p)
 {
 	static const char *const names[PROBE_RELS] = {"sessions", "sessions_pkey", "messages",
 	"messages_session_idx", "sessions_ready_idx"};
-	Oid			nsp = get_namespace_oid("sbq", true);
+	uint64		invals = sbq_probe_invals;
+	Oid			nsp;
+	bool		found = true;
 	int			i;
 
-	if (!OidIsValid(nsp))
+	sbq_probe_looking = true;
+	nsp = get_namespace_oid("sbq", true);
+	for (i = 0; i < PROBE_RELS && found; i++)
+		found = OidIsValid(nsp) && OidIsValid(p->relids[i] = get_relname_relid(names[i], nsp));
+	if (found)
+	{
+		p->att_key = get_attnum(p->relids[PROBE_SESSIONS], "session_key");
+		p->att_token = get_attnum(p->relids[PROBE_SESSIONS], "session_token");
+		p->att_queue = get_attnum(p->relids[PROBE_SESSIONS], "queue_id");
+		p->att_id = get_attnum(p->relids[PROBE_SESSIONS], "session_id");
+		p->att_ready = get_attnum(p->relids[PROBE_SESSIONS], "ready_seq");
+		p->att_lock = get_attnum(p->relids[PROBE_MESSAGES], "lock_token");
+		p->att_expires = get_attnum(p->relids[PROBE_MESSAGES], "expires_at");
+	}
+	sbq_probe_looking = false;
+	if (!found || invals != sbq_probe_invals)
 		return false;
-	for (i = 0; i < PROBE_RELS; i++)
-		if (!OidIsValid(p->relids[i] = get_relname_relid(names[i], nsp)))
-			return false;
-	p->att_key = get_attnum(p->relids[PROBE_SESSIONS], "session_key");
-	p->att_token = get_attnum(p->relids[PROBE_SESSIONS], "session_token");
-	p->att_queue = get_attnum(p->relids[PROBE_SESSIONS], "queue_id");
-	p->att_id = get_attnum(p->relids[PROBE_SESSIONS], "session_id");
-	p->att_ready = get_attnum(p->relids[PROBE_SESSIONS], "ready_seq");
-	p->att_lock = get_attnum(p->relids[PROBE_MESSAGES], "lock_token");
-	p->att_expires = get_attnum(p->relids[PROBE_MESSAGES], "expires_at");
-	p->fits = true;				/* until the shapes are checked, with the relations open */
+	p->checked = false;
 	p->valid = true;
 	return true;
 }
@@ -277,18 +327,20 @@ static bool
 sbq_probe_open(Relation *rels)
 {
 	SbqProbeRels *p = &sbq_probe_rels;
-	bool		first = !p->valid;
 	int			i;
 
 	sbq_on_relcache_inval(sbq_probe_inval);
-	if ((first && !sbq_probe_lookup(p)) || !p->fits)
+	if ((!p->valid && !sbq_probe_lookup(p)) || (p->checked && !p->fits))
 		return false;
 	for (i = 0; i < PROBE_RELS; i++)
 		if ((rels[i] = try_relation_open(p->relids[i], AccessShareLock)) == NULL)
 			break;
-	if (i == PROBE_RELS && first)
-		p->fits = sbq_probe_shapes_fit(rels, p);
 	/* an invalidation taken in while they were opened may have changed them */
+	if (i == PROBE_RELS && p->valid && !p->checked)
+	{
+		p->fits = sbq_probe_shapes_fit(rels, p);
+		p->checked = true;
+	}
 	if (i == PROBE_RELS && p->valid && p->fits &&
 		sbq_probe_index_usable(rels[PROBE_SKEY_IDX]) &&
 		sbq_probe_index_usable(rels[PROBE_MSESS_IDX]) &&
@@ -306,7 +358,12 @@ sbq_probe_open(Relation *rels)
  */
 static int64 sbq_probe_skip_key = 0;
 
-/* sbq_session_probe_skip: the next probe of key's session for a receive answers "not sure" */
+/*
+ * sbq_session_probe_skip: the next probe of key's session for a receive
+ * answers "not sure" (in a later transaction too: a client that accepts and
+ * receives in two is the usual case, and "not sure" only ever runs the
+ * statement)
+ */
 void
 sbq_session_probe_skip(int64 key)
 {
@@ -471,27 +528,61 @@ sbq_session_surely_empty(int32 queue_id, int64 key)
 /*
  * A walk of a queue's line for accept-next (sessions_ready_idx, in order),
  * one session at a time, in place of the statement that read sixteen at a
- * time: nearly always the first one it offers is taken.
+ * time: nearly always the first one it offers is taken. As the statement
+ * took a new snapshot for each sixteen, the walk takes one for each
+ * SBQ_LINE_SNAPSHOT sessions, going on after the last one's mark, so that a
+ * long walk sees the sessions that joined the line meanwhile.
  */
+#define SBQ_LINE_SNAPSHOT		16
+
 struct SbqSessionLine
 {
 	Relation	rels[PROBE_RELS];
-	Snapshot	snap;
+	int32		queue_id;
+	Snapshot	snap;			/* registered */
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
+	int			read;			/* sessions read under snap */
+	bool		any;			/* one read at all: after is its mark */
+	int64		after;
+	AttrNumber	att_key;		/* as looked up when the walk began */
+	AttrNumber	att_ready;
+	AttrNumber	att_token;
+	AttrNumber	att_id;
 };
+
+/* (Re)start the walk's scan with a new snapshot, after l->after once it has read one. */
+static void
+sbq_line_scan(SbqSessionLine *l)
+{
+	Relation	idx = l->rels[PROBE_READY_IDX];
+	ScanKeyData keys[2];
+
+	if (l->scan != NULL)
+	{
+		index_endscan(l->scan);
+		UnregisterSnapshot(l->snap);
+	}
+	l->snap = RegisterSnapshot(sbq_probe_snapshot(true));
+	PopActiveSnapshot();
+	sbq_probe_key(&keys[0], idx, 1, F_INT4EQ, Int32GetDatum(l->queue_id));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[1], F_INT8GT, Int64GetDatum(l->after));
+	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], idx, l->snap, l->any ? 2 : 1, 0);
+	index_rescan(l->scan, keys, l->any ? 2 : 1, NULL, 0);
+	l->read = 0;
+}
 
 /*
  * sbq_session_line_begin
  *		Start a walk of queue_id's line, with the snapshot of a statement run
- *		by sbq_exec_latest taken now; NULL when the indexes cannot serve
- *		(see the header), and the statement must.
+ *		by sbq_exec_latest; NULL when the indexes cannot serve (see the
+ *		header), and the statement must.
  */
 SbqSessionLine *
 sbq_session_line_begin(int32 queue_id)
 {
 	SbqSessionLine *l = palloc0(sizeof(SbqSessionLine));
-	ScanKeyData key;
 	int			i;
 
 	if (sbq_dist_active() || !sbq_probe_open(l->rels))
@@ -506,12 +597,13 @@ sbq_session_line_begin(int32 queue_id)
 		pfree(l);
 		return NULL;
 	}
-	l->snap = RegisterSnapshot(sbq_probe_snapshot(true));
-	PopActiveSnapshot();
+	l->queue_id = queue_id;
+	l->att_key = sbq_probe_rels.att_key;
+	l->att_ready = sbq_probe_rels.att_ready;
+	l->att_token = sbq_probe_rels.att_token;
+	l->att_id = sbq_probe_rels.att_id;
 	l->slot = table_slot_create(l->rels[PROBE_SESSIONS], NULL);
-	sbq_probe_key(&key, l->rels[PROBE_READY_IDX], 1, F_INT4EQ, Int32GetDatum(queue_id));
-	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], l->rels[PROBE_READY_IDX], l->snap, 1, 0);
-	index_rescan(l->scan, &key, 1, NULL, 0);
+	sbq_line_scan(l);
 	return l;
 }
 
@@ -523,18 +615,27 @@ sbq_session_line_begin(int32 queue_id)
 bool
 sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_held, char **id)
 {
-	const SbqProbeRels *p = &sbq_probe_rels;
 	bool		isnull;
 	Datum		d;
 
-	if (!index_getnext_slot(l->scan, ForwardScanDirection, l->slot))
-		return false;
-	*key = DatumGetInt64(slot_getattr(l->slot, p->att_key, &isnull));
-	d = slot_getattr(l->slot, p->att_ready, &isnull);
-	*ready = isnull ? PG_INT64_MIN : DatumGetInt64(d);
-	(void) slot_getattr(l->slot, p->att_token, &isnull);
+	for (;;)
+	{
+		if (l->read >= SBQ_LINE_SNAPSHOT)
+			sbq_line_scan(l);
+		if (!index_getnext_slot(l->scan, ForwardScanDirection, l->slot))
+			return false;
+		l->read++;
+		d = slot_getattr(l->slot, l->att_ready, &isnull);
+		if (!isnull)
+			break;				/* (the index holds none without a mark) */
+	}
+	*ready = DatumGetInt64(d);
+	l->after = *ready;
+	l->any = true;
+	*key = DatumGetInt64(slot_getattr(l->slot, l->att_key, &isnull));
+	(void) slot_getattr(l->slot, l->att_token, &isnull);
 	*row_held = !isnull;
-	d = slot_getattr(l->slot, p->att_id, &isnull);
+	d = slot_getattr(l->slot, l->att_id, &isnull);
 	*id = isnull ? pstrdup("") : TextDatumGetCString(d);
 	return true;
 }

@@ -21,7 +21,9 @@
 #	  none of the statements they replace runs, a session whose only message
 #	  expired and a held one are passed over, a drained session is
 #	  forgotten, one with a deferred message or with state stays, out of
-#	  line.
+#	  line; a walk past twenty held sessions finds the free one after them;
+#	- an index in another collation, or the line's index without its
+#	  predicate, is not read: the statements run.
 use strict;
 use warnings;
 
@@ -248,6 +250,70 @@ sub all_calls { return join(' ', map { calls($stmt{$_}) } sort keys %stmt); }
 		'release: a session with a deferred message, and one with state, stay, out of line');
 	$h->quit;
 	$other->quit;
+}
+
+### 6. a long line, and indexes that are not the ones the looks know
+{
+	# 20 sessions held ahead of a free one: the walk goes past its first
+	# sixteen (a snapshot of its own for each sixteen), and the held ones it
+	# passed over go to the back of the line
+	sql(q{
+		SELECT sbq_create_queue('lq', requires_session => true);
+		SELECT count(sbq_send('lq', 'h', session_id => 'h' || lpad(i::text, 2, '0'))) FROM generate_series(1, 20) i;
+		SELECT sbq_send('lq', 'free', session_id => 'free');
+	});
+	my $other = $node->background_psql('postgres', on_error_stop => 0);
+	is($other->query_safe(q{
+		SELECT count(*) FROM generate_series(1, 20) i,
+		       LATERAL sbq_accept_session('lq', 'h' || lpad(i::text, 2, '0'))}), '20',
+		'long line: 20 sessions held');
+	my $before = all_calls();
+	is(sql(q{SELECT session_id FROM sbq_accept_session('lq')}), 'free',
+		'long line: accept-next walks past 20 held sessions to the free one');
+	is(all_calls(), $before, 'long line: without the statements');
+	is(sql(q{SELECT (SELECT min(s.ready_seq) FROM sbq.sessions s WHERE s.session_id LIKE 'h%')
+	              > (SELECT max(m.sequence_number) FROM sbq.messages m WHERE m.session_id = 'free')}), 't',
+		'long line: the held sessions passed over went to the back of the line');
+	$other->quit;
+
+	# an index in another collation, then the line's index without its
+	# predicate: each alone keeps the looks from reading the indexes
+	my @cases = (
+		[ 'coll', q{
+			DROP INDEX sbq.messages_session_idx;
+			CREATE INDEX messages_session_idx ON sbq.messages (queue_id, session_id COLLATE "C", state, sequence_number)
+			    WHERE session_id IS NOT NULL} ],
+		[ 'nopred', q{
+			DROP INDEX sbq.messages_session_idx;
+			CREATE INDEX messages_session_idx ON sbq.messages (queue_id, session_id, state, sequence_number)
+			    WHERE session_id IS NOT NULL;
+			DROP INDEX sbq.sessions_ready_idx;
+			CREATE INDEX sessions_ready_idx ON sbq.sessions (queue_id, ready_seq)} ]);
+	for my $case (@cases)
+	{
+		my ($sid, $ddl) = @$case;
+		sql("SELECT sbq_send('lq', '$sid-1', session_id => '$sid')");
+		sql($ddl);
+		my $h = $node->background_psql('postgres', on_error_stop => 0);
+		$before = calls($stmt{line});
+		is($h->query_safe(q{
+			CREATE TEMP TABLE tok AS SELECT session_token AS t, session_id FROM sbq_accept_session('lq');
+			SELECT session_id FROM tok}), $sid, "$sid: accept-next takes the session");
+		isnt(calls($stmt{line}), $before, "$sid: by the statement that reads the line");
+		$before = candidates();
+		is($h->query_safe(q{
+			SELECT string_agg(convert_from(m.body, 'UTF8'), ',')
+			  FROM sbq_receive_session('lq', (SELECT t FROM tok), 10) m,
+			       LATERAL (SELECT sbq_complete('lq', m.lock_token)) c}), "$sid-1", "$sid: its message");
+		is($h->query_safe(q{SELECT count(*) FROM sbq_receive_session('lq', (SELECT t FROM tok), 10)}), '0',
+			"$sid: then none");
+		is(candidates() - $before, 2, "$sid: both receives by the statement");
+		$h->quit;
+	}
+	sql(q{
+		DROP INDEX sbq.sessions_ready_idx;
+		CREATE INDEX sessions_ready_idx ON sbq.sessions (queue_id, ready_seq) WHERE ready_seq IS NOT NULL;
+	});
 }
 
 my $log = slurp_file($node->logfile);
