@@ -136,7 +136,10 @@ fresh_db() {
 concurrency() {
     fresh_db sbq_conc &&
         timeout 300 "$PYTHON" test/concurrency/concurrency_test.py \
-            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc &&
+        fresh_db sbq_conc_sessions &&
+        timeout 300 "$PYTHON" test/concurrency/session_drain_test.py \
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc_sessions --messages 10000 --consumers 6
 }
 
 python_client() {
