@@ -16,6 +16,8 @@ Checked afterwards:
     (sequence numbers increase from one hand-out to the next);
   * a session is held by one consumer at a time (no two holders' intervals of a
     session overlap, by the server's clock: clock_timestamp() at accept and release);
+  * once every send has committed, a session drained until a receive came back short
+    is empty: no later accept of it hands out anything;
   * at the end the queue holds nothing and no session row is left.
 
 Usage:
@@ -118,6 +120,7 @@ def consumer(cid):
                 continue
             idle = 0
             sid, tok, t_acc = row
+            settled = PRODUCERS_DONE.is_set()    # every send committed before this accept
             order = 0
             while True:
                 n = rnd.choice([1, 2, 5])
@@ -144,7 +147,7 @@ def consumer(cid):
             t_rel = conn.execute("SELECT clock_timestamp() FROM sbq_release_session(%s, %s)",
                                  (Q, tok)).fetchone()[0]
             with LOCK:
-                HELD.append((sid, cid, t_acc, t_rel))
+                HELD.append((sid, cid, t_acc, t_rel, settled, order))
     except Exception as e:  # noqa: BLE001
         with LOCK:
             ERRORS.append("consumer %d: %r" % (cid, e))
@@ -192,13 +195,25 @@ def main():
            for sid, seq, _, _ in HANDED if SENT.get(seq) != sid])
     overlaps = []
     by_held = collections.defaultdict(list)
-    for sid, cid, a, r in HELD:
-        by_held[sid].append((a, r, cid))
+    for sid, cid, a, r, settled, n in HELD:
+        by_held[sid].append((a, r, cid, settled, n))
     for sid, iv in by_held.items():
         iv.sort()
-        overlaps += ["%s: consumer %d from %s, consumer %d until %s" % (sid, c2, a2, c1, r1)
-                     for (a1, r1, c1), (a2, r2, c2) in zip(iv, iv[1:]) if a2 < r1]
+        overlaps += ["%s: consumer %d from %s, consumer %d until %s" % (sid, i2[2], i2[0], i1[2], i1[1])
+                     for i1, i2 in zip(iv, iv[1:]) if i2[0] < i1[1]]
     check("a session was held by one consumer at a time (%d accepts)" % len(HELD), overlaps)
+    # once every send had committed, a drain that ended with a short receive left
+    # the session empty: no later accept of it finds a message
+    refound = []
+    for sid, iv in by_held.items():
+        drained = None
+        for a, r, cid, settled, n in iv:
+            if drained is not None and n > 0:
+                refound.append("%s: drained by an accept at %s, %d more handed out at %s"
+                               % (sid, drained, n, a))
+            if settled:
+                drained = a
+    check("a session a receive found empty after the last send had nothing left", refound)
     left = admin.execute("SELECT count(*) FROM sbq_peek(%s, 100)", (Q,)).fetchone()[0]
     check("the queue is empty at the end", [] if left == 0 else ["%d messages left" % left])
     rows = admin.execute("SELECT count(*) FROM sbq_list_sessions(%s)", (Q,)).fetchone()[0]
