@@ -198,10 +198,11 @@ sbq_mem_done(void)
  *		A look at the session of key (stmt_look's): -1 when it has no row;
  *		else, with messages, whether a message is available in it (0 or 1),
  *		and without, 0. Through the indexes when they can tell
- *		(session_probe.c), else by the statement.
+ *		(session_probe.c; within line, accept-next's walk, when it has one),
+ *		else by the statement.
  */
 static int
-sbq_mem_look(const SbqQueue *queue, int64 key, bool messages)
+sbq_mem_look(const SbqQueue *queue, int64 key, bool messages, const SbqSessionLine *line)
 {
 	SbqSessionProbe p = {0};
 	Datum		lv[2];
@@ -215,7 +216,7 @@ sbq_mem_look(const SbqQueue *queue, int64 key, bool messages)
 	p.states[0] = 0;
 	p.available = true;
 	p.now = GetCurrentTimestamp();
-	switch (sbq_session_probe(&p))
+	switch (sbq_session_probe(&p, line))
 	{
 		case SBQ_PROBE_NO_ROW:
 			return -1;
@@ -374,7 +375,7 @@ sbq_mem_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *ou
 			continue;
 		}
 		/* claimed: is the row still there (a release may have forgotten it)? */
-		if (sbq_mem_look(queue, key, false) < 0)
+		if (sbq_mem_look(queue, key, false, NULL) < 0)
 		{
 			sbq_lease_unclaim(-key);
 			sbq_session_unmutex(key, taken);
@@ -394,9 +395,11 @@ sbq_mem_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *ou
  *		Accept-next's look at one session in line: claimed, with available
  *		messages: taken (true). Else its claim is given back; an empty one
  *		leaves the line (with its row alone), and *held says another holds it.
+ *		line: the walk that found it, whose relations its looks read (or NULL).
  */
 static bool
-sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *held)
+sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
+				 SbqSessionLock *out, bool *held)
 {
 	Datum		lv[2];
 	bool		taken;
@@ -415,7 +418,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 	if (expired)
 		sbq_mem_took_over(queue);
 	lv[0] = Int64GetDatum(key);
-	look = sbq_mem_look(queue, key, true);
+	look = sbq_mem_look(queue, key, true, line);
 	if (look >= 0)
 	{
 		if (look == 1)
@@ -429,7 +432,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, SbqSessionLock *out, bool *he
 		if (sbq_exec_latest(&stmt_alone, lv, NULL) == 1)
 		{
 			sbq_mem_done();
-			if (sbq_mem_look(queue, key, true) == 1)
+			if (sbq_mem_look(queue, key, true, line) == 1)
 			{
 				sbq_mem_grant(queue, key, out);
 				sbq_session_unmutex(key, taken);
@@ -521,7 +524,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			CHECK_FOR_INTERRUPTS();
 			if (row_held[i] && sbq_session_row_end_stale(queue, keys[i]))
 				continue;
-			found = sbq_mem_try_next(queue, keys[i], out, &is_held);
+			found = sbq_mem_try_next(queue, keys[i], line, out, &is_held);
 			if (found)
 				out->session_id = ids[i];
 			if (is_held)
@@ -827,7 +830,7 @@ sbq_mem_release(const SbqQueue *queue, const pg_uuid_t *token)
 	probe.nstates = 2;
 	probe.states[0] = 0;
 	probe.states[1] = 1;
-	switch (sbq_session_probe(&probe))
+	switch (sbq_session_probe(&probe, NULL))
 	{
 		case SBQ_PROBE_NO_ROW:
 			return true;		/* no row: nothing to end or mark */

@@ -58,9 +58,9 @@ typedef struct SbqSessionProbe
 	bool		ready_null;
 } SbqSessionProbe;
 
-extern SbqProbeResult sbq_session_probe(SbqSessionProbe *p);
-
 typedef struct SbqSessionLine SbqSessionLine;
+
+extern SbqProbeResult sbq_session_probe(SbqSessionProbe *p, const SbqSessionLine *line);
 extern SbqSessionLine *sbq_session_line_begin(int32 queue_id);
 extern bool sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_held,
 								  char **id);

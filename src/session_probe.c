@@ -212,6 +212,25 @@ typedef struct SbqProbeRels
 
 static SbqProbeRels sbq_probe_rels;
 
+/* a walk of a queue's line for accept-next (see sbq_session_line_begin) */
+#define SBQ_LINE_SNAPSHOT		16
+
+struct SbqSessionLine
+{
+	Relation	rels[PROBE_RELS];
+	int32		queue_id;
+	Snapshot	snap;			/* registered */
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	int			read;			/* sessions read under snap */
+	bool		any;			/* one read at all: after is its mark */
+	int64		after;
+	AttrNumber	att_key;		/* as looked up when the walk began */
+	AttrNumber	att_ready;
+	AttrNumber	att_token;
+	AttrNumber	att_id;
+};
+
 /* invalidations that may concern what is kept, and whether a look-up runs */
 static uint64 sbq_probe_invals = 0;
 static bool sbq_probe_looking = false;
@@ -481,15 +500,23 @@ sbq_probe_snapshot(bool latest)
  *		p->ready_seq, p->ready_null) and none of its messages in p->states
  *		counts (see sbq_probe_counts); SBQ_PROBE_SOME: one does;
  *		SBQ_PROBE_UNSURE: this cannot tell (see the header), and the
- *		statement must run.
+ *		statement must run. Within a walk of the line (line), on the
+ *		relations the walk opened and checked, held until it ends.
  */
 SbqProbeResult
-sbq_session_probe(SbqSessionProbe *p)
+sbq_session_probe(SbqSessionProbe *p, const SbqSessionLine *line)
 {
 	Relation	rels[PROBE_RELS];
 	SbqProbeResult result = SBQ_PROBE_UNSURE;
 	int			i;
 
+	/* within a walk of the line, on the relations it opened and checked */
+	if (line != NULL)
+	{
+		result = sbq_probe_run(p, (Relation *) line->rels, sbq_probe_snapshot(p->latest));
+		PopActiveSnapshot();
+		return result;
+	}
 	if (sbq_dist_active() || !sbq_probe_open(rels))
 		return SBQ_PROBE_UNSURE;
 	if (sbq_probe_table_fits(rels[PROBE_SESSIONS]) && sbq_probe_table_fits(rels[PROBE_MESSAGES]))
@@ -522,7 +549,7 @@ sbq_session_surely_empty(int32 queue_id, int64 key)
 	p.key = key;
 	p.nstates = 1;
 	p.states[0] = 0;
-	return sbq_session_probe(&p) == SBQ_PROBE_NONE;
+	return sbq_session_probe(&p, NULL) == SBQ_PROBE_NONE;
 }
 
 /*
@@ -533,23 +560,6 @@ sbq_session_surely_empty(int32 queue_id, int64 key)
  * SBQ_LINE_SNAPSHOT sessions, going on after the last one's mark, so that a
  * long walk sees the sessions that joined the line meanwhile.
  */
-#define SBQ_LINE_SNAPSHOT		16
-
-struct SbqSessionLine
-{
-	Relation	rels[PROBE_RELS];
-	int32		queue_id;
-	Snapshot	snap;			/* registered */
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	int			read;			/* sessions read under snap */
-	bool		any;			/* one read at all: after is its mark */
-	int64		after;
-	AttrNumber	att_key;		/* as looked up when the walk began */
-	AttrNumber	att_ready;
-	AttrNumber	att_token;
-	AttrNumber	att_id;
-};
 
 /* (Re)start the walk's scan with a new snapshot, after l->after once it has read one. */
 static void
@@ -590,7 +600,8 @@ sbq_session_line_begin(int32 queue_id)
 		pfree(l);
 		return NULL;
 	}
-	if (!sbq_probe_table_fits(l->rels[PROBE_SESSIONS]))
+	if (!sbq_probe_table_fits(l->rels[PROBE_SESSIONS]) ||
+		!sbq_probe_table_fits(l->rels[PROBE_MESSAGES]))
 	{
 		for (i = PROBE_RELS - 1; i >= 0; i--)
 			relation_close(l->rels[i], NoLock);
