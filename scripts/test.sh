@@ -139,7 +139,11 @@ concurrency() {
             --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc &&
         fresh_db sbq_conc_sessions &&
         timeout 300 "$PYTHON" test/concurrency/session_drain_test.py \
-            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc_sessions --messages 10000 --consumers 6
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc_sessions --messages 10000 --consumers 6 &&
+        fresh_db sbq_conc_sessions_held &&
+        timeout 300 "$PYTHON" test/concurrency/session_drain_test.py \
+            --host "$PGHOST" --port "$PGPORT" --dbname sbq_conc_sessions_held --messages 10000 --consumers 6 \
+            --hold
 }
 
 python_client() {
@@ -231,7 +235,7 @@ console() {
 tap() {
     local lanes=(
         worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,send_groups,send_direct_indexes,metrics_counters_move_edges,lease_crash
-        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe
+        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line
         worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints,maintain_row_locks
         session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree
     ) flags="-j4" lane

@@ -196,4 +196,28 @@
 	} while (0)
 #endif
 
+/*
+ * A predicate lock on a heap tuple read under snap, as an index scan takes
+ * it (session_probe.c). PostgreSQL 14 locks it by its TID and inserter.
+ */
+#if PG_VERSION_NUM >= 140000
+#define SBQ_PREDICATE_LOCK_TUPLE(rel, tuple, snap) \
+	PredicateLockTID((rel), &(tuple)->t_self, (snap), HeapTupleHeaderGetXmin((tuple)->t_data))
+#else
+#define SBQ_PREDICATE_LOCK_TUPLE(rel, tuple, snap) PredicateLockTuple((rel), (tuple), (snap))
+#endif
+
+/*
+ * Whether a heap tuple is dead to every transaction (its index entries may
+ * be marked dead), judged by what SBQ_VISTEST_FOR gave for its relation.
+ * PostgreSQL 14 judges it by a GlobalVisState.
+ */
+#if PG_VERSION_NUM >= 140000
+#define SBQ_VISTEST_FOR(rel) GlobalVisTestFor(rel)
+#define SBQ_TUPLE_SURELY_DEAD(tuple, vistest) HeapTupleIsSurelyDead((tuple), (vistest))
+#else
+#define SBQ_VISTEST_FOR(rel) NULL
+#define SBQ_TUPLE_SURELY_DEAD(tuple, vistest) HeapTupleIsSurelyDead((tuple), RecentGlobalXmin)
+#endif
+
 #endif							/* SBQ_COMPAT_H */

@@ -135,6 +135,23 @@
  * entry is older), so a restart, which drops the marks, brings every
  * queue's look back.
  *
+ * The line of a session queue. Accept-next walks the queue's sessions in
+ * line (sessions_ready_idx, by ready mark); under a transaction held open
+ * elsewhere, every mark that a drain took off or moved stays in the index,
+ * and each walk from the start of the line passed them all. So each entry
+ * has a line floor: every entry of the line below it is gone for good (its
+ * row version deleted or never committed, for every snapshot to come), and
+ * the walk starts there (session_probe.c). A walk raises it to the first
+ * entry it cannot call gone, but never past the bound of the head hint: the
+ * marks of sends, activations and resubmits are numbers they take, which
+ * they announce as above. Every other writer of a mark (a release that
+ * leaves messages, an expired or stale lock's end, held sessions moved to
+ * the back) lowers the floor to its mark after its write and bumps a
+ * generation number, so that a walk that read the floor before, and may
+ * have passed the place of the new entry, does not raise it. Maintenance
+ * drops the floor once a minute, with the head hint's check, for marks no
+ * such path wrote (a restore).
+ *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
  * activation per receive.
@@ -256,6 +273,8 @@ typedef struct SbqQueueState
 	int64		max_seq;		/* the database's entry (queue id 0): highest number taken */
 	int64		prepared_floor; /* the database's entry: floor of prepared senders */
 	int64		prepares;		/* the database's entry: bumped after each such PREPARE */
+	int64		line_floor;		/* session queues: see the file header */
+	uint64		line_gen;		/* bumped whenever the line floor is lowered */
 } SbqQueueState;
 
 /* A backend's announcement that its transaction takes sequence numbers. */
@@ -492,6 +511,8 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->max_seq = 0;
 		entry->prepared_floor = max_prepared_xacts > 0 ? 1 : PG_INT64_MAX;
 		entry->prepares = 1;
+		entry->line_floor = PG_INT64_MIN;
+		entry->line_gen = 0;
 	}
 	LWLockRelease(sbq_qstate_lock);
 	if (entry != NULL)
@@ -1694,35 +1715,15 @@ sbq_qstate_slot_prepared(void)
 }
 
 /*
- * sbq_qstate_head
- *		Where a leasing receive of the queue may start its scan (head->hint,
- *		or head->free until head->free_until), and the most it may then
- *		advance either hint to (head->bound): no message that appears later
- *		can be below the bound. The generations go back to
- *		sbq_qstate_advance and sbq_qstate_free_advance. To be called before
- *		the scan's snapshot is taken. False: no hint here (scan from the
- *		start).
+ * The bound of a queue (db: its database's entry): no sequence number of its
+ * main queue still to appear is below it. To be read before the snapshot of
+ * the scan it bounds.
  */
-bool
-sbq_qstate_head(Oid epoch, int32 queue_id, SbqHead *head)
+static int64
+sbq_qstate_bound(SbqQueueState *db, int32 queue_id)
 {
-	SbqQueueState *entry;
-	SbqQueueState *db;
 	int64		b;
 	int			i;
-
-	entry = sbq_qstate_entry(epoch, queue_id, true);
-	db = sbq_qstate_entry(epoch, 0, true);
-	if (entry == NULL || db == NULL || sbq_send_slots == NULL)
-		return false;
-
-	SpinLockAcquire(&entry->mutex);
-	head->hint = entry->head_hint;
-	head->gen = entry->hint_gen;
-	head->free = entry->free_hint;
-	head->free_until = entry->free_until;
-	head->free_gen = entry->free_gen;
-	SpinLockRelease(&entry->mutex);
 
 	SpinLockAcquire(&db->mutex);
 	b = db->max_seq + 1;
@@ -1757,8 +1758,118 @@ sbq_qstate_head(Oid epoch, int32 queue_id, SbqHead *head)
 	if (db->prepared_floor < b)
 		b = db->prepared_floor;
 	SpinLockRelease(&db->mutex);
-	head->bound = b;
+	return b;
+}
+
+/*
+ * The entries of a queue and of its database (made if need be) for a reader
+ * of where a scan may start: false when either is missing, or there are no
+ * send slots (then no bound can be given).
+ */
+static bool
+sbq_qstate_entries(Oid epoch, int32 queue_id, SbqQueueState **entry, SbqQueueState **db)
+{
+	*entry = sbq_qstate_entry(epoch, queue_id, true);
+	*db = sbq_qstate_entry(epoch, 0, true);
+	return *entry != NULL && *db != NULL && sbq_send_slots != NULL;
+}
+
+/*
+ * sbq_qstate_head
+ *		Where a leasing receive of the queue may start its scan (head->hint,
+ *		or head->free until head->free_until), and the most it may then
+ *		advance either hint to (head->bound): no message that appears later
+ *		can be below the bound. The generations go back to
+ *		sbq_qstate_advance and sbq_qstate_free_advance. To be called before
+ *		the scan's snapshot is taken. False: no hint here (scan from the
+ *		start).
+ */
+bool
+sbq_qstate_head(Oid epoch, int32 queue_id, SbqHead *head)
+{
+	SbqQueueState *entry;
+	SbqQueueState *db;
+
+	if (!sbq_qstate_entries(epoch, queue_id, &entry, &db))
+		return false;
+
+	SpinLockAcquire(&entry->mutex);
+	head->hint = entry->head_hint;
+	head->gen = entry->hint_gen;
+	head->free = entry->free_hint;
+	head->free_until = entry->free_until;
+	head->free_gen = entry->free_gen;
+	SpinLockRelease(&entry->mutex);
+
+	head->bound = sbq_qstate_bound(db, queue_id);
 	return true;
+}
+
+/*
+ * sbq_qstate_line
+ *		Where accept-next's walk of the queue's line may start (line->floor:
+ *		no entry of the line below it is there for any snapshot to come),
+ *		and what sbq_qstate_line_raise needs: the floor's generation and the
+ *		bound. To be called before the walk's first snapshot is taken. False:
+ *		nothing kept here (walk from the start).
+ */
+bool
+sbq_qstate_line(Oid epoch, int32 queue_id, SbqLine *line)
+{
+	SbqQueueState *entry;
+	SbqQueueState *db;
+
+	if (!sbq_qstate_entries(epoch, queue_id, &entry, &db))
+		return false;
+	SpinLockAcquire(&entry->mutex);
+	line->floor = entry->line_floor;
+	line->gen = entry->line_gen;
+	SpinLockRelease(&entry->mutex);
+	line->bound = sbq_qstate_bound(db, queue_id);
+	return true;
+}
+
+/*
+ * sbq_qstate_line_raise
+ *		A walk that began with line (sbq_qstate_line) found every entry below
+ *		candidate gone for good: raise the floor to it, or to the bound if
+ *		that is lower (a mark may still appear there). Not when the floor was
+ *		lowered since the walk read it: a mark may have been written where
+ *		the walk had passed.
+ */
+void
+sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line, int64 candidate)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+
+	if (entry == NULL)
+		return;
+	if (candidate > line->bound)
+		candidate = line->bound;
+	SpinLockAcquire(&entry->mutex);
+	if (entry->line_gen == line->gen && candidate > entry->line_floor)
+		entry->line_floor = candidate;
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_line_lower
+ *		This transaction wrote a ready mark (mark) into the queue's line that
+ *		is not a sequence number it took (see the file header). Called after
+ *		the write. Never fails.
+ */
+void
+sbq_qstate_line_lower(Oid epoch, int32 queue_id, int64 mark)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	if (mark < entry->line_floor)
+		entry->line_floor = mark;
+	entry->line_gen++;
+	SpinLockRelease(&entry->mutex);
 }
 
 /*
@@ -1905,6 +2016,9 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 			*hint = entry->head_hint;
 			due = *hint > 0;
 			entry->hint_set_at = now;
+			/* and the line's floor, for marks no announced path wrote */
+			entry->line_floor = PG_INT64_MIN;
+			entry->line_gen++;
 		}
 		if (entry->due_prepared > 0 && entry->due_prepared <= prepares)
 		{

@@ -85,6 +85,19 @@ extern bool sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64
 extern int64 sbq_qstate_maintain_floor(Oid epoch, int32 queue_id, TimestampTz now);
 extern void sbq_qstate_lower(Oid epoch, int32 queue_id, int64 seq);
 
+/* where accept-next's walk of a session queue's line may start */
+typedef struct SbqLine
+{
+	int64		floor;			/* no entry below it is there for a snapshot to come */
+	uint64		gen;			/* its generation when read */
+	int64		bound;			/* no number still to appear is below this */
+} SbqLine;
+
+extern bool sbq_qstate_line(Oid epoch, int32 queue_id, SbqLine *line);
+extern void sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line,
+								  int64 candidate);
+extern void sbq_qstate_line_lower(Oid epoch, int32 queue_id, int64 mark);
+
 /* locks stored in a queue's rows, which maintenance looks for */
 extern void sbq_qstate_row_lock(Oid epoch, int32 queue_id);
 extern bool sbq_qstate_row_locks_look(Oid epoch, int32 queue_id, TimestampTz now,

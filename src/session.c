@@ -65,6 +65,7 @@
 #include "utils/timestamp.h"
 
 #include "access/xlog.h"
+#include "qstate.h"
 #include "session_mem.h"
 #include "shmem.h"
 #include "storage_core.h"
@@ -409,6 +410,7 @@ sbq_session_end_lock(const SbqQueue *queue, const SbqSessionRow *s, bool release
 					 bool alone)
 {
 	Datum		values[3];
+	Datum		mark;
 	bool		isnull;
 	int			dead = sbq_session_clear_locks(queue, s, released);
 
@@ -416,11 +418,15 @@ sbq_session_end_lock(const SbqQueue *queue, const SbqSessionRow *s, bool release
 	values[1] = Int32GetDatum(queue->queue_id);
 	values[2] = PointerGetDatum(s->session_id);
 	(void) sbq_exec_latest(alone ? &stmt_unhold : &stmt_unhold_maybe, values, NULL);
-	(void) sbq_col(0, 1, &isnull);
+	mark = sbq_col(0, 1, &isnull);
 	if (isnull)
 		(void) sbq_exec_latest(&stmt_forget, values, NULL);
 	else
+	{
+		/* not a number this transaction took: the line's floor goes below it */
+		sbq_qstate_line_lower(sbq_storage_epoch(), queue->queue_id, DatumGetInt64(mark));
 		sbq_wait_wake_at_commit(queue->queue_id);
+	}
 	return dead;
 }
 

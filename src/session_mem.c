@@ -62,6 +62,7 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+#include "qstate.h"
 #include "session_mem.h"
 #include "storage_core.h"
 #include "wait.h"
@@ -71,6 +72,13 @@
 
 /* How many held sessions accept-next passes over before it moves them back. */
 #define SBQ_PASS_HELD_MAX		8
+
+/*
+ * How many entries of its line gone for good accept-next passes after a held
+ * session before it moves that one back: the line's floor cannot pass a held
+ * session, so the walks to come would read them all again (session_probe.c).
+ */
+#define SBQ_PASS_GONE_MAX		64
 
 /* How many candidates one accept-next looks at before it gives up this round. */
 #define SBQ_MEM_ACCEPT_LOOKS	1000
@@ -111,7 +119,7 @@ static SbqStatement stmt_move_back = {"held sessions to the back", 1, {INT8ARRAY
 	"  FROM (SELECT h.session_key FROM sbq.sessions h"
 	"         WHERE h.session_key = ANY($1) AND h.ready_seq IS NOT NULL"
 	"         ORDER BY h.session_key FOR NO KEY UPDATE SKIP LOCKED) l"
-	" WHERE s.session_key = l.session_key"
+	" WHERE s.session_key = l.session_key RETURNING s.ready_seq"
 };
 
 /* $1 key: the row alone (no sender in flight), or no row */
@@ -136,6 +144,19 @@ static SbqStatement stmt_mark = {"session mark", 1, {INT8OID},
 static SbqStatement stmt_set_mark = {"set a session mark", 2, {INT8OID, INT8OID},
 	"UPDATE sbq.sessions s SET ready_seq = $2 WHERE s.session_key = $1"
 };
+
+/*
+ * Set the ready mark of the session of key (values: as stmt_set_mark's;
+ * nulls NULL: none is). A mark that is not a number this transaction took
+ * lowers the floor of the queue's line after the write (qstate.c).
+ */
+static void
+sbq_mem_set_mark(int32 queue_id, Datum *values, bool *nulls)
+{
+	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
+	if (nulls == NULL || !nulls[1])
+		sbq_qstate_line_lower(sbq_storage_epoch(), queue_id, DatumGetInt64(values[1]));
+}
 
 /* $1 key: a session with nothing left goes */
 static SbqStatement stmt_forget = {"forget an empty session (memory)", 1, {INT8OID},
@@ -442,7 +463,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
 			{
 				bool		nulls[2] = {false, true};
 
-				(void) sbq_exec_latest(&stmt_set_mark, lv, nulls);
+				sbq_mem_set_mark(queue->queue_id, lv, nulls);
 			}
 			(void) sbq_exec_latest(&stmt_forget, lv, NULL);
 		}
@@ -503,6 +524,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	int			nheld = 0;
 	int			looks = 0;
 	bool		found = false;
+	bool		gone_many = false;
 	int64		keys[SBQ_LINE_BATCH];
 	bool		row_held[SBQ_LINE_BATCH];
 	char	   *ids[SBQ_LINE_BATCH];
@@ -535,19 +557,39 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 				pfree(ids[i]);
 	}
 	if (line != NULL)
+	{
+		gone_many = sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
 		sbq_session_line_end(line);
+	}
 	/*
 	 * Held sessions in the way of a free one go to the back of the line (a
 	 * write, only then: when every session is held, moving them would not
-	 * shorten the next walk, which the look limit bounds).
+	 * shorten the next walk, which the look limit bounds); so do those in
+	 * front of many entries gone for good, which the line's floor could then
+	 * pass.
 	 */
-	if (found && nheld > SBQ_PASS_HELD_MAX)
+	if (found && (nheld > SBQ_PASS_HELD_MAX || (nheld > 0 && gone_many)))
 	{
 		Datum		values[1];
 
+		uint64		n;
+		uint64		i;
+		int64		low = PG_INT64_MAX;
+
 		values[0] = sbq_int8_array(held, nheld);
-		(void) sbq_exec_latest(&stmt_move_back, values, NULL);
+		n = sbq_exec_latest(&stmt_move_back, values, NULL);
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+			Datum		d = sbq_col(i, 1, &isnull);
+
+			if (!isnull && DatumGetInt64(d) < low)
+				low = DatumGetInt64(d);
+		}
 		sbq_mem_done();
+		/* numbers taken with no announcement: the line's floor goes below them */
+		if (n > 0)
+			sbq_qstate_line_lower(sbq_storage_epoch(), queue->queue_id, low);
 	}
 	pfree(held);
 	return found;
@@ -756,7 +798,7 @@ sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum f
 		if (!mark.isnull && DatumGetInt64(mark.value) == DatumGetInt64(first.value))
 			return;
 		values[1] = first.value;
-		(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
+		sbq_mem_set_mark(queue_id, values, NULL);
 		return;
 	}
 	/*
@@ -772,7 +814,7 @@ sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum f
 	(void) sbq_exec_latest(&stmt_mark, values, NULL);
 	values[1] = sbq_col(0, 2, &none);
 	nulls[1] = none;
-	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
+	sbq_mem_set_mark(queue_id, values, nulls);
 	if (!none)
 		sbq_wait_wake_at_commit(queue_id);
 }

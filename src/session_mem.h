@@ -64,6 +64,7 @@ extern SbqProbeResult sbq_session_probe(SbqSessionProbe *p, const SbqSessionLine
 extern SbqSessionLine *sbq_session_line_begin(int32 queue_id);
 extern bool sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_held,
 								  char **id);
+extern int	sbq_session_line_gone(const SbqSessionLine *l);
 extern void sbq_session_line_end(SbqSessionLine *l);
 extern bool sbq_session_surely_empty(int32 queue_id, int64 key);
 extern void sbq_session_probe_skip(int64 key);

@@ -20,7 +20,14 @@
  *	  state 0, no lock stored in its row, not expired);
  *	- accept-next's walk of the line (sessions_ready_idx, in order), one
  *	  session at a time, where the statement read sixteen (a new snapshot
- *	  for each sixteen, as the statement took);
+ *	  for each sixteen, as the statement took). It starts at the line's
+ *	  floor (qstate.c), not at the start of the line: it reads every row
+ *	  version an entry leads to and judges each against its snapshot, and
+ *	  raises the floor to the first entry that is not gone for good (a
+ *	  version deleted before the snapshot, or never committed), so that the
+ *	  entries of sessions drained under a snapshot held open elsewhere,
+ *	  which no scan may mark dead, are passed once rather than by every
+ *	  walk;
  *	- a release that finds no message of the session active or deferred:
  *	  the session's ready mark is then all its look would have read.
  * Each look takes the snapshot its statement would have taken (SPI's for a
@@ -56,6 +63,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relation.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
@@ -69,7 +77,10 @@
 #include "commands/defrem.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "nodes/primnodes.h"
+#include "storage/bufmgr.h"
+#include "storage/predicate.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -78,7 +89,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "distributed.h"
+#include "qstate.h"
 #include "session_mem.h"
 #include "storage_core.h"
 
@@ -219,13 +232,22 @@ struct SbqSessionLine
 {
 	Relation	rels[PROBE_RELS];
 	int32		queue_id;
+	Oid			epoch;			/* of the line's floor (qstate.c) */
+	SbqLine		floor;			/* as read before the first snapshot */
+	bool		have_floor;		/* read, and not yet raised */
 	Snapshot	snap;			/* registered */
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	int			read;			/* sessions read under snap */
 	bool		any;			/* one read at all: after is its mark */
+	bool		more;			/* the entry's HOT chain has more row versions */
+	bool		entry_dead;		/* every version of the entry read so far is dead to all */
+	bool		fixed;			/* an entry that is not gone was read */
+	int			gone_after;		/* gone versions read after it */
+	struct GlobalVisState *vistest;	/* what "dead to all" is judged by */
 	int64		after;
-	AttrNumber	att_key;		/* as looked up when the walk began */
+	AttrNumber	att_queue;		/* as looked up when the walk began */
+	AttrNumber	att_key;
 	AttrNumber	att_ready;
 	AttrNumber	att_token;
 	AttrNumber	att_id;
@@ -578,9 +600,151 @@ sbq_line_scan(SbqSessionLine *l)
 	sbq_probe_key(&keys[0], idx, 1, F_INT4EQ, Int32GetDatum(l->queue_id));
 	ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterStrategyNumber, InvalidOid,
 						   idx->rd_indcollation[1], F_INT8GT, Int64GetDatum(l->after));
+	/*
+	 * The index is scanned under l->snap (its predicate locks are those of
+	 * the statement's scan); the table is read with every row version, each
+	 * judged against l->snap (sbq_line_next_row).
+	 */
 	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], idx, l->snap, l->any ? 2 : 1, 0);
+	/* its entries too: a version read must be the entry's (sbq_line_judge) */
+	l->scan->xs_want_itup = true;
 	index_rescan(l->scan, keys, l->any ? 2 : 1, NULL, 0);
+	l->more = false;
+	l->entry_dead = false;
 	l->read = 0;
+}
+
+/* what a row version of the line is to a walk */
+typedef enum SbqLineRow
+{
+	SBQ_LINE_VISIBLE,			/* in the walk's snapshot */
+	SBQ_LINE_GONE,				/* deleted, or never committed: for every snapshot to come */
+	SBQ_LINE_MAYBE				/* not in the snapshot, but may be in a later one */
+} SbqLineRow;
+
+/*
+ * What the row version in slot (from sbq_line_next_row) is to the walk's
+ * snapshot; predicate locks and conflicts as an index scan
+ * under that snapshot takes them.
+ */
+static SbqLineRow
+sbq_line_judge(SbqSessionLine *l, TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	HeapTuple	tuple = bslot->base.tuple;
+	Buffer		buffer = bslot->buffer;
+	Relation	rel = l->rels[PROBE_SESSIONS];
+	IndexTuple	itup = l->scan->xs_itup;
+	TupleDesc	idesc = l->scan->xs_itupdesc;
+	SbqLineRow	row;
+	bool		visible;
+	bool		inull;
+	bool		hnull;
+	Datum		iq;
+	Datum		ir;
+	Datum		hq;
+	Datum		hr;
+
+	/*
+	 * The scan keeps no pin on the index page it read (an MVCC scan's), so
+	 * vacuum may have removed the entry and its row since, and another row
+	 * may be in the same place now: only a version with the entry's queue
+	 * and mark is the entry's.
+	 */
+	iq = index_getattr(itup, 1, idesc, &inull);
+	ir = index_getattr(itup, 2, idesc, &inull);
+	hq = slot_getattr(slot, l->att_queue, &hnull);
+	hr = slot_getattr(slot, l->att_ready, &hnull);
+	if (inull || hnull || DatumGetInt32(hq) != DatumGetInt32(iq) ||
+		DatumGetInt64(hr) != DatumGetInt64(ir))
+	{
+		l->entry_dead = false;	/* (not the entry's: not judged) */
+		return SBQ_LINE_GONE;
+	}
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	visible = HeapTupleSatisfiesVisibility(tuple, l->snap, buffer);
+	HeapCheckForSerializableConflictOut(visible, rel, tuple, buffer, l->snap);
+	if (visible)
+	{
+		row = SBQ_LINE_VISIBLE;
+		SBQ_PREDICATE_LOCK_TUPLE(rel, tuple, l->snap);
+	}
+	else
+	{
+		/*
+		 * Gone: deleted by a transaction that committed before the snapshot
+		 * (whatever replaced it was indexed before then: the scan, which
+		 * started after, reads that entry), or inserted by one that aborted.
+		 * Anything else not in the snapshot (an insert or a delete in
+		 * progress, an insert that committed after it) may be in a later
+		 * one. This transaction's own row versions are never gone: a
+		 * rollback to a savepoint may bring them back.
+		 */
+		TransactionId xmin = HeapTupleHeaderGetXmin(tuple->t_data);
+
+		row = SBQ_LINE_MAYBE;
+		switch (HeapTupleSatisfiesVacuum(tuple, InvalidTransactionId, buffer))
+		{
+			case HEAPTUPLE_DEAD:
+			case HEAPTUPLE_RECENTLY_DEAD:
+				if (!TransactionIdIsCurrentTransactionId(xmin) &&
+					!XidInMVCCSnapshot(xmin, l->snap))
+					row = SBQ_LINE_GONE;
+				break;
+			default:
+				break;
+		}
+	}
+	/* dead to every transaction: the entry may be marked dead, as an index scan marks it */
+	if (row != SBQ_LINE_GONE || !SBQ_TUPLE_SURELY_DEAD(tuple, l->vistest))
+		l->entry_dead = false;
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	return row;
+}
+
+/*
+ * The next row version the walk's scan reaches, every version of each
+ * entry's HOT chain in turn up to the one in the snapshot (an MVCC fetch
+ * reads no further), into l->slot, judged (*row); false at the end of the
+ * scan. An entry whose versions were all dead to every transaction is
+ * marked dead in the index as the scan moves on, as an index scan does.
+ */
+static bool
+sbq_line_next_row(SbqSessionLine *l, SbqLineRow *row)
+{
+	for (;;)
+	{
+		if (!l->more)
+		{
+			if (l->entry_dead && !l->scan->xactStartedInRecovery)
+				l->scan->kill_prior_tuple = true;
+			if (index_getnext_tid(l->scan, ForwardScanDirection) == NULL)
+				return false;
+			l->entry_dead = true;
+		}
+		if (!table_index_fetch_tuple(l->scan->xs_heapfetch, &l->scan->xs_heaptid, SnapshotAny,
+									 l->slot, &l->more, NULL))
+			continue;			/* the end of the chain */
+		pgstat_count_heap_fetch(l->scan->indexRelation);
+		*row = sbq_line_judge(l, l->slot);
+		if (*row == SBQ_LINE_VISIBLE)
+			l->more = false;
+		return true;
+	}
+}
+
+/*
+ * The first entry of the walk that is not gone has mark: no entry below it
+ * is there for a snapshot to come, and the line's floor may rise to it.
+ */
+static void
+sbq_line_floor(SbqSessionLine *l, int64 mark)
+{
+	l->fixed = true;
+	if (l->have_floor)
+		sbq_qstate_line_raise(l->epoch, l->queue_id, &l->floor, mark);
+	l->have_floor = false;
 }
 
 /*
@@ -600,8 +764,10 @@ sbq_session_line_begin(int32 queue_id)
 		pfree(l);
 		return NULL;
 	}
+	/* (the walk judges heap row versions itself: sbq_line_judge) */
 	if (!sbq_probe_table_fits(l->rels[PROBE_SESSIONS]) ||
-		!sbq_probe_table_fits(l->rels[PROBE_MESSAGES]))
+		!sbq_probe_table_fits(l->rels[PROBE_MESSAGES]) ||
+		l->rels[PROBE_SESSIONS]->rd_rel->relam != HEAP_TABLE_AM_OID)
 	{
 		for (i = PROBE_RELS - 1; i >= 0; i--)
 			relation_close(l->rels[i], NoLock);
@@ -609,6 +775,16 @@ sbq_session_line_begin(int32 queue_id)
 		return NULL;
 	}
 	l->queue_id = queue_id;
+	l->epoch = sbq_storage_epoch();
+	/* the floor, then the first snapshot (see qstate.c) */
+	l->have_floor = sbq_qstate_line(l->epoch, queue_id, &l->floor);
+	if (l->have_floor && l->floor.floor > PG_INT64_MIN)
+	{
+		l->after = l->floor.floor - 1;
+		l->any = true;
+	}
+	l->vistest = SBQ_VISTEST_FOR(l->rels[PROBE_SESSIONS]);
+	l->att_queue = sbq_probe_rels.att_queue;
 	l->att_key = sbq_probe_rels.att_key;
 	l->att_ready = sbq_probe_rels.att_ready;
 	l->att_token = sbq_probe_rels.att_token;
@@ -631,15 +807,31 @@ sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_hel
 
 	for (;;)
 	{
+		SbqLineRow	row;
+
+		CHECK_FOR_INTERRUPTS();
 		if (l->read >= SBQ_LINE_SNAPSHOT)
 			sbq_line_scan(l);
-		if (!index_getnext_slot(l->scan, ForwardScanDirection, l->slot))
+		if (!sbq_line_next_row(l, &row))
+		{
+			/* all gone: the floor may rise as far as its bound */
+			sbq_line_floor(l, PG_INT64_MAX);
 			return false;
-		l->read++;
+		}
+		if (row == SBQ_LINE_GONE)
+		{
+			if (l->fixed)
+				l->gone_after++;
+			continue;
+		}
 		d = slot_getattr(l->slot, l->att_ready, &isnull);
-		if (!isnull)
-			break;				/* (the index holds none without a mark) */
+		if (isnull)
+			continue;			/* (the index holds none without a mark) */
+		sbq_line_floor(l, DatumGetInt64(d));
+		if (row == SBQ_LINE_VISIBLE)
+			break;
 	}
+	l->read++;
 	*ready = DatumGetInt64(d);
 	l->after = *ready;
 	l->any = true;
@@ -649,6 +841,18 @@ sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_hel
 	d = slot_getattr(l->slot, l->att_id, &isnull);
 	*id = isnull ? pstrdup("") : TextDatumGetCString(d);
 	return true;
+}
+
+/*
+ * sbq_session_line_gone
+ *		How many row versions gone for good the walk read after its first
+ *		entry that is not: what a floor stopped by that entry (a session
+ *		held there) does not spare the walks to come.
+ */
+int
+sbq_session_line_gone(const SbqSessionLine *l)
+{
+	return l->gone_after;
 }
 
 /* sbq_session_line_end: the walk is over */

@@ -5,11 +5,15 @@ session_drain_test.py: producers and consumers on one session queue at the same 
 Producers send to a few sessions while consumers drain them: accept the next session,
 receive its messages in small batches (now and then the completion and the next receive
 in one statement, or a receive and its completion in one transaction), complete them,
-receive until one comes back empty, release. Sessions are drained, forgotten and made
+receive until one comes back empty, release (now and then after one batch, with messages
+left in the session, which puts it back in line at its first one). Sessions are drained, forgotten and made
 again all the time, so accept-next's walk of its line, its look at each session, the
 receive that finds a session empty and the release of a drained one (the looks through
 the indexes, src/session_probe.c) meet sends, releases and forgets of other connections.
-Checked afterwards:
+With --hold, a REPEATABLE READ transaction stays open from before the first send to the
+end, so every mark a drain moves or takes off stays in the line's index, and accept-next
+starts its walk at the line's floor (src/qstate.c), which the walks raise and releases
+lower meanwhile. Checked afterwards:
 
   * every committed send is completed exactly once, and nothing else is;
   * within a session, messages are handed out in the order they were sent
@@ -22,7 +26,7 @@ Checked afterwards:
 
 Usage:
   python3 test/concurrency/session_drain_test.py --host H --port P --dbname D
-      [--messages 3000] [--sessions 40] [--consumers 4] [--producers 2]
+      [--messages 3000] [--sessions 40] [--consumers 4] [--producers 2] [--hold]
 
 Prints each check and a last line "N passed, M failed"; exits 1 when a check fails.
 Needs psycopg 3 (Debian: python3-psycopg).
@@ -50,6 +54,8 @@ def parse_args():
     p.add_argument("--consumers", type=int, default=4)
     p.add_argument("--producers", type=int, default=2)
     p.add_argument("--timeout", type=int, default=240)
+    p.add_argument("--hold", action="store_true",
+                   help="hold a REPEATABLE READ transaction open for the whole run")
     return p.parse_args()
 
 
@@ -57,7 +63,7 @@ ARGS = parse_args()
 LOCK = threading.Lock()
 SENT = {}                      # seq -> session
 HANDED = []                    # (session, seq, consumer, hand-out order within its accept)
-HELD = []                      # (session, consumer, accepted at, released at)
+HELD = []                      # (session, consumer, accepted at, released at, drained, handed out)
 COMPLETED = collections.Counter()
 ERRORS = []
 PRODUCERS_DONE = threading.Event()
@@ -121,6 +127,8 @@ def consumer(cid):
             idle = 0
             sid, tok, t_acc = row
             settled = PRODUCERS_DONE.is_set()    # every send committed before this accept
+            early = rnd.random() < 0.1           # released after one batch, maybe not drained
+            drained = False
             order = 0
             while True:
                 n = rnd.choice([1, 2, 5])
@@ -143,11 +151,14 @@ def consumer(cid):
                         order += 1
                         COMPLETED[seq] += 1
                 if len(got) < n:
+                    drained = settled
+                    break
+                if early:
                     break
             t_rel = conn.execute("SELECT clock_timestamp() FROM sbq_release_session(%s, %s)",
                                  (Q, tok)).fetchone()[0]
             with LOCK:
-                HELD.append((sid, cid, t_acc, t_rel, settled, order))
+                HELD.append((sid, cid, t_acc, t_rel, drained, order))
     except Exception as e:  # noqa: BLE001
         with LOCK:
             ERRORS.append("consumer %d: %r" % (cid, e))
@@ -166,6 +177,12 @@ def check(name, violations):
 
 def main():
     admin = connect("admin")
+    held = None
+    if ARGS.hold:
+        held = connect("held")
+        held.autocommit = False
+        held.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        held.execute("SELECT count(*) FROM sbq.sessions")
     admin.execute("SELECT sbq_create_queue(%s, requires_session => true, lock_duration => '1 minute')",
                   (Q,))
     threads = [threading.Thread(target=consumer, args=(i,)) for i in range(ARGS.consumers)]
@@ -177,6 +194,9 @@ def main():
     PRODUCERS_DONE.set()
     for t in threads:
         t.join()
+    if held is not None:
+        held.rollback()
+        held.close()
 
     check("no client error", ERRORS)
     check("every send was completed exactly once (%d sent)" % len(SENT),
