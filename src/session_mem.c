@@ -73,11 +73,7 @@
 /* How many held sessions accept-next passes over before it moves them back. */
 #define SBQ_PASS_HELD_MAX		8
 
-/*
- * How many entries of its line gone for good accept-next passes after a held
- * session before it moves that one back: the line's floor cannot pass a held
- * session, so the walks to come would read them all again (session_probe.c).
- */
+/* ... and how many entries gone for good behind them, which the floor cannot pass */
 #define SBQ_PASS_GONE_MAX		64
 
 /* How many candidates one accept-next looks at before it gives up this round. */
@@ -145,17 +141,37 @@ static SbqStatement stmt_set_mark = {"set a session mark", 2, {INT8OID, INT8OID}
 	"UPDATE sbq.sessions s SET ready_seq = $2 WHERE s.session_key = $1"
 };
 
+/* Take the session of key out of its line: its ready mark goes. */
+static void
+sbq_mem_unmark(int64 key)
+{
+	Datum		values[2];
+	bool		nulls[2] = {false, true};
+
+	values[0] = Int64GetDatum(key);
+	values[1] = (Datum) 0;
+	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
+}
+
 /*
- * Set the ready mark of the session of key (values: as stmt_set_mark's;
- * nulls NULL: none is). A mark that is not a number this transaction took
- * lowers the floor of the queue's line after the write (qstate.c).
+ * Put the session of key in its line at first (its first available message)
+ * from mark (NULL: out of line); not in front of where it is (held sessions
+ * moved to the back stay there). Coming into the line lowers the floor after
+ * the write (qstate.c); moving back in it need not: the entry it leaves keeps
+ * the floor below it until the write commits.
  */
 static void
-sbq_mem_set_mark(int32 queue_id, Datum *values, bool *nulls)
+sbq_mem_mark(int32 queue_id, int64 key, NullableDatum mark, int64 first)
 {
-	(void) sbq_exec_latest(&stmt_set_mark, values, nulls);
-	if (nulls == NULL || !nulls[1])
-		sbq_qstate_line_lower(sbq_storage_epoch(), queue_id, DatumGetInt64(values[1]));
+	Datum		values[2];
+
+	if (!mark.isnull && DatumGetInt64(mark.value) >= first)
+		return;
+	values[0] = Int64GetDatum(key);
+	values[1] = Int64GetDatum(first);
+	(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
+	if (mark.isnull)
+		sbq_qstate_line_lower(sbq_storage_epoch(), queue_id, first);
 }
 
 /* $1 key: a session with nothing left goes */
@@ -459,12 +475,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
 				sbq_session_unmutex(key, taken);
 				return true;
 			}
-			lv[1] = (Datum) 0;
-			{
-				bool		nulls[2] = {false, true};
-
-				sbq_mem_set_mark(queue->queue_id, lv, nulls);
-			}
+			sbq_mem_unmark(key);
 			(void) sbq_exec_latest(&stmt_forget, lv, NULL);
 		}
 	}
@@ -787,18 +798,14 @@ sbq_mem_renew(const SbqQueue *queue, const pg_uuid_t *token, TimestampTz *locked
 static void
 sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum first)
 {
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	Datum		values[1];
 	bool		none;
 
 	values[0] = Int64GetDatum(key);
 	if (!first.isnull)
 	{
 		sbq_wait_wake_at_commit(queue_id);
-		if (!mark.isnull && DatumGetInt64(mark.value) == DatumGetInt64(first.value))
-			return;
-		values[1] = first.value;
-		sbq_mem_set_mark(queue_id, values, NULL);
+		sbq_mem_mark(queue_id, key, mark, DatumGetInt64(first.value));
 		return;
 	}
 	/*
@@ -812,11 +819,15 @@ sbq_mem_remark_as(int32 queue_id, int64 key, NullableDatum mark, NullableDatum f
 	if (sbq_exec_latest(&stmt_forget, values, NULL) == 1)
 		return;
 	(void) sbq_exec_latest(&stmt_mark, values, NULL);
-	values[1] = sbq_col(0, 2, &none);
-	nulls[1] = none;
-	sbq_mem_set_mark(queue_id, values, nulls);
+	mark.value = sbq_col(0, 1, &mark.isnull);
+	first.value = sbq_col(0, 2, &none);
 	if (!none)
+	{
+		sbq_mem_mark(queue_id, key, mark, DatumGetInt64(first.value));
 		sbq_wait_wake_at_commit(queue_id);
+	}
+	else if (!mark.isnull)
+		sbq_mem_unmark(key);
 }
 
 /* sbq_mem_remark: sbq_mem_remark_as with a look at the session now */

@@ -239,11 +239,12 @@ struct SbqSessionLine
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	int			read;			/* sessions read under snap */
-	bool		any;			/* one read at all: after is its mark */
 	bool		more;			/* the entry's HOT chain has more row versions */
+	bool		entry_open;		/* an entry is being read */
+	bool		entry_live;		/* a version of it that is not gone was read */
 	bool		entry_dead;		/* every version of the entry read so far is dead to all */
 	bool		fixed;			/* an entry that is not gone was read */
-	int			gone_after;		/* gone versions read after it */
+	int			gone_after;		/* entries gone for good read after it */
 	struct GlobalVisState *vistest;	/* what "dead to all" is judged by */
 	int64		after;
 	AttrNumber	att_queue;		/* as looked up when the walk began */
@@ -583,13 +584,31 @@ sbq_session_surely_empty(int32 queue_id, int64 key)
  * long walk sees the sessions that joined the line meanwhile.
  */
 
-/* (Re)start the walk's scan with a new snapshot, after l->after once it has read one. */
+/*
+ * (Re)start the walk's scan under its snapshot, after l->after (the last
+ * mark it read, or below its floor). The index page it was on is left: an index scan that returns
+ * its entries keeps its page pinned, and vacuum would wait for it while the
+ * caller runs its statements.
+ */
 static void
-sbq_line_scan(SbqSessionLine *l)
+sbq_line_restart(SbqSessionLine *l)
 {
 	Relation	idx = l->rels[PROBE_READY_IDX];
 	ScanKeyData keys[2];
 
+	sbq_probe_key(&keys[0], idx, 1, F_INT4EQ, Int32GetDatum(l->queue_id));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[1], F_INT8GT, Int64GetDatum(l->after));
+	index_rescan(l->scan, keys, 2, NULL, 0);
+	l->more = false;
+	l->entry_open = false;
+	l->entry_dead = false;
+}
+
+/* (Re)start the walk's scan with a new snapshot. */
+static void
+sbq_line_scan(SbqSessionLine *l)
+{
 	if (l->scan != NULL)
 	{
 		index_endscan(l->scan);
@@ -597,20 +616,17 @@ sbq_line_scan(SbqSessionLine *l)
 	}
 	l->snap = RegisterSnapshot(sbq_probe_snapshot(true));
 	PopActiveSnapshot();
-	sbq_probe_key(&keys[0], idx, 1, F_INT4EQ, Int32GetDatum(l->queue_id));
-	ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterStrategyNumber, InvalidOid,
-						   idx->rd_indcollation[1], F_INT8GT, Int64GetDatum(l->after));
+
 	/*
 	 * The index is scanned under l->snap (its predicate locks are those of
 	 * the statement's scan); the table is read with every row version, each
 	 * judged against l->snap (sbq_line_next_row).
 	 */
-	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], idx, l->snap, l->any ? 2 : 1, 0);
+	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], l->rels[PROBE_READY_IDX], l->snap,
+							  2, 0);
 	/* its entries too: a version read must be the entry's (sbq_line_judge) */
 	l->scan->xs_want_itup = true;
-	index_rescan(l->scan, keys, l->any ? 2 : 1, NULL, 0);
-	l->more = false;
-	l->entry_dead = false;
+	sbq_line_restart(l);
 	l->read = 0;
 }
 
@@ -638,24 +654,24 @@ sbq_line_judge(SbqSessionLine *l, TupleTableSlot *slot)
 	TupleDesc	idesc = l->scan->xs_itupdesc;
 	SbqLineRow	row;
 	bool		visible;
-	bool		inull;
-	bool		hnull;
+	bool		inull[2];
+	bool		hnull[2];
 	Datum		iq;
 	Datum		ir;
 	Datum		hq;
 	Datum		hr;
 
 	/*
-	 * The scan keeps no pin on the index page it read (an MVCC scan's), so
-	 * vacuum may have removed the entry and its row since, and another row
-	 * may be in the same place now: only a version with the entry's queue
-	 * and mark is the entry's.
+	 * Only a version with the entry's queue and mark is the entry's. (While
+	 * the scan is on the entry's index page it keeps the page pinned, and
+	 * vacuum cannot have removed the entry and freed its row's place for
+	 * another row; this is a check of that, should it change.)
 	 */
-	iq = index_getattr(itup, 1, idesc, &inull);
-	ir = index_getattr(itup, 2, idesc, &inull);
-	hq = slot_getattr(slot, l->att_queue, &hnull);
-	hr = slot_getattr(slot, l->att_ready, &hnull);
-	if (inull || hnull || DatumGetInt32(hq) != DatumGetInt32(iq) ||
+	iq = index_getattr(itup, 1, idesc, &inull[0]);
+	ir = index_getattr(itup, 2, idesc, &inull[1]);
+	hq = slot_getattr(slot, l->att_queue, &hnull[0]);
+	hr = slot_getattr(slot, l->att_ready, &hnull[1]);
+	if (inull[0] || inull[1] || hnull[0] || hnull[1] || DatumGetInt32(hq) != DatumGetInt32(iq) ||
 		DatumGetInt64(hr) != DatumGetInt64(ir))
 	{
 		l->entry_dead = false;	/* (not the entry's: not judged) */
@@ -699,6 +715,8 @@ sbq_line_judge(SbqSessionLine *l, TupleTableSlot *slot)
 	/* dead to every transaction: the entry may be marked dead, as an index scan marks it */
 	if (row != SBQ_LINE_GONE || !SBQ_TUPLE_SURELY_DEAD(tuple, l->vistest))
 		l->entry_dead = false;
+	if (row != SBQ_LINE_GONE)
+		l->entry_live = true;
 	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
 	return row;
 }
@@ -715,12 +733,18 @@ sbq_line_next_row(SbqSessionLine *l, SbqLineRow *row)
 {
 	for (;;)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (!l->more)
 		{
+			if (l->entry_open && !l->entry_live && l->fixed)
+				l->gone_after++;
 			if (l->entry_dead && !l->scan->xactStartedInRecovery)
 				l->scan->kill_prior_tuple = true;
+			l->entry_open = false;
 			if (index_getnext_tid(l->scan, ForwardScanDirection) == NULL)
 				return false;
+			l->entry_open = true;
+			l->entry_live = false;
 			l->entry_dead = true;
 		}
 		if (!table_index_fetch_tuple(l->scan->xs_heapfetch, &l->scan->xs_heaptid, SnapshotAny,
@@ -778,11 +802,9 @@ sbq_session_line_begin(int32 queue_id)
 	l->epoch = sbq_storage_epoch();
 	/* the floor, then the first snapshot (see qstate.c) */
 	l->have_floor = sbq_qstate_line(l->epoch, queue_id, &l->floor);
+	l->after = PG_INT64_MIN;	/* (no mark is that low) */
 	if (l->have_floor && l->floor.floor > PG_INT64_MIN)
-	{
 		l->after = l->floor.floor - 1;
-		l->any = true;
-	}
 	l->vistest = SBQ_VISTEST_FOR(l->rels[PROBE_SESSIONS]);
 	l->att_queue = sbq_probe_rels.att_queue;
 	l->att_key = sbq_probe_rels.att_key;
@@ -819,11 +841,7 @@ sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_hel
 			return false;
 		}
 		if (row == SBQ_LINE_GONE)
-		{
-			if (l->fixed)
-				l->gone_after++;
 			continue;
-		}
 		d = slot_getattr(l->slot, l->att_ready, &isnull);
 		if (isnull)
 			continue;			/* (the index holds none without a mark) */
@@ -834,19 +852,22 @@ sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_hel
 	l->read++;
 	*ready = DatumGetInt64(d);
 	l->after = *ready;
-	l->any = true;
 	*key = DatumGetInt64(slot_getattr(l->slot, l->att_key, &isnull));
 	(void) slot_getattr(l->slot, l->att_token, &isnull);
 	*row_held = !isnull;
 	d = slot_getattr(l->slot, l->att_id, &isnull);
 	*id = isnull ? pstrdup("") : TextDatumGetCString(d);
+	/* the caller runs statements on this one: leave the pages read */
+	ExecClearTuple(l->slot);
+	if (l->read < SBQ_LINE_SNAPSHOT)
+		sbq_line_restart(l);
 	return true;
 }
 
 /*
  * sbq_session_line_gone
- *		How many row versions gone for good the walk read after its first
- *		entry that is not: what a floor stopped by that entry (a session
+ *		How many entries gone for good the walk read after its first entry
+ *		that is not: what a floor stopped by that entry (a session
  *		held there) does not spare the walks to come.
  */
 int

@@ -18,8 +18,8 @@
 #	  it commits;
 #	- nine held sessions that a walk passed over go to the back of the line
 #	  (marks above every message); one of them, released with a message
-#	  left, comes back below the floor the next walk raised, and is taken
-#	  ahead of the session that was in line before;
+#	  left, stays there, behind the session that was in line before it, and
+#	  is taken after that one;
 #	- a session held at the front of the line while 300 others are drained
 #	  under a held snapshot goes to the back once a walk has passed many
 #	  entries gone behind it, so that later walks do not read them;
@@ -203,8 +203,14 @@ is($holders[0]->query_safe(q{
 		       LATERAL (SELECT sbq_complete('sm', m.lock_token)) c}),
 	'h1-1', 'the holder of h1 completes its first message');
 $holders[0]->query_safe(q{SELECT sbq_release_session('sm', (SELECT t FROM tok))});
-is((split /:/, accept_next('sm'))[0], 'h1',
-	'released with h1-2 left, h1 is in line ahead of free: accept-next takes it');
+is(sql(q{SELECT h.ready_seq > f.ready_seq FROM sbq.sessions h, sbq.sessions f
+          WHERE h.session_id = 'h1' AND f.session_id = 'free'}),
+	't', 'released with h1-2 left, h1 stays at the back of the line');
+my $freeholder = $node->background_psql('postgres');
+is($freeholder->query_safe(q{SELECT session_id FROM sbq_accept_session('sm')}), 'free',
+	'accept-next takes free, ahead of it');
+is((split /:/, accept_next('sm'))[0], 'h1', 'and then h1');
+$freeholder->quit;
 $_->quit for @holders;
 
 # --- 6. a session held at the front, and many drained behind it
