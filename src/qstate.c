@@ -148,9 +148,11 @@
  * leaves messages, an expired or stale lock's end, held sessions moved to
  * the back) lowers the floor to its mark after its write and bumps a
  * generation number, so that a walk that read the floor before, and may
- * have passed the place of the new entry, does not raise it. Maintenance
- * drops the floor once a minute, with the head hint's check, for marks no
- * such path wrote (a restore).
+ * have passed the place of the new entry, does not raise it. Reading the
+ * bound costs a look at every backend's send slot, so a walk reads it only
+ * when the walk before found that the floor could rise, and asked.
+ * Maintenance drops the floor once a minute, with the head hint's check, for
+ * marks no such path wrote (a restore).
  *
  * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
  * the callers fall back to what they did before: an upsert per call, an
@@ -275,6 +277,7 @@ typedef struct SbqQueueState
 	int64		prepares;		/* the database's entry: bumped after each such PREPARE */
 	int64		line_floor;		/* session queues: see the file header */
 	uint64		line_gen;		/* bumped whenever the line floor is lowered */
+	bool		line_want;		/* a walk would have raised it: the next reads the bound */
 } SbqQueueState;
 
 /* A backend's announcement that its transaction takes sequence numbers. */
@@ -513,6 +516,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->prepares = 1;
 		entry->line_floor = PG_INT64_MIN;
 		entry->line_gen = 0;
+		entry->line_want = true;
 	}
 	LWLockRelease(sbq_qstate_lock);
 	if (entry != NULL)
@@ -1809,9 +1813,10 @@ sbq_qstate_head(Oid epoch, int32 queue_id, SbqHead *head)
  * sbq_qstate_line
  *		Where accept-next's walk of the queue's line may start (line->floor:
  *		no entry of the line below it is there for any snapshot to come),
- *		and what sbq_qstate_line_raise needs: the floor's generation and the
- *		bound. To be called before the walk's first snapshot is taken. False:
- *		nothing kept here (walk from the start).
+ *		and what sbq_qstate_line_raise needs: the floor's generation and,
+ *		when the walk before found the floor could rise, the bound. To be
+ *		called before the walk's first snapshot is taken. False: nothing
+ *		kept here (walk from the start).
  */
 bool
 sbq_qstate_line(Oid epoch, int32 queue_id, SbqLine *line)
@@ -1824,8 +1829,10 @@ sbq_qstate_line(Oid epoch, int32 queue_id, SbqLine *line)
 	SpinLockAcquire(&entry->mutex);
 	line->floor = entry->line_floor;
 	line->gen = entry->line_gen;
+	line->have_bound = entry->line_want;
 	SpinLockRelease(&entry->mutex);
-	line->bound = sbq_qstate_bound(db, queue_id);
+	/* (read only when a raise is wanted: it reads every backend's send slot) */
+	line->bound = line->have_bound ? sbq_qstate_bound(db, queue_id) : PG_INT64_MIN;
 	return true;
 }
 
@@ -1835,7 +1842,8 @@ sbq_qstate_line(Oid epoch, int32 queue_id, SbqLine *line)
  *		candidate gone for good: raise the floor to it, or to the bound if
  *		that is lower (a mark may still appear there). Not when the floor was
  *		lowered since the walk read it: a mark may have been written where
- *		the walk had passed.
+ *		the walk had passed. A walk that did not read the bound only asks
+ *		the next one to.
  */
 void
 sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line, int64 candidate)
@@ -1844,11 +1852,14 @@ sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line, int64 cand
 
 	if (entry == NULL)
 		return;
-	if (candidate > line->bound)
-		candidate = line->bound;
 	SpinLockAcquire(&entry->mutex);
-	if (entry->line_gen == line->gen && candidate > entry->line_floor)
-		entry->line_floor = candidate;
+	if (!line->have_bound)
+		entry->line_want |= candidate > line->floor;
+	else if (entry->line_gen == line->gen && Min(candidate, line->bound) > entry->line_floor)
+	{
+		entry->line_floor = Min(candidate, line->bound);
+		entry->line_want = false;
+	}
 	SpinLockRelease(&entry->mutex);
 }
 
@@ -2019,6 +2030,7 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 			/* and the line's floor, for marks no announced path wrote */
 			entry->line_floor = PG_INT64_MIN;
 			entry->line_gen++;
+			entry->line_want = true;
 		}
 		if (entry->due_prepared > 0 && entry->due_prepared <= prepares)
 		{

@@ -90,6 +90,7 @@ typedef struct SbqLine
 {
 	int64		floor;			/* no entry below it is there for a snapshot to come */
 	uint64		gen;			/* its generation when read */
+	bool		have_bound;		/* the bound was read */
 	int64		bound;			/* no number still to appear is below this */
 } SbqLine;
 
