@@ -155,10 +155,10 @@ sbq_mem_unmark(int64 key)
 
 /*
  * Put the session of key in its line at first (its first available message)
- * from mark (NULL: out of line); not in front of where it is (held sessions
- * moved to the back stay there). Coming into the line lowers the floor after
- * the write (qstate.c); moving back in it need not: the entry it leaves keeps
- * the floor below it until the write commits.
+ * from mark (NULL: out of line), as a look read them; not in front of where
+ * it is (held sessions moved to the back stay there). The write lowers the
+ * line's floor after it (qstate.c): the mark it replaces may have moved
+ * since the look (to the back, by an accept-next).
  */
 static void
 sbq_mem_mark(int32 queue_id, int64 key, NullableDatum mark, int64 first)
@@ -170,8 +170,7 @@ sbq_mem_mark(int32 queue_id, int64 key, NullableDatum mark, int64 first)
 	values[0] = Int64GetDatum(key);
 	values[1] = Int64GetDatum(first);
 	(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
-	if (mark.isnull)
-		sbq_qstate_line_lower(sbq_storage_epoch(), queue_id, first);
+	sbq_qstate_line_lower(sbq_storage_epoch(), queue_id, first);
 }
 
 /* $1 key: a session with nothing left goes */

@@ -736,7 +736,8 @@ sbq_line_next_row(SbqSessionLine *l, SbqLineRow *row)
 		CHECK_FOR_INTERRUPTS();
 		if (!l->more)
 		{
-			if (l->entry_open && !l->entry_live && l->fixed)
+			/* (not one dead to all: it is marked dead, and later walks pass it cheaply) */
+			if (l->entry_open && !l->entry_live && !l->entry_dead && l->fixed)
 				l->gone_after++;
 			if (l->entry_dead && !l->scan->xactStartedInRecovery)
 				l->scan->kill_prior_tuple = true;
@@ -859,8 +860,7 @@ sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_hel
 	*id = isnull ? pstrdup("") : TextDatumGetCString(d);
 	/* the caller runs statements on this one: leave the pages read */
 	ExecClearTuple(l->slot);
-	if (l->read < SBQ_LINE_SNAPSHOT)
-		sbq_line_restart(l);
+	sbq_line_restart(l);
 	return true;
 }
 
