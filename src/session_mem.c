@@ -17,10 +17,11 @@
  * What the row of the session keeps in this mode: its key and id, its state,
  * and its ready mark (ready_seq), which stays set while the session is held:
  * accept-next passes over held sessions (a look in shared memory each) and
- * moves them to the back of the line when it passes over more than a few,
- * so that it never walks many; a release sets the mark to the session's
- * first available message again, or takes it off when the session is empty
- * (with the row alone, as session.c's protocol says).
+ * moves them to the back of the line when it passes over more than a few, or
+ * finds them in front of many sessions drained since, so that it never walks
+ * many; a release moves the mark back to the session's first available
+ * message (one at or behind it stays), or takes it off when the session is
+ * empty (with the row alone, as session.c's protocol says).
  *
  * The calls of a session's holder (receive, renew, release, setting the
  * state) take a transaction-long heavyweight lock on the session (an
