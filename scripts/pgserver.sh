@@ -37,7 +37,8 @@ start)
         cat "$dir/port"
         exit 0
     fi
-    [ -n "$port" ] || port=$(free_port)
+    picked=
+    [ -n "$port" ] || { port=$(free_port); picked=1; }
     mkdir -p "$dir"
     if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
     if [ ! -f "$dir/data/PG_VERSION" ]; then
@@ -55,8 +56,19 @@ start)
             fi
         } >>"$dir/data/postgresql.conf"
     fi
-    "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port" -l "$dir/server.log" -w start >/dev/null ||
-        { tail -20 "$dir/server.log" >&2; exit 1; }
+    tries=0
+    until "${RUN_AS[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port" -l "$dir/server.log" -w start \
+        >/dev/null; do
+        # a port found free may be taken before the server binds it (by another
+        # server, or as the local port of a connection): then the next free one
+        if [ -n "$picked" ] && [ $((tries += 1)) -lt 5 ] &&
+            grep -q 'could not create any TCP/IP sockets' <(tail -n 5 "$dir/server.log"); then
+            port=$(free_port $((port + 1)))
+            continue
+        fi
+        tail -20 "$dir/server.log" >&2
+        exit 1
+    done
     echo "$port" >"$dir/port"
     echo "$port"
     ;;
