@@ -586,9 +586,9 @@ sbq_session_surely_empty(int32 queue_id, int64 key)
 
 /*
  * (Re)start the walk's scan under its snapshot, after l->after (the last
- * mark it read, or below its floor). The index page it was on is left: an index scan that returns
- * its entries keeps its page pinned, and vacuum would wait for it while the
- * caller runs its statements.
+ * mark it read, or below its floor). The index page it was on is left: an
+ * index scan that returns its entries keeps its page pinned, and vacuum
+ * would wait for it while the caller runs its statements.
  */
 static void
 sbq_line_restart(SbqSessionLine *l)
@@ -624,7 +624,11 @@ sbq_line_scan(SbqSessionLine *l)
 	 */
 	l->scan = index_beginscan(l->rels[PROBE_SESSIONS], l->rels[PROBE_READY_IDX], l->snap,
 							  2, 0);
-	/* its entries too: a version read must be the entry's (sbq_line_judge) */
+	/*
+	 * Its entries too: a version read must be the entry's (sbq_line_judge).
+	 * So the scan keeps the page it reads pinned, and vacuum cannot free
+	 * the place of an entry's row while the walk is there.
+	 */
 	l->scan->xs_want_itup = true;
 	sbq_line_restart(l);
 	l->read = 0;
@@ -640,8 +644,8 @@ typedef enum SbqLineRow
 
 /*
  * What the row version in slot (from sbq_line_next_row) is to the walk's
- * snapshot; predicate locks and conflicts as an index scan
- * under that snapshot takes them.
+ * snapshot; predicate locks and conflicts as an index scan under that
+ * snapshot takes them.
  */
 static SbqLineRow
 sbq_line_judge(SbqSessionLine *l, TupleTableSlot *slot)
