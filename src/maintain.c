@@ -106,7 +106,8 @@ static SbqStatement stmt_queue_work = {"queues with work", 2, {INT4ARRAYOID, INT
  * and deferred rows the head held, and how many of them store a lock (not a
  * session's, 'infinity', which sessions end): when the head held every row
  * and none stores a lock, maintenance need not look again until a lock is
- * written into a row (sbq_qstate_row_lock).
+ * written into a row (sbq_qstate_row_lock). The head is read in the
+ * receive index's order (plan_key.c).
  * $1 queue, $2 now, $3 max_delivery_count, $4 head, $5 limit,
  * $6 queue name, $7 max delivery description, $8 floor
  */
@@ -114,11 +115,11 @@ static SbqStatement stmt_queue_work = {"queues with work", 2, {INT4ARRAYOID, INT
 	"WITH head AS MATERIALIZED (" \
 	"  (SELECT sequence_number, state, locked_until FROM sbq.messages" \
 	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 0 AND sequence_number >= $8" \
-	"    ORDER BY sequence_number LIMIT $4)" \
+	"    ORDER BY queue_id, subqueue, state, sequence_number LIMIT $4)" \
 	"  UNION ALL" \
 	"  (SELECT sequence_number, state, locked_until FROM sbq.messages" \
 	"    WHERE queue_id = $1 AND subqueue = 0 AND state = 1" \
-	"    ORDER BY sequence_number LIMIT $4))," \
+	"    ORDER BY queue_id, subqueue, state, sequence_number LIMIT $4))," \
 	" c AS MATERIALIZED (" \
 	"  SELECT m.sequence_number, m.delivery_count >= $3 AS over" \
 	"    FROM head h JOIN sbq.messages m ON m.sequence_number = h.sequence_number" \
@@ -374,7 +375,9 @@ static SbqStatement stmt_topics_with_window = {"topics with a window", 0, {Inval
 
 /*
  * The ties of scheduled topic messages to copies no longer scheduled: the
- * copy became due (and got a new number), or went.
+ * copy became due (and got a new number), or went. Each copy is looked up by
+ * its number (by_key: a plan made while no message was scheduled read the
+ * whole scheduled index for each tie).
  */
 static SbqStatement stmt_forget_topic_scheduled = {"forget topic schedules", 1, {INT4OID},
 	"WITH c AS ("
@@ -384,7 +387,8 @@ static SbqStatement stmt_forget_topic_scheduled = {"forget topic schedules", 1, 
 	"   LIMIT $1 FOR UPDATE SKIP LOCKED)"
 	" DELETE FROM sbq.topic_scheduled t USING c"
 	"  WHERE t.topic_sequence_number = c.topic_sequence_number"
-	"    AND t.sequence_number = c.sequence_number"
+	"    AND t.sequence_number = c.sequence_number",
+	.by_key = true
 };
 
 /*

@@ -21,6 +21,24 @@
  * it (the primary key, with entity_key after it once distributed); a
  * table without one keeps its indexes.
  *
+ * The statements that read a queue's head ("the first 10 active messages of
+ * queue 5 from sequence number 1000 on", a peek, a receive, maintenance's
+ * look at locks) have the opposite trap. They order by the receive index's
+ * whole key, (queue_id, subqueue, state, sequence_number), but with the
+ * first three columns fixed by equalities the planner drops them from the
+ * ordering, and the primary key gives the order that remains. Their plans
+ * are generic, so the planner judges "queue_id = $1" by the table's
+ * statistics: beside one large queue it expects most rows to match and
+ * prefers walking the primary key from the starting number, filtering by
+ * queue, to stop after $4 rows. For a small queue that walk reads every
+ * later row of the table (a peek of a queue of 3 messages took 350 ms beside
+ * 1,400,000 queued in another; its first receive 200 ms). So a query level
+ * of an sbqueue statement whose ORDER BY begins with the queue_id of one of
+ * its tables is planned seeing, of that table, only the indexes led by
+ * queue_id: the ordering is how the statement names the index it means.
+ * Other references to the table (a join back by sequence number) keep
+ * every index.
+ *
  * Only the statement's own planning is so: sbq_run announces it, the next
  * planning is its (a kept plan being remade), and the executor's start ends
  * the announcement, so that a query planned while the statement runs (a
@@ -28,7 +46,7 @@
  * connection) sees every index.
  *
  * Owns: the planner's planner_hook and get_relation_info_hook, installed at
- * load, and two backend-local flags (the announcement, the planning).
+ * load, and two backend-local modes (the announcement, the planning).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -44,6 +62,7 @@
 #include "nodes/pg_list.h"
 #include "optimizer/plancat.h"
 #include "optimizer/planner.h"
+#include "optimizer/optimizer.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -52,47 +71,75 @@
 static get_relation_info_hook_type sbq_prev_relation_info = NULL;
 static planner_hook_type sbq_prev_planner = NULL;
 
-/* a statement found by key is about to run: its planning, if it needs one, is next */
-static bool sbq_key_pending = false;
+/* an sbqueue statement is about to run: its planning, if it needs one, is next */
+static SbqPlanMode sbq_plan_pending = SBQ_PLAN_ANY;
 
 /* that planning is under way */
-static bool sbq_key_planning = false;
+static SbqPlanMode sbq_plan_planning = SBQ_PLAN_ANY;
+
+/*
+ * The column of table relid (a range table index) that the ORDER BY of the
+ * query level being planned begins with, or InvalidAttrNumber.
+ */
+static AttrNumber
+sbq_first_order_column(PlannerInfo *root, int relid)
+{
+	Query	   *parse = root->parse;
+	Node	   *expr;
+
+	if (parse == NULL || parse->sortClause == NIL)
+		return InvalidAttrNumber;
+	expr = get_sortgroupclause_expr(linitial_node(SortGroupClause, parse->sortClause),
+									parse->targetList);
+	if (expr != NULL && IsA(expr, Var) && ((Var *) expr)->varno == relid &&
+		((Var *) expr)->varlevelsup == 0)
+		return ((Var *) expr)->varattno;
+	return InvalidAttrNumber;
+}
 
 /*
  * sbq_relation_info
- *		While a statement found by key is planned: of a table of schema sbq
- *		with sequence_number, only the indexes led by that column.
+ *		While an sbqueue statement is planned, of a table of schema sbq with
+ *		sequence_number: when the statement finds its rows by key, only the
+ *		indexes led by that column; when the query level orders by the
+ *		table's queue_id first, only the indexes led by queue_id.
  */
 static void
 sbq_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
 {
+	AttrNumber	lead;
+	List	   *keep = NIL;
+	ListCell   *lc;
+
 	if (sbq_prev_relation_info != NULL)
 		sbq_prev_relation_info(root, relid, inhparent, rel);
-	if (sbq_key_planning && rel->indexlist != NIL &&
-		get_rel_namespace(relid) == get_namespace_oid("sbq", true))
+	if (sbq_plan_planning == SBQ_PLAN_ANY || rel->indexlist == NIL ||
+		get_rel_namespace(relid) != get_namespace_oid("sbq", true) ||
+		get_attnum(relid, "sequence_number") == InvalidAttrNumber)
+		return;
+	if (sbq_plan_planning == SBQ_PLAN_BY_KEY)
+		lead = get_attnum(relid, "sequence_number");
+	else
 	{
-		AttrNumber	seq = get_attnum(relid, "sequence_number");
-		List	   *keep = NIL;
-		ListCell   *lc;
-
-		if (seq == InvalidAttrNumber)
+		lead = get_attnum(relid, "queue_id");
+		if (lead == InvalidAttrNumber || sbq_first_order_column(root, (int) rel->relid) != lead)
 			return;
-		foreach(lc, rel->indexlist)
-		{
-			IndexOptInfo *index = lfirst_node(IndexOptInfo, lc);
-
-			if (index->nkeycolumns > 0 && index->indexkeys[0] == seq)
-				keep = lappend(keep, index);
-		}
-		if (keep != NIL)
-			rel->indexlist = keep;
 	}
+	foreach(lc, rel->indexlist)
+	{
+		IndexOptInfo *index = lfirst_node(IndexOptInfo, lc);
+
+		if (index->nkeycolumns > 0 && index->indexkeys[0] == lead)
+			keep = lappend(keep, index);
+	}
+	if (keep != NIL)
+		rel->indexlist = keep;
 }
 
 /*
  * sbq_planner
- *		The first planning after a statement found by key was announced is
- *		that statement's: it alone sees the restricted indexes, not what is
+ *		The first planning after an sbqueue statement was announced is that
+ *		statement's: it alone sees the restricted indexes, not what is
  *		planned while it runs (a trigger's query, whose plan would be kept).
  */
 static PlannedStmt *
@@ -100,12 +147,13 @@ sbq_planner(Query *parse, const char *query_string, int cursor_options,
 			ParamListInfo bound_params)
 {
 	PlannedStmt *result;
-	volatile bool ours = sbq_key_pending && !sbq_key_planning;
+	volatile bool ours = sbq_plan_pending != SBQ_PLAN_ANY &&
+		sbq_plan_planning == SBQ_PLAN_ANY;
 
 	if (ours)
 	{
-		sbq_key_pending = false;
-		sbq_key_planning = true;
+		sbq_plan_planning = sbq_plan_pending;
+		sbq_plan_pending = SBQ_PLAN_ANY;
 	}
 	PG_TRY();
 	{
@@ -117,7 +165,7 @@ sbq_planner(Query *parse, const char *query_string, int cursor_options,
 	PG_FINALLY();
 	{
 		if (ours)
-			sbq_key_planning = false;
+			sbq_plan_planning = SBQ_PLAN_ANY;
 	}
 	PG_END_TRY();
 	return result;
@@ -134,13 +182,12 @@ sbq_plan_key_init(void)
 }
 
 /*
- * A statement found by key is about to run (true) or has run (false);
- * returns start. Every executor start ends the announcement too: the
+ * An sbqueue statement is about to run (mode: how it is planned) or has run
+ * (SBQ_PLAN_ANY). Every executor start ends the announcement too: the
  * statement's plan is made, or found kept, before it starts.
  */
-bool
-sbq_plan_key(bool start)
+void
+sbq_plan_announce(SbqPlanMode mode)
 {
-	sbq_key_pending = start;
-	return start;
+	sbq_plan_pending = mode;
 }

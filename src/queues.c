@@ -736,8 +736,10 @@ sbq_storage_topic_queues(int32 topic_id, SbqQueue **subs, bool **dlq_on_errors)
 	return (int) n;
 }
 
+/* the first message of the queue in the receive index's order (plan_key.c) */
 static SbqStatement stmt_queue_has_messages = {"queue holds messages", 1, {INT4OID},
-	"SELECT EXISTS (SELECT FROM sbq.messages WHERE queue_id = $1 AND subqueue = 0)"
+	"SELECT (SELECT 1 FROM sbq.messages WHERE queue_id = $1 AND subqueue = 0"
+	"         ORDER BY queue_id, subqueue, state, sequence_number LIMIT 1) IS NOT NULL"
 };
 
 /* sbq_storage_queue_has_messages: whether a queue's main queue holds a message. */

@@ -174,19 +174,23 @@ static SbqStatement stmt_receive_delete = {"receive and delete", 9, RECEIVE_ARGS
 	.old_sql = RECEIVE_HEAD RECEIVE_DELETE_ROWS RECEIVE_TAIL_OLD
 };
 
-/* one ordered index scan per state, merged: peek shows every state */
+/*
+ * one ordered index scan per state, merged: peek shows every state. Each
+ * orders by the receive index's whole key: so it is planned through that
+ * index (plan_key.c), not by walking the primary key from $3 on.
+ */
 #define PEEK_FROM \
 	" FROM ((SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2" \
 	"         AND state = 0 AND sequence_number >= $3" \
-	"         ORDER BY sequence_number LIMIT $5)" \
+	"         ORDER BY queue_id, subqueue, state, sequence_number LIMIT $5)" \
 	"       UNION ALL" \
 	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2" \
 	"         AND state = 1 AND sequence_number >= $3" \
-	"         ORDER BY sequence_number LIMIT $5)" \
+	"         ORDER BY queue_id, subqueue, state, sequence_number LIMIT $5)" \
 	"       UNION ALL" \
 	"       (SELECT * FROM " SUBQUEUE_TABLE " WHERE queue_id = $1 AND subqueue = $2" \
 	"         AND state = 2 AND sequence_number >= $3" \
-	"         ORDER BY sequence_number LIMIT $5)) m" \
+	"         ORDER BY queue_id, subqueue, state, sequence_number LIMIT $5)) m" \
 	" ORDER BY m.sequence_number LIMIT $5"
 
 /*

@@ -183,10 +183,19 @@ static SbqStatement stmt_not_ready = {"session not ready", 1, {INT8OID},
 	"m.queue_id = $1 AND m.session_id = $2 AND m.state IN (0, 1)" \
 	" AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NOT NULL"
 
+/*
+ * The locked messages are found through the session index (l: ordered by
+ * its key, plan_key.c), then changed by key: the range of numbers may span
+ * many other queues' messages, which a walk of the primary key would read.
+ */
 static SbqStatement stmt_clear_locks = {"clear the message locks of a session", 8,
 	{INT4OID, TEXTOID, INT8OID, INT8OID, BOOLOID, INT4OID, TEXTOID, TEXTOID},
-	"WITH d AS ("
+	"WITH l AS MATERIALIZED ("
+	"  SELECT m.sequence_number FROM sbq.messages m WHERE " SESSION_LOCKED
+	"   ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number),"
+	" d AS ("
 	"  DELETE FROM sbq.messages m WHERE " SESSION_LOCKED
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM l))"
 	"     AND NOT $5 AND m.delivery_count >= $6"
 	"  RETURNING m.*),"
 	" i AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
@@ -195,6 +204,7 @@ static SbqStatement stmt_clear_locks = {"clear the message locks of a session", 
 	"  UPDATE sbq.messages m SET lock_token = NULL, locked_until = NULL,"
 	"         delivery_count = CASE WHEN $5 THEN m.delivery_count - 1 ELSE m.delivery_count END"
 	"   WHERE " SESSION_LOCKED " AND ($5 OR m.delivery_count < $6)"
+	"     AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM l))"
 	"  RETURNING 1)"
 	" SELECT (SELECT count(*) FROM d)::int4, (SELECT count(*) FROM u)::int4"
 };

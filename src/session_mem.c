@@ -182,14 +182,14 @@ static SbqStatement stmt_forget = {"forget an empty session (memory)", 1, {INT8O
 	"                    WHERE m.queue_id = s.queue_id AND m.session_id = s.session_id)"
 };
 
-
-/* $1 queue, $2 session key, $3 lo, $4 hi: what may be locked under a session lock */
+/* $1 queue, $2 session key, $3 lo, $4 hi: what may be locked under a session lock, by index */
 static SbqStatement stmt_locked = {"messages under a session lock", 4, {INT4OID, INT8OID,
 		INT8OID, INT8OID},
 	"SELECT m.sequence_number FROM sbq.messages m"
 	" WHERE m.queue_id = $1 AND m.state IN (0, 1)"
 	"   AND m.session_id = (SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $2)"
 	"   AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL"
+	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
 };
 
 /*
@@ -203,7 +203,8 @@ static SbqStatement stmt_release_look = {"session at its release", 4, {INT4OID, 
 	"       ARRAY(SELECT m.sequence_number FROM sbq.messages m"
 	"              WHERE m.queue_id = s.queue_id AND m.state IN (0, 1)"
 	"                AND m.session_id = s.session_id"
-	"                AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL)"
+	"                AND m.sequence_number BETWEEN $3 AND $4 AND m.lock_token IS NULL"
+	"              ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number)"
 	"  FROM sbq.sessions s WHERE s.session_key = $2 AND s.queue_id = $1"
 };
 

@@ -21,12 +21,14 @@
  * plans: a plan made or remade while a queue table is empty and freshly
  * analyzed still walks the indexes, so a receive costs the same with a
  * thousand or a million messages queued. Joins back to sbq.messages also
- * carry "sequence_number = ANY(ARRAY(...))" and the receive orders by the
- * whole receive index key, which the primary key cannot provide: a generic
- * plan made on an empty table can then still not walk a whole index,
- * whichever side of a join it puts the table on. A statement marked by_key
- * (rows found by an array of sequence numbers) is planned seeing only the
- * indexes led by sequence_number (plan_key.c).
+ * carry "sequence_number = ANY(ARRAY(...))", so that a generic plan made on
+ * an empty table can still not walk a whole index, whichever side of a join
+ * it puts the table on. A statement marked by_key (rows found by an array of
+ * sequence numbers) is planned seeing only the indexes led by
+ * sequence_number; a query level that orders by a table's queue_id first (a
+ * queue's head: the receive orders by the whole receive index key) sees only
+ * the indexes led by queue_id, not the primary key, whose order the planner
+ * would otherwise take for the same (plan_key.c).
  *
  * The library runs with the SQL of an older version between an upgrade of
  * the library and ALTER EXTENSION UPDATE; each statement is prepared for the
@@ -752,9 +754,8 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 	{
 		SPIPlanPtr	plan = sbq_plan(st, subqueue);
 
-		/* a plan made or remade now sees only the keys' indexes (plan_key.c) */
-		if (st->by_key)
-			(void) sbq_plan_key(true);
+		/* a plan made or remade now sees the indexes it means (plan_key.c) */
+		sbq_plan_announce(st->by_key ? SBQ_PLAN_BY_KEY : SBQ_PLAN_BY_ORDER);
 		if (snap != InvalidSnapshot)
 			rc = SPI_execute_snapshot(plan, values, nulls, snap, InvalidSnapshot,
 									  read_only, false, 0);
@@ -765,7 +766,7 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 	{
 		ErrorData  *edata;
 
-		(void) sbq_plan_key(false);
+		sbq_plan_announce(SBQ_PLAN_ANY);
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
@@ -773,6 +774,7 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
+	sbq_plan_announce(SBQ_PLAN_ANY);	/* also when SPI failed without an error */
 	if (rc < 0)
 		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
 			 SPI_result_code_string(rc));

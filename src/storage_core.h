@@ -192,9 +192,15 @@ extern Oid	sbq_storage_owner(void);
 extern Oid	sbq_queues_oid(void);
 extern Oid	sbq_queues_table_oid(void);
 
-/* plan_key.c: statements found by key plan through the primary key only */
+/* plan_key.c: the indexes an sbqueue statement is planned with */
+typedef enum SbqPlanMode
+{
+	SBQ_PLAN_ANY,				/* not an sbqueue statement's planning: every index */
+	SBQ_PLAN_BY_KEY,			/* found by key: the indexes led by sequence_number */
+	SBQ_PLAN_BY_ORDER			/* a level ordered by queue_id first: those led by it */
+} SbqPlanMode;
 extern void sbq_plan_key_init(void);
-extern bool sbq_plan_key(bool start);
+extern void sbq_plan_announce(SbqPlanMode mode);
 extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
 /* storage_core.c: counters */

@@ -66,4 +66,16 @@ sub wait_crash_restart
 	return poll_until($node, 'postgres', 'SELECT 1', '1');
 }
 
+# SQL that makes every plan the session's statements make (sbqueue's own,
+# nested in its calls, too) come back as a notice, through auto_explain.
+sub explain_notices
+{
+	return q{
+	LOAD 'auto_explain';
+	SET auto_explain.log_min_duration = 0;
+	SET auto_explain.log_nested_statements = on;
+	SET auto_explain.log_level = notice;
+};
+}
+
 1;

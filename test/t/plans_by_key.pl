@@ -27,12 +27,7 @@ $node->safe_psql('postgres', q{
 });
 
 # every plan a statement of this session makes, as a notice
-my $explain = q{
-	LOAD 'auto_explain';
-	SET auto_explain.log_min_duration = 0;
-	SET auto_explain.log_nested_statements = on;
-	SET auto_explain.log_level = notice;
-};
+my $explain = SbqNode::explain_notices();
 my $send10 = q{SELECT count(*) FROM sbq_send_batch('pk', array_fill('m'::text, ARRAY[10]));};
 my (undef, undef, $plans) = $node->psql('postgres', qq{
 	$explain
@@ -118,7 +113,7 @@ for (1 .. 10)
 }
 $node->safe_psql('deep', q{
 	SELECT count(*) FROM generate_series(1, 20) g,
-		LATERAL sbq_send_batch('pk', array_fill('deep'::text, ARRAY[5000]));
+		LATERAL sbq_send_batch('pk', array_fill(('deep' || g)::text, ARRAY[5000]));
 });
 # the complete's own statement, as auto_explain shows it run
 $s->query_safe(q{LOAD 'auto_explain'});
