@@ -34,6 +34,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -729,32 +730,44 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 	m.properties = p.application_properties;
 	m.default_content_type = default_content_type;
 	m.enqueued_time = scheduled ? props->scheduled : now;
+	/*
+	 * Each message's copies are stored in an SPI level of their own, so that
+	 * what they allocate (the filters' values, each copy's row, the actions'
+	 * edits, the statements' results) is freed before the next message: SPI
+	 * leaves the memory of each statement's caller in its level's context,
+	 * and a batch of 5,000 to a topic whose 1,500 rules matched kept about
+	 * 10 MB a message there until the call ended; the backend was killed for
+	 * its memory.
+	 */
 	for (i = 0; i < nbodies; i++)
 	{
 		bool		isnull;
 		int			n;
 
 		CHECK_FOR_INTERRUPTS();
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
 		(void) sbq_exec(&stmt_topic_sequence, NULL, NULL);
 		seqs[i] = DatumGetInt64(sbq_col(0, 1, &isnull));
-		if (topic->has_dup_window && props->message_id != NULL &&
-			!sbq_storage_claim_message_id(topic, props->message_id, now, &seqs[i]))
-			continue;
-		if (props->message_id == NULL)
-			p.message_id = cstring_to_text(sbq_new_message_id());
-		counts.sent++;
-		m.sequence_number = seqs[i];
-		m.size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
-		/* a message id made up here differs from body to body */
-		if (anchored != NULL)
-			pfree(anchored);
-		anchored = sbq_anchored_rules(index, &p, default_content_type);
-		n = sbq_topic_send_one(subs, nsubs, &m, bodies[i], default_content_type, anchored,
-							   &copies, &room);
-		if (n == 0)
-			dropped++;
-		else if (scheduled)
-			sbq_tie_scheduled(topic, seqs[i], copies, n);
+		if (!topic->has_dup_window || props->message_id == NULL ||
+			sbq_storage_claim_message_id(topic, props->message_id, now, &seqs[i]))
+		{
+			/* a message id made up here differs from body to body */
+			if (props->message_id == NULL)
+				p.message_id = cstring_to_text(sbq_new_message_id());
+			counts.sent++;
+			m.sequence_number = seqs[i];
+			m.size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
+			anchored = sbq_anchored_rules(index, &p, default_content_type);
+			n = sbq_topic_send_one(subs, nsubs, &m, bodies[i], default_content_type, anchored,
+								   &copies, &room);
+			if (n == 0)
+				dropped++;
+			else if (scheduled)
+				sbq_tie_scheduled(topic, seqs[i], copies, n);
+		}
+		if (SPI_finish() != SPI_OK_FINISH)
+			elog(ERROR, "SPI_finish failed");
 	}
 	if (counts.sent > 0)
 		sbq_add_counts(topic->queue_id, &counts);
