@@ -344,8 +344,13 @@ sbq_topic_subscribers(const SbqQueue *topic, MemoryContext cxt, SbqSubscriber **
  * relcache invalidation for sbq.queues at commit as a change of a queue does
  * (sbq_queue_cache_changed); its callback only marks the cache stale (an
  * entry may be in use by the send the invalidation arrived in), and the next
- * look-up drops it. Whatever was read before an invalidation arrived is not
- * remembered (the generation says), nor what a transaction snapshot read.
+ * look-up drops it, unless a topic send is running: a copy it forwards to a
+ * topic looks that topic up while the send still walks the subscriptions of
+ * an entry, which dropping the cache would free under it (a crash, found with
+ * subscriptions created and deleted beside such sends). Then look-ups read
+ * the tables until the send ends. Whatever was read before an invalidation
+ * arrived is not remembered (the generation says), nor what a transaction
+ * snapshot read.
  */
 typedef struct SbqTopicEntry
 {
@@ -363,6 +368,7 @@ static MemoryContext sbq_topic_cache_cxt = NULL;
 static Oid	sbq_topic_cache_relid = InvalidOid;
 static bool sbq_topic_cache_stale = false;
 static uint64 sbq_topic_cache_gen = 0;
+static int	sbq_topic_cache_users = 0;	/* topic sends running (sbq_topic_send) */
 
 static void
 sbq_topic_cache_inval(Datum arg, Oid relid)
@@ -394,6 +400,9 @@ sbq_topic_cache_ready(void)
 	if (IsolationUsesXactSnapshot())
 		return false;
 	AcceptInvalidationMessages();
+	/* a send running holds subscriptions of the cache: not dropped under it */
+	if (sbq_topic_cache_stale && sbq_topic_cache_users > 0)
+		return false;
 	if (sbq_topic_cache_stale && sbq_topic_cache_cxt != NULL)
 	{
 		MemoryContextReset(sbq_topic_cache_cxt);
@@ -491,9 +500,15 @@ sbq_topic_subscribers_of(const SbqQueue *topic, SbqSubscriber **subs, SbqRuleInd
 		*index = e->index;
 		return e->nsubs;
 	}
+	/*
+	 * not kept: in the current memory context, which for a topic that a copy
+	 * is forwarded to is the SPI level of the message (sbq_topic_send_each),
+	 * freed after it; in the caller's context each message of a batch
+	 * forwarded to a topic kept its own reading of that topic's rules
+	 */
 	cxt = e != NULL ? AllocSetContextCreate(e->cxt, "sbqueue topic subscriptions",
 											ALLOCSET_DEFAULT_SIZES) :
-		sbq_storage_caller_context();
+		CurrentMemoryContext;
 	n = sbq_topic_subscribers(topic, cxt, subs, index);
 	if (e != NULL && gen == sbq_topic_cache_gen && !sbq_topic_cache_stale)
 	{
@@ -584,8 +599,13 @@ sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char 
 		err = &why;
 	if (err != NULL)
 	{
-		/* a dead letter: no session of the subscription hears of it */
+		/*
+		 * a dead letter, of this subscription: no session of it hears of it,
+		 * and it is not forwarded (it was, and the number that came back was
+		 * the destination's, whose row the dead-lettering then missed)
+		 */
 		q.requires_session = false;
+		q.forward_to = NULL;
 	}
 	(void) sbq_storage_send(&q, props, &body, 1, default_ct, seq);
 	if (err != NULL)
@@ -693,43 +713,48 @@ sbq_count_dropped(const SbqQueue *topic, int64 dropped)
 	(void) sbq_exec(&stmt_topic_dropped, values, NULL);
 }
 
-/*
- * sbq_topic_send
- *		Send nbodies messages with the same properties to a topic; seqs gets
- *		the topic's sequence number of each (a duplicate's: its first
- *		message's). A message without an id gets one here, so that all its
- *		copies have the same. Returns nbodies.
- */
-int
-sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, int nbodies,
-			   const char *default_content_type, int64 *seqs)
+/* What each message of a topic send shares (sbq_topic_send_each). */
+typedef struct SbqTopicBatch
 {
+	const SbqQueue *topic;
+	const SbqSendProps *props;
 	SbqSubscriber *subs;
+	int			nsubs;
 	SbqRuleIndex *index;
-	int			nsubs = sbq_topic_subscribers_of(topic, &subs, &index);
-	SbqSendProps p = *props;
-	bool	   *anchored = NULL;
+	const char *default_content_type;
+	TimestampTz now;
+	bool		scheduled;
+	SbqCounts	counts;			/* the messages sent */
+	int64		dropped;		/* those no subscription took */
+} SbqTopicBatch;
+
+/*
+ * sbq_topic_send_each
+ *		The copies of each of nbodies messages, for sbq_topic_send; seqs gets
+ *		their topic sequence numbers.
+ */
+static void
+sbq_topic_send_each(SbqTopicBatch *b, Datum *bodies, int nbodies, int64 *seqs)
+{
+	SbqSendProps p = *b->props;
+	bool	   *anchored;
 	SbqRuleMessage m;
-	TimestampTz now = GetCurrentTimestamp();
-	bool		scheduled = props->has_scheduled && props->scheduled > now;
-	int			room = Max(nsubs, 1) * 2;
+	int			room = Max(b->nsubs, 1) * 2;
 	int64	   *copies = palloc(sizeof(int64) * room);
-	SbqCounts	counts = {0};
-	int64		dropped = 0;
 	int			i;
 
 	/* the topic's default time to live caps the message's, as a queue's does */
-	if (topic->has_default_ttl &&
-		(!p.has_ttl || sbq_interval_usecs(&p.ttl) > sbq_interval_usecs(&topic->default_ttl)))
+	if (b->topic->has_default_ttl &&
+		(!p.has_ttl || sbq_interval_usecs(&p.ttl) > sbq_interval_usecs(&b->topic->default_ttl)))
 	{
 		p.has_ttl = true;
-		p.ttl = topic->default_ttl;
+		p.ttl = b->topic->default_ttl;
 	}
 	memset(&m, 0, sizeof(m));
 	m.props = &p;
 	m.properties = p.application_properties;
-	m.default_content_type = default_content_type;
-	m.enqueued_time = scheduled ? props->scheduled : now;
+	m.default_content_type = b->default_content_type;
+	m.enqueued_time = b->scheduled ? b->props->scheduled : b->now;
 	/*
 	 * Each message's copies are stored in an SPI level of their own, so that
 	 * what they allocate (the filters' values, each copy's row, the actions'
@@ -749,30 +774,70 @@ sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, 
 			elog(ERROR, "SPI_connect failed");
 		(void) sbq_exec(&stmt_topic_sequence, NULL, NULL);
 		seqs[i] = DatumGetInt64(sbq_col(0, 1, &isnull));
-		if (!topic->has_dup_window || props->message_id == NULL ||
-			sbq_storage_claim_message_id(topic, props->message_id, now, &seqs[i]))
+		if (!b->topic->has_dup_window || b->props->message_id == NULL ||
+			sbq_storage_claim_message_id(b->topic, b->props->message_id, b->now, &seqs[i]))
 		{
 			/* a message id made up here differs from body to body */
-			if (props->message_id == NULL)
+			if (b->props->message_id == NULL)
 				p.message_id = cstring_to_text(sbq_new_message_id());
-			counts.sent++;
+			b->counts.sent++;
 			m.sequence_number = seqs[i];
 			m.size = VARSIZE_ANY_EXHDR(DatumGetPointer(bodies[i]));
-			anchored = sbq_anchored_rules(index, &p, default_content_type);
-			n = sbq_topic_send_one(subs, nsubs, &m, bodies[i], default_content_type, anchored,
-								   &copies, &room);
+			anchored = sbq_anchored_rules(b->index, &p, b->default_content_type);
+			n = sbq_topic_send_one(b->subs, b->nsubs, &m, bodies[i], b->default_content_type,
+								   anchored, &copies, &room);
 			if (n == 0)
-				dropped++;
-			else if (scheduled)
-				sbq_tie_scheduled(topic, seqs[i], copies, n);
+				b->dropped++;
+			else if (b->scheduled)
+				sbq_tie_scheduled(b->topic, seqs[i], copies, n);
 		}
 		if (SPI_finish() != SPI_OK_FINISH)
 			elog(ERROR, "SPI_finish failed");
 	}
-	if (counts.sent > 0)
-		sbq_add_counts(topic->queue_id, &counts);
-	if (dropped > 0)
-		sbq_count_dropped(topic, dropped);
+	pfree(copies);
+}
+
+/*
+ * sbq_topic_send
+ *		Send nbodies messages with the same properties to a topic; seqs gets
+ *		the topic's sequence number of each (a duplicate's: its first
+ *		message's). A message without an id gets one here, so that all its
+ *		copies have the same. Returns nbodies.
+ *
+ *		The topic's subscriptions may be the cache's, and a copy forwarded to
+ *		a topic looks that topic up in the cache: while the send runs, the
+ *		cache is in use, and an invalidation that arrives meanwhile does not
+ *		free it under the send (sbq_topic_cache_ready); the look-ups read the
+ *		tables instead.
+ */
+int
+sbq_topic_send(const SbqQueue *topic, const SbqSendProps *props, Datum *bodies, int nbodies,
+			   const char *default_content_type, int64 *seqs)
+{
+	SbqTopicBatch b;
+	int			i;
+
+	memset(&b, 0, sizeof(b));
+	b.topic = topic;
+	b.props = props;
+	b.default_content_type = default_content_type;
+	b.now = GetCurrentTimestamp();
+	b.scheduled = props->has_scheduled && props->scheduled > b.now;
+	b.nsubs = sbq_topic_subscribers_of(topic, &b.subs, &b.index);
+	sbq_topic_cache_users++;
+	PG_TRY();
+	{
+		sbq_topic_send_each(&b, bodies, nbodies, seqs);
+	}
+	PG_FINALLY();
+	{
+		sbq_topic_cache_users--;
+	}
+	PG_END_TRY();
+	if (b.counts.sent > 0)
+		sbq_add_counts(topic->queue_id, &b.counts);
+	if (b.dropped > 0)
+		sbq_count_dropped(topic, b.dropped);
 	/* a number no copy keeps (none matched) counts as given all the same */
 	{
 		int64		max_seq = 0;

@@ -11,7 +11,7 @@
 -- off (R10.11, J.81); all copies of a message sent without an id share one made up for
 -- it; a topic holds at most 2,000 SQL filters (54000).
 BEGIN;
-SELECT plan(39);
+SELECT plan(43);
 
 \ir bad_input_setup.psql
 
@@ -174,6 +174,36 @@ SELECT is((SELECT dead_letter_reason || ': ' || dead_letter_error_description
     'RuleActionException: division by zero in "/"', 'R10.11: an action that fails dead-letters the copy too');
 SELECT is((SELECT dead_lettered FROM sbq_queue_stats WHERE queue = 'te/subscriptions/act'), 1::bigint,
     'the copy counts as dead-lettered in its subscription');
+-- a subscription that forwards: a copy whose filter fails is a dead letter of the
+-- subscription, not forwarded (it was, and the dead-lettering then missed it: an
+-- internal error for a topic, a dead letter in the destination's sub-queue for a queue)
+DO $$ BEGIN
+    PERFORM sbq_create_topic('tef_to');
+    PERFORM sbq_create_subscription('tef_to', 'all');
+    PERFORM sbq_create_queue('tef_q');
+    PERFORM sbq_create_topic('tef');
+    PERFORM sbq_create_subscription('tef', 'fwt', forward_to => 'tef_to');
+    PERFORM sbq_remove_rule('tef', 'fwt', '$Default');
+    PERFORM sbq_add_rule('tef', 'fwt', 'div', sql_filter => '10 / z = 1');
+    PERFORM sbq_create_subscription('tef', 'fwq', forward_to => 'tef_q');
+    PERFORM sbq_remove_rule('tef', 'fwq', '$Default');
+    PERFORM sbq_add_rule('tef', 'fwq', 'div', sql_filter => '10 / z = 1');
+END $$;
+SELECT lives_ok($$SELECT sbq_send('tef', 'bad', application_properties => '{"z": 0}')$$,
+    'a send whose filter fails in subscriptions that forward does not fail');
+SELECT is((SELECT string_agg(dead_letter_reason || ' ' || dead_letter_source, ', ' ORDER BY dead_letter_source)
+             FROM (SELECT * FROM sbq_peek('tef/subscriptions/fwt/$deadletterqueue', 10)
+                   UNION ALL SELECT * FROM sbq_peek('tef/subscriptions/fwq/$deadletterqueue', 10)) d),
+    'FilterException tef/subscriptions/fwq, FilterException tef/subscriptions/fwt',
+    'R10.11: each copy is a dead letter of its subscription');
+SELECT is((SELECT count(*) FROM sbq_peek('tef_q/$deadletterqueue', 10)) +
+          (SELECT count(*) FROM sbq_peek('tef_q', 10)) +
+          (SELECT count(*) FROM sbq_peek('tef_to/subscriptions/all', 10)) +
+          (SELECT count(*) FROM sbq_peek('tef_to/subscriptions/all/$deadletterqueue', 10)), 0::bigint,
+    '... and nothing of it reached where they forward');
+SELECT is((SELECT string_agg(queue || ' ' || dead_lettered, ', ' ORDER BY queue) FROM sbq_queue_stats
+            WHERE queue IN ('tef/subscriptions/fwt', 'tef/subscriptions/fwq', 'tef_q')),
+    'tef/subscriptions/fwq 1, tef/subscriptions/fwt 1, tef_q 0', '... and each counts where it is');
 DO $$ BEGIN
     PERFORM sbq_create_subscription('te', 'noid');
     PERFORM sbq_remove_rule('te', 'noid', '$Default');
