@@ -585,7 +585,9 @@ sbq_copy_fits(const SbqSubscriber *s, const SbqSendProps *props, Datum body,
  *		into the subscription's dead-letter sub-queue, the error as its
  *		reason: one subscription's trouble never fails the send. The
  *		subscription's duplicate detection does not apply (the topic's did).
- *		The copy's sequence number goes into *seq.
+ *		The copy's sequence number goes into *seq, or 0 when it stored
+ *		nothing: forwarded, it was a duplicate where it went, whose number
+ *		came back (another sender's message, not this send's copy).
  */
 static void
 sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char *default_ct,
@@ -593,6 +595,7 @@ sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char 
 {
 	SbqQueue	q = s->queue;
 	SbqFilterError why;
+	uint64		stored = sbq_storage_stored();
 
 	q.has_dup_window = false;
 	if (err == NULL && !sbq_copy_fits(s, props, body, &why))
@@ -610,6 +613,8 @@ sbq_copy_to(SbqSubscriber *s, const SbqSendProps *props, Datum body, const char 
 	(void) sbq_storage_send(&q, props, &body, 1, default_ct, seq);
 	if (err != NULL)
 		sbq_dead_letter_copy(&s->queue, *seq, err->type, err->message);
+	else if (sbq_storage_stored() == stored)
+		*seq = 0;
 }
 
 /*
@@ -689,15 +694,43 @@ sbq_topic_send_one(SbqSubscriber *subs, int nsubs, SbqRuleMessage *m, Datum body
 	return ncopies;
 }
 
-/* Tie the scheduled copies of a topic's message to its number. */
+/* two sequence numbers, for qsort */
+static int
+sbq_cmp_seq(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Tie the scheduled copies of a topic's message to its number: those the
+ * send stored (not 0), each once (two copies forwarded to one destination
+ * with duplicate detection came back with the same number).
+ */
 static void
 sbq_tie_scheduled(const SbqQueue *topic, int64 seq, const int64 *copies, int n)
 {
 	Datum		values[3];
+	int64	   *tied = palloc(sizeof(int64) * Max(n, 1));
+	int			ntied = 0;
+	int			i;
 
+	for (i = 0; i < n; i++)
+		if (copies[i] > 0)
+			tied[ntied++] = copies[i];
+	qsort(tied, ntied, sizeof(int64), sbq_cmp_seq);
+	n = ntied;
+	ntied = 0;
+	for (i = 0; i < n; i++)
+		if (ntied == 0 || tied[ntied - 1] != tied[i])
+			tied[ntied++] = tied[i];
+	if (ntied == 0)
+		return;
 	values[0] = Int32GetDatum(topic->queue_id);
 	values[1] = Int64GetDatum(seq);
-	values[2] = sbq_int8_array(copies, n);
+	values[2] = sbq_int8_array(tied, ntied);
 	(void) sbq_exec(&stmt_topic_scheduled, values, NULL);
 }
 

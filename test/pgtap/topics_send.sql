@@ -19,7 +19,7 @@
 -- send compares only those whose property and value it has, and gets the same copies
 -- as if it compared all. Management and rights: topics.sql.
 BEGIN;
-SELECT plan(76);
+SELECT plan(81);
 
 \ir bad_input_setup.psql
 
@@ -247,6 +247,32 @@ SELECT throws_ok(format('SELECT sbq_cancel_scheduled(%L, %s)', 'ts_s',
                         (SELECT sequence_number FROM sbq_peek('ts_s/subscriptions/p', 1))), 'SB003', NULL,
     'scheduled: a copy''s own number is no number of the topic (SB003)');
 SELECT is(pg_temp.copies('ts_s'), ARRAY['p:s2', 'q:s2'], 'scheduled: the refused cancel changed nothing');
+-- subscriptions that forward into a queue with duplicate detection: the second copy
+-- is a duplicate there, and a message another sender sent there with the same id is
+-- no copy of the topic's; the send used to tie that number twice (23505), or tie
+-- the other sender's message, which the cancel then deleted
+DO $$ BEGIN
+    PERFORM sbq_create_queue('ts_dd', duplicate_detection_window => '1 minute');
+    PERFORM sbq_create_topic('ts_fw');
+    PERFORM sbq_create_subscription('ts_fw', 'a', forward_to => 'ts_dd');
+    PERFORM sbq_create_subscription('ts_fw', 'b', forward_to => 'ts_dd');
+END $$;
+INSERT INTO n VALUES ('fw1', sbq_send('ts_fw', 'fw1'::text, message_id => 'fw-one',
+                                      scheduled_enqueue_time => now() + interval '1 day'));
+SELECT is((SELECT count(*) FROM sbq_peek('ts_dd', 10)), 1::bigint,
+    'scheduled: two copies forwarded into a queue with duplicate detection store one message');
+INSERT INTO n VALUES ('own', sbq_send('ts_dd', 'own'::text, message_id => 'fw-two',
+                                      scheduled_enqueue_time => now() + interval '1 day'));
+INSERT INTO n VALUES ('fw2', sbq_send('ts_fw', 'fw2'::text, message_id => 'fw-two',
+                                      scheduled_enqueue_time => now() + interval '1 day'));
+SELECT throws_ok(format('SELECT sbq_cancel_scheduled(%L, %s)', 'ts_fw', (SELECT seq FROM n WHERE k = 'fw2')),
+    'SB003', NULL, 'scheduled: a topic message all of whose copies were duplicates has nothing to cancel');
+SELECT is((SELECT array_agg(convert_from(body, 'UTF8') ORDER BY sequence_number) FROM sbq_peek('ts_dd', 10)),
+    ARRAY['fw1', 'own'], '... and the other sender''s message with that id stays');
+SELECT lives_ok(format('SELECT sbq_cancel_scheduled(%L, %s)', 'ts_fw', (SELECT seq FROM n WHERE k = 'fw1')),
+    'scheduled: the first topic message is cancelled');
+SELECT is((SELECT array_agg(convert_from(body, 'UTF8')) FROM sbq_peek('ts_dd', 10)), ARRAY['own'],
+    '... with its one copy');
 
 -- ============================================================ sessions
 DO $$ BEGIN
