@@ -60,9 +60,9 @@
 #include "catalog/namespace.h"
 #include "nodes/pathnodes.h"
 #include "nodes/pg_list.h"
+#include "optimizer/optimizer.h"
 #include "optimizer/plancat.h"
 #include "optimizer/planner.h"
-#include "optimizer/optimizer.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -114,12 +114,12 @@ sbq_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
 	if (sbq_prev_relation_info != NULL)
 		sbq_prev_relation_info(root, relid, inhparent, rel);
 	if (sbq_plan_planning == SBQ_PLAN_ANY || rel->indexlist == NIL ||
-		get_rel_namespace(relid) != get_namespace_oid("sbq", true) ||
-		get_attnum(relid, "sequence_number") == InvalidAttrNumber)
+		get_rel_namespace(relid) != get_namespace_oid("sbq", true))
 		return;
-	if (sbq_plan_planning == SBQ_PLAN_BY_KEY)
-		lead = get_attnum(relid, "sequence_number");
-	else
+	lead = get_attnum(relid, "sequence_number");
+	if (lead == InvalidAttrNumber)
+		return;
+	if (sbq_plan_planning == SBQ_PLAN_BY_ORDER)
 	{
 		lead = get_attnum(relid, "queue_id");
 		if (lead == InvalidAttrNumber || sbq_first_order_column(root, (int) rel->relid) != lead)
