@@ -39,14 +39,22 @@
  * Other references to the table (a join back by sequence number) keep
  * every index.
  *
- * Only the statement's own planning is so: sbq_run announces it, the next
- * planning is its (a kept plan being remade), and the executor's start ends
- * the announcement, so that a query planned while the statement runs (a
- * trigger of the DBA's on the tables, whose plan PL/pgSQL keeps for the
- * connection) sees every index.
+ * Only the statement's own planning is so. sbq_run announces the statement
+ * by the text its kept plan was made from, and a planning is its only when
+ * the planner is given that very text (a kept plan being remade passes its
+ * own copy) for the query that sets the statement's result: not a DBA's
+ * rule action planned with it, not another module's query planned first
+ * (a planner hook that reads a table of its own), and not a query planned
+ * while the statement is planned or runs (a trigger of the DBA's on the
+ * tables, a function called while planning, whose plans PL/pgSQL keeps for
+ * the connection): those see every index. Of the indexes led by the column,
+ * one at least must be whole (not partial): with the DBA's receive index
+ * dropped, the partial ones alone would leave no usable index, and the
+ * statement then keeps every index.
  *
  * Owns: the planner's planner_hook and get_relation_info_hook, installed at
- * load, and two backend-local modes (the announcement, the planning).
+ * load, and two backend-local modes (the announcement with its statement's
+ * text, the planning).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -71,8 +79,11 @@
 static get_relation_info_hook_type sbq_prev_relation_info = NULL;
 static planner_hook_type sbq_prev_planner = NULL;
 
-/* an sbqueue statement is about to run: its planning, if it needs one, is next */
+/* an sbqueue statement runs: how its planning, if it needs one, goes */
 static SbqPlanMode sbq_plan_pending = SBQ_PLAN_ANY;
+
+/* and the text its kept plan is made from (the one the planner is given) */
+static const char *sbq_plan_pending_sql = NULL;
 
 /* that planning is under way */
 static SbqPlanMode sbq_plan_planning = SBQ_PLAN_ANY;
@@ -102,13 +113,15 @@ sbq_first_order_column(PlannerInfo *root, int relid)
  *		While an sbqueue statement is planned, of a table of schema sbq with
  *		sequence_number: when the statement finds its rows by key, only the
  *		indexes led by that column; when the query level orders by the
- *		table's queue_id first, only the indexes led by queue_id.
+ *		table's queue_id first, only the indexes led by queue_id. Either when
+ *		one of them at least is not partial.
  */
 static void
 sbq_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
 {
 	AttrNumber	lead;
 	List	   *keep = NIL;
+	bool		whole = false;
 	ListCell   *lc;
 
 	if (sbq_prev_relation_info != NULL)
@@ -130,31 +143,34 @@ sbq_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
 		IndexOptInfo *index = lfirst_node(IndexOptInfo, lc);
 
 		if (index->nkeycolumns > 0 && index->indexkeys[0] == lead)
+		{
 			keep = lappend(keep, index);
+			whole |= index->indpred == NIL;
+		}
 	}
-	if (keep != NIL)
+	if (whole)
 		rel->indexlist = keep;
 }
 
 /*
  * sbq_planner
- *		The first planning after an sbqueue statement was announced is that
- *		statement's: it alone sees the restricted indexes, not what is
- *		planned while it runs (a trigger's query, whose plan would be kept).
+ *		The planning of the announced statement's text, for the query that
+ *		sets its result, is the statement's: it alone sees the restricted
+ *		indexes. Any other planning, also one made while the statement's is
+ *		under way, sees every index.
  */
 static PlannedStmt *
 sbq_planner(Query *parse, const char *query_string, int cursor_options,
 			ParamListInfo bound_params)
 {
 	PlannedStmt *result;
-	volatile bool ours = sbq_plan_pending != SBQ_PLAN_ANY &&
-		sbq_plan_planning == SBQ_PLAN_ANY;
+	SbqPlanMode outer = sbq_plan_planning;
 
-	if (ours)
-	{
+	if (sbq_plan_pending != SBQ_PLAN_ANY && query_string != NULL &&
+		query_string == sbq_plan_pending_sql && parse->canSetTag)
 		sbq_plan_planning = sbq_plan_pending;
-		sbq_plan_pending = SBQ_PLAN_ANY;
-	}
+	else
+		sbq_plan_planning = SBQ_PLAN_ANY;
 	PG_TRY();
 	{
 		if (sbq_prev_planner != NULL)
@@ -164,8 +180,7 @@ sbq_planner(Query *parse, const char *query_string, int cursor_options,
 	}
 	PG_FINALLY();
 	{
-		if (ours)
-			sbq_plan_planning = SBQ_PLAN_ANY;
+		sbq_plan_planning = outer;
 	}
 	PG_END_TRY();
 	return result;
@@ -182,12 +197,21 @@ sbq_plan_key_init(void)
 }
 
 /*
- * An sbqueue statement is about to run (mode: how it is planned) or has run
- * (SBQ_PLAN_ANY). Every executor start ends the announcement too: the
- * statement's plan is made, or found kept, before it starts.
+ * An sbqueue statement is about to run (mode: how it is planned; sql: the
+ * text of its kept plan), or has run (SBQ_PLAN_ANY and NULL: the caller
+ * puts back what it found, for a statement run inside another's).
  */
 void
-sbq_plan_announce(SbqPlanMode mode)
+sbq_plan_announce(SbqPlanMode mode, const char *sql)
 {
 	sbq_plan_pending = mode;
+	sbq_plan_pending_sql = sql;
+}
+
+/* What is announced now (for the caller to put back), and its text. */
+SbqPlanMode
+sbq_plan_announced(const char **sql)
+{
+	*sql = sbq_plan_pending_sql;
+	return sbq_plan_pending;
 }

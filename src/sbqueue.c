@@ -51,8 +51,6 @@ static void
 sbq_executor_start(QueryDesc *queryDesc, int eflags)
 {
 	sbq_shared_change_gen++;
-	/* an sbqueue statement has its plan now (plan_key.c) */
-	sbq_plan_announce(SBQ_PLAN_ANY);
 	if (sbq_prev_executor_start != NULL)
 		sbq_prev_executor_start(queryDesc, eflags);
 	else

@@ -80,6 +80,7 @@
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -748,14 +749,18 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int			rc = 0;
+	const char *outer_sql;
+	SbqPlanMode outer = sbq_plan_announced(&outer_sql);
 
 	sbq_storage_pin_settings();
 	PG_TRY();
 	{
 		SPIPlanPtr	plan = sbq_plan(st, subqueue);
+		CachedPlanSource *source = linitial(SPI_plan_get_plan_sources(plan));
 
 		/* a plan made or remade now sees the indexes it means (plan_key.c) */
-		sbq_plan_announce(st->by_key ? SBQ_PLAN_BY_KEY : SBQ_PLAN_BY_ORDER);
+		sbq_plan_announce(st->by_key ? SBQ_PLAN_BY_KEY : SBQ_PLAN_BY_ORDER,
+						  source->query_string);
 		if (snap != InvalidSnapshot)
 			rc = SPI_execute_snapshot(plan, values, nulls, snap, InvalidSnapshot,
 									  read_only, false, 0);
@@ -766,7 +771,7 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 	{
 		ErrorData  *edata;
 
-		sbq_plan_announce(SBQ_PLAN_ANY);
+		sbq_plan_announce(outer, outer_sql);
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
@@ -774,7 +779,7 @@ sbq_run(SbqStatement *st, int16 subqueue, Datum *values, const char *nulls,
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
-	sbq_plan_announce(SBQ_PLAN_ANY);	/* also when SPI failed without an error */
+	sbq_plan_announce(outer, outer_sql);	/* also when SPI failed without an error */
 	if (rc < 0)
 		elog(ERROR, "sbqueue statement \"%s\" failed: %s", st->name,
 			 SPI_result_code_string(rc));

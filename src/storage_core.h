@@ -200,7 +200,8 @@ typedef enum SbqPlanMode
 	SBQ_PLAN_BY_ORDER			/* a level ordered by queue_id first: those led by it */
 } SbqPlanMode;
 extern void sbq_plan_key_init(void);
-extern void sbq_plan_announce(SbqPlanMode mode);
+extern void sbq_plan_announce(SbqPlanMode mode, const char *sql);
+extern SbqPlanMode sbq_plan_announced(const char **sql);
 extern Oid	sbq_subqueue_table_oid(int16 subqueue);
 
 /* storage_core.c: counters */

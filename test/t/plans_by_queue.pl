@@ -143,5 +143,44 @@ for my $what (sort keys %calls)
 	cmp_ok($n, '<', 50, "$what reads $n blocks");
 }
 
+# Only the statement's own planning is restricted. A DBA's rule on the table
+# adds an action that PostgreSQL plans before the statement's DELETE, from the
+# same text: it must see every index (restricted to the primary key, it would
+# read every dead letter of the database for each message completed).
+(undef, undef, $plans) = $node->psql('postgres', qq{
+	$explain
+	BEGIN;
+	CREATE RULE dba_forget AS ON DELETE TO sbq.messages DO ALSO
+		DELETE FROM sbq.dead_letters d
+		 WHERE d.queue_id = OLD.queue_id AND d.message_id = OLD.message_id;
+	SELECT count(sbq_complete('big', lock_token)) FROM sbq_receive('big', 3);
+	SELECT sbq_complete('big', array_agg(lock_token)) FROM sbq_receive('big', 3);
+	ROLLBACK;
+});
+@plans = grep { /Query Text:/ } split /(?=NOTICE:)/, $plans;
+ok((grep { /on dead_letters d/ } @plans),
+	'the plans of a DBA\'s rule action were shown') or diag($plans);
+my @rule_scans = grep { /Seq Scan on dead_letters d/ } @plans;
+is(scalar(@rule_scans), 0, 'a DBA\'s rule action planned with the statement sees every index')
+  or diag(join("\n----\n", @rule_scans));
+
+# With the receive index dropped by a DBA, the indexes led by queue_id are
+# partial ones that cannot serve a peek or a receive: the statements then keep
+# every index, rather than none (a scan of the whole table and a sort).
+(undef, undef, $plans) = $node->psql('postgres', qq{
+	$explain
+	BEGIN;
+	DROP INDEX sbq.messages_receive_idx;
+	SELECT count(*) FROM sbq_peek('small', 10);
+	SELECT count(sbq_abandon('small', lock_token)) FROM sbq_receive('small', 10);
+	ROLLBACK;
+});
+@plans = grep { /Query Text:/ && /queue_id = \$1/ } split /(?=NOTICE:)/, $plans;
+cmp_ok(scalar(@plans), '>=', 2, 'with the receive index dropped, the peek and receive were planned')
+  or diag($plans);
+my @scans = grep { /Seq Scan on messages/ } @plans;
+is(scalar(@scans), 0, 'with the receive index dropped, no statement scans the whole table')
+  or diag(join("\n----\n", @scans));
+
 $node->stop;
 done_testing();
