@@ -31,7 +31,7 @@ ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_ro
             session_accept_race session_accept_next_skips_held session_order \
             session_expiry_vs_settle session_release_unsettled \
             settle_report_race topics_send_vs_delete topics_forward_vs_change forwarding_vs_delete \
-            forwarding_dead_letters_vs_update metrics_counters_move metrics_text_swap \
+            forwarding_dead_letters_vs_update maintain_vs_delete_topic metrics_counters_move metrics_text_swap \
             maintain_stats_one_instant
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 

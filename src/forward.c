@@ -39,11 +39,13 @@
  * destination does not exist, the dead letters wait for it. A forward that
  * fails with an error is retried message by message in subtransactions, and
  * a message that still fails is deferred, so that one message cannot stop
- * maintenance.
+ * maintenance. A pass waits for no name lock: an entity being changed, or a
+ * destination being created or deleted, is left to a later pass.
  *
  * Owns: the count of hops of the send in progress (reset by every storage
- * section). Locks: the destinations' name locks, shared; the row locks of
- * the dead letters it moves (SKIP LOCKED).
+ * section), whether a pass forwards now. Locks: the destinations' name
+ * locks, shared (in a pass, only those free now); the row locks of the dead
+ * letters it moves (SKIP LOCKED).
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -69,6 +71,12 @@
 
 /* how many times the message being sent has been forwarded so far */
 static int	sbq_forward_hops = 0;
+
+/* a maintenance pass forwards dead letters: it takes no name lock it would wait for */
+static bool sbq_forward_in_pass = false;
+
+/* and found one held (the error it raised is for a later pass, not the pass's end) */
+static bool sbq_forward_name_held = false;
 
 /* The dead letters a pass forwards at most from one entity */
 #define SBQ_FORWARD_DLQ_BATCH	SBQ_MAINTAIN_BATCH
@@ -124,14 +132,35 @@ sbq_forward_hops_now(void)
 	return sbq_forward_hops;
 }
 
-/* The address of a destination, its name lock taken. */
-static void
-sbq_forward_address(const char *name, SbqAddress *addr)
+/*
+ * The address of a destination, its name lock taken; with nowait only when
+ * no one creates or deletes it now (false, nothing taken).
+ */
+static bool
+sbq_forward_address_if(const char *name, SbqAddress *addr, bool nowait)
 {
 	addr->name = pstrdup(name);
 	addr->key = sbq_name_key(CurrentMemoryContext, name);
 	addr->subqueue = SBQ_SUBQUEUE_MAIN;
-	sbq_lock_queue_name(addr->key, AccessShareLock);
+	return sbq_lock_queue_name_if(addr->key, AccessShareLock, nowait);
+}
+
+/*
+ * The address of a destination, its name lock taken. In a maintenance pass
+ * the lock is not waited for: the error (55P03) leaves the dead letters to a
+ * later pass (sbq_forward_dlq_sub).
+ */
+static void
+sbq_forward_address(const char *name, SbqAddress *addr)
+{
+	if (!sbq_forward_address_if(name, addr, sbq_forward_in_pass))
+	{
+		sbq_forward_name_held = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("\"%s\" is being created or deleted", name),
+				 errdetail("Maintenance forwards dead letters there in a later pass.")));
+	}
 }
 
 /*
@@ -434,7 +463,7 @@ sbq_error_ends_pass(const ErrorData *edata)
  */
 static bool
 sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, uint64 last,
-					int64 *forwarded, int64 *kept, uint64 *failed)
+					int64 *forwarded, int64 *kept, uint64 *failed, bool *later)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -442,6 +471,7 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 	volatile uint64 row = first;
 	volatile bool ok = true;
 
+	sbq_forward_name_held = false;
 	sbq_storage_subxact_begin();
 	PG_TRY();
 	{
@@ -454,17 +484,23 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 		ErrorData  *edata = sbq_subxact_failed(cxt, owner);
 		bool		isnull;
 
-		if (sbq_error_ends_pass(edata))
-			ReThrowError(edata);
 		sbq_forward_hops = 0;
-		*failed = row;
-		ereport(WARNING,
-				(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
-						DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull)),
-						source->name, source->forward_dlq_to, edata->message),
-				 errdetail("It is deferred in the dead-letter sub-queue.")));
-		FreeErrorData(edata);
 		ok = false;
+		/* a name lock not waited for: a later pass forwards (not a lock timeout) */
+		if (sbq_forward_name_held && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			*later = true;
+		else
+		{
+			if (sbq_error_ends_pass(edata))
+				ReThrowError(edata);
+			*failed = row;
+			ereport(WARNING,
+					(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
+							DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull)),
+							source->name, source->forward_dlq_to, edata->message),
+					 errdetail("It is deferred in the dead-letter sub-queue.")));
+		}
+		FreeErrorData(edata);
 	}
 	PG_END_TRY();
 	if (ok)
@@ -476,6 +512,53 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 }
 
 /*
+ * sbq_forward_picked
+ *		Forward the picked dead letters rows (n of them) of source, each
+ *		subtransaction's name locks not waited for; true when there may be
+ *		more.
+ *
+ *		All in one subtransaction; after an error, those before the failing
+ *		one again (rolled back with it), the failing one deferred, and on
+ *		from the next: a few subtransactions for each failure, and at most
+ *		SBQ_FORWARD_DLQ_RETRIES failures a pass. A name lock held by another
+ *		(a destination being created or deleted) ends the step: a later pass
+ *		forwards what is left, nothing deferred for it.
+ */
+static bool
+sbq_forward_picked(const SbqQueue *source, SPITupleTable *rows, uint64 n, int64 *forwarded,
+				   int64 *kept)
+{
+	uint64		first = 0;
+	uint64		failed = 0;
+	int			failures = 0;
+	bool		later = false;
+
+	while (first < n)
+	{
+		Datum		seqd;
+		bool		isnull;
+
+		if (sbq_forward_dlq_sub(source, rows, first, n, forwarded, kept, &failed, &later))
+			break;
+		if (later)
+			return true;
+		if (failed > first &&
+			!sbq_forward_dlq_sub(source, rows, first, failed, forwarded, kept, &failed, &later))
+		{
+			/* what went through alone fails now: no more this pass */
+			return true;
+		}
+		seqd = SPI_getbinval(rows->vals[failed], rows->tupdesc, 1, &isnull);
+		if (sbq_exec(&stmt_dlq_keep, &seqd, NULL) == 1)
+			(*kept)++;
+		first = failed + 1;
+		if (++failures >= SBQ_FORWARD_DLQ_RETRIES)
+			return true;
+	}
+	return n >= SBQ_FORWARD_DLQ_BATCH;
+}
+
+/*
  * sbq_forward_dead_letters
  *		One maintenance step for an entity with forward_dead_lettered_messages_to:
  *		forward its active dead letters that no valid lock holds, at most
@@ -483,11 +566,15 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
  *		those forwarded and to *kept those deferred where they are; true
  *		when there may be more.
  *
- *		The entity's name is locked first, in share mode (a change of its
- *		properties waits, as the step waits for one in progress), and its
- *		properties read again under it: once an update that stops or moves
- *		forwarding has returned, no pass forwards by the old ones. The name
- *		lock comes before any row lock, as a delete takes them.
+ *		The entity's name is locked first, in share mode, and its properties
+ *		read again under it: once an update that stops or moves forwarding
+ *		has returned, no pass forwards by the old ones. The name lock comes
+ *		before any row lock, as a delete takes them. A pass waits for no name
+ *		lock: it has written rows of other entities by then (counts, expired
+ *		locks), and a delete holding the name while it waits for those rows
+ *		would deadlock with it. So while the entity's properties change, or
+ *		a destination is created or deleted, the step is left to a later pass
+ *		(true).
  */
 bool
 sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarded,
@@ -502,9 +589,7 @@ sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarde
 	char	   *lock_key;
 	char	   *segment;
 	uint64		n;
-	uint64		first = 0;
-	uint64		failed = 0;
-	int			failures = 0;
+	volatile bool more = false;
 
 	if (queue->forward_dlq_to == NULL || !sbq_hops_installed())
 		return false;
@@ -516,12 +601,14 @@ sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarde
 	segment = strstr(lock_key, SBQ_SUBSCRIPTIONS_SEGMENT);
 	if (segment != NULL)
 		*segment = '\0';
-	sbq_lock_queue_name(lock_key, ShareLock);
+	if (!sbq_lock_queue_name_if(lock_key, ShareLock, true))
+		return true;
 	if (!sbq_storage_find_queue(&self, &source) || source.queue_id != queue->queue_id ||
 		source.forward_dlq_to == NULL)
 		return false;
 	/* while the destination does not exist, its dead letters wait */
-	sbq_forward_address(source.forward_dlq_to, &addr);
+	if (!sbq_forward_address_if(source.forward_dlq_to, &addr, true))
+		return true;
 	if (!sbq_storage_find_to_forward(&addr, &dest))
 		return false;
 	values[0] = Int32GetDatum(source.queue_id);
@@ -535,32 +622,15 @@ sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarde
 											ALLOCSET_DEFAULT_SIZES);
 	/* the later statements leave the picked rows as they are, until the section ends */
 	rows = SPI_tuptable;
-
-	/*
-	 * All in one subtransaction; after an error, those before the failing
-	 * one again (rolled back with it), the failing one deferred, and on
-	 * from the next: a few subtransactions for each failure, and at most
-	 * SBQ_FORWARD_DLQ_RETRIES failures a pass.
-	 */
-	while (first < n)
+	sbq_forward_in_pass = true;
+	PG_TRY();
 	{
-		Datum		seqd;
-		bool		isnull;
-
-		if (sbq_forward_dlq_sub(&source, rows, first, n, forwarded, kept, &failed))
-			break;
-		if (failed > first &&
-			!sbq_forward_dlq_sub(&source, rows, first, failed, forwarded, kept, &failed))
-		{
-			/* what went through alone fails now: no more this pass */
-			return true;
-		}
-		seqd = SPI_getbinval(rows->vals[failed], rows->tupdesc, 1, &isnull);
-		if (sbq_exec(&stmt_dlq_keep, &seqd, NULL) == 1)
-			(*kept)++;
-		first = failed + 1;
-		if (++failures >= SBQ_FORWARD_DLQ_RETRIES)
-			return true;
+		more = sbq_forward_picked(&source, rows, n, forwarded, kept);
 	}
-	return n >= SBQ_FORWARD_DLQ_BATCH;
+	PG_FINALLY();
+	{
+		sbq_forward_in_pass = false;
+	}
+	PG_END_TRY();
+	return more;
 }

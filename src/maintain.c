@@ -525,13 +525,9 @@ sbq_queue_work(SbqQueueWork **work, const SbqQueue *queues, const int64 *floors,
 	return (int) n;
 }
 
-/*
- * sbq_storage_maintain
- *		One maintenance pass over this database (see this file's header).
- *		Returns the counts as a JSON object.
- */
-void
-sbq_storage_maintain(SbqMaintainResult *acc)
+/* One maintenance pass over this database, its results added to *acc. */
+static void
+sbq_maintain_pass(SbqMaintainResult *acc)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	SbqMaintainResult res = {0};
@@ -611,6 +607,28 @@ sbq_storage_maintain(SbqMaintainResult *acc)
 	acc->sessions_expired += res.sessions_expired;
 	acc->more |= res.more;
 	acc->skipped |= res.skipped;
+}
+
+/*
+ * sbq_storage_maintain
+ *		One maintenance pass over this database (see this file's header),
+ *		its results added to *acc. The counts its steps add are gathered in
+ *		shared memory, not stored as the steps go: the pass stores them
+ *		first, each under its entity's name lock (storage_core.c).
+ */
+void
+sbq_storage_maintain(SbqMaintainResult *acc)
+{
+	sbq_counts_pass(true);
+	PG_TRY();
+	{
+		sbq_maintain_pass(acc);
+	}
+	PG_FINALLY();
+	{
+		sbq_counts_pass(false);
+	}
+	PG_END_TRY();
 }
 
 /* What passes did, as a JSON object (sbq_maintain()'s result). */

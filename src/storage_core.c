@@ -53,7 +53,14 @@
  * lasts its full duration and a lock that has run out is seen to have run out.
  *
  * Owns: backend-local state only (kept plans, the cached epoch and SQL
- * flavour). Locks: the AccessShareLock on sbq.queues named above.
+ * flavour, whether a maintenance pass runs). Locks: the AccessShareLock on
+ * sbq.queues named above; in a maintenance pass, the names of the entities
+ * whose counts it stores, shared, only when free.
+ *
+ * Length: over 1,000 lines on purpose. Every statement runs through the
+ * layer here (its kept plan, its flavour, its errors without its SQL), and
+ * the counters' store with it: a count stored waits, as the statements do,
+ * for the epoch and the flavour this file keeps.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -176,6 +183,26 @@ static SbqStatement stmt_no_prepared = {"no prepared transactions", 0, {InvalidO
 	"SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
 	"                    WHERE p.database = pg_catalog.current_database())"
 };
+
+/* $1 entity ids: the name keys of those that are queues or subscriptions */
+static SbqStatement stmt_queue_keys = {"name keys of queues", 1, {INT4ARRAYOID},
+	"SELECT q.queue_id, q.name_key FROM sbq.queues q WHERE q.queue_id = ANY($1)"
+};
+
+/* $1 entity ids: the name keys of those that are topics */
+static SbqStatement stmt_topic_keys = {"name keys of topics", 1, {INT4ARRAYOID},
+	"SELECT t.topic_id, t.name_key FROM sbq.topics t WHERE t.topic_id = ANY($1)"
+};
+
+/*
+ * A maintenance pass runs: the counts its calls add are only gathered in
+ * shared memory (sbq_add_counts), and stored by a pass that can take their
+ * entity's name lock (sbq_store_all_counts).
+ */
+static bool sbq_counts_in_pass = false;
+
+/* The most name locks sbq_store_all_counts takes in a pass. */
+#define SBQ_COUNT_NAME_LOCKS	128
 
 /* ------------------------------------------------------------ the installed SQL */
 
@@ -955,23 +982,87 @@ sbq_add_counts(int32 queue_id, const SbqCounts *c)
 
 	if (!sbq_qstate_count(epoch, queue_id, c))
 		sbq_store_counts(queue_id, c);
-	else if (sbq_qstate_take(epoch, queue_id, &old, true))
+	else if (!sbq_counts_in_pass && sbq_qstate_take(epoch, queue_id, &old, true))
 		sbq_store_counts(queue_id, &old);
 }
 
-/* Store every count gathered in shared memory for this database's queues. */
+/* A maintenance pass begins (true) or ends (false): see sbq_counts_in_pass. */
+void
+sbq_counts_pass(bool in_pass)
+{
+	sbq_counts_in_pass = in_pass;
+}
+
+/*
+ * The name keys of the entities ids[0 .. n-1] into keys[] (NULL: none, the
+ * entity is gone or not committed yet), a subscription's its topic's: the
+ * name a delete of the entity locks.
+ */
+static void
+sbq_count_keys(const int32 *ids, int n, char **keys)
+{
+	Datum		arg = sbq_int4_array(ids, n);
+	int			pass;
+
+	memset(keys, 0, sizeof(char *) * n);
+	for (pass = 0; pass < 2; pass++)
+	{
+		uint64		rows;
+		uint64		r;
+
+		if (pass == 1 && !sbq_topics_installed())
+			break;
+		rows = sbq_exec(pass == 0 ? &stmt_queue_keys : &stmt_topic_keys, &arg, NULL);
+		for (r = 0; r < rows; r++)
+		{
+			bool		isnull;
+			int32		id = DatumGetInt32(sbq_col(r, 1, &isnull));
+			char	   *key = TextDatumGetCString(sbq_col(r, 2, &isnull));
+			char	   *segment = strstr(key, SBQ_SUBSCRIPTIONS_SEGMENT);
+			int			i;
+
+			if (segment != NULL)
+				*segment = '\0';
+			for (i = 0; i < n; i++)
+				if (ids[i] == id)
+					keys[i] = key;
+		}
+	}
+}
+
+/*
+ * Store the counts gathered in shared memory for this database's entities,
+ * for a maintenance pass. Each entity's name is locked first, as a send
+ * locks it, and not waited for: a delete in progress holds it, and deletes
+ * the entity's rows of counters; a pass that stored into those rows, and
+ * then waited for another row the delete holds, deadlocked with it. The
+ * counts of an entity whose name is held stay for a later pass, and so do
+ * those past the pass's bound of name locks.
+ */
 void
 sbq_store_all_counts(void)
 {
 	Oid			epoch = sbq_storage_epoch();
 	int32		ids[1024];
+	char	   *keys[lengthof(ids)];
 	int			n = sbq_qstate_queues(epoch, ids, lengthof(ids));
+	int			locks = 0;
 	int			i;
 
+	if (n == 0)
+		return;
+	sbq_count_keys(ids, n, keys);
 	for (i = 0; i < n; i++)
 	{
 		SbqCounts	c;
 
+		CHECK_FOR_INTERRUPTS();
+		if (keys[i] != NULL &&
+			(locks >= SBQ_COUNT_NAME_LOCKS ||
+			 !sbq_lock_queue_name_if(keys[i], AccessShareLock, true)))
+			continue;
+		if (keys[i] != NULL)
+			locks++;
 		if (sbq_qstate_take(epoch, ids[i], &c, false))
 			sbq_store_counts(ids[i], &c);
 	}

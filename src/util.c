@@ -878,12 +878,26 @@ sbq_init_srf(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 void
 sbq_lock_queue_name(const char *key, LOCKMODE mode)
 {
+	(void) sbq_lock_queue_name_if(key, mode, false);
+}
+
+/*
+ * sbq_lock_queue_name_if
+ *		sbq_lock_queue_name, or (nowait) take it only if no one holds it in a
+ *		conflicting mode and the lock table has room: false then, and
+ *		nothing taken.
+ */
+bool
+sbq_lock_queue_name_if(const char *key, LOCKMODE mode, bool nowait)
+{
 	LOCKTAG		tag;
 	uint64		h = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 SBQ_LOCKTAG_FIELD4);
-	(void) LockAcquire(&tag, mode, false, false);
+	/* not waiting, a full lock table is "not now" too, not an error */
+	return LockAcquireExtended(&tag, mode, false, nowait, !nowait, NULL) !=
+		LOCKACQUIRE_NOT_AVAIL;
 }
 
 /* ------------------------------------------------------------ statement values */
