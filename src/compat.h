@@ -220,4 +220,14 @@
 #define SBQ_TUPLE_SURELY_DEAD(tuple, vistest) HeapTupleIsSurelyDead((tuple), RecentGlobalXmin)
 #endif
 
+/*
+ * The status of the i-th backend (1-based) in this backend's copy of the
+ * backends' status: PostgreSQL 17 renamed the function.
+ */
+#if PG_VERSION_NUM >= 170000
+#define sbq_local_beentry(i) pgstat_get_local_beentry_by_index(i)
+#else
+#define sbq_local_beentry(i) pgstat_fetch_stat_local_beentry(i)
+#endif
+
 #endif							/* SBQ_COMPAT_H */

@@ -13,15 +13,18 @@
  * older than the window, removes dead letters kept longer than the
  * queue's dead_letter_ttl (oldest first), and forwards the dead letters of
  * one with forward_dead_lettered_messages_to (forward.c). Each step is bounded by SBQ_MAINTAIN_BATCH rows a
- * queue; "more" in the result says a step hit its bound.
+ * queue; "more" in the result says a step hit its bound. Last, it frees the
+ * shared entries of queues and topics that were deleted (qstate.c).
  *
  * Every step takes its rows with SKIP LOCKED, so a pass never waits for
  * receivers, settlers or another pass: passes running at the same time share
  * the work. (A pass-wide lock would let one caller holding a transaction open
- * stop maintenance for the whole database.) On a standby nothing happens and
- * "skipped" is true.
+ * stop maintenance for the whole database.) Nor does it wait for the name
+ * lock of an entity (forward.c, storage_core.c). On a standby nothing
+ * happens and "skipped" is true.
  *
- * Owns: nothing shared. Locks: row locks of its statements only.
+ * Owns: nothing shared. Locks: row locks of its statements, and names taken
+ * only when free.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -42,6 +45,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "distributed.h"
 #include "session_mem.h"
 #include "storage_core.h"
 #include "topics.h"
@@ -88,6 +92,19 @@ static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8O
 	"   ON h.queue_id = q.queue_id) w" \
 	" WHERE w.m OR w.d OR w.l OR w.f ORDER BY w.queue_id"
 #define HAS_DEAD_LETTERS " EXISTS (SELECT 1 FROM sbq.dead_letters l WHERE l.queue_id = q.queue_id)"
+
+/* $1 entity ids: those that are neither a queue (or subscription) nor a topic */
+static SbqStatement stmt_gone = {"entities gone", 1, {INT4ARRAYOID},
+	"SELECT u.id FROM unnest($1::int4[]) u(id)"
+	" WHERE NOT EXISTS (SELECT FROM sbq.queues q WHERE q.queue_id = u.id)"
+	"   AND NOT EXISTS (SELECT FROM sbq.topics t WHERE t.topic_id = u.id)"
+};
+
+/* the same where the installed SQL has no topics */
+static SbqStatement stmt_gone_queues = {"queues gone", 1, {INT4ARRAYOID},
+	"SELECT u.id FROM unnest($1::int4[]) u(id)"
+	" WHERE NOT EXISTS (SELECT FROM sbq.queues q WHERE q.queue_id = u.id)"
+};
 
 static SbqStatement stmt_queue_work = {"queues with work", 2, {INT4ARRAYOID, INT8ARRAYOID},
 	QUEUE_WORK("q.dead_letter_ttl IS NOT NULL AND" HAS_DEAD_LETTERS,
@@ -525,6 +542,66 @@ sbq_queue_work(SbqQueueWork **work, const SbqQueue *queues, const int64 *floors,
 	return (int) n;
 }
 
+/*
+ * sbq_forget_gone
+ *		Free the shared entries of queues and topics no fresh snapshot shows
+ *		(deleted, or made by a transaction still open), in two passes at
+ *		least (qstate.c, sbq_qstate_sweep_gone). queues[] (by id) are the
+ *		queues the pass began with: there, not looked at again. Not on a
+ *		Citus node, whose statements see the node's shard groups, not every
+ *		entity.
+ */
+static void
+sbq_forget_gone(const SbqQueue *queues, int nqueues)
+{
+	Oid			epoch = sbq_storage_epoch();
+	int32		ids[1024];
+	int32	   *gone;
+	int			n;
+	int			ngone = 0;
+	int			i;
+	uint64		rows;
+	Datum		arg;
+
+	if (sbq_dist_active())
+		return;
+	n = sbq_qstate_queues(epoch, ids, lengthof(ids));
+	gone = palloc(sizeof(int32) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		int			lo = 0;
+		int			hi = nqueues;
+
+		if (ids[i] == 0)
+			continue;
+		while (lo < hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (queues[mid].queue_id < ids[i])
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < nqueues && queues[lo].queue_id == ids[i])
+			continue;
+		gone[ngone++] = ids[i];
+	}
+	if (ngone > 0)
+	{
+		arg = sbq_int4_array(gone, ngone);
+		rows = sbq_exec_latest(sbq_topics_installed() ? &stmt_gone : &stmt_gone_queues,
+							   &arg, NULL);
+		for (ngone = 0; ngone < (int) rows; ngone++)
+		{
+			bool		isnull;
+
+			gone[ngone] = DatumGetInt32(sbq_col(ngone, 1, &isnull));
+		}
+	}
+	(void) sbq_qstate_sweep_gone(epoch, gone, ngone, sbq_no_prepared());
+}
+
 /* One maintenance pass over this database, its results added to *acc. */
 static void
 sbq_maintain_pass(SbqMaintainResult *acc)
@@ -593,6 +670,7 @@ sbq_maintain_pass(SbqMaintainResult *acc)
 							   now, floors[q], prepares, &res);
 		}
 		sbq_maintain_topics(now, &res);
+		sbq_forget_gone(queues, nqueues);
 	}
 	acc->queues += res.queues;
 	acc->activated += res.activated;

@@ -168,8 +168,9 @@
  * slots ("sbqueue send slots") in shared memory; shmem.c has them made.
  *
  * Locking: one LWLock (tranche "sbqueue queues") guards the table's shape
- * (entries are added, and removed only when their database or incarnation
- * is dropped, sbq_qstate_forget_all); each entry's fields, and each send
+ * (entries are added, and removed when their database or incarnation is
+ * dropped, sbq_qstate_forget_all, or their entity is gone, below); each
+ * entry's fields, and each send
  * slot, are guarded by its own spinlock, held for a few loads and stores
  * only. The commit and abort callbacks only look entries up (the LWLock,
  * shared) and take spinlocks: they cannot fail.
@@ -182,7 +183,19 @@
  * session may be connected then) or its incarnation is (DROP EXTENSION
  * takes sbq.queues in AccessExclusiveLock, and every storage section holds
  * AccessShareLock on it until after its transaction's commit callbacks have
- * run).
+ * run), or when its queue or topic is gone and no transaction that could
+ * have seen it is left. A deleted entity's entry is not removed by the
+ * delete (a call that looked the entity up before may still use the
+ * entry), so without the last case every queue made and deleted would keep
+ * one for good, and a server whose databases make and delete queues (a
+ * reply queue a request) filled the table after 4,096. Maintenance finds
+ * the entries whose entity no fresh snapshot shows and marks them with the
+ * time; an entry marked in an earlier pass goes once every other
+ * transaction of its database began after that time (their start, from
+ * the backends' status), as only a transaction that saw the entity could
+ * look its entry up, and none has counts, moves or a prepared
+ * transaction's counts in it. A backend whose activity is not tracked
+ * (track_activities off) stops the removal, as its start is unknown.
  *
  * Length: over 1,000 lines on purpose. The counters, the scheduled times,
  * the head hints and the send slots are fields of one shared entry under one
@@ -210,6 +223,7 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/array.h"
+#include "utils/backend_status.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -278,6 +292,8 @@ typedef struct SbqQueueState
 	int64		line_floor;		/* session queues: see the file header */
 	uint64		line_gen;		/* bumped whenever the line floor is lowered */
 	bool		line_want;		/* a walk would have raised it: the next reads the bound */
+	TimestampTz gone_since;		/* maintenance found its entity gone then (0: not); */
+	/* under the LWLock, exclusive */
 } SbqQueueState;
 
 /* A backend's announcement that its transaction takes sequence numbers. */
@@ -517,6 +533,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		entry->line_floor = PG_INT64_MIN;
 		entry->line_gen = 0;
 		entry->line_want = true;
+		entry->gone_since = 0;
 	}
 	LWLockRelease(sbq_qstate_lock);
 	if (entry != NULL)
@@ -531,8 +548,9 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 				 errdetail("Queue %d of database %u and further queues store their counters "
 						   "at each call and look for due scheduled messages at each receive.",
 						   queue_id, key->dbid),
-				 errhint("Entries are freed when their queue is deleted and when their "
-						 "database or extension is dropped.")));
+				 errhint("Maintenance frees the entries of deleted queues and topics once "
+						 "no transaction that began before their delete is left; dropping a "
+						 "database or the extension frees its entries.")));
 	}
 	return entry;
 }
@@ -1283,6 +1301,115 @@ sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *f
 	}
 	LWLockRelease(sbq_qstate_lock);
 	return n;
+}
+
+/* int32 comparator for the sorted list of gone entities */
+static int
+sbq_int32_cmp(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * When the oldest transaction of this database's other backends began
+ * (DT_NOEND: none is in one); 0 when a backend's activity is not tracked.
+ */
+static TimestampTz
+sbq_oldest_xact_start(void)
+{
+	TimestampTz oldest = DT_NOEND;
+	int			n;
+	int			i;
+
+	pgstat_clear_backend_activity_snapshot();	/* read it now, not as this transaction first did */
+	n = pgstat_fetch_stat_numbackends();
+	for (i = 1; i <= n; i++)
+	{
+		LocalPgBackendStatus *local = sbq_local_beentry(i);
+		PgBackendStatus *be;
+
+		if (local == NULL)
+			continue;
+		be = &local->backendStatus;
+		if (be->st_procpid == MyProcPid || be->st_databaseid != MyDatabaseId)
+			continue;
+		if (be->st_state == STATE_DISABLED)
+			return 0;
+		if (be->st_xact_start_timestamp != 0 && be->st_xact_start_timestamp < oldest)
+			oldest = be->st_xact_start_timestamp;
+	}
+	return oldest;
+}
+
+/* Whether an entry holds nothing a removal would lose (its spinlock taken here). */
+static bool
+sbq_entry_idle(SbqQueueState *entry)
+{
+	bool		idle = true;
+	int			i;
+
+	SpinLockAcquire(&entry->mutex);
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		idle &= entry->pending[i] == 0;
+	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
+		idle &= !TransactionIdIsValid(entry->move_xid[i]);
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+		idle &= !TransactionIdIsValid(entry->prep_xid[i]);
+	SpinLockRelease(&entry->mutex);
+	return idle;
+}
+
+/*
+ * sbq_qstate_sweep_gone
+ *		For maintenance: gone[0 .. ngone-1] are the ids of this database's
+ *		entries whose queue or topic no fresh snapshot shows (gone is
+ *		sorted here). Those not marked yet are marked; those marked in an
+ *		earlier pass go when every other transaction of the database began
+ *		after the mark, and may_remove (no prepared transaction is pending).
+ *		Every other entry of the database is unmarked (its entity is there,
+ *		or was not looked at). See the file header. Returns how many went.
+ */
+int
+sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, bool may_remove)
+{
+	HASH_SEQ_STATUS status;
+	SbqQueueState *entry;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz oldest;
+	int			removed = 0;
+
+	if (sbq_qstate_hash == NULL)
+		return 0;
+	qsort(gone, ngone, sizeof(int32), sbq_int32_cmp);
+	oldest = ngone > 0 && may_remove ? sbq_oldest_xact_start() : 0;
+	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, sbq_qstate_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != epoch ||
+			entry->key.queue_id == 0)
+			continue;
+		if (bsearch(&entry->key.queue_id, gone, ngone, sizeof(int32), sbq_int32_cmp) == NULL)
+			entry->gone_since = 0;
+		else if (entry->gone_since == 0)
+			entry->gone_since = now;
+		else if (entry->gone_since < oldest && sbq_entry_idle(entry))
+		{
+			SbqQueueKey key = entry->key;
+
+			/* removing the element the scan is at is allowed */
+			(void) hash_search(sbq_qstate_hash, &key, HASH_REMOVE, NULL);
+			removed++;
+		}
+	}
+	/* every backend forgets the addresses it kept (a full barrier) */
+	if (removed > 0)
+		(void) pg_atomic_fetch_add_u64(sbq_qstate_removals, 1);
+	LWLockRelease(sbq_qstate_lock);
+	return removed;
 }
 
 /*

@@ -48,6 +48,7 @@ extern bool sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c);
 extern bool sbq_counts_seen(void);
 extern bool sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old);
 extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max);
+extern int	sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, bool may_remove);
 extern void sbq_qstate_forget(Oid epoch, int32 queue_id);
 extern void sbq_qstate_forget_all(Oid dbid, Oid epoch);
 

@@ -1,0 +1,117 @@
+# Copyright (c) 2026, the sbqueue authors
+#
+# The shared table of queues (4,096 entries for every database of the
+# server) keeps an entry for each queue and topic that a call used. A delete
+# does not remove its entity's entry (a call that looked the entity up before
+# may still use it), so every queue made, used and deleted kept one for good:
+# after 4,096 of them, in any databases, every database of the server lost
+# what the table gives (counts gathered, the head of each queue, when the next
+# scheduled message is due) until a restart. Maintenance now frees the entries
+# of deleted entities once no transaction that began before the delete is
+# left. The table filling shows in the server log, once a backend.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
+
+my $node = SbqNode::preloaded('maintain_gone_entries');
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION sbqueue;
+	SELECT sbq_create_queue('keep');
+	SELECT sbq_create_topic('tkeep');
+	SELECT sbq_create_subscription('tkeep', 's');
+});
+
+my $full = qr/shared table of queues is full/;
+sub log_since
+{
+	my ($offset) = @_;
+	return substr(slurp_file($node->logfile), $offset);
+}
+
+# $n queues made, sent to, received from and deleted, in one transaction
+sub churn
+{
+	my ($round, $n) = @_;
+	$node->safe_psql('postgres', qq{
+		DO \$\$BEGIN
+		FOR i IN 1 .. $n LOOP
+			PERFORM sbq_create_queue('tmp${round}_' || i);
+			PERFORM sbq_send('tmp${round}_' || i, 'x'::text);
+			PERFORM count(*) FROM sbq_receive('tmp${round}_' || i);
+			PERFORM sbq_delete_queue('tmp${round}_' || i);
+		END LOOP;
+		END\$\$;
+		SELECT sbq_send('keep', 'k'::text);
+		SELECT sbq_send('tkeep', 't'::text);});
+}
+
+sub passes
+{
+	$node->safe_psql('postgres', 'SELECT sbq_maintain(); SELECT sbq_maintain();');
+}
+
+# 1. 6,000 queues made and deleted, 1,000 between two maintenance passes:
+# the table never fills
+my $offset = -s $node->logfile;
+for my $round (1 .. 6)
+{
+	churn($round, 1000);
+	passes();
+}
+unlike(log_since($offset), $full,
+	'6,000 queues made and deleted between maintenance passes never fill the table');
+is( $node->safe_psql('postgres', q{
+		SELECT string_agg(queue || ' ' || sent || ' ' || active_count, ', ' ORDER BY queue)
+		  FROM sbq_queue_stats WHERE queue IN ('keep', 'tkeep/subscriptions/s')}),
+	'keep 6 6, tkeep/subscriptions/s 6 6',
+	'the queues and the subscription that stay kept their counts and messages');
+
+# 2. While a transaction that began before the deletes is open, no entry of
+# theirs goes (that transaction may have looked them up): the table fills.
+# Once it ends, the next passes free them, and a new backend's queue gets an
+# entry again.
+my $old = $node->background_psql('postgres', on_error_stop => 1);
+$old->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM sbq_queues;');
+$offset = -s $node->logfile;
+for my $round (7 .. 11)
+{
+	churn($round, 1000);
+	passes();
+}
+like(log_since($offset), $full,
+	'with a transaction open from before the deletes, their entries stay (the table fills)');
+$old->query_safe('COMMIT;');
+$old->quit;
+passes();
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+	SELECT sbq_create_queue('after');
+	SELECT sbq_send('after', 'a'::text);
+	SELECT count(*) FROM sbq_receive('after');});
+unlike(log_since($offset), $full,
+	'once it ended, a pass freed them: a new queue gets an entry');
+
+# 3. A queue made by a transaction still open when a pass runs is not yet
+# seen by the pass, which marks its entry; what it sent there counts once it
+# commits, past two more passes
+my $maker = $node->background_psql('postgres', on_error_stop => 1);
+$maker->query_safe(q{BEGIN; SELECT sbq_create_queue('pending'); SELECT sbq_send('pending', 'p'::text);
+	SELECT count(*) FROM sbq_peek('pending');});
+passes();
+$maker->query_safe('COMMIT;');
+passes();
+$node->safe_psql('postgres', q{SELECT sbq_send('pending', 'q'::text);});
+passes();
+is( $node->safe_psql('postgres', q{
+		SELECT sent || ' ' || active_count FROM sbq_queue_stats WHERE queue = 'pending'}),
+	'2 2', 'a queue made while a pass ran keeps its counts and messages');
+$maker->quit;
+
+$node->stop;
+done_testing();
