@@ -555,17 +555,24 @@ static void
 sbq_forget_gone(const SbqQueue *queues, int nqueues)
 {
 	Oid			epoch = sbq_storage_epoch();
-	int32		ids[1024];
+	int32	   *ids = palloc(sizeof(int32) * SBQ_QSTATE_MAX);
 	int32	   *gone;
 	int			n;
 	int			ngone = 0;
 	int			i;
 	uint64		rows;
 	Datum		arg;
+	TimestampTz oldest;
 
 	if (sbq_dist_active())
 		return;
-	n = sbq_qstate_queues(epoch, ids, lengthof(ids));
+	/*
+	 * Who may still look an entry up: read before the snapshot that finds
+	 * entities gone, so that a creator that commits meanwhile is either
+	 * counted here or seen by the snapshot (qstate.c).
+	 */
+	oldest = sbq_no_prepared() ? sbq_qstate_oldest_start() : 0;
+	n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX);
 	gone = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
@@ -599,7 +606,7 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 			gone[ngone] = DatumGetInt32(sbq_col(ngone, 1, &isnull));
 		}
 	}
-	(void) sbq_qstate_sweep_gone(epoch, gone, ngone, sbq_no_prepared());
+	(void) sbq_qstate_sweep_gone(epoch, gone, ngone, oldest);
 }
 
 /* One maintenance pass over this database, its results added to *acc. */

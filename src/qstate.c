@@ -239,7 +239,6 @@
 
 PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
 
-#define SBQ_QSTATE_MAX		4096
 #define SBQ_QSTATE_TRANCHE	"sbqueue queues"
 
 /* how long counts may gather here before a counting call stores them */
@@ -1314,16 +1313,22 @@ sbq_int32_cmp(const void *a, const void *b)
 }
 
 /*
- * When the oldest transaction of this database's other backends began
- * (DT_NOEND: none is in one); 0 when a backend's activity is not tracked.
+ * sbq_qstate_oldest_start
+ *		When the oldest transaction of this database's other backends began
+ *		(DT_NOEND: none is in one); 0 when that is not known (a backend's
+ *		activity, or this one's, is not tracked, or one in a transaction
+ *		shows no start). For sbq_qstate_sweep_gone: read before the snapshot
+ *		that finds entities gone.
  */
-static TimestampTz
-sbq_oldest_xact_start(void)
+TimestampTz
+sbq_qstate_oldest_start(void)
 {
 	TimestampTz oldest = DT_NOEND;
 	int			n;
 	int			i;
 
+	if (!pgstat_track_activities)
+		return 0;
 	pgstat_clear_backend_activity_snapshot();	/* read it now, not as this transaction first did */
 	n = pgstat_fetch_stat_numbackends();
 	for (i = 1; i <= n; i++)
@@ -1338,13 +1343,19 @@ sbq_oldest_xact_start(void)
 			continue;
 		if (be->st_state == STATE_DISABLED)
 			return 0;
+		/* in a transaction with no start shown: tracked only since it began */
+		if (be->st_xact_start_timestamp == 0 &&
+			(be->st_state == STATE_RUNNING || be->st_state == STATE_IDLEINTRANSACTION ||
+			 be->st_state == STATE_FASTPATH ||
+			 be->st_state == STATE_IDLEINTRANSACTION_ABORTED))
+			return 0;
 		if (be->st_xact_start_timestamp != 0 && be->st_xact_start_timestamp < oldest)
 			oldest = be->st_xact_start_timestamp;
 	}
 	return oldest;
 }
 
-/* Whether an entry holds nothing a removal would lose (its spinlock taken here). */
+/* Whether an entry holds nothing to store or a removal would lose (its spinlock taken here). */
 static bool
 sbq_entry_idle(SbqQueueState *entry)
 {
@@ -1362,29 +1373,46 @@ sbq_entry_idle(SbqQueueState *entry)
 	return idle;
 }
 
+/* Whether the entry of a queue or topic has counts gathered (false: no entry). */
+bool
+sbq_qstate_pending(Oid epoch, int32 queue_id)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+	bool		any = false;
+	int			i;
+
+	if (entry == NULL)
+		return false;
+	SpinLockAcquire(&entry->mutex);
+	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
+		any |= entry->pending[i] != 0;
+	SpinLockRelease(&entry->mutex);
+	return any;
+}
+
 /*
  * sbq_qstate_sweep_gone
  *		For maintenance: gone[0 .. ngone-1] are the ids of this database's
  *		entries whose queue or topic no fresh snapshot shows (gone is
- *		sorted here). Those not marked yet are marked; those marked in an
- *		earlier pass go when every other transaction of the database began
- *		after the mark, and may_remove (no prepared transaction is pending).
- *		Every other entry of the database is unmarked (its entity is there,
- *		or was not looked at). See the file header. Returns how many went.
+ *		sorted here), among all its entries when listed; oldest is what
+ *		sbq_qstate_oldest_start gave before that snapshot was taken (0: no
+ *		entry may go, a prepared transaction is pending, say). Those not
+ *		marked yet are marked; those marked in an earlier pass go when every
+ *		other transaction of the database began after the mark. Every other
+ *		entry of the database is unmarked (its entity is there). See the
+ *		file header. Returns how many went.
  */
 int
-sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, bool may_remove)
+sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, TimestampTz oldest)
 {
 	HASH_SEQ_STATUS status;
 	SbqQueueState *entry;
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz oldest;
 	int			removed = 0;
 
 	if (sbq_qstate_hash == NULL)
 		return 0;
 	qsort(gone, ngone, sizeof(int32), sbq_int32_cmp);
-	oldest = ngone > 0 && may_remove ? sbq_oldest_xact_start() : 0;
 	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, sbq_qstate_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)

@@ -19,6 +19,9 @@
 
 #include "datatype/timestamp.h"
 
+/* The entries of the table, for every database of the server. */
+#define SBQ_QSTATE_MAX		4096
+
 /* The counters of a queue, in the column order of sbq.queue_counters. */
 #define SBQ_NUM_COUNTERS 7
 typedef struct SbqCounts
@@ -48,7 +51,9 @@ extern bool sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c);
 extern bool sbq_counts_seen(void);
 extern bool sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old);
 extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max);
-extern int	sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, bool may_remove);
+extern int	sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, TimestampTz oldest);
+extern TimestampTz sbq_qstate_oldest_start(void);
+extern bool sbq_qstate_pending(Oid epoch, int32 queue_id);
 extern void sbq_qstate_forget(Oid epoch, int32 queue_id);
 extern void sbq_qstate_forget_all(Oid dbid, Oid epoch);
 

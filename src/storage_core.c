@@ -202,7 +202,7 @@ static SbqStatement stmt_topic_keys = {"name keys of topics", 1, {INT4ARRAYOID},
 static bool sbq_counts_in_pass = false;
 
 /* The most name locks sbq_store_all_counts takes in a pass. */
-#define SBQ_COUNT_NAME_LOCKS	128
+#define SBQ_COUNT_NAME_LOCKS	512
 
 /* ------------------------------------------------------------ the installed SQL */
 
@@ -1037,34 +1037,55 @@ sbq_count_keys(const int32 *ids, int n, char **keys)
  * the entity's rows of counters; a pass that stored into those rows, and
  * then waited for another row the delete holds, deadlocked with it. The
  * counts of an entity whose name is held stay for a later pass, and so do
- * those past the pass's bound of name locks.
+ * those past the pass's bound of name locks; the next pass of this backend
+ * starts where the bound stopped this one. An entry with no counts gathered
+ * takes no name: its moves are only finished (what comes back from one
+ * whose transaction aborted, or what a COMMIT PREPARED counted, is stored
+ * under the name if it is free, else without it: rare, and the deadlock
+ * needs a delete of the entity at that moment).
  */
 void
 sbq_store_all_counts(void)
 {
+	static int	start = 0;
 	Oid			epoch = sbq_storage_epoch();
-	int32		ids[1024];
-	char	   *keys[lengthof(ids)];
-	int			n = sbq_qstate_queues(epoch, ids, lengthof(ids));
+	int32	   *ids = palloc(sizeof(int32) * SBQ_QSTATE_MAX);
+	char	  **keys;
+	int			n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX);
 	int			locks = 0;
-	int			i;
+	int			k;
 
 	if (n == 0)
 		return;
+	keys = palloc(sizeof(char *) * n);
 	sbq_count_keys(ids, n, keys);
-	for (i = 0; i < n; i++)
+	if (start >= n)
+		start = 0;
+	for (k = 0; k < n; k++)
 	{
+		int			i = (start + k) % n;
+		bool		named = false;
 		SbqCounts	c;
 
 		CHECK_FOR_INTERRUPTS();
-		if (keys[i] != NULL &&
-			(locks >= SBQ_COUNT_NAME_LOCKS ||
-			 !sbq_lock_queue_name_if(keys[i], AccessShareLock, true)))
-			continue;
-		if (keys[i] != NULL)
+		if (keys[i] != NULL && sbq_qstate_pending(epoch, ids[i]))
+		{
+			if (locks >= SBQ_COUNT_NAME_LOCKS)
+			{
+				start = i;
+				break;
+			}
+			if (!sbq_lock_queue_name_if(keys[i], AccessShareLock, true))
+				continue;
 			locks++;
+			named = true;
+		}
 		if (sbq_qstate_take(epoch, ids[i], &c, false))
+		{
+			if (keys[i] != NULL && !named)
+				(void) sbq_lock_queue_name_if(keys[i], AccessShareLock, true);
 			sbq_store_counts(ids[i], &c);
+		}
 	}
 }
 

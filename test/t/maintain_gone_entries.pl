@@ -113,5 +113,47 @@ is( $node->safe_psql('postgres', q{
 	'2 2', 'a queue made while a pass ran keeps its counts and messages');
 $maker->quit;
 
+# 4. A transaction that began with its activity not tracked, and tracked
+# since (it shows no start), keeps every entry: its queue's send counts
+my $untracked = $node->background_psql('postgres', on_error_stop => 1);
+$untracked->query_safe(q{SET track_activities = off; BEGIN; SELECT sbq_create_queue('untracked');
+	SELECT sbq_send('untracked', 'u'::text); SET track_activities = on; SELECT 1;});
+passes();
+passes();
+$untracked->query_safe('COMMIT;');
+$untracked->quit;
+passes();
+is( $node->safe_psql('postgres', q{
+		SELECT sent || ' ' || active_count FROM sbq_queue_stats WHERE queue = 'untracked'}),
+	'1 1', 'a transaction tracked only since it began keeps the entries of its queues');
+
+# 5. More entries than a pass used to look at (1,024): 2,500 queues that stay,
+# each with an entry, and 4,000 made and deleted among them
+$node->safe_psql('postgres', q{
+	DO $$BEGIN
+	FOR i IN 1 .. 2500 LOOP
+		PERFORM sbq_create_queue('stay_' || i);
+		PERFORM sbq_send('stay_' || i, 's'::text);
+	END LOOP;
+	END$$;});
+passes();
+$offset = -s $node->logfile;
+for my $round (12 .. 19)
+{
+	churn($round, 500);
+	passes();
+}
+unlike(log_since($offset), $full,
+	'beside 2,500 queues with entries, 4,000 made and deleted never fill the table');
+
+# 6. The counts of every one of them reach the table in a few passes (a pass
+# takes at most 128 names, and the next starts where it stopped)
+$node->safe_psql('postgres', 'SELECT sbq_maintain(); SELECT sbq_maintain(); SELECT sbq_maintain();');
+is( $node->safe_psql('postgres', q{
+		SELECT count(DISTINCT c.queue_id) || ' ' || sum(c.sent)
+		  FROM sbq.queue_counters c JOIN sbq.queues q USING (queue_id)
+		 WHERE q.name LIKE 'stay\\_%'}),
+	'2500 2500', 'the counts of 2,500 queues are stored, not only those a pass reached first');
+
 $node->stop;
 done_testing();
