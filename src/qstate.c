@@ -1343,8 +1343,13 @@ sbq_qstate_oldest_start(void)
 			continue;
 		if (be->st_state == STATE_DISABLED)
 			return 0;
-		/* in a transaction with no start shown: tracked only since it began */
+		/*
+		 * A client backend (or a background worker) in a transaction with no
+		 * start shown: tracked only since it began. (A walsender streams
+		 * changes "running" with no transaction; its SQL shows a start.)
+		 */
 		if (be->st_xact_start_timestamp == 0 &&
+			(be->st_backendType == B_BACKEND || be->st_backendType == B_BG_WORKER) &&
 			(be->st_state == STATE_RUNNING || be->st_state == STATE_IDLEINTRANSACTION ||
 			 be->st_state == STATE_FASTPATH ||
 			 be->st_state == STATE_IDLEINTRANSACTION_ABORTED))
@@ -1373,21 +1378,26 @@ sbq_entry_idle(SbqQueueState *entry)
 	return idle;
 }
 
-/* Whether the entry of a queue or topic has counts gathered (false: no entry). */
+/*
+ * Whether the entry of a queue or topic has anything for a take
+ * (sbq_qstate_take): counts gathered (*pending), or moves or a prepared
+ * transaction's counts to finish, which may give counts back. False: no
+ * entry, or nothing.
+ */
 bool
-sbq_qstate_pending(Oid epoch, int32 queue_id)
+sbq_qstate_busy(Oid epoch, int32 queue_id, bool *pending)
 {
 	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
-	bool		any = false;
 	int			i;
 
+	*pending = false;
 	if (entry == NULL)
 		return false;
 	SpinLockAcquire(&entry->mutex);
 	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
-		any |= entry->pending[i] != 0;
+		*pending |= entry->pending[i] != 0;
 	SpinLockRelease(&entry->mutex);
-	return any;
+	return *pending || !sbq_entry_idle(entry);
 }
 
 /*

@@ -53,7 +53,7 @@ extern bool sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_i
 extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max);
 extern int	sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, TimestampTz oldest);
 extern TimestampTz sbq_qstate_oldest_start(void);
-extern bool sbq_qstate_pending(Oid epoch, int32 queue_id);
+extern bool sbq_qstate_busy(Oid epoch, int32 queue_id, bool *pending);
 extern void sbq_qstate_forget(Oid epoch, int32 queue_id);
 extern void sbq_qstate_forget_all(Oid dbid, Oid epoch);
 

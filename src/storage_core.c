@@ -1038,11 +1038,11 @@ sbq_count_keys(const int32 *ids, int n, char **keys)
  * then waited for another row the delete holds, deadlocked with it. The
  * counts of an entity whose name is held stay for a later pass, and so do
  * those past the pass's bound of name locks; the next pass of this backend
- * starts where the bound stopped this one. An entry with no counts gathered
- * takes no name: its moves are only finished (what comes back from one
- * whose transaction aborted, or what a COMMIT PREPARED counted, is stored
- * under the name if it is free, else without it: rare, and the deadlock
- * needs a delete of the entity at that moment).
+ * starts where the bound stopped this one. An entry with nothing for a take
+ * takes no name. One with only moves or a prepared transaction's counts to
+ * finish (which may give counts back) takes its name under a bound of its
+ * own, so that finishing the moves of the last pass's stores does not use
+ * up the bound of the counts gathered since.
  */
 void
 sbq_store_all_counts(void)
@@ -1053,6 +1053,7 @@ sbq_store_all_counts(void)
 	char	  **keys;
 	int			n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX);
 	int			locks = 0;
+	int			finishing = 0;
 	int			k;
 
 	if (n == 0)
@@ -1064,28 +1065,29 @@ sbq_store_all_counts(void)
 	for (k = 0; k < n; k++)
 	{
 		int			i = (start + k) % n;
-		bool		named = false;
+		bool		pending;
 		SbqCounts	c;
 
 		CHECK_FOR_INTERRUPTS();
-		if (keys[i] != NULL && sbq_qstate_pending(epoch, ids[i]))
+		if (keys[i] != NULL)
 		{
-			if (locks >= SBQ_COUNT_NAME_LOCKS)
+			if (!sbq_qstate_busy(epoch, ids[i], &pending))
+				continue;
+			if (pending && locks >= SBQ_COUNT_NAME_LOCKS)
 			{
 				start = i;
 				break;
 			}
-			if (!sbq_lock_queue_name_if(keys[i], AccessShareLock, true))
+			if ((!pending && finishing >= SBQ_COUNT_NAME_LOCKS) ||
+				!sbq_lock_queue_name_if(keys[i], AccessShareLock, true))
 				continue;
-			locks++;
-			named = true;
+			if (pending)
+				locks++;
+			else
+				finishing++;
 		}
 		if (sbq_qstate_take(epoch, ids[i], &c, false))
-		{
-			if (keys[i] != NULL && !named)
-				(void) sbq_lock_queue_name_if(keys[i], AccessShareLock, true);
 			sbq_store_counts(ids[i], &c);
-		}
 	}
 }
 

@@ -19,7 +19,12 @@ use FindBin;
 use lib "$FindBin::RealBin/../harness";
 use SbqNode;
 
-my $node = SbqNode::preloaded('maintain_gone_entries');
+my $node = SbqNode::preloaded('maintain_gone_entries', qq(
+wal_level = logical
+max_wal_senders = 4
+max_replication_slots = 4
+max_prepared_transactions = 5
+));
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION sbqueue;
 	SELECT sbq_create_queue('keep');
@@ -147,13 +152,59 @@ unlike(log_since($offset), $full,
 	'beside 2,500 queues with entries, 4,000 made and deleted never fill the table');
 
 # 6. The counts of every one of them reach the table in a few passes (a pass
-# takes at most 128 names, and the next starts where it stopped)
+# takes at most 512 names, and the next starts where it stopped)
 $node->safe_psql('postgres', 'SELECT sbq_maintain(); SELECT sbq_maintain(); SELECT sbq_maintain();');
 is( $node->safe_psql('postgres', q{
 		SELECT count(DISTINCT c.queue_id) || ' ' || sum(c.sent)
 		  FROM sbq.queue_counters c JOIN sbq.queues q USING (queue_id)
 		 WHERE q.name LIKE 'stay\\_%'}),
 	'2500 2500', 'the counts of 2,500 queues are stored, not only those a pass reached first');
+
+# 7. A logical walsender streams "running" with no transaction: it does not
+# stop the entries from going
+$node->safe_psql('postgres',
+	q{SELECT pg_create_logical_replication_slot('gone_slot', 'test_decoding')});
+my $recv = IPC::Run::start(
+	[ 'pg_recvlogical', '-d', $node->connstr('postgres'), '-S', 'gone_slot', '--start',
+		'-f', '/dev/null' ]);
+ok( $node->poll_query_until('postgres', q{
+		SELECT EXISTS (SELECT FROM pg_stat_activity
+		                WHERE backend_type = 'walsender' AND state = 'active'
+		                  AND datname = 'postgres')}),
+	'a logical walsender streams');
+$offset = -s $node->logfile;
+for my $round (20 .. 22)
+{
+	churn($round, 600);
+	passes();
+}
+unlike(log_since($offset), $full,
+	'with a logical walsender streaming, 1,800 deleted beside 2,500 never fill the table');
+$recv->kill_kill;
+$node->safe_psql('postgres', q{SELECT pg_drop_replication_slot('gone_slot')});
+
+# 8. Counts a COMMIT PREPARED added to a queue whose delete is in progress: a
+# pass neither waits for the delete nor stores them for the queue gone since
+$node->safe_psql('postgres', q{
+	SELECT sbq_create_queue('w1');
+	SELECT sbq_send('w1', 'a'::text);
+	SELECT sbq_maintain();
+	BEGIN; SELECT sbq_send('w1', 'b'::text); PREPARE TRANSACTION 'gone_p';
+	COMMIT PREPARED 'gone_p';});
+my $deleter = $node->background_psql('postgres', on_error_stop => 1);
+$deleter->query_safe(q{BEGIN; SELECT sbq_delete_queue('w1');});
+my ($rc, $out, $err) = $node->psql('postgres',
+	q{SET statement_timeout = '5s'; SELECT sbq_maintain() IS NOT NULL;});
+is($rc, 0, 'a pass does not wait for a delete in progress of a queue with prepared counts')
+  or diag($err);
+$deleter->query_safe('COMMIT;');
+$deleter->quit;
+passes();
+is( $node->safe_psql('postgres', q{
+		SELECT count(*) FROM sbq.queue_counters c
+		 WHERE NOT EXISTS (SELECT FROM sbq.queues q WHERE q.queue_id = c.queue_id)
+		   AND NOT EXISTS (SELECT FROM sbq.topics t WHERE t.topic_id = c.queue_id)}),
+	'0', 'no counts are stored for the queue once it is gone');
 
 $node->stop;
 done_testing();
