@@ -491,8 +491,8 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 			*later = true;
 		else
 		{
-			if (sbq_error_ends_pass(edata))
-				ReThrowError(edata);
+			if (sbq_error_ends_pass(edata) || row >= last)
+				ReThrowError(edata);	/* (past the last row: the commit failed) */
 			*failed = row;
 			ereport(WARNING,
 					(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
@@ -541,7 +541,7 @@ sbq_forward_picked(const SbqQueue *source, SPITupleTable *rows, uint64 n, int64 
 		if (sbq_forward_dlq_sub(source, rows, first, n, forwarded, kept, &failed, &later))
 			break;
 		if (later)
-			return true;
+			return false;		/* not "more": a later pass, not this one again */
 		if (failed > first &&
 			!sbq_forward_dlq_sub(source, rows, first, failed, forwarded, kept, &failed, &later))
 		{
@@ -574,7 +574,8 @@ sbq_forward_picked(const SbqQueue *source, SPITupleTable *rows, uint64 n, int64 
  *		locks), and a delete holding the name while it waits for those rows
  *		would deadlock with it. So while the entity's properties change, or
  *		a destination is created or deleted, the step is left to a later pass
- *		(true).
+ *		(false: "more" would run the pass again at once, while the name may
+ *		stay held for long).
  */
 bool
 sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarded,
@@ -601,14 +602,15 @@ sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarde
 	segment = strstr(lock_key, SBQ_SUBSCRIPTIONS_SEGMENT);
 	if (segment != NULL)
 		*segment = '\0';
+	/* held: a later pass (not "more", which would run the pass again at once) */
 	if (!sbq_lock_queue_name_if(lock_key, ShareLock, true))
-		return true;
+		return false;
 	if (!sbq_storage_find_queue(&self, &source) || source.queue_id != queue->queue_id ||
 		source.forward_dlq_to == NULL)
 		return false;
 	/* while the destination does not exist, its dead letters wait */
 	if (!sbq_forward_address_if(source.forward_dlq_to, &addr, true))
-		return true;
+		return false;
 	if (!sbq_storage_find_to_forward(&addr, &dest))
 		return false;
 	values[0] = Int32GetDatum(source.queue_id);

@@ -572,7 +572,7 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 	 * counted here or seen by the snapshot (qstate.c).
 	 */
 	oldest = sbq_no_prepared() ? sbq_qstate_oldest_start() : 0;
-	n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX);
+	n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX, false);
 	gone = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{

@@ -195,7 +195,13 @@
  * the backends' status), as only a transaction that saw the entity could
  * look its entry up, and none has counts, moves or a prepared
  * transaction's counts in it. A backend whose activity is not tracked
- * (track_activities off) stops the removal, as its start is unknown.
+ * (track_activities off) stops the removal, as its start is unknown, and so
+ * does a background worker in a transaction that shows no start. The walks
+ * of the whole table that keep addresses after the LWLock (the views'
+ * counts, a pass's store of counts) pass over marked entries: one that took
+ * an address before the mark began before it, and stops the removal. (A
+ * wall clock stepped back between a transaction's start and a mark would
+ * let the removal come early.)
  *
  * Length: over 1,000 lines on purpose. The counters, the scheduled times,
  * the head hints and the send slots are fields of one shared entry under one
@@ -340,8 +346,9 @@ static pg_atomic_uint64 *sbq_qstate_removals = NULL;	/* bumped by each removal *
 /*
  * The entries this backend found last, by key: a call finds its queue's
  * entry here without the table's LWLock and its hash, a few times a send.
- * An entry's address stays good until it is removed (sbq_qstate_forget_all),
- * which bumps the removal count: the addresses are then forgotten.
+ * An entry's address stays good until it is removed (sbq_qstate_forget_all,
+ * sbq_qstate_sweep_gone), which bumps the removal count: the addresses are
+ * then forgotten.
  */
 #define SBQ_QSTATE_CACHED	8
 typedef struct SbqQstateCached
@@ -452,8 +459,9 @@ sbq_qstate_remember(const SbqQueueKey *key, SbqQueueState *entry)
  * The entry of a queue (queue_id 0: of the database) in this database, made
  * if need be; NULL without shared memory or room. An address kept from an
  * earlier call is used while no entry has been removed since: removals come
- * with DROP DATABASE or DROP EXTENSION, and the entries of the incarnation a
- * caller works in cannot go meanwhile (see the file header).
+ * with DROP DATABASE or DROP EXTENSION, and with maintenance for an entity
+ * gone, and the entry a caller works with cannot go meanwhile (see the file
+ * header).
  */
 static SbqQueueState *
 sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
@@ -1220,9 +1228,13 @@ sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old)
 	return any;
 }
 
-/* The queue ids of this database (and epoch) that have an entry. */
+/*
+ * The queue ids of this database (and epoch) that have an entry; with
+ * live_only not those marked gone (whose address a walk must not take: see
+ * the file header).
+ */
 int
-sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
+sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max, bool live_only)
 {
 	HASH_SEQ_STATUS status;
 	SbqQueueState *entry;
@@ -1234,7 +1246,8 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max)
 	hash_seq_init(&status, sbq_qstate_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != epoch)
+		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != epoch ||
+			(live_only && entry->gone_since != 0))
 			continue;
 		if (n >= max)
 		{
@@ -1354,6 +1367,15 @@ sbq_qstate_oldest_start(void)
 			 be->st_state == STATE_FASTPATH ||
 			 be->st_state == STATE_IDLEINTRANSACTION_ABORTED))
 			return 0;
+		/* a background worker that reports no activity: in a transaction? */
+		if (be->st_xact_start_timestamp == 0 && be->st_backendType == B_BG_WORKER)
+		{
+			PGPROC	   *proc = BackendPidGetProc(be->st_procpid);
+
+			if (proc != NULL && (TransactionIdIsValid(proc->xmin) ||
+								 TransactionIdIsValid(proc->xid)))
+				return 0;
+		}
 		if (be->st_xact_start_timestamp != 0 && be->st_xact_start_timestamp < oldest)
 			oldest = be->st_xact_start_timestamp;
 	}
@@ -1631,7 +1653,9 @@ sbq_counts_seen(void)
 		hash_seq_init(&status, sbq_qstate_hash);
 		while ((entry = hash_seq_search(&status)) != NULL)
 		{
-			if (entry->key.dbid == MyDatabaseId && n < SBQ_QSTATE_MAX)
+			/* not one marked gone: its address may not last (file header) */
+			if (entry->key.dbid == MyDatabaseId && entry->gone_since == 0 &&
+				n < SBQ_QSTATE_MAX)
 				entries[n++] = entry;
 		}
 		LWLockRelease(sbq_qstate_lock);

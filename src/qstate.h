@@ -50,7 +50,7 @@ extern void sbq_qstate_shmem_startup(void);
 extern bool sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c);
 extern bool sbq_counts_seen(void);
 extern bool sbq_qstate_take(Oid epoch, int32 queue_id, SbqCounts *c, bool only_if_old);
-extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max);
+extern int	sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max, bool live_only);
 extern int	sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, TimestampTz oldest);
 extern TimestampTz sbq_qstate_oldest_start(void);
 extern bool sbq_qstate_busy(Oid epoch, int32 queue_id, bool *pending);

@@ -968,6 +968,8 @@ sbq_no_prepared(void)
 	return DatumGetBool(sbq_col(0, 1, &isnull));
 }
 
+static void sbq_count_keys(const int32 *ids, int n, char **keys);
+
 /*
  * sbq_add_counts
  *		Add what a call did to its queue's counters: gathered in shared memory
@@ -981,7 +983,22 @@ sbq_add_counts(int32 queue_id, const SbqCounts *c)
 	SbqCounts	old;
 
 	if (!sbq_qstate_count(epoch, queue_id, c))
+	{
+		/*
+		 * No room in shared memory: stored now, by a pass only under the
+		 * entity's name taken at once (else it is being deleted, and its
+		 * counts go with it).
+		 */
+		if (sbq_counts_in_pass)
+		{
+			char	   *key;
+
+			sbq_count_keys(&queue_id, 1, &key);
+			if (key == NULL || !sbq_lock_queue_name_if(key, AccessShareLock, true))
+				return;
+		}
 		sbq_store_counts(queue_id, c);
+	}
 	else if (!sbq_counts_in_pass && sbq_qstate_take(epoch, queue_id, &old, true))
 		sbq_store_counts(queue_id, &old);
 }
@@ -993,18 +1010,43 @@ sbq_counts_pass(bool in_pass)
 	sbq_counts_in_pass = in_pass;
 }
 
+/* An entity id and its place in the caller's list, for sbq_count_keys. */
+typedef struct SbqIdPlace
+{
+	int32		id;
+	int			place;
+} SbqIdPlace;
+
+static int
+sbq_id_place_cmp(const void *a, const void *b)
+{
+	int32		x = ((const SbqIdPlace *) a)->id;
+	int32		y = ((const SbqIdPlace *) b)->id;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
 /*
- * The name keys of the entities ids[0 .. n-1] into keys[] (NULL: none, the
- * entity is gone or not committed yet), a subscription's its topic's: the
- * name a delete of the entity locks.
+ * The name keys of the entities ids[0 .. n-1] (distinct) into keys[] (NULL:
+ * none, the entity is gone or not committed yet, read with a fresh
+ * snapshot), a subscription's its topic's: the name a delete of the entity
+ * locks.
  */
 static void
 sbq_count_keys(const int32 *ids, int n, char **keys)
 {
 	Datum		arg = sbq_int4_array(ids, n);
+	SbqIdPlace *sorted = palloc(sizeof(SbqIdPlace) * Max(n, 1));
 	int			pass;
+	int			i;
 
 	memset(keys, 0, sizeof(char *) * n);
+	for (i = 0; i < n; i++)
+	{
+		sorted[i].id = ids[i];
+		sorted[i].place = i;
+	}
+	qsort(sorted, n, sizeof(SbqIdPlace), sbq_id_place_cmp);
 	for (pass = 0; pass < 2; pass++)
 	{
 		uint64		rows;
@@ -1012,20 +1054,21 @@ sbq_count_keys(const int32 *ids, int n, char **keys)
 
 		if (pass == 1 && !sbq_topics_installed())
 			break;
-		rows = sbq_exec(pass == 0 ? &stmt_queue_keys : &stmt_topic_keys, &arg, NULL);
+		rows = sbq_exec_latest(pass == 0 ? &stmt_queue_keys : &stmt_topic_keys, &arg, NULL);
 		for (r = 0; r < rows; r++)
 		{
 			bool		isnull;
-			int32		id = DatumGetInt32(sbq_col(r, 1, &isnull));
+			SbqIdPlace want;
+			SbqIdPlace *found;
 			char	   *key = TextDatumGetCString(sbq_col(r, 2, &isnull));
 			char	   *segment = strstr(key, SBQ_SUBSCRIPTIONS_SEGMENT);
-			int			i;
 
+			want.id = DatumGetInt32(sbq_col(r, 1, &isnull));
 			if (segment != NULL)
 				*segment = '\0';
-			for (i = 0; i < n; i++)
-				if (ids[i] == id)
-					keys[i] = key;
+			found = bsearch(&want, sorted, n, sizeof(SbqIdPlace), sbq_id_place_cmp);
+			if (found != NULL)
+				keys[found->place] = key;
 		}
 	}
 }
@@ -1051,7 +1094,7 @@ sbq_store_all_counts(void)
 	Oid			epoch = sbq_storage_epoch();
 	int32	   *ids = palloc(sizeof(int32) * SBQ_QSTATE_MAX);
 	char	  **keys;
-	int			n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX);
+	int			n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX, true);
 	int			locks = 0;
 	int			finishing = 0;
 	int			k;
