@@ -93,19 +93,6 @@ static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8O
 	" WHERE w.m OR w.d OR w.l OR w.f ORDER BY w.queue_id"
 #define HAS_DEAD_LETTERS " EXISTS (SELECT 1 FROM sbq.dead_letters l WHERE l.queue_id = q.queue_id)"
 
-/* $1 entity ids: those that are neither a queue (or subscription) nor a topic */
-static SbqStatement stmt_gone = {"entities gone", 1, {INT4ARRAYOID},
-	"SELECT u.id FROM unnest($1::int4[]) u(id)"
-	" WHERE NOT EXISTS (SELECT FROM sbq.queues q WHERE q.queue_id = u.id)"
-	"   AND NOT EXISTS (SELECT FROM sbq.topics t WHERE t.topic_id = u.id)"
-};
-
-/* the same where the installed SQL has no topics */
-static SbqStatement stmt_gone_queues = {"queues gone", 1, {INT4ARRAYOID},
-	"SELECT u.id FROM unnest($1::int4[]) u(id)"
-	" WHERE NOT EXISTS (SELECT FROM sbq.queues q WHERE q.queue_id = u.id)"
-};
-
 static SbqStatement stmt_queue_work = {"queues with work", 2, {INT4ARRAYOID, INT8ARRAYOID},
 	QUEUE_WORK("q.dead_letter_ttl IS NOT NULL AND" HAS_DEAD_LETTERS,
 			   "q.forward_dead_lettered_messages_to IS NOT NULL AND" HAS_DEAD_LETTERS),
@@ -556,12 +543,12 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 {
 	Oid			epoch = sbq_storage_epoch();
 	int32	   *ids = palloc(sizeof(int32) * SBQ_QSTATE_MAX);
-	int32	   *gone;
+	int32	   *maybe;
+	char	  **keys;
 	int			n;
+	int			nmaybe = 0;
 	int			ngone = 0;
 	int			i;
-	uint64		rows;
-	Datum		arg;
 	TimestampTz oldest;
 
 	if (sbq_dist_active())
@@ -573,7 +560,7 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 	 */
 	oldest = sbq_no_prepared() ? sbq_qstate_oldest_start() : 0;
 	n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX, false);
-	gone = palloc(sizeof(int32) * Max(n, 1));
+	maybe = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		int			lo = 0;
@@ -592,21 +579,16 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 		}
 		if (lo < nqueues && queues[lo].queue_id == ids[i])
 			continue;
-		gone[ngone++] = ids[i];
+		maybe[nmaybe++] = ids[i];
 	}
-	if (ngone > 0)
-	{
-		arg = sbq_int4_array(gone, ngone);
-		rows = sbq_exec_latest(sbq_topics_installed() ? &stmt_gone : &stmt_gone_queues,
-							   &arg, NULL);
-		for (ngone = 0; ngone < (int) rows; ngone++)
-		{
-			bool		isnull;
-
-			gone[ngone] = DatumGetInt32(sbq_col(ngone, 1, &isnull));
-		}
-	}
-	(void) sbq_qstate_sweep_gone(epoch, gone, ngone, oldest);
+	/* gone: no name key under a fresh snapshot (neither a queue nor a topic) */
+	keys = palloc(sizeof(char *) * Max(nmaybe, 1));
+	if (nmaybe > 0)
+		sbq_entity_name_keys(maybe, nmaybe, keys);
+	for (i = 0; i < nmaybe; i++)
+		if (keys[i] == NULL)
+			maybe[ngone++] = maybe[i];
+	(void) sbq_qstate_sweep_gone(epoch, maybe, ngone, oldest);
 }
 
 /* One maintenance pass over this database, its results added to *acc. */

@@ -968,8 +968,6 @@ sbq_no_prepared(void)
 	return DatumGetBool(sbq_col(0, 1, &isnull));
 }
 
-static void sbq_count_keys(const int32 *ids, int n, char **keys);
-
 /*
  * sbq_add_counts
  *		Add what a call did to its queue's counters: gathered in shared memory
@@ -993,7 +991,7 @@ sbq_add_counts(int32 queue_id, const SbqCounts *c)
 		{
 			char	   *key;
 
-			sbq_count_keys(&queue_id, 1, &key);
+			sbq_entity_name_keys(&queue_id, 1, &key);
 			if (key == NULL || !sbq_lock_queue_name_if(key, AccessShareLock, true))
 				return;
 		}
@@ -1010,7 +1008,7 @@ sbq_counts_pass(bool in_pass)
 	sbq_counts_in_pass = in_pass;
 }
 
-/* An entity id and its place in the caller's list, for sbq_count_keys. */
+/* An entity id and its place in the caller's list, for sbq_entity_name_keys. */
 typedef struct SbqIdPlace
 {
 	int32		id;
@@ -1030,10 +1028,11 @@ sbq_id_place_cmp(const void *a, const void *b)
  * The name keys of the entities ids[0 .. n-1] (distinct) into keys[] (NULL:
  * none, the entity is gone or not committed yet, read with a fresh
  * snapshot), a subscription's its topic's: the name a delete of the entity
- * locks.
+ * locks. For maintenance: its store of counts, and its look for entities
+ * gone (maintain.c).
  */
-static void
-sbq_count_keys(const int32 *ids, int n, char **keys)
+void
+sbq_entity_name_keys(const int32 *ids, int n, char **keys)
 {
 	Datum		arg = sbq_int4_array(ids, n);
 	SbqIdPlace *sorted = palloc(sizeof(SbqIdPlace) * Max(n, 1));
@@ -1102,7 +1101,7 @@ sbq_store_all_counts(void)
 	if (n == 0)
 		return;
 	keys = palloc(sizeof(char *) * n);
-	sbq_count_keys(ids, n, keys);
+	sbq_entity_name_keys(ids, n, keys);
 	if (start >= n)
 		start = 0;
 	for (k = 0; k < n; k++)

@@ -211,6 +211,7 @@ extern void sbq_add_counts(int32 queue_id, const SbqCounts *c);
 extern bool sbq_counts_direct(Oid nsp, int32 queue_id, int32 shard, const SbqCounts *c);
 extern void sbq_store_all_counts(void);
 extern void sbq_counts_pass(bool in_pass);
+extern void sbq_entity_name_keys(const int32 *ids, int n, char **keys);
 
 /* storage_core.c: values */
 extern char *sbq_spi_strdup(Datum d, bool isnull);
