@@ -542,7 +542,7 @@ static void
 sbq_forget_gone(const SbqQueue *queues, int nqueues)
 {
 	Oid			epoch = sbq_storage_epoch();
-	int32	   *ids = palloc(sizeof(int32) * SBQ_QSTATE_MAX);
+	int32	   *ids = palloc(sizeof(int32) * sbq_qstate_max);
 	int32	   *maybe;
 	char	  **keys;
 	int			n;
@@ -559,7 +559,7 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 	 * counted here or seen by the snapshot (qstate.c).
 	 */
 	oldest = sbq_no_prepared() ? sbq_qstate_oldest_start() : 0;
-	n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX, false);
+	n = sbq_qstate_queues(epoch, ids, sbq_qstate_max, false);
 	maybe = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{

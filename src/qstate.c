@@ -154,9 +154,13 @@
  * Maintenance drops the floor once a minute, with the head hint's check, for
  * marks no such path wrote (a restore).
  *
- * Without shared memory, or when the table is full (SBQ_QSTATE_MAX queues),
- * the callers fall back to what they did before: an upsert per call, an
- * activation per receive.
+ * Without shared memory, or when the table is full (sbqueue.max_queues
+ * entries) or the database has used its share of it
+ * (sbqueue.max_queues_per_database, half the table by default), the callers
+ * fall back to what they did before: an upsert per call, an activation per
+ * receive. The share keeps one database (a churn of reply queues while a
+ * transaction is held open there, say) from taking every entry of the
+ * server; the database's own entry (queue id 0) is not held to it.
  *
  * What a transaction does to the table (counts to add or moved out, a
  * scheduled time, a deleted queue) is kept in a backend-local undo log
@@ -339,7 +343,18 @@ typedef struct SbqQstateRecord
 	int64		floor;			/* SBQ_QS_NO_ROW_LOCKS: where its look started */
 } SbqQstateRecord;
 
+/* How many entries each database has, under the table's LWLock. */
+typedef struct SbqQstateShare
+{
+	Oid			dbid;
+	int32		count;
+} SbqQstateShare;
+
+int			sbq_qstate_max = 4096;
+int			sbq_qstate_max_per_database = -1;
+
 static HTAB *sbq_qstate_hash = NULL;
+static HTAB *sbq_qstate_shares = NULL;
 static LWLock *sbq_qstate_lock = NULL;
 static pg_atomic_uint64 *sbq_qstate_removals = NULL;	/* bumped by each removal */
 
@@ -386,9 +401,12 @@ static void sbq_qstate_subxact_callback(SubXactEvent event, SubTransactionId myS
 Size
 sbq_qstate_shmem_size(void)
 {
-	return add_size(add_size(hash_estimate_size(SBQ_QSTATE_MAX, sizeof(SbqQueueState)),
-							 mul_size(MaxBackends, sizeof(SbqSendSlot))),
-					sizeof(pg_atomic_uint64));
+	Size		size = hash_estimate_size(sbq_qstate_max, sizeof(SbqQueueState));
+
+	/* every entry could be of another database */
+	size = add_size(size, hash_estimate_size(sbq_qstate_max, sizeof(SbqQstateShare)));
+	size = add_size(size, mul_size(MaxBackends, sizeof(SbqSendSlot)));
+	return add_size(size, sizeof(pg_atomic_uint64));
 }
 
 void
@@ -406,8 +424,13 @@ sbq_qstate_shmem_startup(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(SbqQueueKey);
 	info.entrysize = sizeof(SbqQueueState);
-	sbq_qstate_hash = ShmemInitHash("sbqueue queues", SBQ_QSTATE_MAX, SBQ_QSTATE_MAX, &info,
+	sbq_qstate_hash = ShmemInitHash("sbqueue queues", sbq_qstate_max, sbq_qstate_max, &info,
 									HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(Oid);
+	info.entrysize = sizeof(SbqQstateShare);
+	sbq_qstate_shares = ShmemInitHash("sbqueue queue shares", sbq_qstate_max, sbq_qstate_max,
+									  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	sbq_qstate_lock = &(GetNamedLWLockTranche(SBQ_QSTATE_TRANCHE))->lock;
 	{
 		bool		found;
@@ -437,6 +460,60 @@ sbq_qstate_key(SbqQueueKey *key, Oid epoch, int32 queue_id)
 	key->queue_id = queue_id;
 }
 
+/* How many entries one database may have (sbqueue.max_queues_per_database). */
+int
+sbq_qstate_db_limit(void)
+{
+	if (sbq_qstate_max_per_database < 0)
+		return Max(sbq_qstate_max / 2, 1);
+	return Min(sbq_qstate_max_per_database, sbq_qstate_max);
+}
+
+/*
+ * Why key can have no new entry (the table's LWLock held): SBQ_ROOM when it
+ * can. The database's own entry is held to the table's size only.
+ */
+typedef enum SbqQstateRoom
+{
+	SBQ_ROOM,
+	SBQ_ROOM_TABLE_FULL,
+	SBQ_ROOM_SHARE_USED
+} SbqQstateRoom;
+
+static void sbq_qstate_say_full(const SbqQueueKey *key, SbqQstateRoom room);
+
+static SbqQstateRoom
+sbq_qstate_room(const SbqQueueKey *key)
+{
+	SbqQstateShare *share;
+
+	if (hash_get_num_entries(sbq_qstate_hash) >= sbq_qstate_max)
+		return SBQ_ROOM_TABLE_FULL;
+	if (key->queue_id == 0)
+		return SBQ_ROOM;
+	share = hash_search(sbq_qstate_shares, &key->dbid, HASH_FIND, NULL);
+	if (share != NULL && share->count >= sbq_qstate_db_limit())
+		return SBQ_ROOM_SHARE_USED;
+	return SBQ_ROOM;
+}
+
+/*
+ * Remove an entry, and count it out of its database's share (the LWLock
+ * held exclusive). Removing the element a sequential scan is at is allowed.
+ */
+static void
+sbq_qstate_remove(const SbqQueueKey *key)
+{
+	SbqQueueKey copy = *key;	/* the key may live in the entry */
+	SbqQstateShare *share;
+
+	if (hash_search(sbq_qstate_hash, &copy, HASH_REMOVE, NULL) == NULL)
+		return;
+	share = hash_search(sbq_qstate_shares, &copy.dbid, HASH_FIND, NULL);
+	if (share != NULL && --share->count <= 0)
+		(void) hash_search(sbq_qstate_shares, &copy.dbid, HASH_REMOVE, NULL);
+}
+
 /* Keep an entry's address, in place of the one kept longest. */
 static void
 sbq_qstate_remember(const SbqQueueKey *key, SbqQueueState *entry)
@@ -455,6 +532,52 @@ sbq_qstate_remember(const SbqQueueKey *key, SbqQueueState *entry)
 	sbq_qstate_cached[i].entry = entry;
 }
 
+/* A new entry's fields (the table's LWLock held exclusive). */
+static void
+sbq_qstate_init_entry(SbqQueueState *entry)
+{
+	SpinLockInit(&entry->mutex);
+
+	/*
+	 * Rows may store locks. A writer of one that found no entry had its
+	 * transaction id before it looked, so before this lock was taken:
+	 * below the next one, read here.
+	 */
+	entry->no_row_locks = false;
+	entry->row_lock_xid =
+		FullTransactionIdFromU64(U64FromFullTransactionId(ReadNextFullTransactionId()) - 1);
+	entry->row_lock_gen = 0;
+	entry->row_look_at = 0;
+	memset(entry->pending, 0, sizeof(entry->pending));
+	memset(entry->move_xid, 0, sizeof(entry->move_xid));
+	memset(entry->move_committed, 0, sizeof(entry->move_committed));
+	memset(entry->prep_xid, 0, sizeof(entry->prep_xid));
+	entry->last_take = GetCurrentTimestamp();
+	entry->due_known = false;
+	entry->next_due = 0;
+	entry->due_gen = 0;
+
+	/*
+	 * A transaction prepared before the server started (or this entry
+	 * was made) may be pending, and nothing here knows what it did: it
+	 * is taken as there until maintenance sees none (the first count).
+	 */
+	entry->due_prepared = max_prepared_xacts > 0 ? 1 : 0;
+	entry->head_hint = 0;
+	entry->hint_gen = 0;
+	entry->free_hint = 0;
+	entry->free_until = 0;
+	entry->free_gen = 0;
+	entry->hint_set_at = 0;	/* checked at the first maintenance */
+	entry->max_seq = 0;
+	entry->prepared_floor = max_prepared_xacts > 0 ? 1 : PG_INT64_MAX;
+	entry->prepares = 1;
+	entry->line_floor = PG_INT64_MIN;
+	entry->line_gen = 0;
+	entry->line_want = true;
+	entry->gone_since = 0;
+}
+
 /*
  * The entry of a queue (queue_id 0: of the database) in this database, made
  * if need be; NULL without shared memory or room. An address kept from an
@@ -470,7 +593,7 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 	SbqQueueKey *key = &keydata;
 	SbqQueueState *entry;
 	bool		found;
-
+	SbqQstateRoom room = SBQ_ROOM;
 	uint64		removals;
 	int			i;
 
@@ -489,77 +612,79 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 			return sbq_qstate_cached[i].entry;
 	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
 	entry = hash_search(sbq_qstate_hash, key, HASH_FIND, NULL);
+	/* no room: say so without the exclusive lock, which every call would take */
+	if (entry == NULL && create)
+		room = sbq_qstate_room(key);
 	LWLockRelease(sbq_qstate_lock);
-	if (entry != NULL || !create)
+	if (entry != NULL || !create || room != SBQ_ROOM)
 	{
 		if (entry != NULL)
 			sbq_qstate_remember(key, entry);
+		else if (create)
+			sbq_qstate_say_full(key, room);
 		return entry;
 	}
 
 	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
-	entry = hash_search(sbq_qstate_hash, key, HASH_ENTER_NULL, &found);
-	if (entry != NULL && !found)
+	entry = hash_search(sbq_qstate_hash, key, HASH_FIND, NULL);
+	found = entry != NULL;
+	if (!found)
+		room = sbq_qstate_room(key);
+	if (!found && room == SBQ_ROOM)
 	{
-		SpinLockInit(&entry->mutex);
+		SbqQstateShare *share;
 
-		/*
-		 * Rows may store locks. A writer of one that found no entry had its
-		 * transaction id before it looked, so before this lock was taken:
-		 * below the next one, read here.
-		 */
-		entry->no_row_locks = false;
-		entry->row_lock_xid =
-			FullTransactionIdFromU64(U64FromFullTransactionId(ReadNextFullTransactionId()) - 1);
-		entry->row_lock_gen = 0;
-		entry->row_look_at = 0;
-		memset(entry->pending, 0, sizeof(entry->pending));
-		memset(entry->move_xid, 0, sizeof(entry->move_xid));
-		memset(entry->move_committed, 0, sizeof(entry->move_committed));
-		memset(entry->prep_xid, 0, sizeof(entry->prep_xid));
-		entry->last_take = GetCurrentTimestamp();
-		entry->due_known = false;
-		entry->next_due = 0;
-		entry->due_gen = 0;
-
-		/*
-		 * A transaction prepared before the server started (or this entry
-		 * was made) may be pending, and nothing here knows what it did: it
-		 * is taken as there until maintenance sees none (the first count).
-		 */
-		entry->due_prepared = max_prepared_xacts > 0 ? 1 : 0;
-		entry->head_hint = 0;
-		entry->hint_gen = 0;
-		entry->free_hint = 0;
-		entry->free_until = 0;
-		entry->free_gen = 0;
-		entry->hint_set_at = 0;	/* checked at the first maintenance */
-		entry->max_seq = 0;
-		entry->prepared_floor = max_prepared_xacts > 0 ? 1 : PG_INT64_MAX;
-		entry->prepares = 1;
-		entry->line_floor = PG_INT64_MIN;
-		entry->line_gen = 0;
-		entry->line_want = true;
-		entry->gone_since = 0;
+		/* a share per entry at most: the shares' table has room for it */
+		share = hash_search(sbq_qstate_shares, &key->dbid, HASH_ENTER_NULL, &found);
+		if (share != NULL)
+		{
+			if (!found)
+				share->count = 0;
+			share->count++;
+			entry = hash_search(sbq_qstate_hash, key, HASH_ENTER_NULL, &found);
+			Assert(entry != NULL && !found);
+		}
+		found = false;
 	}
+	if (entry != NULL && !found)
+		sbq_qstate_init_entry(entry);
 	LWLockRelease(sbq_qstate_lock);
 	if (entry != NULL)
 		sbq_qstate_remember(key, entry);
-	if (entry == NULL && !sbq_qstate_full_logged)
-	{
-		/* the fallback works, but slower: say so in the server log, once a backend */
-		sbq_qstate_full_logged = true;
+	else
+		sbq_qstate_say_full(key, room);
+	return entry;
+}
+
+/*
+ * The fallback works, but slower: say so in the server log, once a backend.
+ */
+static void
+sbq_qstate_say_full(const SbqQueueKey *key, SbqQstateRoom room)
+{
+	if (sbq_qstate_full_logged)
+		return;
+	sbq_qstate_full_logged = true;
+	if (room == SBQ_ROOM_SHARE_USED)
+		ereport(LOG,
+				(errmsg("database %u has used its share of sbqueue's shared table of queues (%d entries)",
+						key->dbid, sbq_qstate_db_limit()),
+				 errdetail("Queue %d and further queues of the database store their counters "
+						   "at each call and look for due scheduled messages at each receive.",
+						   key->queue_id),
+				 errhint("Raise \"sbqueue.max_queues_per_database\" (reload) or \"sbqueue.max_queues\" "
+						 "(restart). Maintenance frees the entries of deleted queues and topics once "
+						 "no transaction that began before their delete is left.")));
+	else
 		ereport(LOG,
 				(errmsg("sbqueue's shared table of queues is full (%d queues of all databases)",
-						SBQ_QSTATE_MAX),
+						sbq_qstate_max),
 				 errdetail("Queue %d of database %u and further queues store their counters "
 						   "at each call and look for due scheduled messages at each receive.",
-						   queue_id, key->dbid),
-				 errhint("Maintenance frees the entries of deleted queues and topics once "
-						 "no transaction that began before their delete is left; dropping a "
-						 "database or the extension frees its entries.")));
-	}
-	return entry;
+						   key->queue_id, key->dbid),
+				 errhint("Raise \"sbqueue.max_queues\" (restart). Maintenance frees the entries of "
+						 "deleted queues and topics once no transaction that began before their "
+						 "delete is left; dropping a database or the extension frees its entries.")));
 }
 
 /*
@@ -1281,7 +1406,18 @@ sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *f
 	if (sbq_qstate_hash == NULL)
 		return 0;
 	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
-	*full = hash_get_num_entries(sbq_qstate_hash) >= SBQ_QSTATE_MAX;
+	*full = hash_get_num_entries(sbq_qstate_hash) >= sbq_qstate_max;
+	if (!*full)
+	{
+		HASH_SEQ_STATUS shares;
+		SbqQstateShare *share;
+
+		/* a database that used its share has queues without an entry too */
+		hash_seq_init(&shares, sbq_qstate_shares);
+		while ((share = hash_seq_search(&shares)) != NULL)
+			if (share->count >= sbq_qstate_db_limit())
+				*full = true;
+	}
 	hash_seq_init(&status, sbq_qstate_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
@@ -1458,10 +1594,7 @@ sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, TimestampTz oldest)
 			entry->gone_since = now;
 		else if (entry->gone_since < oldest && sbq_entry_idle(entry))
 		{
-			SbqQueueKey key = entry->key;
-
-			/* removing the element the scan is at is allowed */
-			(void) hash_search(sbq_qstate_hash, &key, HASH_REMOVE, NULL);
+			sbq_qstate_remove(&entry->key);
 			removed++;
 		}
 	}
@@ -1492,11 +1625,7 @@ sbq_qstate_forget_all(Oid dbid, Oid epoch)
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
 		if (entry->key.dbid == dbid && (!OidIsValid(epoch) || entry->key.epoch == epoch))
-		{
-			SbqQueueKey key = entry->key;
-
-			(void) hash_search(sbq_qstate_hash, &key, HASH_REMOVE, NULL);
-		}
+			sbq_qstate_remove(&entry->key);
 	}
 	/* every backend forgets the addresses it kept (a full barrier) */
 	(void) pg_atomic_fetch_add_u64(sbq_qstate_removals, 1);
@@ -1648,14 +1777,14 @@ sbq_counts_seen(void)
 	snap = GetActiveSnapshot();
 	if (sbq_qstate_hash != NULL)
 	{
-		entries = palloc(sizeof(SbqQueueState *) * SBQ_QSTATE_MAX);
+		entries = palloc(sizeof(SbqQueueState *) * sbq_qstate_max);
 		LWLockAcquire(sbq_qstate_lock, LW_SHARED);
 		hash_seq_init(&status, sbq_qstate_hash);
 		while ((entry = hash_seq_search(&status)) != NULL)
 		{
 			/* not one marked gone: its address may not last (file header) */
 			if (entry->key.dbid == MyDatabaseId && entry->gone_since == 0 &&
-				n < SBQ_QSTATE_MAX)
+				n < sbq_qstate_max)
 				entries[n++] = entry;
 		}
 		LWLockRelease(sbq_qstate_lock);

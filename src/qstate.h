@@ -19,8 +19,12 @@
 
 #include "datatype/timestamp.h"
 
-/* The entries of the table, for every database of the server. */
-#define SBQ_QSTATE_MAX		4096
+/* sbqueue.max_queues: the entries of the table, for every database of the server */
+extern int	sbq_qstate_max;
+
+/* sbqueue.max_queues_per_database: one database's share (-1: half the table) */
+extern int	sbq_qstate_max_per_database;
+extern int	sbq_qstate_db_limit(void);
 
 /* The counters of a queue, in the column order of sbq.queue_counters. */
 #define SBQ_NUM_COUNTERS 7

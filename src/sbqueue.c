@@ -32,6 +32,7 @@
 #include "compat.h"
 #include "distributed.h"
 #include "lease.h"
+#include "qstate.h"
 #include "sbqueue.h"
 #include "shmem.h"
 #include "storage_core.h"
@@ -182,6 +183,30 @@ _PG_init(void)
 										 "that has used its share locks in the message rows instead."),
 							&sbq_max_locks_per_database,
 							-1, -1, 16777216,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	/* shared memory needs the preload */
+	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
+		DefineCustomIntVariable("sbqueue.max_queues",
+								gettext_noop("How many queues, topics and subscriptions of all databases have "
+											 "an entry in shared memory."),
+								gettext_noop("A queue without one stores its counters at each call and looks "
+											 "for due scheduled messages at each receive."),
+								&sbq_qstate_max,
+								4096, 64, 1048576,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+
+	DefineCustomIntVariable("sbqueue.max_queues_per_database",
+							gettext_noop("How many queues, topics and subscriptions of one database have "
+										 "an entry in shared memory."),
+							gettext_noop("-1 means half of sbqueue.max_queues. The entries of deleted "
+										 "queues count until maintenance frees them."),
+							&sbq_qstate_max_per_database,
+							-1, -1, 1048576,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

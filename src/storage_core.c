@@ -1091,9 +1091,9 @@ sbq_store_all_counts(void)
 {
 	static int	start = 0;
 	Oid			epoch = sbq_storage_epoch();
-	int32	   *ids = palloc(sizeof(int32) * SBQ_QSTATE_MAX);
+	int32	   *ids = palloc(sizeof(int32) * sbq_qstate_max);
 	char	  **keys;
-	int			n = sbq_qstate_queues(epoch, ids, SBQ_QSTATE_MAX, true);
+	int			n = sbq_qstate_queues(epoch, ids, sbq_qstate_max, true);
 	int			locks = 0;
 	int			finishing = 0;
 	int			k;
