@@ -598,7 +598,13 @@ sbq_maintain_pass(SbqMaintainResult *acc)
 	TimestampTz now = GetCurrentTimestamp();
 	SbqMaintainResult res = {0};
 
-	if (RecoveryInProgress())
+	/*
+	 * Nothing on a standby; nor when the extension was dropped after the
+	 * caller found this function (a worker, as a DROP EXTENSION commits):
+	 * the section's lock on sbq.queues took in the drop, and there are no
+	 * tables left to run on.
+	 */
+	if (RecoveryInProgress() || !OidIsValid(sbq_storage_epoch()))
 		res.skipped = true;
 	else
 	{
