@@ -325,9 +325,10 @@ sbq_lease_sweep(const SbqQueue *queues, int nqueues, int32 only_queue, Timestamp
  * sbq_lease_sweep_queue
  *		Before a statement that skips messages under a lease (a row-lock
  *		receive, a resubmit): end the expired leases of the queue, so their
- *		messages are there for it. Not with sbqueue.memory_locks off: that
- *		session's transactions stay free of lease changes (PREPARE
- *		TRANSACTION refuses those), and maintenance ends them.
+ *		messages are there for it. With sbqueue.memory_locks off only outside
+ *		a transaction block (sbq_may_end_leases): inside one, that session's
+ *		transaction stays free of lease changes (PREPARE TRANSACTION refuses
+ *		those), and maintenance, or a call outside a block, ends them.
  */
 void
 sbq_lease_sweep_queue(const SbqQueue *queue, TimestampTz now)
@@ -335,7 +336,7 @@ sbq_lease_sweep_queue(const SbqQueue *queue, TimestampTz now)
 	int64		released = 0;
 	int64		dead = 0;
 
-	if (sbq_leasing())
+	if (sbq_may_end_leases())
 		(void) sbq_lease_sweep(queue, 1, queue->queue_id, now, &released, &dead);
 }
 

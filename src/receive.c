@@ -408,9 +408,9 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 	/*
 	 * The statements below skip messages under a lease, expired ones too:
 	 * end the expired leases of this queue first, so their messages are
-	 * receivable here. Not with sbqueue.memory_locks off: that session's
-	 * transactions stay free of lease changes (PREPARE TRANSACTION refuses
-	 * those), and maintenance ends them.
+	 * receivable here. With sbqueue.memory_locks off, not inside a
+	 * transaction block: that transaction stays free of lease changes
+	 * (PREPARE TRANSACTION refuses those), and maintenance ends them.
 	 */
 	sbq_lease_sweep_queue(queue, now);
 

@@ -685,8 +685,9 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 
 	/*
 	 * Dead letters under an expired lease can be resubmitted once it ended;
-	 * with sbqueue.memory_locks off, maintenance ends it (the transaction
-	 * stays free of lease changes, so it can be prepared).
+	 * with sbqueue.memory_locks off inside a transaction block, maintenance
+	 * ends it (the transaction stays free of lease changes, so it can be
+	 * prepared).
 	 */
 	sbq_lease_sweep_queue(queue, GetCurrentTimestamp());
 	values[0] = Int32GetDatum(queue->queue_id);

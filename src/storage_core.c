@@ -333,6 +333,22 @@ sbq_leasing(void)
 	return sbq_lease_enabled() && sbq_sql_has_leases();
 }
 
+/*
+ * Whether a call may end the expired leases of its queue before a statement
+ * that skips messages under a lease (lease_sweep.c): in a session that takes
+ * leases, and in one that does not (sbqueue.memory_locks off) outside a
+ * transaction block. Inside one, that session's transaction stays free of
+ * lease changes, so that it can be prepared (PREPARE TRANSACTION refuses
+ * those); a transaction outside a block commits or aborts, and cannot be.
+ */
+bool
+sbq_may_end_leases(void)
+{
+	if (!sbq_lease_available() || RecoveryInProgress() || !sbq_sql_has_leases())
+		return false;
+	return sbq_memory_locks || !IsTransactionBlock();
+}
+
 /* ------------------------------------------------------------ the epoch */
 
 /* The OID of the table sbq.queues, InvalidOid if there is none. */

@@ -181,6 +181,7 @@ extern int64 sbq_first_missing(const Datum *seqs, int nseqs, uint64 n, int col);
 
 /* storage_core.c: the section and the installed SQL */
 extern bool sbq_leasing(void);
+extern bool sbq_may_end_leases(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_rights_enforced(void);
 extern bool sbq_sessions_installed(void);

@@ -17,6 +17,11 @@
 #	   transaction that receives (peek-lock) and completes a message locked in
 #	   its row can be prepared, and so can sbq_maintain() while no lease of
 #	   its database has expired; the prepared calls are counted once.
+#	5. a session with sbqueue.memory_locks off ends an expired lease itself,
+#	   with no maintenance, when its receive runs outside a transaction
+#	   block (which cannot be prepared): the message is delivered again with
+#	   the expired delivery counted. Inside a block it leaves the lease for
+#	   maintenance, so that the transaction can still be prepared.
 # Each part uses its own queues (parts 3 and 4 their own databases), so each
 # stands on its own.
 use strict;
@@ -218,6 +223,34 @@ sub stats
 		'tpc: no prepared transaction is left');
 	is(stats('tpc', 'tpc', 'sent', 'received', 'completed'), '2 2 1',
 		'tpc: sbq_queue_stats counts the prepared calls once (sent 2, received 2, completed 1)');
+}
+
+### 5. an expired lease and a session with sbqueue.memory_locks off
+{
+	$node->safe_psql('postgres', 'CREATE DATABASE mix');
+	$node->safe_psql('mix', q{
+		CREATE EXTENSION sbqueue;
+		SELECT sbq_create_queue('mx', lock_duration => '5 s');
+		SELECT sbq_send('mx', 'leased');
+	});
+	is(receive_first('mix', 'mx'), 'leased 1', 'mix: a receive takes a lease');
+	usleep(5_500_000);
+
+	my ($rc, $out, $err, $state) = run_sql('mix', q{
+		SET sbqueue.memory_locks = off;
+		BEGIN;
+		SELECT count(*) FROM sbq_receive('mx');
+		PREPARE TRANSACTION 'mix_block';
+	});
+	is($state, '', 'mix: inside a block, a receive beside the expired lease can be prepared')
+	  or diag($err);
+	is($out, '0', 'mix: ... and leaves that message to maintenance');
+	$node->psql('mix', "ROLLBACK PREPARED 'mix_block'");
+
+	is(receive_first('mix', 'mx', 'SET sbqueue.memory_locks = off;'), 'leased 2',
+		'mix: outside a block, it ends the expired lease and delivers the message again');
+	is(stats('mix', 'mx', 'locked_count', 'active_count', 'received'), '1 0 2',
+		'mix: the message is locked (in its row), and both deliveries are counted');
 }
 
 $node->stop;
