@@ -348,10 +348,12 @@ sbq_launcher_rescan(uint64 gen, TimestampTz now, long *nap_ms)
  *		Note in each database what shared memory shows of it: the earliest of
  *		its lock expiries and scheduled messages, whether something was
  *		sent, received or settled there since its counts were last stored
- *		(with the table of queues full, any database may have had that
- *		unseen: then every one is taken as busy), and whether it has any
+ *		(or a queue of it found no room in the table of queues, so that what
+ *		happens there is not seen: it is taken as busy; every database is,
+ *		when a database with no entry found none), and whether it has any
  *		state of sbqueue's at all (then sbqueue is installed there, whatever
- *		the launcher believed).
+ *		the launcher believed). The table of queues answers one row per
+ *		database.
  */
 static void
 sbq_launcher_work_due(void)
@@ -397,7 +399,7 @@ sbq_launcher_work_due(void)
 		}
 	}
 
-	/* a full table may hide what happens in a database: take every one as busy */
+	/* a queue with no room, in a database unknown here: take every one as busy */
 	if (blind)
 	{
 		hash_seq_init(&hs, sbq_launcher_dbs);

@@ -343,12 +343,31 @@ typedef struct SbqQstateRecord
 	int64		floor;			/* SBQ_QS_NO_ROW_LOCKS: where its look started */
 } SbqQstateRecord;
 
-/* How many entries each database has, under the table's LWLock. */
+/*
+ * How many entries each database has, under the table's LWLock; whether a
+ * call of the database found no room since the launcher last looked; and the
+ * launcher's own sums of the database's entries (only it writes them, under
+ * the LWLock held shared, which keeps the shares where they are).
+ */
 typedef struct SbqQstateShare
 {
 	Oid			dbid;
 	int32		count;
+	pg_atomic_uint32 refused;
+	TimestampTz due;
+	bool		active;
 } SbqQstateShare;
+
+/* What the table's users share besides it. */
+typedef struct SbqQstateShared
+{
+	pg_atomic_uint64 removals;	/* bumped by each removal */
+	pg_atomic_uint32 refused;	/* a call found no room, in no database's share */
+	pg_atomic_uint64 logged_at[2];	/* when each kind of "no room" was last logged */
+} SbqQstateShared;
+
+/* the server log says "no room" of each kind at most once in this time */
+#define SBQ_QSTATE_LOG_USECS	(60 * USECS_PER_SEC)
 
 int			sbq_qstate_max = 4096;
 int			sbq_qstate_max_per_database = -1;
@@ -356,6 +375,7 @@ int			sbq_qstate_max_per_database = -1;
 static HTAB *sbq_qstate_hash = NULL;
 static HTAB *sbq_qstate_shares = NULL;
 static LWLock *sbq_qstate_lock = NULL;
+static SbqQstateShared *sbq_qstate_shared = NULL;
 static pg_atomic_uint64 *sbq_qstate_removals = NULL;	/* bumped by each removal */
 
 /*
@@ -377,7 +397,6 @@ static int	sbq_qstate_cache_next = 0;
 static uint64 sbq_qstate_cached_removals = 0;
 static SbqSendSlot *sbq_send_slots = NULL;
 static bool sbq_my_slot_active = false;
-static bool sbq_qstate_full_logged = false;	/* this backend said the table is full */
 static bool sbq_qstate_preparing = false;	/* the records are applied at PREPARE */
 static TransactionId sbq_qstate_prepare_xid = InvalidTransactionId;	/* ... of this one */
 static int	sbq_qstate_nscheduled = 0;	/* SBQ_QS_SCHEDULED records made (or more) */
@@ -406,7 +425,7 @@ sbq_qstate_shmem_size(void)
 	/* every entry could be of another database */
 	size = add_size(size, hash_estimate_size(sbq_qstate_max, sizeof(SbqQstateShare)));
 	size = add_size(size, mul_size(MaxBackends, sizeof(SbqSendSlot)));
-	return add_size(size, sizeof(pg_atomic_uint64));
+	return add_size(size, sizeof(SbqQstateShared));
 }
 
 void
@@ -444,10 +463,16 @@ sbq_qstate_shmem_startup(void)
 				SpinLockInit(&sbq_send_slots[i].mutex);
 				sbq_send_slots[i].active = false;
 			}
-		sbq_qstate_removals = ShmemInitStruct("sbqueue queues removed",
-											  sizeof(pg_atomic_uint64), &found);
+		sbq_qstate_shared = ShmemInitStruct("sbqueue queues shared",
+											sizeof(SbqQstateShared), &found);
 		if (!found)
-			pg_atomic_init_u64(sbq_qstate_removals, 0);
+		{
+			pg_atomic_init_u64(&sbq_qstate_shared->removals, 0);
+			pg_atomic_init_u32(&sbq_qstate_shared->refused, 0);
+			pg_atomic_init_u64(&sbq_qstate_shared->logged_at[0], 0);
+			pg_atomic_init_u64(&sbq_qstate_shared->logged_at[1], 0);
+		}
+		sbq_qstate_removals = &sbq_qstate_shared->removals;
 	}
 }
 
@@ -485,16 +510,21 @@ static void sbq_qstate_say_full(const SbqQueueKey *key, SbqQstateRoom room);
 static SbqQstateRoom
 sbq_qstate_room(const SbqQueueKey *key)
 {
-	SbqQstateShare *share;
+	SbqQstateShare *share = hash_search(sbq_qstate_shares, &key->dbid, HASH_FIND, NULL);
+	SbqQstateRoom room = SBQ_ROOM;
 
 	if (hash_get_num_entries(sbq_qstate_hash) >= sbq_qstate_max)
-		return SBQ_ROOM_TABLE_FULL;
-	if (key->queue_id == 0)
-		return SBQ_ROOM;
-	share = hash_search(sbq_qstate_shares, &key->dbid, HASH_FIND, NULL);
-	if (share != NULL && share->count >= sbq_qstate_db_limit())
-		return SBQ_ROOM_SHARE_USED;
-	return SBQ_ROOM;
+		room = SBQ_ROOM_TABLE_FULL;
+	else if (key->queue_id != 0 && share != NULL && share->count >= sbq_qstate_db_limit())
+		room = SBQ_ROOM_SHARE_USED;
+
+	/*
+	 * What happens to a queue without an entry is not seen here: the
+	 * launcher takes its database as busy (sbq_qstate_work_all).
+	 */
+	if (room != SBQ_ROOM)
+		pg_atomic_write_u32(share != NULL ? &share->refused : &sbq_qstate_shared->refused, 1);
+	return room;
 }
 
 /*
@@ -639,7 +669,12 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 		if (share != NULL)
 		{
 			if (!found)
+			{
 				share->count = 0;
+				pg_atomic_init_u32(&share->refused, 0);
+				share->due = 0;
+				share->active = false;
+			}
 			share->count++;
 			entry = hash_search(sbq_qstate_hash, key, HASH_ENTER_NULL, &found);
 			Assert(entry != NULL && !found);
@@ -657,14 +692,20 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 }
 
 /*
- * The fallback works, but slower: say so in the server log, once a backend.
+ * The fallback works, but slower: say so in the server log, at most once a
+ * minute for the server (maintenance workers come and go) and each kind.
  */
 static void
 sbq_qstate_say_full(const SbqQueueKey *key, SbqQstateRoom room)
 {
-	if (sbq_qstate_full_logged)
+	pg_atomic_uint64 *at = &sbq_qstate_shared->logged_at[room == SBQ_ROOM_SHARE_USED ? 1 : 0];
+	uint64		now = (uint64) GetCurrentTimestamp();
+	uint64		last = pg_atomic_read_u64(at);
+
+	if (last != 0 && now >= last && now - last < SBQ_QSTATE_LOG_USECS)
 		return;
-	sbq_qstate_full_logged = true;
+	if (!pg_atomic_compare_exchange_u64(at, &last, now))
+		return;					/* another backend says it */
 	if (room == SBQ_ROOM_SHARE_USED)
 		ereport(LOG,
 				(errmsg("database %u has used its share of sbqueue's shared table of queues (%d entries)",
@@ -1387,36 +1428,37 @@ sbq_qstate_queues(Oid epoch, int32 *queue_ids, int max, bool live_only)
 
 /*
  * sbq_qstate_work_all
- *		For the launcher: for every queue in the table (so sbqueue is
- *		installed in its database), its database, when its next scheduled
- *		message is due (0 if unknown or none), and whether it has counts not
- *		yet stored (something was sent, received or settled there since
- *		maintenance last stored them); up to max of them. Returns how many;
- *		*full says whether the table is full (then some queues have no
- *		entry, and what happens there is not seen here).
+ *		For the launcher: for every database with entries in the table (so
+ *		sbqueue is installed there), when the next scheduled message of its
+ *		queues is due (0 if unknown or none), and whether it may have work
+ *		not seen here: counts not yet stored (something was sent, received or
+ *		settled since maintenance last stored them), or a queue that found no
+ *		room for an entry since the launcher last asked (what happens there
+ *		is not seen). Up to max databases; returns how many. *blind says that
+ *		a database with no entry at all found no room, or that there were
+ *		more than max: then any database may have such work.
  */
 int
-sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *full)
+sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *blind)
 {
 	HASH_SEQ_STATUS status;
+	HASH_SEQ_STATUS shares;
 	SbqQueueState *entry;
+	SbqQstateShare *share;
+	SbqQstateShare *last = NULL;
 	int			n = 0;
 
-	*full = false;
+	*blind = false;
 	if (sbq_qstate_hash == NULL)
 		return 0;
+	*blind = pg_atomic_exchange_u32(&sbq_qstate_shared->refused, 0) != 0;
 	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
-	*full = hash_get_num_entries(sbq_qstate_hash) >= sbq_qstate_max;
-	if (!*full)
+	/* the sums are the launcher's alone; the LWLock keeps the shares in place */
+	hash_seq_init(&shares, sbq_qstate_shares);
+	while ((share = hash_seq_search(&shares)) != NULL)
 	{
-		HASH_SEQ_STATUS shares;
-		SbqQstateShare *share;
-
-		/* a database that used its share has queues without an entry too */
-		hash_seq_init(&shares, sbq_qstate_shares);
-		while ((share = hash_seq_search(&shares)) != NULL)
-			if (share->count >= sbq_qstate_db_limit())
-				*full = true;
+		share->due = 0;
+		share->active = false;
 	}
 	hash_seq_init(&status, sbq_qstate_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)
@@ -1437,14 +1479,27 @@ sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max, bool *f
 		/* a prepared transaction that ended: its counts to store, or to drop */
 		for (i = 0; i < SBQ_QSTATE_PREPS && !counts; i++)
 			counts = TransactionIdIsValid(preps[i]) && sbq_xid_end(preps[i]) != 0;
+		if (last == NULL || last->dbid != entry->key.dbid)
+			last = hash_search(sbq_qstate_shares, &entry->key.dbid, HASH_FIND, NULL);
+		if (last == NULL)
+			continue;			/* every entry counts in a share */
+		if (when != 0 && (last->due == 0 || when < last->due))
+			last->due = when;
+		last->active |= counts;
+	}
+	hash_seq_init(&shares, sbq_qstate_shares);
+	while ((share = hash_seq_search(&shares)) != NULL)
+	{
 		if (n >= max)
 		{
-			hash_seq_term(&status);
+			hash_seq_term(&shares);
+			*blind = true;
 			break;
 		}
-		dbids[n] = entry->key.dbid;
-		due[n] = when;
-		active[n] = counts;
+		dbids[n] = share->dbid;
+		due[n] = share->due;
+		active[n] = share->active ||
+			pg_atomic_exchange_u32(&share->refused, 0) != 0;
 		n++;
 	}
 	LWLockRelease(sbq_qstate_lock);
@@ -1911,16 +1966,23 @@ sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any, TimestampTz 
 	SpinLockRelease(&entry->mutex);
 }
 
-/* A scheduled message for the queue, due at when: the hint learns it at commit. */
+/*
+ * A scheduled message for the queue, due at when: the hint learns it at
+ * commit. Recorded also when the queue has no entry now (no room): one may
+ * be made before this transaction ends, and a receive's look, which cannot
+ * see this message yet, may then store "none" there; the commit must lower
+ * it, as for a queue that had an entry all along.
+ */
 void
 sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when)
 {
 	SbqQueueKey key;
 	SbqQstateRecord *r;
 
-	sbq_qstate_key(&key, epoch, queue_id);
-	if (sbq_qstate_entry(epoch, queue_id, true) == NULL)
+	if (sbq_qstate_hash == NULL || !OidIsValid(epoch))
 		return;
+	sbq_qstate_key(&key, epoch, queue_id);
+	(void) sbq_qstate_entry(epoch, queue_id, true);
 	(void) sbq_qstate_entry(epoch, 0, true);	/* for a PREPARE's count */
 	r = sbq_qstate_record(SBQ_QS_SCHEDULED, &key);
 	sbq_qstate_nscheduled++;

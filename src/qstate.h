@@ -67,7 +67,7 @@ extern void sbq_qstate_set_due(Oid epoch, int32 queue_id, uint64 gen, bool any,
 							   TimestampTz next);
 extern void sbq_qstate_scheduled(Oid epoch, int32 queue_id, TimestampTz when);
 extern int	sbq_qstate_work_all(Oid *dbids, TimestampTz *due, bool *active, int max,
-								bool *full);
+								bool *blind);
 
 /* the head of a queue */
 extern void sbq_qstate_send_begin(Oid epoch, int32 queue_id);

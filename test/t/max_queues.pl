@@ -14,6 +14,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
 use SbqNode;
@@ -112,6 +113,75 @@ $node->safe_psql('a', q{
 	SELECT count(sbq_delete_queue(queue)) FROM sbq_queues WHERE queue LIKE 'ta\_%';});
 fill('a', 'ta', 300);
 is(stored('a', 'ta'), '0 300', 'every queue of the larger table has an entry');
+
+# 7. A scheduled send made while its queue had no entry, still open when the
+# queue gets one (the share raised by a reload), and a receive's look in
+# between that cannot see it: once it commits and is due, a receive
+# activates it, with no maintenance (the look's "none" stayed for good)
+$node->safe_psql('postgres', 'CREATE DATABASE g');
+$node->safe_psql('g', 'CREATE EXTENSION sbqueue');
+$node->append_conf('postgresql.conf', "sbqueue.max_queues_per_database = 1\n");
+$node->reload;
+$node->safe_psql('g', q{SELECT sbq_create_queue('q'); SELECT sbq_send('q', 'warm'::text);});
+my $sender = $node->background_psql('g', on_error_stop => 1);
+$sender->query_safe(q{BEGIN;
+	SELECT sbq_send('q', 'due'::text,
+	                scheduled_enqueue_time => clock_timestamp() + interval '3 s');});
+$node->append_conf('postgresql.conf', "sbqueue.max_queues_per_database = -1\n");
+$node->reload;
+is( $node->safe_psql('g', q{
+		SELECT string_agg(convert_from(body, 'UTF8'), ',')
+		  FROM sbq_receive('q', 10, receive_mode => 'receive_and_delete')}),
+	'warm', 'a receive gives the queue an entry while the scheduled send is open');
+$sender->query_safe('COMMIT;');
+$sender->quit;
+usleep(3_500_000);
+is( $node->safe_psql('g', q{
+		SELECT string_agg(convert_from(body, 'UTF8'), ',')
+		  FROM sbq_receive('q', 10, receive_mode => 'receive_and_delete')}),
+	'due', 'once due, the scheduled message is activated by a receive');
+
+# 8. The launcher sees every database, beside more than 4,096 entries (it
+# read at most 4,096 entries); and one database that holds its whole share
+# but was refused nothing does not keep the others busy
+$node->append_conf('postgresql.conf', qq(
+sbqueue.max_queues = 8192
+sbqueue.max_queues_per_database = 8192
+sbqueue.enable_maintenance_worker = on
+sbqueue.max_workers = 8
+sbqueue.maintenance_interval = 200ms
+));
+$node->restart;
+fill('a', 'big', 4500);
+for my $i (1 .. 6)
+{
+	$node->safe_psql('postgres', "CREATE DATABASE w$i");
+	$node->safe_psql("w$i", q{
+		CREATE EXTENSION sbqueue;
+		SELECT sbq_create_queue('s');
+		SELECT sbq_send('s', 'later'::text, scheduled_enqueue_time => now() + interval '20 min');
+		SELECT count(*) FROM sbq_receive('s');});
+}
+ok( $node->poll_query_until('w1', q{
+		SELECT count(*) = 6 FROM sbq_maintenance_status()
+		 WHERE database LIKE 'w_' AND work_due > now() + interval '15 min'}, 't'),
+	'each database shows when its scheduled message is due');
+$node->safe_psql('a', 'DROP EXTENSION sbqueue');
+
+$offset = -s $node->logfile;
+$node->append_conf('postgresql.conf', "sbqueue.max_queues_per_database = 2\n");
+$node->reload;
+$node->safe_psql('w1', q{SELECT sbq_create_queue('t'); SELECT sbq_send('t', 'x'::text);});
+sleep(3);
+my $passes = q{SELECT passes FROM sbq_maintenance_status() WHERE database = 'w2'};
+my $before = $node->safe_psql('w1', $passes);
+sleep(5);
+my $after = $node->safe_psql('w1', $passes);
+cmp_ok($after - $before, '<=', 2,
+	'an idle database is not kept busy by another that holds its whole share');
+my @said = log_since($offset) =~ /has used its share/g;
+cmp_ok(scalar(@said), '<=', 1,
+	'the server log says it once, not at each maintenance pass (a new process each)');
 
 $node->stop;
 done_testing();
