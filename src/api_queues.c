@@ -206,6 +206,26 @@ sbq_check_forward_to(SbqQueue *p, const SbqQueue *before, const char *self_key)
 }
 
 /*
+ * sbq_check_dup_window
+ *		A duplicate_detection_window set or changed (before: the queue as it
+ *		was, NULL for a new one) needs the history of sbq.duplicate_ids, from
+ *		0.2 on: the SQL of 0.1 has none, and 0.1 refused a window (0A000 before
+ *		ALTER EXTENSION UPDATE). A window already set may stay, or go.
+ */
+static void
+sbq_check_dup_window(const SbqQueue *p, const SbqQueue *before)
+{
+	if (p->has_dup_window &&
+		(before == NULL || !before->has_dup_window ||
+		 sbq_interval_usecs(&p->dup_window) != sbq_interval_usecs(&before->dup_window)) &&
+		!sbq_duplicate_ids_installed())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("duplicate detection needs version 0.2 or later of extension sbqueue"),
+				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
+}
+
+/*
  * sbq_check_forward_start
  *		An entity that starts to forward must hold no message: none would
  *		ever be received (SB010 on a receive). The caller holds the lock that
@@ -390,6 +410,7 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("sessions need version 0.7 or later of extension sbqueue"),
 				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
+	sbq_check_dup_window(&props, NULL);
 	sbq_check_forward_to(&props, NULL, addr.key);
 	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
 	result = sbq_properties_result(fcinfo, props.queue_id);
@@ -421,6 +442,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 				 errmsg("requires_session of queue \"%s\" cannot be changed", props.name),
 				 errdetail("It is set when a queue is created, and only then.")));
 	sbq_check_queue_props(&props);
+	sbq_check_dup_window(&props, &before);
 	sbq_check_forward_to(&props, &before, addr.key);
 	if (before.forward_to == NULL && props.forward_to != NULL)
 	{

@@ -144,9 +144,10 @@ sbq_queue_stmt(SbqStatement *older, SbqStatement *retry)
 	return sbq_queue_retry_installed() ? retry : older;
 }
 
+/* 0.1 has no sbq.duplicate_ids (DUPS) */
 #define DELETE_QUEUE_ROWS \
-	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1)," \
-	" d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)" \
+	" c AS (DELETE FROM sbq.queue_counters WHERE queue_id = $1)" \
+	DUPS(", d AS (DELETE FROM sbq.duplicate_ids WHERE queue_id = $1)") \
 	" DELETE FROM sbq.queues WHERE queue_id = $1"
 
 static SbqStatement stmt_delete_queue = {"delete queue", 1, {INT4OID},

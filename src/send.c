@@ -217,6 +217,26 @@ sbq_cmp_int64(const void *a, const void *b)
 }
 
 /*
+ * sbq_check_duplicate_ids
+ *		Duplicate detection keeps its history in sbq.duplicate_ids, which the
+ *		SQL of 0.1 lacks: 0.1 refused a duplicate_detection_window, and so does
+ *		the library with its SQL (api_queues.c). A queue given one anyway (by a
+ *		library before that refusal) takes no message id until the update,
+ *		rather than store duplicates.
+ */
+static void
+sbq_check_duplicate_ids(const SbqQueue *queue)
+{
+	if (!sbq_duplicate_ids_installed())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("duplicate detection needs version 0.2 or later of extension sbqueue"),
+				 errdetail("\"%s\" has a duplicate_detection_window, and version 0.1 keeps no history of message ids.",
+						   queue->name),
+				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
+}
+
+/*
  * sbq_send_with_dedup
  *		Store messages one by one under duplicate detection: each draws a
  *		sequence number and claims its message id; an id sent within the
@@ -280,6 +300,7 @@ sbq_storage_claim_message_id(const SbqQueue *queue, text *message_id, TimestampT
 	Datum		claim[5];
 	bool		isnull;
 
+	sbq_check_duplicate_ids(queue);
 	claim[0] = Int32GetDatum(queue->queue_id);
 	claim[1] = PointerGetDatum(message_id);
 	claim[2] = Int64GetDatum(*seq);
@@ -454,6 +475,8 @@ sbq_send_to(const SbqQueue *queue, const SbqSendProps *props,
 	bool		scheduled = props->has_scheduled && props->scheduled > now;
 	SbqCounts	counts = {0};
 	int64		max_seq = 0;
+	/* a message without an id gets a fresh UUID: never a duplicate */
+	bool		dedup = queue->has_dup_window && props->message_id != NULL;
 	int			i;
 
 	if (nbodies == 0)
@@ -462,14 +485,15 @@ sbq_send_to(const SbqQueue *queue, const SbqSendProps *props,
 		return sbq_topic_send(queue, props, bodies, nbodies, default_content_type, seqs);
 	if (queue->forward_to != NULL)
 		return sbq_forward_send(queue, props, bodies, nbodies, default_content_type, seqs);
+	if (dedup)
+		sbq_check_duplicate_ids(queue);
 	sbq_send_args(queue, props, now, scheduled, default_content_type, values, nulls);
 
 	/* active messages join the queue: announce it (qstate.c) */
 	if (!scheduled)
 		sbq_qstate_send_begin(sbq_storage_epoch(), queue->queue_id);
 
-	/* a message without an id gets a fresh UUID: never a duplicate */
-	if (queue->has_dup_window && props->message_id != NULL)
+	if (dedup)
 		counts.sent = sbq_send_with_dedup(queue, values, nulls, bodies, nbodies,
 										  now, seqs);
 	else

@@ -33,6 +33,9 @@
  * The library runs with the SQL of an older version between an upgrade of
  * the library and ALTER EXTENSION UPDATE; each statement is prepared for the
  * flavour of the installed SQL:
+ *	0.1			no sbq.duplicate_ids: text within DUPS() is made a comment,
+ *				and a duplicate_detection_window is refused as 0.1 refused
+ *				it (sbq_duplicate_ids_installed);
  *	before 0.3	no lease functions: LEASE_SLOT replaced by "true", and
  *				receives lock in the message rows (sbq_leasing);
  *	before 0.4	dead letters in sbq.messages: a statement's old_sql, when it
@@ -100,15 +103,16 @@
 
 /* The flavours of the installed SQL (see the file header). */
 #define SBQ_FLAVOUR_UNKNOWN		-1
-#define SBQ_FLAVOUR_NO_LEASES	0	/* before 0.3 */
-#define SBQ_FLAVOUR_DLQ_INLINE	1	/* 0.3: dead letters in sbq.messages */
-#define SBQ_FLAVOUR_DLQ_TABLE	2	/* 0.4: sbq.dead_letters */
-#define SBQ_FLAVOUR_RIGHTS		3	/* 0.5: sbq.rights, calls run as the owner */
-#define SBQ_FLAVOUR_SESSIONS	4	/* 0.7: sbq.sessions */
-#define SBQ_FLAVOUR_SESSION_LOCKS 5	/* 0.8: sbq.session_until, locks in memory */
-#define SBQ_FLAVOUR_RETRY		6	/* 0.9 on: a queue's retry back-off in sbq.queues */
-#define SBQ_FLAVOUR_TOPICS		7	/* 0.10: sbq.topics, sbq.subscriptions, sbq.rules */
-#define SBQ_FLAVOUR_HOPS		8	/* 0.11 on: transfer_hops of the messages */
+#define SBQ_FLAVOUR_NO_DUPLICATES 0 /* 0.1: no sbq.duplicate_ids */
+#define SBQ_FLAVOUR_NO_LEASES	1	/* 0.2: no lease functions */
+#define SBQ_FLAVOUR_DLQ_INLINE	2	/* 0.3: dead letters in sbq.messages */
+#define SBQ_FLAVOUR_DLQ_TABLE	3	/* 0.4: sbq.dead_letters */
+#define SBQ_FLAVOUR_RIGHTS		4	/* 0.5: sbq.rights, calls run as the owner */
+#define SBQ_FLAVOUR_SESSIONS	5	/* 0.7: sbq.sessions */
+#define SBQ_FLAVOUR_SESSION_LOCKS 6	/* 0.8: sbq.session_until, locks in memory */
+#define SBQ_FLAVOUR_RETRY		7	/* 0.9 on: a queue's retry back-off in sbq.queues */
+#define SBQ_FLAVOUR_TOPICS		8	/* 0.10: sbq.topics, sbq.subscriptions, sbq.rules */
+#define SBQ_FLAVOUR_HOPS		9	/* 0.11 on: transfer_hops of the messages */
 
 /*
  * The flavour of the installed SQL, or SBQ_FLAVOUR_UNKNOWN when not known
@@ -229,11 +233,12 @@ sbq_flavour(void)
 			sbq_sql_callback = true;
 		}
 		/* looked up without a check of the caller's USAGE on schema sbq */
-		if (!OidIsValid(nsp) ||
-			!SearchSysCacheExists3(PROCNAMEARGSNSP, CStringGetDatum("lease_slot"),
-								   PointerGetDatum(args), ObjectIdGetDatum(nsp)))
+		if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("duplicate_ids", nsp)))
+			sbq_sql_flavour = SBQ_FLAVOUR_NO_DUPLICATES;
+		else if (!SearchSysCacheExists3(PROCNAMEARGSNSP, CStringGetDatum("lease_slot"),
+										PointerGetDatum(args), ObjectIdGetDatum(nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_NO_LEASES;
-		else if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("dead_letters", nsp)))
+		else if (!OidIsValid(get_relname_relid("dead_letters", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_INLINE;
 		else if (!OidIsValid(get_relname_relid("rights", nsp)))
 			sbq_sql_flavour = SBQ_FLAVOUR_DLQ_TABLE;
@@ -260,7 +265,18 @@ sbq_flavour(void)
 static bool
 sbq_sql_has_leases(void)
 {
-	return sbq_flavour() != SBQ_FLAVOUR_NO_LEASES;
+	return sbq_flavour() > SBQ_FLAVOUR_NO_LEASES;
+}
+
+/*
+ * Whether the installed SQL has sbq.duplicate_ids (0.2 on), the history that
+ * duplicate detection keeps. 0.1 had none and refused a
+ * duplicate_detection_window (api_queues.c, send.c).
+ */
+bool
+sbq_duplicate_ids_installed(void)
+{
+	return sbq_flavour() > SBQ_FLAVOUR_NO_DUPLICATES;
 }
 
 /* Whether the installed SQL keeps dead letters in sbq.dead_letters (0.4 on). */
@@ -676,8 +692,11 @@ sbq_statement_sql(SbqStatement *st, int which, int flavour)
 	if (flavour < SBQ_FLAVOUR_DLQ_TABLE && st->old_sql != NULL)
 		sql = st->old_sql;
 	/* older SQL has no lease functions, and no leases to skip */
-	if (flavour == SBQ_FLAVOUR_NO_LEASES)
+	if (flavour <= SBQ_FLAVOUR_NO_LEASES)
 		sql = sbq_sql_replace(sql, LEASE_SLOT, "true");
+	/* 0.1 has no sbq.duplicate_ids: what DUPS() wraps becomes a comment */
+	if (flavour == SBQ_FLAVOUR_NO_DUPLICATES)
+		sql = sbq_sql_replace(sbq_sql_replace(sql, DUPS_OPEN, "/*"), DUPS_CLOSE, "*/");
 	/* older SQL has no transfer_hops: what HOPS() wraps becomes a comment */
 	if (flavour < SBQ_FLAVOUR_HOPS)
 		sql = sbq_sql_replace(sbq_sql_replace(sql, HOPS_OPEN, "/*"), HOPS_CLOSE, "*/");

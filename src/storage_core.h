@@ -70,6 +70,14 @@ typedef struct SbqStatement
 #define HOPS(sql) HOPS_OPEN sql HOPS_CLOSE
 
 /*
+ * SQL that names sbq.duplicate_ids (0.2 on): within DUPS() it is prepared as
+ * written, and made a comment for the SQL of 0.1.
+ */
+#define DUPS_OPEN "/*dups{*/"
+#define DUPS_CLOSE "/*}dups*/"
+#define DUPS(sql) DUPS_OPEN sql DUPS_CLOSE
+
+/*
  * SQL for distributed tables only (distributed.c), which have the column
  * entity_key: within EK() it is prepared as written when they are, and made
  * a comment otherwise. A statement that may write a row of another entity
@@ -183,6 +191,7 @@ extern int64 sbq_first_missing(const Datum *seqs, int nseqs, uint64 n, int col);
 extern bool sbq_leasing(void);
 extern bool sbq_may_end_leases(void);
 extern bool sbq_dead_letter_table(void);
+extern bool sbq_duplicate_ids_installed(void);
 extern bool sbq_rights_enforced(void);
 extern bool sbq_sessions_installed(void);
 extern bool sbq_hops_installed(void);

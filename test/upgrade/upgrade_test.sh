@@ -7,8 +7,10 @@
 # Between installing a new build and running ALTER EXTENSION UPDATE, the new
 # library runs with the SQL of the old version: so at each old version, before
 # its update, the current library must still send, receive under a lock and
-# complete, run sbq_maintain() and show sbq_queue_stats (where that version
-# has them), and a lock taken before the update must still settle after it.
+# complete, delete a queue, detect a duplicate (0.1, which had no history of
+# message ids, refused a duplicate_detection_window: so does the library), run
+# sbq_maintain() and show sbq_queue_stats (where that version has them), and a
+# lock taken before the update must still settle after it.
 # The update that moves dead letters to sbq.dead_letters must keep every one of
 # them as it was, locks included (dlq_before_update, dlq_after_update).
 # Needs PGHOST/PGPORT/PGUSER of a running server with sbqueue installed;
@@ -145,6 +147,56 @@ old_sql_checks() {
     got=$(try $db "SELECT delivery_count || ' ' || (application_properties ->> 'p')
                      FROM sbq_receive('$q-a')")
     check "$v: the abandoned message is received again at once, its properties merged" "$got" "2 1"
+
+    # a queue deleted with the message it holds
+    got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-del')")
+    got=$(try $db "SELECT sbq_send('$q-del', 'deleted under $v') > 0")
+    got=$(try $db "SELECT 'deleted' FROM sbq_delete_queue('$q-del')")
+    check "$v: sbq_delete_queue works with the current library" "$got" deleted
+    got=$(try $db "SELECT count(*) FROM sbq_queues WHERE queue = '$q-del'")
+    check "$v: the deleted queue is gone" "$got" 0
+
+    # duplicate detection keeps its history in sbq.duplicate_ids (0.2 on): a
+    # message id sent twice within the window is stored once, and the second
+    # send returns the first's sequence number (API.md); 0.1 refused a window,
+    # and the current library refuses it with the SQL of 0.1
+    if has_relation $db sbq.duplicate_ids; then
+        got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-dup', duplicate_detection_window => '1 minute')")
+        check "$v: a queue with duplicate detection" "$got" 1
+        s1=$(try $db "SELECT sbq_send('$q-dup', 'first under $v', message_id => 'm1')")
+        s2=$(try $db "SELECT sbq_send('$q-dup', 'again under $v', message_id => 'm1')")
+        got="$s1, $s2"
+        if [[ $s1 =~ ^[0-9]+$ ]] && [ "$s1" = "$s2" ]; then
+            got="the first's sequence number"
+        fi
+        check "$v: a message id sent again returns the first's sequence number" "$got" "the first's sequence number"
+        got=$(try $db "SELECT count(*) || ' ' || string_agg(convert_from(body, 'UTF8'), ',') FROM sbq_peek('$q-dup', 10)")
+        check "$v: the duplicate stored nothing" "$got" "1 first under $v"
+        got=$(try $db "SELECT 'deleted' FROM sbq_delete_queue('$q-dup')")
+        check "$v: a queue with duplicate detection history is deleted" "$got" deleted
+    else
+        got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-dup', duplicate_detection_window => '1 minute')")
+        check "$v: duplicate detection is refused until the update to 0.2, as 0.1 refused it" "$got" \
+            "error: duplicate detection needs version 0.2 or later of extension sbqueue"
+        got=$(try $db "SELECT count(*) FROM sbq_create_queue('$q-dup')")
+        got=$(try $db "SELECT count(*) FROM sbq_update_queue('$q-dup', duplicate_detection_window => '1 minute')")
+        check "$v: ... by sbq_update_queue too" "$got" \
+            "error: duplicate detection needs version 0.2 or later of extension sbqueue"
+        s1=$(try $db "SELECT sbq_send('$q-dup', 'first under $v', message_id => 'm1')")
+        s2=$(try $db "SELECT sbq_send('$q-dup', 'again under $v', message_id => 'm1')")
+        got=$(try $db "SELECT count(*) FROM sbq_peek('$q-dup', 10)")
+        check "$v: without a window a message id sent twice is stored twice" "$got" 2
+        # a window that a library before the refusal set: no message id is
+        # taken until the update, rather than a duplicate stored
+        psql -d $db -c "UPDATE sbq.queues SET duplicate_detection_window = '1 minute' WHERE name = '$q-dup'"
+        got=$(try $db "SELECT sbq_send('$q-dup', 'again under $v', message_id => 'm1')")
+        check "$v: a queue given a window anyway refuses a message id until the update" "$got" \
+            "error: duplicate detection needs version 0.2 or later of extension sbqueue"
+        got=$(try $db "SELECT sbq_send('$q-dup', 'no id under $v') > 0")
+        check "$v: ... and takes a message without one" "$got" t
+        got=$(try $db "SELECT 'deleted' FROM sbq_delete_queue('$q-dup')")
+        check "$v: that queue is deleted" "$got" deleted
+    fi
 
     # a lock taken before the update, settled after it
     got=$(try $db "SELECT lock_token || ' ' || convert_from(body, 'UTF8') FROM sbq_receive('$q')")
