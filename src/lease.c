@@ -39,6 +39,27 @@
  * row lock of the message (taken by the DELETE or UPDATE of a settlement)
  * orders two settlers of the same token.
  *
+ * Deliveries not counted yet. A receive writes no count: the "received"
+ * counter gets a delivery when its lease ends (a settlement, the sweep, a
+ * receive that takes the expired lease over), in the ending transaction's
+ * counts (qstate.c), and until then sbq_queue_stats adds the leases that are
+ * such deliveries (sbq.lease_pending_received). Which they are is what was
+ * committed, not what the open transaction that owns an entry has made of it:
+ * each entry carries "delivered", set when a claim with a token commits as a
+ * message's lease and kept through every change of an owner until its
+ * commit (an abort restores the entry whole). So a lease that the sweep, a
+ * settlement or a takeover is ending counts until that transaction's counts
+ * have it, and a claim that its own transaction settles never counts for
+ * others (it was never committed as a delivery). The owner's commit removes
+ * the entry and then adds its counts, two steps that a reader must not see
+ * apart: the commit marks its database's share ("publishing") while it has
+ * removed a delivered entry and not yet added its counts, from under the
+ * partition lock of the first such removal until this file's commit
+ * callback, which runs after qstate.c's. A reader that counts (qstate.c,
+ * sbq_counts_seen) holds every partition lock, so no commit can start to
+ * remove one meanwhile, and reads only while no commit of its database is
+ * marked; else it lets go and tries again.
+ *
  * Only a leasing receive adds entries. The statements that move messages
  * through the table with row locks (row-lock receives, receive-and-delete,
  * maintenance, resubmit) add none: they lock the row first and then ask
@@ -169,10 +190,11 @@ typedef struct SbqLease
 {
 	SbqLeaseKey key;
 	int32		queue_id;
-	int8		subqueue;		/* SBQ_SUBQUEUE_* (int8 keeps the entry at 80 bytes) */
+	int8		subqueue;		/* SBQ_SUBQUEUE_* (int8 keeps the entry at 88 bytes) */
 	int8		state;			/* SBQ_LEASE_* */
 	bool		has_token;		/* false: a bare marker */
 	bool		row_goes;		/* SETTLING: the settlement takes the message out */
+	bool		delivered;		/* committed as a delivery not counted yet (below) */
 	int32		owner;			/* proc number owning a CLAIMED or SETTLING entry */
 	int32		delivery_count; /* the delivery this lease is for */
 	TimestampTz locked_until;
@@ -190,6 +212,7 @@ typedef struct SbqLeaseShare
 	int32		count;			/* entries of this database */
 	TimestampTz min_until;		/* no lease of it expires before this */
 	TimestampTz session_until;	/* no session lock of it expires before this */
+	int32		publishing;		/* commits between their leases and counts (below) */
 } SbqLeaseShare;
 
 /* One change of this transaction, with what the entry was before it. */
@@ -238,6 +261,9 @@ static bool sbq_lease_freed = false;
 
 /* sbq_lease_unclaim is undoing a claim (sbq_lease_restore) */
 static bool sbq_lease_unclaiming = false;
+
+/* this transaction's commit marked its share "publishing" (file header) */
+static bool sbq_lease_publishing = false;
 
 /* (a transaction that drops more leaves the rest to expire and be swept) */
 static SbqLeaseDrop sbq_drops[8];
@@ -383,6 +409,7 @@ sbq_lease_share(void)
 		share->count = 0;
 		share->min_until = SBQ_NO_EXPIRY;
 		share->session_until = SBQ_NO_EXPIRY;
+		share->publishing = 0;
 	}
 	LWLockRelease(sbq_shares_lock());
 	sbq_my_share = share;
@@ -401,6 +428,26 @@ sbq_lease_note_until(TimestampTz until)
 	if (until < share->min_until)
 		share->min_until = until;
 	SpinLockRelease(&share->mutex);
+}
+
+/*
+ * sbq_lease_publish_begin
+ *		At commit, under the partition lock of a delivered lease about to be
+ *		removed: mark this database's share until the transaction's counts
+ *		are added (sbq_lease_publish_end). Once per transaction; without a
+ *		share (its table full) readers are not held back. Never fails.
+ */
+static void
+sbq_lease_publish_begin(void)
+{
+	SbqLeaseShare *share = sbq_my_share;
+
+	if (sbq_lease_publishing || share == NULL)
+		return;
+	SpinLockAcquire(&share->mutex);
+	share->publishing++;
+	SpinLockRelease(&share->mutex);
+	sbq_lease_publishing = true;
 }
 
 /* ---------------------------------------------------------------- entries */
@@ -651,12 +698,17 @@ sbq_lease_apply(const void *undo_entry)
 		{
 			if (!entry->row_goes && entry->subqueue == SBQ_SUBQUEUE_MAIN)
 				queue_id = entry->queue_id;
+			/* its delivery leaves the table before the counts have it */
+			if (entry->delivered)
+				sbq_lease_publish_begin();
 			sbq_lease_remove(&u->key, hash);
 		}
 		else
 		{
 			entry->state = SBQ_LEASE_HELD;
 			entry->owner = -1;
+			entry->delivered = entry->has_token &&
+				entry->subqueue != SBQ_SUBQUEUE_SESSION;
 		}
 	}
 	LWLockRelease(lock);
@@ -673,6 +725,25 @@ sbq_lease_apply(const void *undo_entry)
 
 static void sbq_lease_free_dropped(void);
 static void sbq_shown_forget(void);
+
+/*
+ * sbq_lease_publish_end
+ *		This transaction's counts are added (qstate.c's commit callback ran
+ *		before this file's): readers of counts may read again (file header).
+ *		Never fails.
+ */
+static void
+sbq_lease_publish_end(void)
+{
+	SbqLeaseShare *share = sbq_my_share;
+
+	if (!sbq_lease_publishing)
+		return;
+	sbq_lease_publishing = false;
+	SpinLockAcquire(&share->mutex);
+	share->publishing--;
+	SpinLockRelease(&share->mutex);
+}
 
 /*
  * sbq_lease_at_commit
@@ -714,11 +785,14 @@ sbq_lease_xact_callback(XactEvent event, void *arg)
 			sbq_shown_forget();
 			sbq_lease_freed = false;
 			sbq_lease_at_commit();
+			/* after qstate.c's callback, which added the counts */
+			sbq_lease_publish_end();
 			sbq_lease_free_dropped();
 			sbq_lease_epoch = InvalidOid;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			sbq_lease_publish_end();
 			sbq_shown_forget();
 			sbq_lease_freed = false;
 			sbq_lease_unclaiming = false;
@@ -953,6 +1027,7 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 			return SBQ_CLAIM_FULL;
 		}
 		sbq_lease_record(&key, NULL);
+		entry->delivered = false;
 		*prev_count = 0;
 	}
 	entry->queue_id = queue_id;
@@ -967,6 +1042,7 @@ sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue, TimestampTz now,
 	entry->session_key = 0;
 	entry->lo = 0;
 	entry->hi = 0;
+	/* delivered stays: a lease taken over counts until this commits */
 	LWLockRelease(lock);
 	return SBQ_CLAIM_OK;
 }
@@ -2124,15 +2200,19 @@ sbq_session_until_sql(PG_FUNCTION_ARGS)
 /*
  * Whether a lease is a delivery that the "received" counter does not have
  * yet (it gets it when the lease ends: settled, or taken over after it
- * expired).
+ * expired), as this transaction sees it: another transaction's entry as it
+ * was committed (delivered, see the file header); this one's own claims are
+ * deliveries to it, and what it settles is in its own counts already.
  */
 static inline bool
 sbq_lease_pending(const SbqLease *entry, Oid epoch)
 {
-	return entry->key.dbid == MyDatabaseId && entry->key.epoch == epoch &&
-		entry->has_token && entry->subqueue != SBQ_SUBQUEUE_SESSION &&
-		!sbq_lease_settled_by_me(entry) &&
-		(entry->state != SBQ_LEASE_CLAIMED || entry->owner == sbq_my_proc());
+	if (entry->key.dbid != MyDatabaseId || entry->key.epoch != epoch)
+		return false;
+	if (entry->state != SBQ_LEASE_HELD && entry->owner == sbq_my_proc())
+		return entry->state == SBQ_LEASE_CLAIMED && entry->has_token &&
+			entry->subqueue != SBQ_SUBQUEUE_SESSION;
+	return entry->delivered;
 }
 
 /*
@@ -2149,8 +2229,50 @@ typedef struct SbqPendingSeen
 
 static HTAB *sbq_pending_seen = NULL;
 
-void
-sbq_lease_count_pending_all(void)
+/* How often a reader tries for an instant when no commit publishes (file header). */
+#define SBQ_PUBLISH_TRIES		2000
+
+/*
+ * Take every partition lock, shared, at an instant when no commit of this
+ * database is between removing delivered leases and adding their counts
+ * (file header). After SBQ_PUBLISH_TRIES tries (a commit stuck there, which
+ * nothing should make) it takes them anyway.
+ */
+static void
+sbq_lease_lock_all_quiet(SbqLeaseShare *share)
+{
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		bool		busy = false;
+
+		sbq_lease_lock_all(LW_SHARED);
+		if (share == NULL || tries >= SBQ_PUBLISH_TRIES)
+			return;
+		SpinLockAcquire(&share->mutex);
+		busy = share->publishing > 0;
+		SpinLockRelease(&share->mutex);
+		if (!busy)
+			return;
+		/* the commit may need a partition lock to go on: let go, and wait */
+		sbq_lease_unlock_all();
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(tries < 20 ? 10L : 100L);
+	}
+}
+
+/*
+ * sbq_lease_count_pending_all
+ *		Count the pending deliveries of every queue, together with what
+ *		read_counts(arg) reads (qstate.c's counts gathered in shared
+ *		memory), at one instant for both: under every partition lock, while
+ *		no commit of the database publishes (file header). read_counts runs
+ *		under those locks and must not allocate; false from it (it had no
+ *		room) is returned, and nothing is counted.
+ */
+bool
+sbq_lease_count_pending_all(bool (*read_counts) (void *arg), void *arg)
 {
 	HASHCTL		ctl;
 	HTAB	   *seen;
@@ -2167,13 +2289,19 @@ sbq_lease_count_pending_all(void)
 		hash_destroy(sbq_pending_seen);
 	sbq_pending_seen = NULL;
 	if (sbq_lease_hash == NULL)
-		return;
+		return read_counts(arg);
 
 	/* room first: nothing is allocated under the partition locks */
 	epoch = sbq_lease_show_epoch();
 	max = Max(sbq_max_locks, sbq_lease_db_limit());
 	ids = palloc(sizeof(int32) * Max(max, 1));
-	sbq_lease_lock_all(LW_SHARED);
+	sbq_lease_lock_all_quiet(sbq_lease_share());
+	if (!read_counts(arg))
+	{
+		sbq_lease_unlock_all();
+		pfree(ids);
+		return false;
+	}
 	hash_seq_init(&status, sbq_lease_hash);
 	while ((entry = (SbqLease *) hash_seq_search(&status)) != NULL)
 	{
@@ -2191,7 +2319,7 @@ sbq_lease_count_pending_all(void)
 	if (!complete)
 	{
 		pfree(ids);
-		return;
+		return true;
 	}
 
 	ctl.keysize = sizeof(int32);
@@ -2209,6 +2337,7 @@ sbq_lease_count_pending_all(void)
 	}
 	pfree(ids);
 	sbq_pending_seen = seen;
+	return true;
 }
 
 /*

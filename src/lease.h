@@ -121,7 +121,7 @@ extern int	sbq_lease_take_sessions(int32 queue_id, TimestampTz now, SbqExpiredLe
 extern int	sbq_lease_owner(int64 seq, VirtualTransactionId *vxid);
 
 /* peek */
-extern void sbq_lease_count_pending_all(void);
+extern bool sbq_lease_count_pending_all(bool (*read_counts) (void *arg), void *arg);
 extern bool sbq_lease_lookup(int64 seq, int32 queue_id, int16 subqueue, TimestampTz *until,
 							 int32 *delivery_count);
 

@@ -1053,9 +1053,9 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			/*
-			 * The leases this transaction ended go first, its counts after: a
-			 * reader in between (counts, then leases) then misses a settled
-			 * delivery for an instant rather than counting it twice. This
+			 * The leases this transaction ended go first, its counts after:
+			 * a reader of both waits until both are done, which lease.c's
+			 * callback says (its header, "Deliveries not counted yet"). This
 			 * callback, registered later than lease.c's, runs before it.
 			 */
 			sbq_lease_at_commit();
@@ -1779,15 +1779,17 @@ sbq_entry_counts(SbqQueueState *entry, Snapshot snap, int64 *sum)
 
 /*
  * The gathered counts of every queue of this database, read once for a
- * snapshot (sbq_snapshot_key), and then the pending deliveries under leases
- * (lease.c, sbq_lease_count_pending_all): the views read both for each
- * queue, and each lease count was a scan of the whole lease table, so a view
- * of 100 queues made 100 scans. Read in that order, every queue's counts
- * before the leases, as a view read them queue by queue: a delivery whose
- * lease ends in between is then counted by neither, never by both (a counter
- * must never read higher than it will later). Kept while the key is the
- * same: for one query and snapshot, until this transaction changes a lease
- * or a count. Bounded by the table's size; backend-local.
+ * snapshot (sbq_snapshot_key), together with the pending deliveries under
+ * leases (lease.c, sbq_lease_count_pending_all): the views read both for
+ * each queue, and each lease count was a scan of the whole lease table, so a
+ * view of 100 queues made 100 scans. Both are read at one instant, under
+ * lease.c's partition locks while no commit is between ending its leases and
+ * adding its counts (lease.c's header): a delivery whose lease ends is
+ * counted by one of them, never by neither (the counter would go back for a
+ * moment, which a monitoring system takes for a reset) nor by both (it must
+ * never read higher than it will later). Kept while the key is the same:
+ * for one query and snapshot, until this transaction changes a lease or a
+ * count. Bounded by the table's size; backend-local.
  */
 typedef struct SbqCountsSeen
 {
@@ -1797,6 +1799,58 @@ typedef struct SbqCountsSeen
 
 static HTAB *sbq_counts_seen_hash = NULL;
 static SbqSnapshotKey sbq_counts_seen_key;
+
+/* What sbq_counts_read reads into, made before the locks are taken. */
+typedef struct SbqCountsRead
+{
+	Snapshot	snap;
+	SbqQueueState **entries;	/* room for max */
+	SbqCountsSeen *sums;		/* room for max */
+	int			max;
+	int			n;				/* how many the database has (more than max: none read) */
+} SbqCountsRead;
+
+/* the room the last read of this backend needed */
+static int	sbq_counts_room = 64;
+
+/*
+ * The gathered counts of this database's entries into r, under lease.c's
+ * partition locks (sbq_lease_count_pending_all): allocates nothing; false
+ * when r has no room for them all (r->n says how many there are).
+ */
+static bool
+sbq_counts_read(void *arg)
+{
+	SbqCountsRead *r = (SbqCountsRead *) arg;
+	HASH_SEQ_STATUS status;
+	SbqQueueState *entry;
+	int			i;
+
+	r->n = 0;
+	if (sbq_qstate_hash == NULL)
+		return true;
+	LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+	hash_seq_init(&status, sbq_qstate_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		/* not one marked gone: its address may not last (file header) */
+		if (entry->key.dbid != MyDatabaseId || entry->gone_since != 0)
+			continue;
+		if (r->n < r->max)
+			r->entries[r->n] = entry;
+		r->n++;
+	}
+	LWLockRelease(sbq_qstate_lock);
+	if (r->n > r->max)
+		return false;
+	for (i = 0; i < r->n; i++)
+	{
+		r->sums[i].key = r->entries[i]->key;
+		memset(r->sums[i].sum, 0, sizeof(r->sums[i].sum));
+		sbq_entry_counts(r->entries[i], r->snap, r->sums[i].sum);
+	}
+	return true;
+}
 
 /*
  * sbq_counts_seen
@@ -1809,11 +1863,7 @@ sbq_counts_seen(void)
 	SbqSnapshotKey key;
 	HASHCTL		ctl;
 	HTAB	   *seen;
-	SbqQueueState **entries;
-	HASH_SEQ_STATUS status;
-	SbqQueueState *entry;
-	Snapshot	snap;
-	int			n = 0;
+	SbqCountsRead r;
 	int			i;
 
 	if (!sbq_snapshot_key(&key))
@@ -1825,35 +1875,36 @@ sbq_counts_seen(void)
 		hash_destroy(sbq_counts_seen_hash);
 	sbq_counts_seen_hash = NULL;
 
+	/* room first: sbq_counts_read runs under partition locks (entries may come) */
+	r.snap = GetActiveSnapshot();
+	r.max = sbq_counts_room;
+	for (;;)
+	{
+		r.entries = palloc(sizeof(SbqQueueState *) * r.max);
+		r.sums = palloc(sizeof(SbqCountsSeen) * r.max);
+		if (sbq_lease_count_pending_all(sbq_counts_read, &r))
+			break;
+		pfree(r.entries);
+		pfree(r.sums);
+		/* entries may come meanwhile: some more room */
+		r.max = r.n + 64;
+	}
+	sbq_counts_room = Max(r.n + 64, 64);
+
 	ctl.keysize = sizeof(SbqQueueKey);
 	ctl.entrysize = sizeof(SbqCountsSeen);
 	ctl.hcxt = TopMemoryContext;
-	seen = hash_create("sbqueue counts seen", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	snap = GetActiveSnapshot();
-	if (sbq_qstate_hash != NULL)
+	seen = hash_create("sbqueue counts seen", Max(r.n, 64), &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (i = 0; i < r.n; i++)
 	{
-		entries = palloc(sizeof(SbqQueueState *) * sbq_qstate_max);
-		LWLockAcquire(sbq_qstate_lock, LW_SHARED);
-		hash_seq_init(&status, sbq_qstate_hash);
-		while ((entry = hash_seq_search(&status)) != NULL)
-		{
-			/* not one marked gone: its address may not last (file header) */
-			if (entry->key.dbid == MyDatabaseId && entry->gone_since == 0 &&
-				n < sbq_qstate_max)
-				entries[n++] = entry;
-		}
-		LWLockRelease(sbq_qstate_lock);
-		for (i = 0; i < n; i++)
-		{
-			SbqCountsSeen *c;
+		SbqCountsSeen *c;
 
-			c = (SbqCountsSeen *) hash_search(seen, &entries[i]->key, HASH_ENTER, NULL);
-			memset(c->sum, 0, sizeof(c->sum));
-			sbq_entry_counts(entries[i], snap, c->sum);
-		}
-		pfree(entries);
+		c = (SbqCountsSeen *) hash_search(seen, &r.sums[i].key, HASH_ENTER, NULL);
+		memcpy(c->sum, r.sums[i].sum, sizeof(c->sum));
 	}
-	sbq_lease_count_pending_all();
+	pfree(r.entries);
+	pfree(r.sums);
 	sbq_counts_seen_hash = seen;
 	sbq_counts_seen_key = key;
 	return true;
