@@ -203,7 +203,9 @@
  * does a background worker in a transaction that shows no start. The walks
  * of the whole table that keep addresses after the LWLock (the views'
  * counts, a pass's store of counts) pass over marked entries: one that took
- * an address before the mark began before it, and stops the removal. (A
+ * an address before the mark began before it, and stops the removal. A
+ * transaction that counted for a marked entity (one it made while a pass
+ * ran) takes the mark off at its commit, so that its counts show at once. (A
  * wall clock stepped back between a transaction's start and a mark would
  * let the removal come early.)
  *
@@ -924,6 +926,23 @@ sbq_qstate_prep_slot(SbqQueueState *entry, TransactionId xid, const SbqCounts *c
 	return true;
 }
 
+/*
+ * Counts of an entity that a pass found gone are committed: it is not (this
+ * transaction counted for it; it made the entity, say, while the pass ran),
+ * and the walks pass over a marked entry, so its counts would not show until
+ * the next pass. This transaction began before the mark and still shows in
+ * the backends' status, so the entry cannot go meanwhile. Never fails.
+ */
+static void
+sbq_qstate_unmark(SbqQueueState *entry)
+{
+	if (entry->gone_since == 0)
+		return;
+	LWLockAcquire(sbq_qstate_lock, LW_EXCLUSIVE);
+	entry->gone_since = 0;
+	LWLockRelease(sbq_qstate_lock);
+}
+
 /* Apply (commit) or undo (abort) one record. Never fails. */
 static void
 sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
@@ -933,6 +952,9 @@ sbq_qstate_finish(const SbqQstateRecord *r, bool commit)
 
 	if (entry == NULL)
 		return;
+
+	if (commit && r->kind == SBQ_QS_ADD)
+		sbq_qstate_unmark(entry);
 	/* the count first, the mark after it: see sbq_qstate_bump_prepares */
 	if (sbq_qstate_preparing &&
 		(r->kind == SBQ_QS_SCHEDULED || r->kind == SBQ_QS_LOOKED))

@@ -106,13 +106,17 @@ unlike(log_since($offset), $full,
 	'once it ended, a pass freed them: a new queue gets an entry');
 
 # 3. A queue made by a transaction still open when a pass runs is not yet
-# seen by the pass, which marks its entry; what it sent there counts once it
-# commits, past two more passes
+# seen by the pass, which marks its entry; what it sent there counts as soon
+# as it commits (the views passed over the marked entry until the next pass),
+# and past two more passes
 my $maker = $node->background_psql('postgres', on_error_stop => 1);
 $maker->query_safe(q{BEGIN; SELECT sbq_create_queue('pending'); SELECT sbq_send('pending', 'p'::text);
 	SELECT count(*) FROM sbq_peek('pending');});
 passes();
 $maker->query_safe('COMMIT;');
+is( $node->safe_psql('postgres', q{
+		SELECT sent || ' ' || active_count FROM sbq_queue_stats WHERE queue = 'pending'}),
+	'1 1', 'a queue made while a pass ran shows its counts as soon as it commits');
 passes();
 $node->safe_psql('postgres', q{SELECT sbq_send('pending', 'q'::text);});
 passes();
