@@ -529,6 +529,16 @@ sbq_queue_work(SbqQueueWork **work, const SbqQueue *queues, const int64 *floors,
 	return (int) n;
 }
 
+/* A queue id against a queue of a list by id, for bsearch. */
+static int
+sbq_queue_id_cmp(const void *key, const void *elem)
+{
+	int32		id = *(const int32 *) key;
+	int32		other = ((const SbqQueue *) elem)->queue_id;
+
+	return (id > other) - (id < other);
+}
+
 /*
  * sbq_forget_gone
  *		Free the shared entries of queues and topics no fresh snapshot shows
@@ -562,25 +572,9 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 	n = sbq_qstate_queues(epoch, ids, sbq_qstate_max, false);
 	maybe = palloc(sizeof(int32) * Max(n, 1));
 	for (i = 0; i < n; i++)
-	{
-		int			lo = 0;
-		int			hi = nqueues;
-
-		if (ids[i] == 0)
-			continue;
-		while (lo < hi)
-		{
-			int			mid = (lo + hi) / 2;
-
-			if (queues[mid].queue_id < ids[i])
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo < nqueues && queues[lo].queue_id == ids[i])
-			continue;
-		maybe[nmaybe++] = ids[i];
-	}
+		if (ids[i] != 0 &&
+			bsearch(&ids[i], queues, nqueues, sizeof(SbqQueue), sbq_queue_id_cmp) == NULL)
+			maybe[nmaybe++] = ids[i];
 	/* gone: no name key under a fresh snapshot (neither a queue nor a topic) */
 	keys = palloc(sizeof(char *) * Max(nmaybe, 1));
 	if (nmaybe > 0)

@@ -64,14 +64,21 @@ sub passes
 	$node->safe_psql('postgres', 'SELECT sbq_maintain(); SELECT sbq_maintain();');
 }
 
+# rounds $from .. $to of churn($round, $n), each followed by two passes
+sub churn_rounds
+{
+	my ($from, $to, $n) = @_;
+	for my $round ($from .. $to)
+	{
+		churn($round, $n);
+		passes();
+	}
+}
+
 # 1. 6,000 queues made and deleted, 1,000 between two maintenance passes:
 # the table never fills
 my $offset = -s $node->logfile;
-for my $round (1 .. 6)
-{
-	churn($round, 1000);
-	passes();
-}
+churn_rounds(1, 6, 1000);
 unlike(log_since($offset), $full,
 	'6,000 queues made and deleted between maintenance passes never fill the table');
 is( $node->safe_psql('postgres', q{
@@ -87,11 +94,7 @@ is( $node->safe_psql('postgres', q{
 my $old = $node->background_psql('postgres', on_error_stop => 1);
 $old->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM sbq_queues;');
 $offset = -s $node->logfile;
-for my $round (7 .. 11)
-{
-	churn($round, 1000);
-	passes();
-}
+churn_rounds(7, 11, 1000);
 like(log_since($offset), $full,
 	'with a transaction open from before the deletes, their entries stay (the table fills)');
 $old->query_safe('COMMIT;');
@@ -150,11 +153,7 @@ $node->safe_psql('postgres', q{
 	END$$;});
 passes();
 $offset = -s $node->logfile;
-for my $round (12 .. 19)
-{
-	churn($round, 500);
-	passes();
-}
+churn_rounds(12, 19, 500);
 unlike(log_since($offset), $full,
 	'beside 2,500 queues with entries, 4,000 made and deleted never fill the table');
 
@@ -180,11 +179,7 @@ ok( $node->poll_query_until('postgres', q{
 		                  AND datname = 'postgres')}),
 	'a logical walsender streams');
 $offset = -s $node->logfile;
-for my $round (20 .. 22)
-{
-	churn($round, 600);
-	passes();
-}
+churn_rounds(20, 22, 600);
 unlike(log_since($offset), $full,
 	'with a logical walsender streaming, 1,800 deleted beside 2,500 never fill the table');
 $recv->kill_kill;
