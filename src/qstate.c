@@ -1613,6 +1613,20 @@ sbq_entry_idle(SbqQueueState *entry)
 	return idle;
 }
 
+/* Whether the entry holds a prepared transaction's counts. */
+static bool
+sbq_entry_prepared(SbqQueueState *entry)
+{
+	bool		prepared = false;
+	int			i;
+
+	SpinLockAcquire(&entry->mutex);
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+		prepared |= TransactionIdIsValid(entry->prep_xid[i]);
+	SpinLockRelease(&entry->mutex);
+	return prepared;
+}
+
 /*
  * Whether the entry of a queue or topic has anything for a take
  * (sbq_qstate_take): counts gathered (*pending), or moves or a prepared
@@ -1665,7 +1679,14 @@ sbq_qstate_sweep_gone(Oid epoch, int32 *gone, int ngone, TimestampTz oldest)
 		if (entry->key.dbid != MyDatabaseId || entry->key.epoch != epoch ||
 			entry->key.queue_id == 0)
 			continue;
-		if (bsearch(&entry->key.queue_id, gone, ngone, sizeof(int32), sbq_int32_cmp) == NULL)
+		/*
+		 * Counts of a prepared transaction keep the entry unmarked: it may
+		 * have made the entity, and COMMIT PREPARED runs no callback here
+		 * that could take a mark off (sbq_qstate_unmark), so the views
+		 * would pass over its counts until the next pass.
+		 */
+		if (bsearch(&entry->key.queue_id, gone, ngone, sizeof(int32), sbq_int32_cmp) == NULL ||
+			sbq_entry_prepared(entry))
 			entry->gone_since = 0;
 		else if (entry->gone_since == 0)
 			entry->gone_since = now;

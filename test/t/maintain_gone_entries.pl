@@ -128,6 +128,19 @@ is( $node->safe_psql('postgres', q{
 	'2 2', 'a queue made while a pass ran keeps its counts and messages');
 $maker->quit;
 
+# ... and so does one made by a transaction that is prepared while passes run:
+# COMMIT PREPARED shows its counts at once
+$maker = $node->background_psql('postgres', on_error_stop => 1);
+$maker->query_safe(q{BEGIN; SELECT sbq_create_queue('prepq'); SELECT sbq_send('prepq', 'p'::text);});
+passes();
+$maker->query_safe(q{PREPARE TRANSACTION 'prepq';});
+passes();
+$maker->query_safe(q{COMMIT PREPARED 'prepq';});
+is( $node->safe_psql('postgres', q{
+		SELECT sent || ' ' || active_count FROM sbq_queue_stats WHERE queue = 'prepq'}),
+	'1 1', 'a queue made by a prepared transaction shows its counts at COMMIT PREPARED');
+$maker->quit;
+
 # 4. A transaction that began with its activity not tracked, and tracked
 # since (it shows no start), keeps every entry: its queue's send counts
 my $untracked = $node->background_psql('postgres', on_error_stop => 1);
