@@ -11,7 +11,7 @@ packages=(
     "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" "postgresql-$PG_MAJOR-pgtap"
     "postgresql-$PG_MAJOR-cron"
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-    python3 python3-psycopg python3-pip python3-venv python3-yaml
+    python3 python3-psycopg python3-pip python3-venv python3-yaml gdb
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -79,6 +79,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
@@ -248,6 +249,34 @@ sbq_find_maintain(Oid extoid, Oid nspoid)
 }
 
 /*
+ * sbq_worker_hold_extension
+ *		Find the extension, as sbq_find_extension, and lock it against a drop
+ *		or a change of schema until the pass's transaction ends (both take
+ *		the extension's lock exclusively). Without the lock, a DROP EXTENSION
+ *		that committed between this look and the parse of the call failed the
+ *		pass: function sbq_maintain() does not exist. One that committed
+ *		while the lock was awaited is seen by the look after it (taking the
+ *		lock accepts its invalidations); an extension dropped and created
+ *		again meanwhile has another OID and is looked up afresh.
+ */
+static bool
+sbq_worker_hold_extension(Oid *extoid, Oid *extowner, Oid *extnamespace)
+{
+	for (;;)
+	{
+		Oid			held;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!sbq_find_extension(&held, extowner, extnamespace))
+			return false;
+		LockDatabaseObject(ExtensionRelationId, held, 0, AccessShareLock);
+		if (sbq_find_extension(extoid, extowner, extnamespace) && *extoid == held)
+			return true;
+		UnlockDatabaseObject(ExtensionRelationId, held, 0, AccessShareLock);
+	}
+}
+
+/*
  * sbq_worker_result_busy
  *		Whether the result of sbq_maintain() says it found something to do: a
  *		count other than "queues" above zero, or "more" or "skipped" true. A
@@ -310,7 +339,7 @@ sbq_worker_call_maintain(bool *more)
 
 	*more = false;
 	sbq_worker_busy = true;		/* until a result says otherwise */
-	if (!sbq_find_extension(&extoid, &extowner, &nspoid))
+	if (!sbq_worker_hold_extension(&extoid, &extowner, &nspoid))
 	{
 		sbq_worker_prepared = sbq_worker_prepared_pending();
 		return SBQ_PASS_NO_EXTENSION;

@@ -91,14 +91,20 @@ ok() {
     n=$((n + 1))
     echo "ok $n - $1"
 }
+# each failed check, with what it printed, is also kept in $work/failed and printed
+# again last, after the nodes' logs (a run's output is often seen by its tail only)
 not_ok() {
     n=$((n + 1))
     fails=$((fails + 1))
-    echo "not ok $n - $1"
+    echo "not ok $n - $1" | tee -a "$work/failed"
+}
+# diag TEXT...: lines under a failed check, here and in $work/failed
+diag() {
+    printf '%s\n' "$@" | sed 's/^/#   /' | tee -a "$work/failed"
 }
 # is GOT WANT NAME
 is() {
-    if [ "$1" = "$2" ]; then ok "$3"; else not_ok "$3"; echo "#   got: '$1'"; echo "#   expected: '$2'"; fi
+    if [ "$1" = "$2" ]; then ok "$3"; else not_ok "$3"; diag "got: '$1'" "expected: '$2'"; fi
 }
 q() {
     local port=$1
@@ -755,12 +761,13 @@ rebal=(rebal1 rebal2 rebal3 rebal4 rebal5 rebal6 rebal7 rebal8)
 # or calls turned away; delivered again at most the locks WHAT lost (a holder's
 # complete that failed: the lock lost, or the call turned away from where the group was)
 verdict() {
-    local pre=$1 want=$2 extra=$3 what=$4 settled again lost
+    local pre=$1 want=$2 extra=$3 what=$4 settled again lost others
     settled=$(cat "$pre".[12] "$pre.rest" | grep .)
     is "$(echo "$settled" | awk '{print $1}' | sort | uniq -d | head -3)" "" "... no message completed twice"
     is "$(echo "$settled" | grep -c .)" "$want" "... every message whose send committed completed once ($want)"
-    is "$(cat "$pre".err.* $extra | grep "ERROR" | grep -v -c "message lock lost\|is not on this node")" 0 \
-        "... the only errors are locks $what lost, or calls turned away"
+    others=$(cat "$pre".err.* $extra | grep "ERROR" | grep -v "message lock lost\|is not on this node")
+    is "$(echo -n "$others" | grep -c .)" 0 "... the only errors are locks $what lost, or calls turned away"
+    [ -z "$others" ] || diag "$(echo "$others" | head -5)"
     again=$(($(cat "$pre.received" "$pre.1" "$pre.rest" | grep -c .) - $(echo "$settled" | wc -l)))
     lost=$(cat "$pre.lost" 2>/dev/null | wc -l)
     is "$((again <= lost))" 1 "... and delivered again ($again) are at most the locks $what lost ($lost)"
@@ -1040,7 +1047,7 @@ for node in coord w1 w2; do
     if [ -n "$errs" ]; then
         echo "$errs" | head -3 | while IFS= read -r line; do
             at=$(echo "$line" | cut -c1-19)
-            grep -F -A4 -- "$line" "$work/$node/server.log" | head -5 | sed 's/^/#   with: /'
+            grep -F -A4 -- "$line" "$work/$node/server.log" | head -5 | sed 's/^/#   with: /' | tee -a "$work/failed"
             for other in coord w1 w2; do
                 grep -F -- "${at%?}" "$work/$other/server.log" | head -15 | sed "s/^/#   $other: /"
             done
@@ -1187,6 +1194,8 @@ if [ "$fails" -gt 0 ]; then
         echo "--- the end of $node's log"
         tail -20 "$work/$node/server.log"
     done
+    echo "--- the failed checks again"
+    cat "$work/failed"
     exit 1
 fi
 echo "citus: all $n checks passed"
