@@ -32,9 +32,9 @@
 #     one that a worker's transaction running beside it commits;
 #   - no node logs an ERROR, FATAL or PANIC it was not asked for;
 #   - the pg_regress suite passes through the coordinator, in a database with
-#     the citus extension, and against the distributed layout; 22 isolation specs
-#     pass through the coordinator with queues on both workers, and one more with
-#     its queues in one shard group on a worker;
+#     the citus extension, and against the distributed layout; 24 isolation specs
+#     pass through the coordinator with queues on both workers, and three more with
+#     their entities in one shard group on a worker;
 #   - a transaction left open after its first call on a node does not hold up
 #     another session's first call there;
 #   - a routed call, a view read and sbq_maintain() through another node run
@@ -1164,13 +1164,13 @@ iso_specs="receive_once receive_disjoint settle_race send_visibility receive_rol
     queue_management_delete_moving session_accept_race session_accept_next_skips_held
     session_order session_release_unsettled metrics_counters_move lease_store_recheck
     settle_report_race lock_lost_expiry lock_lost_renew_vs_expiry session_expiry_vs_settle
-    receive_head_hint_rollback receive_free_hint maintain_row_locks"
+    receive_head_hint_rollback receive_free_hint maintain_row_locks metrics_received_in_flight"
 iso_chain() {
     iso_run iso "$iso_specs" "isolation specs pass through the coordinator, queues on both workers"
-    # one that forwards between its queues, which would be in different groups: against
-    # one shard group on a worker (as the regression suite above)
-    iso_run iso1 "forwarding_dead_letters_vs_update" \
-        "more isolation spec passes through the coordinator, its queues in one group on a worker"
+    # those that forward between their entities, which would be in different groups:
+    # against one shard group on a worker (as the regression suite above)
+    iso_run iso1 "forwarding_dead_letters_vs_update topics_forward_vs_change maintain_vs_delete_topic" \
+        "more isolation specs pass through the coordinator, their entities in one group on a worker"
 }
 
 regress_chain &
