@@ -31,6 +31,8 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -362,15 +364,17 @@ sbq_dist_refuse_key(int32 key)
 			 errhint("Make the call again: it goes where the shard is now.")));
 }
 
-/*
- * sbq_dist_run_routing
- *		Run a routing statement (SPI connected), which Citus delegates to the
- *		node of its key; an error comes back without the statement and its
- *		arguments, in memory context cxt.
- */
-void
-sbq_dist_run_routing(const char *sql, MemoryContext cxt)
+/* the tries of a routing statement that Citus ran here instead of delegating it */
+#define SBQ_ROUTE_TRIES 4
+
+/* set by sbq_dist_local_run(): the routing statement ran here, not on the node */
+static bool sbq_route_missed = false;
+
+/* Run a routing statement once; an error comes back without its text. */
+static void
+sbq_dist_run_routing_once(const char *sql, MemoryContext cxt)
 {
+	sbq_route_missed = false;
 	sbq_routing = true;
 	PG_TRY();
 	{
@@ -393,23 +397,61 @@ sbq_dist_run_routing(const char *sql, MemoryContext cxt)
 }
 
 /*
- * sbq_dist_require_delegated
- *		In a function Citus runs for a routing statement: an error when the
- *		statement was sent from this backend and Citus ran it here instead of
- *		delegating it.
+ * sbq_dist_run_routing
+ *		Run a routing statement (SPI connected), which Citus delegates to the
+ *		node of its key; an error comes back without the statement and its
+ *		arguments, in memory context cxt.
+ *
+ *		Citus may run it here instead (sbq_dist_local_run), which it then
+ *		does with no effect: a backend whose cache of the tables' shards was
+ *		built while a split committed holds the split shard with no placement
+ *		("could not find any shard placements") and keeps that entry until
+ *		an invalidation of the tables comes, which the split's own has come
+ *		before. So the tables' relcache entries are invalidated (here now,
+ *		in the other backends at commit), Citus builds its cache again, and
+ *		the statement runs again, a few times; then the call is refused.
  */
 void
-sbq_dist_require_delegated(void)
+sbq_dist_run_routing(const char *sql, MemoryContext cxt)
+{
+	int			tries = 0;
+
+	for (;;)
+	{
+		sbq_dist_run_routing_once(sql, cxt);
+		if (!sbq_route_missed)
+			return;
+		if (++tries >= SBQ_ROUTE_TRIES)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("Citus did not send the call to the node of its entity"),
+					 errdetail("Citus does not delegate a function call made while it plans a "
+							   "distributed query's subqueries, and a session where such planning "
+							   "failed keeps that state."),
+					 errhint("Make the call on a new connection, outside subqueries and CTEs of "
+							 "queries on distributed tables.")));
+		SPI_freetuptable(SPI_tuptable);
+		sbq_dist_forget_shards();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10L * tries, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * sbq_dist_local_run
+ *		In a function Citus runs for a routing statement: whether the
+ *		statement was sent from this backend and Citus ran it here instead of
+ *		delegating it; the function then returns no row and does nothing, and
+ *		sbq_dist_run_routing() tries again.
+ */
+bool
+sbq_dist_local_run(void)
 {
 	if (sbq_routing)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("Citus did not send the call to the node of its entity"),
-				 errdetail("Citus does not delegate a function call made while it plans a "
-						   "distributed query's subqueries, and a session where such planning "
-						   "failed keeps that state."),
-				 errhint("Make the call on a new connection, outside subqueries and CTEs of "
-						 "queries on distributed tables.")));
+		sbq_route_missed = true;
+	return sbq_routing;
 }
 
 /*
@@ -666,7 +708,11 @@ sbq_routed(PG_FUNCTION_ARGS)
 	key = PG_GETARG_INT32(0);
 	fn = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	/* sent from this backend and not delegated: Citus ran it where it was made */
-	sbq_dist_require_delegated();
+	if (sbq_dist_local_run())
+	{
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		return (Datum) 0;
+	}
 	sbq_routed_note_running(fcinfo->flinfo->fn_oid);
 	/*
 	 * The call first, which takes no lock: then whether this node holds the

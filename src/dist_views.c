@@ -552,7 +552,13 @@ sbq_routed_group(PG_FUNCTION_ARGS)
 	bool		maintain = strcmp(what, SBQ_GROUP_MAINTAIN) == 0;
 	int64		id;
 
-	sbq_dist_require_delegated();
+	if (sbq_dist_local_run())
+	{
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		if (level != 0)
+			AtEOXact_GUC(true, level);
+		return (Datum) 0;
+	}
 	sbq_dist_leave();
 	AcceptInvalidationMessages();	/* where the groups are now */
 	if (!maintain && !sbq_view_known(what))

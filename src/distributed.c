@@ -41,6 +41,7 @@
 
 #include "miscadmin.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -53,6 +54,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "compat.h"
 #include "dist_int.h"
@@ -405,6 +407,25 @@ sbq_dist_load_groups(void)
 	SPI_finish();
 	sbq_dist_note_live_epochs();
 	sbq_dist_find_route_keys();
+}
+
+/*
+ * sbq_dist_forget_shards
+ *		Invalidate the relcache entries of the distributed tables: in this
+ *		backend now, in the others when the transaction commits. Citus then
+ *		builds its metadata of them again (sbq_dist_run_routing), and so
+ *		does this file.
+ */
+void
+sbq_dist_forget_shards(void)
+{
+	int			t;
+
+	for (t = 0; t < SBQ_DIST_NTABLES; t++)
+		if (OidIsValid(sbq_dist_base[t]) &&
+			SearchSysCacheExists1(RELOID, ObjectIdGetDatum(sbq_dist_base[t])))
+			CacheInvalidateRelcacheByRelid(sbq_dist_base[t]);
+	CommandCounterIncrement();
 }
 
 /* Whether the tables are distributed here; the groups loaded when they are. */
