@@ -251,8 +251,8 @@ sbq_find_maintain(Oid extoid, Oid nspoid)
 /*
  * sbq_worker_hold_extension
  *		Find the extension, as sbq_find_extension, and lock it against a drop
- *		or a change of schema until the pass's transaction ends (both take
- *		the extension's lock exclusively). Without the lock, a DROP EXTENSION
+ *		until the pass's call of sbq_maintain() is parsed (a drop takes the
+ *		extension's lock exclusively). Without the lock, a DROP EXTENSION
  *		that committed between this look and the parse of the call failed the
  *		pass: function sbq_maintain() does not exist. One that committed
  *		while the lock was awaited is seen by the look after it (taking the
@@ -335,6 +335,7 @@ sbq_worker_call_maintain(bool *more)
 	int			save_nestlevel;
 	char	   *nspname;
 	char	   *sql;
+	SPIPlanPtr	plan;
 	int			ret;
 
 	*more = false;
@@ -361,7 +362,20 @@ sbq_worker_call_maintain(bool *more)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute(sql, false, 1);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "%s: SPI_prepare failed: %s", sql, SPI_result_code_string(SPI_result));
+
+	/*
+	 * The call is parsed: let a drop of the extension go on now. Held while
+	 * sbq_maintain() waits for its tables' locks, the extension's lock made
+	 * a deadlock with a transaction that locked one of them and then dropped
+	 * the extension (its DROP EXTENSION, or the pass, failed). A drop that
+	 * commits from here on is taken in by the pass's first lock on its
+	 * tables, and the pass skips.
+	 */
+	UnlockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+	ret = SPI_execute_plan(plan, NULL, NULL, false, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "%s: SPI_execute returned %d with " UINT64_FORMAT " rows",
 			 sql, ret, SPI_processed);

@@ -278,7 +278,7 @@ for my $case (['DROP EXTENSION sbqueue', 'db3r', 'a drop'],
 }
 
 # --- the same drop, made certain: the worker is held by a debugger where its
-# pass calls SPI_execute, after its look for the extension and sbq_maintain();
+# pass calls SPI_prepare, after its look for the extension and sbq_maintain();
 # a function created before the pass makes its parse read pg_proc afresh, and
 # so take in the drop. The drop now waits for the pass and the pass fails on
 # nothing (before, the drop committed at once and the pass failed: function
@@ -294,7 +294,7 @@ SKIP:
 	my $wait = sub { "shell while [ ! -f $dir/$_[0] ]; do sleep 0.05; done\n" };
 	open(my $fh, '>', "$dir/cmds") or die;
 	print $fh "set pagination off\nshell touch $dir/attached\n", $wait->('created'),
-	  "break SPI_execute\ncontinue\nshell touch $dir/held\n", $wait->('dropping'),
+	  "break SPI_prepare\ncontinue\nshell touch $dir/held\n", $wait->('dropping'),
 	  "delete\ndetach\nquit\n";
 	close $fh;
 	my ($gout, $dout) = ('', '');
@@ -331,6 +331,31 @@ SKIP:
 	$log = slurp_file($node->logfile, $logstart);
 	unlike($log, qr/ERROR/, '... and its pass did not fail');
 	$node->safe_psql('db1', 'CREATE EXTENSION sbqueue');
+	workers_are('db1,db3r', '... and a worker maintains db1 again');
+}
+# --- a transaction that locks sbq.queues, so that a pass waits on it, and
+# then drops the extension: the drop succeeds and the pass skips. The pass
+# held the extension's lock while it waited (a deadlock: after
+# deadlock_timeout the drop, or the pass, failed).
+for my $pause (0.3, 1.5)
+{
+	$logstart = -s $node->logfile;
+	my $locker = $node->background_psql('db1', on_error_stop => 0);
+	$locker->query_safe('BEGIN; LOCK TABLE sbq.queues IN ACCESS EXCLUSIVE MODE;');
+	ok( $node->poll_query_until('db1', q{
+			SELECT count(*) > 0 FROM pg_stat_activity
+			 WHERE backend_type = 'sbqueue maintenance' AND datname = 'db1'
+			   AND wait_event_type = 'Lock' AND wait_event = 'relation'}),
+		"a pass waits on sbq.queues locked by a transaction (then $pause s)");
+	usleep($pause * 1_000_000);
+	my ($out, $bad) = $locker->query('DROP EXTENSION sbqueue; COMMIT;');
+	is($bad, 0, '... which then drops the extension: no deadlock')
+	  or diag($locker->{stderr});
+	$locker->quit;
+	usleep(200_000);
+	$log = slurp_file($node->logfile, $logstart);
+	unlike($log, qr/ERROR/, '... and no error in the log');
+	$node->safe_psql('db1', 'CREATE EXTENSION IF NOT EXISTS sbqueue');
 	workers_are('db1,db3r', '... and a worker maintains db1 again');
 }
 $node->safe_psql('postgres', q{
