@@ -62,6 +62,7 @@ extern void sbq_dist_unlock_sequences(void);
 extern int	sbq_dist_key_group(int32 key, int64 *id);
 extern bool sbq_dist_enter(int64 id, int32 key, bool has_key);
 extern int	sbq_dist_ngroups(void);
+extern uint64 sbq_dist_groups_read(void);
 extern bool sbq_dist_group_at(int i, int64 *id, bool *local, int32 *route_key);
 extern void sbq_dist_set_route_key(int i, int32 key);
 extern void sbq_dist_group_range(int i, int32 *min, int32 *max);

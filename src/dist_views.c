@@ -435,34 +435,84 @@ sbq_require_group_routing(void)
 				 errhint("Run SELECT sbq_distribute() on the coordinator once after ALTER EXTENSION sbqueue UPDATE.")));
 }
 
+/* the times a gather over the groups starts again when they changed under it */
+#define SBQ_GATHER_TRIES 3
+
+/*
+ * sbq_dist_groups_changed
+ *		Whether this backend has read other groups since "reads" (a routed
+ *		call that Citus ran here has the tables' caches built again, after a
+ *		split, and sbqueue's groups with them).
+ */
+static bool
+sbq_dist_groups_changed(uint64 reads)
+{
+	(void) sbq_dist_active();	/* the groups as they are now */
+	return sbq_dist_groups_read() != reads;
+}
+
 /*
  * sbq_dist_gather
  *		"what" over every shard group: here for those this node holds, on
  *		their nodes for the others (checked: sbq_routed_group() is known to
  *		be delegated).
+ *
+ *		The groups are visited by their index in this backend's list; when
+ *		the list is read again meanwhile and differs (a split), the indexes
+ *		no longer name the groups not yet visited: going on would leave some
+ *		out or visit one twice, and say nothing. The gather then starts
+ *		again, its rows and counts so far dropped, a few times; then the call
+ *		is refused.
  */
 static void
 sbq_dist_gather(const char *what, ReturnSetInfo *rsinfo, SbqMaintainResult *acc, bool checked)
 {
-	bool		has_key;
-	int			i;
+	SbqMaintainResult start = {0};
+	int			tries;
 
-	for (i = 0; i < sbq_dist_ngroups(); i++)
+	if (acc != NULL)
+		start = *acc;
+	for (tries = 1;; tries++)
 	{
-		int64		id;
-		bool		local;
-		int32		key;
+		uint64		reads;
+		bool		changed = false;
+		int			i;
 
-		CHECK_FOR_INTERRUPTS();
-		has_key = sbq_dist_group_at(i, &id, &local, &key);
-		if (local && sbq_group_run(id, what, rsinfo, false, acc))
-			continue;
-		if (!has_key && !sbq_dist_key_from_rows(i, &key))
-			continue;			/* a group without an entity has no rows to show */
-		if (!checked)
-			sbq_require_group_routing();
-		checked = true;
-		sbq_group_remote(key, what, rsinfo, acc);
+		(void) sbq_dist_active();
+		reads = sbq_dist_groups_read();
+		for (i = 0; i < sbq_dist_ngroups() && !changed; i++)
+		{
+			int64		id;
+			bool		local;
+			bool		has_key;
+			int32		key;
+
+			CHECK_FOR_INTERRUPTS();
+			has_key = sbq_dist_group_at(i, &id, &local, &key);
+			if (local && sbq_group_run(id, what, rsinfo, false, acc))
+				;
+			else if (!has_key && !sbq_dist_key_from_rows(i, &key))
+				;				/* a group without an entity has no rows to show */
+			else
+			{
+				if (!checked)
+					sbq_require_group_routing();
+				checked = true;
+				sbq_group_remote(key, what, rsinfo, acc);
+			}
+			changed = sbq_dist_groups_changed(reads);
+		}
+		if (!changed)
+			return;
+		if (tries >= SBQ_GATHER_TRIES)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the shard groups changed while sbqueue went over them"),
+					 errhint("Make the call again.")));
+		if (rsinfo != NULL)
+			tuplestore_clear(rsinfo->setResult);
+		if (acc != NULL)
+			*acc = start;
 	}
 }
 

@@ -42,6 +42,7 @@
 #include "miscadmin.h"
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -326,6 +327,13 @@ sbq_dist_find_route_keys(void)
 	}
 }
 
+/*
+ * How many times this backend has read groups other than those it held
+ * (sbq_dist_groups_read), and a hash of the last ones read.
+ */
+static uint64 sbq_dist_reads = 0;
+static uint32 sbq_dist_groups_hash = 0;
+
 /* Read the shard groups of the tables from Citus's metadata. */
 static void
 sbq_dist_load_groups(void)
@@ -405,6 +413,16 @@ sbq_dist_load_groups(void)
 																	   2, &isnull));
 	}
 	SPI_finish();
+	{
+		uint32		h = hash_bytes((const unsigned char *) &sbq_ngroups, sizeof(sbq_ngroups));
+
+		for (i = 0; i < sbq_ngroups; i++)
+			h = hash_combine(h, hash_bytes((const unsigned char *) &sbq_groups[i].shardid[0],
+										   sizeof(int64)));
+		if (h != sbq_dist_groups_hash)
+			sbq_dist_reads++;
+		sbq_dist_groups_hash = h;
+	}
 	sbq_dist_note_live_epochs();
 	sbq_dist_find_route_keys();
 }
@@ -812,6 +830,17 @@ sbq_dist_unlock_group(int64 id)
 	if (sbq_entered_id == id && sbq_entered_index >= 0)
 		sbq_dist_release_index(sbq_entered_index);
 	sbq_entered_index = -1;
+}
+
+/*
+ * How many times this backend has read shard groups other than those it
+ * held: a loop over them by index (sbq_dist_group_at) holds only while this
+ * stays the same.
+ */
+uint64
+sbq_dist_groups_read(void)
+{
+	return sbq_dist_reads;
 }
 
 /* The number of shard groups (sbq_dist_active() first). */
