@@ -1595,20 +1595,31 @@ sbq_qstate_oldest_start(void)
 	return oldest;
 }
 
+/* Whether the entry holds a prepared transaction's counts (its spinlock held). */
+static bool
+sbq_entry_prepared_locked(SbqQueueState *entry)
+{
+	int			i;
+
+	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
+		if (TransactionIdIsValid(entry->prep_xid[i]))
+			return true;
+	return false;
+}
+
 /* Whether an entry holds nothing to store or a removal would lose (its spinlock taken here). */
 static bool
 sbq_entry_idle(SbqQueueState *entry)
 {
-	bool		idle = true;
+	bool		idle;
 	int			i;
 
 	SpinLockAcquire(&entry->mutex);
+	idle = !sbq_entry_prepared_locked(entry);
 	for (i = 0; i < SBQ_NUM_COUNTERS; i++)
 		idle &= entry->pending[i] == 0;
 	for (i = 0; i < SBQ_QSTATE_MOVES; i++)
 		idle &= !TransactionIdIsValid(entry->move_xid[i]);
-	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
-		idle &= !TransactionIdIsValid(entry->prep_xid[i]);
 	SpinLockRelease(&entry->mutex);
 	return idle;
 }
@@ -1617,12 +1628,10 @@ sbq_entry_idle(SbqQueueState *entry)
 static bool
 sbq_entry_prepared(SbqQueueState *entry)
 {
-	bool		prepared = false;
-	int			i;
+	bool		prepared;
 
 	SpinLockAcquire(&entry->mutex);
-	for (i = 0; i < SBQ_QSTATE_PREPS; i++)
-		prepared |= TransactionIdIsValid(entry->prep_xid[i]);
+	prepared = sbq_entry_prepared_locked(entry);
 	SpinLockRelease(&entry->mutex);
 	return prepared;
 }
