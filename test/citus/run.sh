@@ -877,134 +877,96 @@ is "$(rising "$work/sproducer.a.seqs" | cut -d' ' -f2) $(rising "$work/sproducer
     "... and in each queue the numbers the producer got rose from each send to the next throughout"
 q "$pc" -c "SELECT sbq_delete_queue('$sa')" -c "SELECT sbq_delete_queue('$sb')" >/dev/null
 
+# held_split DIR QUEUE FIRST THEN: a new session on the coordinator is held by a
+# debugger where Citus reads a shard's placements, as its first statement FIRST builds
+# Citus's cache of the tables' shards; meanwhile the group of QUEUE is split (on its
+# node), then the session goes on and runs THEN. Its output is in DIR/out; DIR/held
+# says it was held, DIR/split.err holds what the split printed. Returns 1 (nothing
+# run) where no debugger attaches.
+held_split() {
+    local d=$1 queue=$2 first=$3 then=$4 shard node lo hi pid i
+    command -v gdb >/dev/null || return 1
+    rm -rf "$d"
+    mkdir -p "$d"
+    shard=$(q "$pc" -c "SELECT $(shard_of "$queue")")
+    read -r node lo hi < <(q "$pc" -F ' ' -c "SELECT n.nodeid, s.shardminvalue, s.shardmaxvalue
+        FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
+        WHERE s.shardid = $shard")
+    mkfifo "$d/in"
+    "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$pc" -U postgres -d app <"$d/in" >"$d/out" 2>&1 &
+    exec 7>"$d/in"
+    echo "SELECT pg_backend_pid();" >&7
+    for i in $(seq 1 100); do [ -s "$d/out" ] && break; sleep 0.1; done
+    pid=$(head -1 "$d/out")
+    cat >"$d/cmds" <<GDB
+set pagination off
+shell touch $d/attached
+break BuildShardPlacementList
+continue
+shell touch $d/held
+shell while [ ! -f $d/go ]; do sleep 0.05; done
+delete
+detach
+quit
+GDB
+    gdb -p "$pid" -batch -x "$d/cmds" >"$d/gdb.out" 2>&1 &
+    for i in $(seq 1 300); do [ -f "$d/attached" ] && break; sleep 0.1; done
+    if [ ! -f "$d/attached" ]; then
+        touch "$d/go"
+        exec 7>&-
+        wait
+        return 1
+    fi
+    echo "$first" >&7
+    for i in $(seq 1 300); do [ -f "$d/held" ] && break; sleep 0.1; done
+    q "$pc" -c "SET client_min_messages = warning" \
+        -c "SELECT citus_split_shard_by_split_points($shard, ARRAY['$(((lo + hi) / 2))'], ARRAY[$node, $node],
+                                                     shard_transfer_mode => 'block_writes')" >/dev/null 2>"$d/split.err"
+    touch "$d/go"
+    sleep 1
+    echo "$then" >&7
+    exec 7>&-
+    wait
+    [ -f "$d/held" ] || diag "$(cat "$d/gdb.out")"
+    return 0
+}
+
 # a backend whose first call builds Citus's cache of the tables' shards while a split
 # commits: Citus reads the shards, then each one's placements, and finds the split
 # shard without one ("could not find any shard placements", a WARNING), so it runs the
 # routing statement where it was made instead of delegating it, and keeps that cache
 # until an invalidation comes that the split's own came before. The call failed, and
 # every later one of that session ("Citus did not send the call to the node of its
-# entity": met once by the split under load above, in CI). The backend is held by a
-# debugger where Citus reads a shard's placements while the split runs; skipped where
-# no debugger can attach.
-racy_split() {
-    local d="$work/racy" shard node lo hi pid i
-    mkdir -p "$d"
-    q "$pc" -c "SELECT sbq_create_queue('Racy')" >/dev/null
-    shard=$(q "$pc" -c "SELECT $(shard_of racy)")
-    read -r node lo hi < <(q "$pc" -F ' ' -c "SELECT n.nodeid, s.shardminvalue, s.shardmaxvalue
-        FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
-        WHERE s.shardid = $shard")
-    mkfifo "$d/in"
-    "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$pc" -U postgres -d app <"$d/in" >"$d/out" 2>&1 &
-    exec 7>"$d/in"
-    echo "SELECT pg_backend_pid();" >&7
-    for i in $(seq 1 100); do [ -s "$d/out" ] && break; sleep 0.1; done
-    pid=$(head -1 "$d/out")
-    cat >"$d/cmds" <<GDB
-set pagination off
-shell touch $d/attached
-break BuildShardPlacementList
-continue
-shell touch $d/held
-shell while [ ! -f $d/go ]; do sleep 0.05; done
-delete
-detach
-quit
-GDB
-    gdb -p "$pid" -batch -x "$d/cmds" >"$d/gdb.out" 2>&1 &
-    for i in $(seq 1 300); do [ -f "$d/attached" ] && break; sleep 0.1; done
-    if [ ! -f "$d/attached" ]; then
-        touch "$d/go"
-        exec 7>&-
-        wait
-        ok "a session whose first call met a split in Citus's cache sends # SKIP no debugger attached"
-        return
-    fi
-    echo "SELECT sbq_send('racy', 'first') > 0 AS sent;" >&7
-    for i in $(seq 1 300); do [ -f "$d/held" ] && break; sleep 0.1; done
-    q "$pc" -c "SET client_min_messages = warning" \
-        -c "SELECT citus_split_shard_by_split_points($shard, ARRAY['$(((lo + hi) / 2))'], ARRAY[$node, $node],
-                                                     shard_transfer_mode => 'block_writes')" >/dev/null 2>"$d/split.err"
-    touch "$d/go"
-    sleep 1
-    echo "SELECT sbq_send('racy', 'second') > 0 AS sent;" >&7
-    exec 7>&-
-    wait
-    is "$([ -f "$d/held" ] && echo held)|$(cat "$d/split.err")|$(grep -v '^[0-9]*$' "$d/out" | grep -v WARNING | tr '\n' ' ')" \
-        "held||t t " \
+# entity": met once by the split under load above, in CI). Skipped where no debugger
+# can attach.
+q "$pc" -c "SELECT sbq_create_queue('Racy')" >/dev/null
+if held_split "$work/racy" racy "SELECT sbq_send('racy', 'first') > 0 AS sent;" \
+    "SELECT sbq_send('racy', 'second') > 0 AS sent;"; then
+    is "$([ -f "$work/racy/held" ] && echo held)|$(cat "$work/racy/split.err")|$(grep -v '^[0-9]*$' "$work/racy/out" |
+        grep -v WARNING | tr '\n' ' ')" "held||t t " \
         "a session whose first call built Citus's cache of the shards while a split committed sends, and sends again"
-    [ -f "$d/held" ] || diag "$(cat "$d/gdb.out")"
-    q "$pc" -c "SELECT sbq_delete_queue('racy')" >/dev/null
-}
-if command -v gdb >/dev/null; then
-    racy_split
 else
-    ok "a session whose first call met a split in Citus's cache sends # SKIP no debugger (gdb)"
+    ok "a session whose first call met a split in Citus's cache sends # SKIP no debugger attached"
 fi
+q "$pc" -c "SELECT sbq_delete_queue('racy')" >/dev/null
 
 # the same split under a session whose first call goes over every shard group (a view,
 # sbq_maintain()): the routed call that Citus ran where it was made has the groups read
 # again, after the split, in the middle of the walk over them by index, which then left
 # a group out or went over one twice and said nothing (sbq_maintain() counted a queue
 # fewer, a view lacked the split queue's row). It now starts again
-racy_split_gather() {
-    local d="$work/racyg" shard node lo hi pid i then
-    rm -rf "$d"
-    mkdir -p "$d"
-    q "$pc" -c "SELECT sbq_create_queue('RacyG')" -c "SELECT sbq_send('racyg', 'm')" >/dev/null
-    shard=$(q "$pc" -c "SELECT $(shard_of racyg)")
-    read -r node lo hi < <(q "$pc" -F ' ' -c "SELECT n.nodeid, s.shardminvalue, s.shardmaxvalue
-        FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
-        WHERE s.shardid = $shard")
-    mkfifo "$d/in"
-    "$PGBIN/psql" -X -At -h 127.0.0.1 -p "$pc" -U postgres -d app <"$d/in" >"$d/out" 2>&1 &
-    exec 7>"$d/in"
-    echo "SELECT pg_backend_pid();" >&7
-    for i in $(seq 1 100); do [ -s "$d/out" ] && break; sleep 0.1; done
-    pid=$(head -1 "$d/out")
-    cat >"$d/cmds" <<GDB
-set pagination off
-shell touch $d/attached
-break BuildShardPlacementList
-continue
-shell touch $d/held
-shell while [ ! -f $d/go ]; do sleep 0.05; done
-delete
-detach
-quit
-GDB
-    gdb -p "$pid" -batch -x "$d/cmds" >"$d/gdb.out" 2>&1 &
-    for i in $(seq 1 300); do [ -f "$d/attached" ] && break; sleep 0.1; done
-    if [ ! -f "$d/attached" ]; then
-        touch "$d/go"
-        exec 7>&-
-        wait
-        ok "a session whose first call goes over the groups as a split commits sees them all # SKIP no debugger attached"
-        return
-    fi
-    echo "SELECT 'first', sbq_maintain()->>'queues';" >&7
-    for i in $(seq 1 300); do [ -f "$d/held" ] && break; sleep 0.1; done
-    q "$pc" -c "SET client_min_messages = warning" \
-        -c "SELECT citus_split_shard_by_split_points($shard, ARRAY['$(((lo + hi) / 2))'], ARRAY[$node, $node],
-                                                     shard_transfer_mode => 'block_writes')" >/dev/null 2>"$d/split.err"
-    touch "$d/go"
-    sleep 1
-    echo "SELECT 'then', sbq_maintain()->>'queues';" >&7
-    exec 7>&-
-    wait
-    then=$(sed -n 's/^then|//p' "$d/out")
-    is "$([ -f "$d/held" ] && echo held)|$(cat "$d/split.err")|$(sed -n 's/^first|//p' "$d/out")|$([ -n "$then" ] && echo counted)" \
+q "$pc" -c "SELECT sbq_create_queue('RacyG')" -c "SELECT sbq_send('racyg', 'm')" >/dev/null
+if held_split "$work/racyg" racyg "SELECT 'first', sbq_maintain()->>'queues';" \
+    "SELECT 'then', sbq_maintain()->>'queues';"; then
+    then=$(sed -n 's/^then|//p' "$work/racyg/out")
+    is "$([ -f "$work/racyg/held" ] && echo held)|$(cat "$work/racyg/split.err")|$(sed -n 's/^first|//p' "$work/racyg/out")|$([ -n "$then" ] && echo counted)" \
         "held||$then|counted" \
         "a session whose first sbq_maintain() met a split in Citus's cache counts every queue"
-    [ -f "$d/held" ] || diag "$(cat "$d/gdb.out")"
-    grep -q '^then|' "$d/out" || diag "$(cat "$d/out")"
-    q "$pc" -c "SELECT sbq_delete_queue('racyg')" >/dev/null
-}
-if command -v gdb >/dev/null; then
-    racy_split_gather
+    grep -q '^then|' "$work/racyg/out" || diag "$(cat "$work/racyg/out")"
 else
-    ok "a session whose first call goes over the groups as a split commits sees them all # SKIP no debugger (gdb)"
+    ok "a session whose first call goes over the groups as a split commits sees them all # SKIP no debugger attached"
 fi
+q "$pc" -c "SELECT sbq_delete_queue('racyg')" >/dev/null
 
 # a split of a group whose range is below another's moves that group's index among the
 # ranges, by which a call locks its group's metadata against a move (as Citus does, by
