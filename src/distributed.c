@@ -176,6 +176,12 @@ sbq_current_entity_key(PG_FUNCTION_ARGS)
 
 /* ------------------------------------------------------------ the groups */
 
+/*
+ * The invalidations of the tables this backend has taken in: one that comes
+ * while the groups are read may be of a change the read's snapshot missed.
+ */
+static uint64 sbq_dist_invals = 0;
+
 static void
 sbq_dist_inval(Datum arg, Oid relid)
 {
@@ -191,6 +197,7 @@ sbq_dist_inval(Datum arg, Oid relid)
 		if (i == SBQ_DIST_NTABLES && !(sbq_cur_set && relid == sbq_cur_relid[0]))
 			return;
 	}
+	sbq_dist_invals++;
 	sbq_dist_state = -1;
 }
 
@@ -446,12 +453,25 @@ sbq_dist_forget_shards(void)
 	CommandCounterIncrement();
 }
 
-/* Whether the tables are distributed here; the groups loaded when they are. */
+/*
+ * Whether the tables are distributed here; the groups loaded when they are.
+ *
+ * The groups are read with a snapshot taken then; a shard move that commits
+ * after it sends its invalidation of the tables after that, which may be
+ * taken in before the reading ends (a catalog look-up of the read opens a
+ * relation). Then the read is done again: kept, the groups would say this
+ * node still holds the group that moved, with nothing left to say it no
+ * longer does, and a call locking the group after the move would write
+ * into the shard the move left behind, to be dropped with it.
+ */
 bool
 sbq_dist_active(void)
 {
-	if (sbq_dist_state < 0)
+	while (sbq_dist_state < 0)
 	{
+		uint64		invals = sbq_dist_invals;
+
+		CHECK_FOR_INTERRUPTS();
 		sbq_on_relcache_inval(sbq_dist_inval);
 		sbq_dist_state = 0;
 		PG_TRY();
@@ -469,6 +489,8 @@ sbq_dist_active(void)
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		if (sbq_dist_invals != invals)
+			sbq_dist_state = -1;
 	}
 	return sbq_dist_state == 1;
 }
