@@ -253,15 +253,34 @@ static HTAB *sbq_queue_cache = NULL;
 static MemoryContext sbq_queue_cache_cxt = NULL;
 static Oid	sbq_queues_relid = InvalidOid;
 
+/* the invalidations of sbq.queues this backend has taken in */
+static uint64 sbq_queue_cache_invals = 0;
+
 /* relcache invalidation callback: a change to sbq.queues drops the cache */
 static void
 sbq_queue_cache_inval(Datum arg, Oid relid)
 {
-	if (sbq_queue_cache != NULL && (relid == InvalidOid || relid == sbq_queues_relid))
+	if (relid != InvalidOid && relid != sbq_queues_relid)
+		return;
+	sbq_queue_cache_invals++;
+	if (sbq_queue_cache != NULL)
 	{
 		sbq_queue_cache = NULL;
 		MemoryContextReset(sbq_queue_cache_cxt);
 	}
+}
+
+/*
+ * Watch sbq.queues for invalidations from before a read whose row may be
+ * kept: the first read of a backend, or the first after the cache was
+ * dropped, included (sbq_storage_find_queue).
+ */
+static void
+sbq_queue_cache_watch(void)
+{
+	sbq_on_relcache_inval(sbq_queue_cache_inval);
+	if (sbq_queue_cache == NULL)
+		sbq_queues_relid = sbq_queues_table_oid();
 }
 
 /* Tell every backend, at commit, that the queues (or the rights on them) changed. */
@@ -307,8 +326,11 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 	Datum		values[1];
 	SbqCachedQueue *entry;
 	bool		found;
+	uint64		invals;
 
 	AcceptInvalidationMessages();
+	sbq_queue_cache_watch();
+	invals = sbq_queue_cache_invals;
 	if (sbq_queue_cache != NULL && strlen(addr->key) <= SBQ_MAX_NAME_LEN)
 	{
 		entry = hash_search(sbq_queue_cache, addr->key, HASH_FIND, NULL);
@@ -326,13 +348,16 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 	sbq_rights_load(queue);
 
 	/*
-	 * Remember it, unless an invalidation came in meanwhile; and not when it
-	 * was read with a transaction snapshot (REPEATABLE READ, SERIALIZABLE),
-	 * which may predate a change whose invalidation this backend has already
-	 * taken in: kept, it would outlive the transaction and hide the change
-	 * (a revoke, or a queue deleted and made again) from every later call.
+	 * Remember it, unless an invalidation came in meanwhile (the read of the
+	 * rights opens relations, which takes them in): the change it announces
+	 * may have committed after the row was read, and the row kept would hide
+	 * it from every later call (a revoke, a queue deleted or changed). Nor
+	 * when it was read with a transaction snapshot (REPEATABLE READ,
+	 * SERIALIZABLE), which may predate a change whose invalidation this
+	 * backend has already taken in.
 	 */
-	if (strlen(addr->key) > SBQ_MAX_NAME_LEN || IsolationUsesXactSnapshot())
+	if (strlen(addr->key) > SBQ_MAX_NAME_LEN || IsolationUsesXactSnapshot() ||
+		sbq_queue_cache_invals != invals)
 		return true;
 	if (sbq_queue_cache == NULL)
 	{
@@ -342,8 +367,6 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 			sbq_queue_cache_cxt = AllocSetContextCreate(TopMemoryContext,
 														"sbqueue queue cache",
 														ALLOCSET_SMALL_SIZES);
-		sbq_on_relcache_inval(sbq_queue_cache_inval);
-		sbq_queues_relid = sbq_queues_table_oid();
 		if (!OidIsValid(sbq_queues_relid))
 			return true;
 		memset(&ctl, 0, sizeof(ctl));

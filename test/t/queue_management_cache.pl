@@ -1,0 +1,92 @@
+# Copyright (c) 2026, the sbqueue authors
+#
+# A backend keeps the queues it has looked up (src/queues.c), and drops them
+# when sbq.queues is invalidated. A change that commits while a backend reads
+# a queue, after the read's snapshot, announces itself while the read is
+# still going on (looking up the queue's rights opens relations, which takes
+# the invalidation in). The row read before the change must then not be kept:
+# kept, it hid the change from every later call of that backend (here a new
+# lock duration; as well a revoke, or a queue deleted and made again).
+#
+# Made certain with a debugger, which holds the backend's first look-up where
+# it loads the queue's rights, while the queue is changed. Skipped where no
+# debugger can attach.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
+use Time::HiRes qw(usleep);
+
+my $node = SbqNode::preloaded('queue_management_cache');
+$node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
+$node->safe_psql('postgres', q{SELECT sbq_create_queue('cached', lock_duration => '30 seconds')});
+
+my $gdb = `command -v gdb 2>/dev/null`;
+chomp $gdb;
+
+# A new session whose first statement $first is held by the debugger where its
+# look-up loads the rights of what it names, while $change runs in another
+# session; then it goes on. Returns the session, or a reason to skip.
+sub held_lookup
+{
+	my ($first, $change) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $s->query_safe('SELECT pg_backend_pid()');
+	open(my $fh, '>', "$dir/cmds") or die;
+	print $fh "set pagination off\nshell touch $dir/attached\nbreak sbq_rights_load\ncontinue\n",
+	  "shell touch $dir/held\nshell while [ ! -f $dir/go ]; do sleep 0.05; done\n",
+	  "delete\ndetach\nquit\n";
+	close $fh;
+	my $gout = '';
+	my $g = IPC::Run::start([ $gdb, '-p', $pid, '-batch', '-x', "$dir/cmds" ],
+		'>', \$gout, '2>&1', IPC::Run::timeout(120));
+	for (1 .. 600)
+	{
+		last if -f "$dir/attached" || !$g->pumpable;
+		usleep(50_000);
+	}
+	if (!-f "$dir/attached" || $gout =~ /ptrace|not permitted/i)
+	{
+		system('touch', "$dir/go");
+		eval { $g->finish };
+		$s->quit;
+		return (undef, "the debugger cannot attach here: $gout");
+	}
+	$s->{stdin} .= "$first\n";
+	$s->{run}->pump_nb;
+	for (1 .. 1200)
+	{
+		last if -f "$dir/held" || !$g->pumpable;
+		usleep(50_000);
+	}
+	ok(-f "$dir/held", "a first look-up is held where it loads the rights: $first") or diag($gout);
+	$node->safe_psql('postgres', $change);
+	system('touch', "$dir/go");
+	$g->finish;
+	return ($s, undef);
+}
+
+SKIP:
+{
+	skip 'no debugger (gdb) to hold the backend', 3 unless $gdb;
+
+	# a queue: the send that was held used the row it had read; the next call sees the change
+	my ($s, $why) = held_lookup(q{SELECT sbq_send('cached', 'first') > 0;},
+		q{SELECT sbq_update_queue('cached', lock_duration => '5 minutes')});
+	skip $why, 3 unless $s;
+	my $out = $s->query_safe(q{
+		SELECT 'lock ' || ((locked_until - now()) > interval '1 minute') FROM sbq_receive('cached', 1)});
+	like($out, qr/^t$/m, '... and its send went on');
+	like($out, qr/^lock true$/m,
+		'... and the next call of that backend locks for the lock duration the queue was changed to meanwhile');
+	$s->quit;
+}
+
+$node->stop;
+done_testing();
