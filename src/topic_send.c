@@ -385,6 +385,13 @@ uint64
 sbq_topic_cache_generation(void)
 {
 	AcceptInvalidationMessages();
+	/*
+	 * Watched from before the read, also before the cache is first made: an
+	 * invalidation the read takes in must count
+	 */
+	sbq_on_relcache_inval(sbq_topic_cache_inval);
+	if (sbq_topic_cache == NULL)
+		sbq_topic_cache_relid = sbq_queues_table_oid();
 	return sbq_topic_cache_gen;
 }
 

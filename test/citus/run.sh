@@ -912,6 +912,7 @@ held_session() {
     pid=$(head -1 "$d/out")
     cat >"$d/cmds" <<GDB
 set pagination off
+handle SIGUSR1 SIGUSR2 SIGURG SIGALRM SIGPIPE nostop noprint pass
 shell touch $d/attached
 break $bp
 continue
@@ -937,6 +938,8 @@ GDB
     echo "$then" >&7
     exec 7>&-
     wait
+    # held only where the breakpoint stopped it (not a signal, not the session's end)
+    grep -q -E "^Breakpoint 1[,.]" "$d/gdb.out" || rm -f "$d/held"
     [ -f "$d/held" ] || diag "$(cat "$d/gdb.out")"
     return 0
 }
@@ -1178,12 +1181,18 @@ is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes"
 # the metadata of sbq_distribute() reached it, which Citus refuses once ("parameterized
 # queries for SQL functions": the table was local when its planning began; docs/scale-out.md),
 # and a node's part of the DROP ROLE above that Citus cancelled when another node refused it
-# (the DROP ROLE itself, or the BEGIN Citus sent before it on that node, in the same second)
-dropsec=$(grep "STATEMENT:  DROP ROLE sbq_viewer" "$work/coord/server.log" | head -1 | cut -c1-19)
+# (the DROP ROLE itself, or the BEGIN Citus sent before it on that node, within two seconds)
+dropat=$(date -d "$(grep "STATEMENT:  DROP ROLE sbq_viewer" "$work/coord/server.log" | head -1 | cut -c1-27)" +%s.%N 2>/dev/null)
 for node in coord w1 w2; do
     cancelled=$(grep -A3 "ERROR:  canceling statement due to user request" "$work/$node/server.log" |
-        grep -E "STATEMENT:  DROP ROLE sbq_viewer|^${dropsec:-x}.*STATEMENT:  BEGIN TRANSACTION .*assign_distributed_transaction_id" |
-        sed -n 's/^.*UTC \[\([0-9]*\)\].*$/\1/p' | tr '\n' '|')
+        grep -E "STATEMENT:  (DROP ROLE sbq_viewer|BEGIN TRANSACTION .*assign_distributed_transaction_id)" |
+        while read -r day time zone rest; do
+            case "$rest" in *"DROP ROLE"*) ;; *)
+                [ -n "$dropat" ] && awk -v a="$(date -d "$day $time $zone" +%s.%N)" -v b="$dropat" \
+                    'BEGIN { exit !(a - b >= -2 && a - b <= 2) }' || continue ;;
+            esac
+            echo "$rest" | sed -n 's/^\[\([0-9]*\)\].*$/\1/p'
+        done | tr '\n' '|')
     errs=$(grep -E "(ERROR|FATAL|PANIC):" "$work/$node/server.log" |
         grep -v -E "\[(${cancelled}x)\] ERROR:  canceling statement due to user request$" |
         grep -v -E "\[${htpid:-x}\] ERROR:  canceling statement due to statement timeout$" |

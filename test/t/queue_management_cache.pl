@@ -6,7 +6,9 @@
 # still going on (looking up the queue's rights opens relations, which takes
 # the invalidation in). The row read before the change must then not be kept:
 # kept, it hid the change from every later call of that backend (here a new
-# lock duration; as well a revoke, or a queue deleted and made again).
+# lock duration; as well a revoke, or a queue deleted and made again). The
+# same for a topic, in a cache of its own, first looked up other than by a
+# send (here a lower maximum size, which the next send must be held to).
 #
 # Made certain with a debugger, which holds the backend's first look-up where
 # it loads the queue's rights, while the queue is changed. Skipped where no
@@ -39,7 +41,8 @@ sub held_lookup
 	my $s = $node->background_psql('postgres', on_error_stop => 0);
 	my $pid = $s->query_safe('SELECT pg_backend_pid()');
 	open(my $fh, '>', "$dir/cmds") or die;
-	print $fh "set pagination off\nshell touch $dir/attached\nbreak sbq_rights_load\ncontinue\n",
+	print $fh "set pagination off\nhandle SIGUSR1 SIGUSR2 SIGURG SIGALRM SIGPIPE nostop noprint pass\n",
+	  "shell touch $dir/attached\nbreak sbq_rights_load\ncontinue\n",
 	  "shell touch $dir/held\nshell while [ ! -f $dir/go ]; do sleep 0.05; done\n",
 	  "delete\ndetach\nquit\n";
 	close $fh;
@@ -65,26 +68,43 @@ sub held_lookup
 		last if -f "$dir/held" || !$g->pumpable;
 		usleep(50_000);
 	}
-	ok(-f "$dir/held", "a first look-up is held where it loads the rights: $first") or diag($gout);
+	my $held = -f "$dir/held";
 	$node->safe_psql('postgres', $change);
 	system('touch', "$dir/go");
 	$g->finish;
+	# held only where the breakpoint stopped it (not a signal)
+	ok($held && $gout =~ /^Breakpoint 1[,.]/m, "a first look-up is held where it loads the rights: $first")
+	  or diag($gout);
 	return ($s, undef);
 }
 
 SKIP:
 {
-	skip 'no debugger (gdb) to hold the backend', 3 unless $gdb;
+	skip 'no debugger (gdb) to hold the backend', 6 unless $gdb;
 
 	# a queue: the send that was held used the row it had read; the next call sees the change
 	my ($s, $why) = held_lookup(q{SELECT sbq_send('cached', 'first') > 0;},
 		q{SELECT sbq_update_queue('cached', lock_duration => '5 minutes')});
-	skip $why, 3 unless $s;
+	skip $why, 6 unless $s;
 	my $out = $s->query_safe(q{
 		SELECT 'lock ' || ((locked_until - now()) > interval '1 minute') FROM sbq_receive('cached', 1)});
 	like($out, qr/^t$/m, '... and its send went on');
 	like($out, qr/^lock true$/m,
 		'... and the next call of that backend locks for the lock duration the queue was changed to meanwhile');
+	$s->quit;
+
+	# a topic, first looked up other than by a send (its own cache, which a send then
+	# reads): a maximum size lowered meanwhile holds for the next send
+	$node->safe_psql('postgres', q{
+		SELECT sbq_create_topic('ctopic');
+		SELECT sbq_create_subscription('ctopic', 'sub');});
+	($s, $why) = held_lookup(q{SELECT max_message_size FROM sbq_get_topic('ctopic');},
+		q{SELECT sbq_update_topic('ctopic', max_message_size => 1024)});
+	skip $why, 3 unless $s;
+	$out = $s->query(q{SELECT sbq_send('ctopic', repeat('x', 2000))});
+	like($out, qr/^[0-9]+$/m, '... and the look-up of the topic went on');
+	like($s->{stderr}, qr/message of 2000 bytes is too large for queue "ctopic"/,
+		'... and the next send of that backend is held to the maximum size the topic was changed to meanwhile');
 	$s->quit;
 }
 
