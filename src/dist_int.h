@@ -67,6 +67,12 @@ extern bool sbq_dist_group_at(int i, int64 *id, bool *local, int32 *route_key);
 extern void sbq_dist_set_route_key(int i, int32 key);
 extern void sbq_dist_group_range(int i, int32 *min, int32 *max);
 extern void sbq_dist_unlock_group(int64 id);
+/*
+ * Called by the read of the groups just after it: not static, so that a
+ * debugger finds it in a stripped build (the Citus suite holds a backend
+ * there while a move commits).
+ */
+extern void sbq_dist_note_live_epochs(void);
 
 /* dist_route.c: what routing statements share */
 extern int	sbq_dist_pin_formats(void);

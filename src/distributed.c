@@ -277,7 +277,7 @@ sbq_dist_read_colocation(void)
  * Check that every table has a shard in every group, and keep the queues
  * shards of the groups this node holds: the live lease epochs.
  */
-static void
+void
 sbq_dist_note_live_epochs(void)
 {
 	int			i;

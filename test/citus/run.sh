@@ -922,7 +922,9 @@ delete
 detach
 quit
 GDB
-    gdb -p "$pid" -batch -x "$d/cmds" >"$d/gdb.out" 2>&1 &
+    # (without the session's input: held open there, a session whose breakpoint is never
+    # hit would never end, nor the debugger waiting for it)
+    gdb -p "$pid" -batch -x "$d/cmds" >"$d/gdb.out" 2>&1 7>&- &
     for i in $(seq 1 300); do [ -f "$d/attached" ] && break; sleep 0.1; done
     if [ ! -f "$d/attached" ]; then
         touch "$d/go"
