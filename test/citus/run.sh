@@ -1003,7 +1003,7 @@ q "$pc" -c "SELECT sbq_delete_queue('racyg')" >/dev/null
 # while the groups were still being read (by a catalog look-up after the read), so the
 # backend kept groups that said it still held the group, with nothing left to say it no
 # longer did, and its send went into the shard the move left behind, lost when that is
-# dropped (the CI's rebalance under load lost a message so, the first of a batch). The
+# dropped (the rebalance under load above lost a message so once, the first of a batch). The
 # groups are now read again when an invalidation comes during the read. Held by a
 # debugger just after the read; skipped where none can attach
 q "$pc" -c "SELECT sbq_create_queue('Moved')" >/dev/null
