@@ -263,6 +263,8 @@ sbq_queue_cache_inval(Datum arg, Oid relid)
 	if (relid != InvalidOid && relid != sbq_queues_relid)
 		return;
 	sbq_queue_cache_invals++;
+	/* looked up again by the next call: a DROP EXTENSION is one of these */
+	sbq_queues_relid = InvalidOid;
 	if (sbq_queue_cache != NULL)
 	{
 		sbq_queue_cache = NULL;
@@ -273,13 +275,14 @@ sbq_queue_cache_inval(Datum arg, Oid relid)
 /*
  * Watch sbq.queues for invalidations from before a read whose row may be
  * kept: the first read of a backend, or the first after the cache was
- * dropped, included (sbq_storage_find_queue).
+ * dropped, included (sbq_storage_find_queue). On every call: the table is
+ * looked up only after an invalidation.
  */
 static void
 sbq_queue_cache_watch(void)
 {
-	sbq_on_relcache_inval(sbq_queue_cache_inval);
-	if (sbq_queue_cache == NULL)
+	sbq_on_relcache_inval(sbq_queue_cache_inval);	/* once, whatever the calls */
+	if (!OidIsValid(sbq_queues_relid))
 		sbq_queues_relid = sbq_queues_table_oid();
 }
 

@@ -377,7 +377,23 @@ sbq_topic_cache_inval(Datum arg, Oid relid)
 	{
 		sbq_topic_cache_gen++;
 		sbq_topic_cache_stale = true;
+		/* looked up again by the next reader: a DROP EXTENSION is one of these */
+		sbq_topic_cache_relid = InvalidOid;
 	}
+}
+
+/*
+ * Watch sbq.queues (whose invalidations tell of topic changes too) from
+ * before a read that may be kept, also before the cache is first made: an
+ * invalidation the read takes in must count. The table is looked up only
+ * after an invalidation.
+ */
+static void
+sbq_topic_cache_watch(void)
+{
+	sbq_on_relcache_inval(sbq_topic_cache_inval);	/* once, whatever the calls */
+	if (!OidIsValid(sbq_topic_cache_relid))
+		sbq_topic_cache_relid = sbq_queues_table_oid();
 }
 
 /* sbq_topic_cache_generation: what a reader notes before it reads, for sbq_topic_cache_remember. */
@@ -385,13 +401,7 @@ uint64
 sbq_topic_cache_generation(void)
 {
 	AcceptInvalidationMessages();
-	/*
-	 * Watched from before the read, also before the cache is first made: an
-	 * invalidation the read takes in must count
-	 */
-	sbq_on_relcache_inval(sbq_topic_cache_inval);
-	if (sbq_topic_cache == NULL)
-		sbq_topic_cache_relid = sbq_queues_table_oid();
+	sbq_topic_cache_watch();
 	return sbq_topic_cache_gen;
 }
 
@@ -418,11 +428,10 @@ sbq_topic_cache_ready(void)
 	sbq_topic_cache_stale = false;
 	if (sbq_topic_cache != NULL)
 		return true;
-	sbq_on_relcache_inval(sbq_topic_cache_inval);
+	sbq_topic_cache_watch();
 	if (sbq_topic_cache_cxt == NULL)
 		sbq_topic_cache_cxt = AllocSetContextCreate(TopMemoryContext, "sbqueue topic cache",
 													ALLOCSET_SMALL_SIZES);
-	sbq_topic_cache_relid = sbq_queues_table_oid();
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = SBQ_MAX_NAME_LEN + 1;
 	ctl.entrysize = sizeof(SbqTopicEntry);
