@@ -314,10 +314,12 @@ sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required, con
 
 /*
  * sbq_properties_result
- *		The sbq_queue_properties row of a queue as this call's result.
+ *		The sbq_queue_properties row of a queue as this call's result; SB001
+ *		when a delete committed since the queue was looked up (a call that
+ *		locks no name, its snapshot taken after the delete's).
  */
 static Datum
-sbq_properties_result(FunctionCallInfo fcinfo, int32 queue_id)
+sbq_properties_result(FunctionCallInfo fcinfo, const SbqAddress *addr, int32 queue_id)
 {
 	TupleDesc	tupdesc;
 	HeapTuple	tuple;
@@ -326,6 +328,8 @@ sbq_properties_result(FunctionCallInfo fcinfo, int32 queue_id)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
 	tuple = sbq_storage_queue_tuple(queue_id, tupdesc, sbq_storage_caller_context());
+	if (tuple == NULL)
+		sbq_queue_not_found(addr);
 	return HeapTupleGetDatum(tuple);
 }
 
@@ -413,7 +417,7 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 	sbq_check_dup_window(&props, NULL);
 	sbq_check_forward_to(&props, NULL, addr.key);
 	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
-	result = sbq_properties_result(fcinfo, props.queue_id);
+	result = sbq_properties_result(fcinfo, &addr, props.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -453,7 +457,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 		sbq_check_forward_start(&before, &props);
 	}
 	sbq_storage_update_queue(&props);
-	result = sbq_properties_result(fcinfo, props.queue_id);
+	result = sbq_properties_result(fcinfo, &addr, props.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -500,7 +504,7 @@ sbq_get_queue(PG_FUNCTION_ARGS)
 
 	SBQ_ROUTE(fcinfo);
 	sbq_queue_call_begin(fcinfo, true, NULL, NoLock, SBQ_RIGHT_ANY, &addr, &queue);
-	result = sbq_properties_result(fcinfo, queue.queue_id);
+	result = sbq_properties_result(fcinfo, &addr, queue.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }

@@ -98,6 +98,14 @@ sbq_topic_not_found(const char *name)
 			 errmsg("topic \"%s\" does not exist", name)));
 }
 
+static void
+sbq_subscription_not_found(const char *name, const SbqQueue *topic)
+{
+	ereport(ERROR,
+			(errcode(SBQ_ERRCODE_ENTITY_NOT_FOUND),
+			 errmsg("subscription \"%s\" of topic \"%s\" does not exist", name, topic->name)));
+}
+
 /*
  * sbq_topic_call_begin
  *		What the calls on an existing topic share: its name checked, writes
@@ -131,17 +139,23 @@ sbq_topic_call_begin(FunctionCallInfo fcinfo, const char *fname, LOCKMODE lockmo
 	sbq_rights_require(topic, rights);
 }
 
-/* The row of a topic's properties as this call's result. */
+/*
+ * The row of a topic's properties as this call's result; SB008 when a delete
+ * committed since the topic was looked up (a call that locks no name).
+ */
 static Datum
-sbq_topic_result(FunctionCallInfo fcinfo, int32 topic_id)
+sbq_topic_result(FunctionCallInfo fcinfo, const char *name, int32 topic_id)
 {
 	TupleDesc	tupdesc;
+	HeapTuple	tuple;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
-	return HeapTupleGetDatum(sbq_storage_topic_tuple(topic_id, tupdesc,
-													 sbq_storage_caller_context()));
+	tuple = sbq_storage_topic_tuple(topic_id, tupdesc, sbq_storage_caller_context());
+	if (tuple == NULL)
+		sbq_topic_not_found(name);
+	return HeapTupleGetDatum(tuple);
 }
 
 /*
@@ -188,7 +202,7 @@ sbq_create_topic(PG_FUNCTION_ARGS)
 				 errmsg("queue \"%s\" already exists", existing.name),
 				 errdetail("Queues and topics share their names.")));
 	props.queue_id = sbq_storage_create_topic(addr.name, addr.key, &props);
-	result = sbq_topic_result(fcinfo, props.queue_id);
+	result = sbq_topic_result(fcinfo, addr.name, props.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -207,7 +221,7 @@ sbq_update_topic(PG_FUNCTION_ARGS)
 	sbq_overlay_queue_props(fcinfo, &props, false, topic_arg_positions);
 	sbq_check_topic_props(&props);
 	sbq_storage_update_topic(&props);
-	result = sbq_topic_result(fcinfo, props.queue_id);
+	result = sbq_topic_result(fcinfo, addr.name, props.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -237,7 +251,7 @@ sbq_get_topic(PG_FUNCTION_ARGS)
 
 	SBQ_ROUTE(fcinfo);
 	sbq_topic_call_begin(fcinfo, NULL, NoLock, SBQ_RIGHT_ANY, &addr, &topic);
-	result = sbq_topic_result(fcinfo, topic.queue_id);
+	result = sbq_topic_result(fcinfo, addr.name, topic.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -323,12 +337,17 @@ sbq_find_subscription(const SbqAddress *taddr, const char *name, const char *key
 	if (!sbq_storage_find_topic(taddr->key, false, topic))
 		sbq_topic_not_found(taddr->name);
 	if (!sbq_storage_find_subscription(topic->queue_id, key, &queue_id, dlq_on_filter_errors))
-		ereport(ERROR,
-				(errcode(SBQ_ERRCODE_ENTITY_NOT_FOUND),
-				 errmsg("subscription \"%s\" of topic \"%s\" does not exist", name, topic->name)));
+		sbq_subscription_not_found(name, topic);
 	sbq_subscription_address(topic, name, &saddr);
+
+	/*
+	 * Each look-up reads with a snapshot of its own: a delete of the
+	 * subscription that committed between the two (a call that locks no
+	 * name) leaves no queue, or a new subscription of that name another one.
+	 * Either way the subscription looked up no longer exists.
+	 */
 	if (!sbq_storage_find_queue(&saddr, sub) || sub->queue_id != queue_id)
-		elog(ERROR, "subscription \"%s\" has no queue", saddr.name);
+		sbq_subscription_not_found(name, topic);
 	if (!sbq_rights_have(topic, rights))
 		sbq_rights_require(sub, rights);
 }
@@ -401,17 +420,26 @@ sbq_refuse_forward_to_own_topic(const SbqQueue *sub, const SbqQueue *topic)
 				 errdetail("Each hop would copy the message to every subscription again.")));
 }
 
-/* The row of a subscription's properties as this call's result. */
+/*
+ * The row of a subscription's properties as this call's result (a call whose
+ * second argument names the subscription); SB008 when a delete committed
+ * since the subscription was looked up (a call that locks no name).
+ */
 static Datum
-sbq_subscription_result(FunctionCallInfo fcinfo, int32 queue_id)
+sbq_subscription_result(FunctionCallInfo fcinfo, const SbqQueue *topic, int32 queue_id)
 {
 	TupleDesc	tupdesc;
+	HeapTuple	tuple;
+	char	   *key;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
-	return HeapTupleGetDatum(sbq_storage_subscription_tuple(queue_id, tupdesc,
-															sbq_storage_caller_context()));
+	tuple = sbq_storage_subscription_tuple(queue_id, tupdesc, sbq_storage_caller_context());
+	if (tuple == NULL)
+		sbq_subscription_not_found(sbq_entity_name_key(fcinfo, 1, "subscription", &key),
+								   topic);
+	return HeapTupleGetDatum(tuple);
 }
 
 /*
@@ -462,7 +490,7 @@ sbq_create_subscription(PG_FUNCTION_ARGS)
 	dlq_on_filter_errors = PG_GETARG_BOOL(SUB_ARG_DLQ_ON_FILTER_ERRORS);
 	queue_id = sbq_storage_create_subscription(topic.queue_id, saddr.name, saddr.key, name,
 											   key, &props, dlq_on_filter_errors);
-	result = sbq_subscription_result(fcinfo, queue_id);
+	result = sbq_subscription_result(fcinfo, &topic, queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -505,7 +533,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 		sbq_check_forward_start(&before, &sub);
 	}
 	sbq_storage_update_subscription(&sub, dlq_on_filter_errors);
-	result = sbq_subscription_result(fcinfo, sub.queue_id);
+	result = sbq_subscription_result(fcinfo, &topic, sub.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }
@@ -544,7 +572,7 @@ sbq_get_subscription(PG_FUNCTION_ARGS)
 	SBQ_ROUTE(fcinfo);
 	sbq_subscription_call_begin(fcinfo, NULL, NoLock, SBQ_RIGHT_ANY, &topic, &sub,
 								&dlq_on_filter_errors);
-	result = sbq_subscription_result(fcinfo, sub.queue_id);
+	result = sbq_subscription_result(fcinfo, &topic, sub.queue_id);
 	sbq_storage_end();
 	PG_RETURN_DATUM(result);
 }

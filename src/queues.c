@@ -385,7 +385,7 @@ sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue)
 }
 
 /* SB001; or SB010 when the name is a topic's, which holds no messages */
-static void
+void
 sbq_queue_not_found(const SbqAddress *addr)
 {
 	SbqQueue	topic;
@@ -520,7 +520,9 @@ sbq_storage_recheck_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights)
 /*
  * sbq_storage_queue_tuple
  *		The sbq_queue_properties row of a queue, formed in mcxt (which must
- *		outlive the storage section).
+ *		outlive the storage section); NULL when the queue is gone (a call that
+ *		holds no lock on its name may meet a delete that committed since it
+ *		looked the queue up).
  */
 HeapTuple
 sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
@@ -535,7 +537,7 @@ sbq_storage_queue_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)
 
 	args[0] = Int32GetDatum(queue_id);
 	if (sbq_exec(sbq_queue_stmt(&stmt_queue_row, &stmt_queue_row_retry), args, NULL) != 1)
-		elog(ERROR, "queue %d vanished", queue_id);
+		return NULL;
 	/* 12 columns before 0.4, 13 to 0.8, 16 since: the installed type and statement agree */
 	natts = SPI_tuptable->tupdesc->natts;
 	if (tupdesc->natts != natts || natts > (int) lengthof(values))

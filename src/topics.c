@@ -293,7 +293,8 @@ sbq_storage_delete_topic(int32 topic_id)
 /*
  * sbq_row_tuple
  *		The one row a statement on an id returns, as a tuple of tupdesc
- *		formed in mcxt.
+ *		formed in mcxt; NULL when there is none (a call that locks no name may
+ *		meet a delete that committed since it looked the entity up).
  */
 static HeapTuple
 sbq_row_tuple(SbqStatement *st, int32 id, TupleDesc tupdesc, MemoryContext mcxt)
@@ -307,7 +308,7 @@ sbq_row_tuple(SbqStatement *st, int32 id, TupleDesc tupdesc, MemoryContext mcxt)
 	int			i;
 
 	if (sbq_exec(st, &arg, NULL) != 1)
-		elog(ERROR, "%s: no row for %d", st->name, id);
+		return NULL;
 	natts = SPI_tuptable->tupdesc->natts;
 	if (natts != tupdesc->natts)
 		elog(ERROR, "%s: %d columns for a row type of %d", st->name, natts, tupdesc->natts);
@@ -327,7 +328,10 @@ sbq_row_tuple(SbqStatement *st, int32 id, TupleDesc tupdesc, MemoryContext mcxt)
 	return tuple;
 }
 
-/* sbq_storage_topic_tuple: the sbq_topic_properties row of a topic, formed in mcxt. */
+/*
+ * sbq_storage_topic_tuple: the sbq_topic_properties row of a topic, formed in
+ * mcxt; NULL when the topic is gone.
+ */
 HeapTuple
 sbq_storage_topic_tuple(int32 topic_id, TupleDesc tupdesc, MemoryContext mcxt)
 {
@@ -336,7 +340,7 @@ sbq_storage_topic_tuple(int32 topic_id, TupleDesc tupdesc, MemoryContext mcxt)
 
 /*
  * sbq_storage_subscription_tuple: the sbq_subscription_properties row of a
- * subscription, formed in mcxt.
+ * subscription, formed in mcxt; NULL when the subscription is gone.
  */
 HeapTuple
 sbq_storage_subscription_tuple(int32 queue_id, TupleDesc tupdesc, MemoryContext mcxt)

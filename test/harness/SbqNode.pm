@@ -78,4 +78,54 @@ sub explain_notices
 };
 }
 
+# A new session of $node whose first statement $first is held by a debugger
+# at the function $break, while $change runs in another session; then it goes
+# on. One check: that it was held there (by the breakpoint, not a signal).
+# Returns the session, or undef and the reason to skip (no debugger can
+# attach). The caller makes sure gdb is there.
+sub held_call
+{
+	my ($node, $break, $first, $change) = @_;
+	my $gdb = 'gdb';
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $s->query_safe('SELECT pg_backend_pid()');
+	open(my $fh, '>', "$dir/cmds") or die;
+	print $fh "set pagination off\nhandle SIGUSR1 SIGUSR2 SIGURG SIGALRM SIGPIPE nostop noprint pass\n",
+	  "shell touch $dir/attached\nbreak $break\ncontinue\n",
+	  "shell touch $dir/held\nshell while [ ! -f $dir/go ]; do sleep 0.05; done\n",
+	  "delete\ndetach\nquit\n";
+	close $fh;
+	my $gout = '';
+	my $g = IPC::Run::start([ $gdb, '-p', $pid, '-batch', '-x', "$dir/cmds" ],
+		'>', \$gout, '2>&1', IPC::Run::timeout(120));
+	for (1 .. 600)
+	{
+		last if -f "$dir/attached" || !$g->pumpable;
+		usleep(50_000);
+	}
+	if (!-f "$dir/attached" || $gout =~ /ptrace|not permitted/i)
+	{
+		system('touch', "$dir/go");
+		eval { $g->finish };
+		$s->quit;
+		return (undef, "the debugger cannot attach here: $gout");
+	}
+	$s->{stdin} .= "$first\n";
+	$s->{run}->pump_nb;
+	for (1 .. 1200)
+	{
+		last if -f "$dir/held" || !$g->pumpable;
+		usleep(50_000);
+	}
+	my $held = -f "$dir/held";
+	$node->safe_psql('postgres', $change);
+	system('touch', "$dir/go");
+	# (a debugger whose breakpoint was never hit waits for the session's end)
+	$held ? $g->finish : $g->kill_kill;
+	Test::More::ok($held && $gout =~ /^Breakpoint 1[,.]/m, "a call is held at $break: $first")
+	  or Test::More::diag($gout);
+	return ($s, undef);
+}
+
 1;

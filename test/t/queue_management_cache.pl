@@ -22,7 +22,6 @@ use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../harness";
 use SbqNode;
-use Time::HiRes qw(usleep);
 
 my $node = SbqNode::preloaded('queue_management_cache');
 $node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
@@ -31,52 +30,10 @@ $node->safe_psql('postgres', q{SELECT sbq_create_queue('cached', lock_duration =
 my $gdb = `command -v gdb 2>/dev/null`;
 chomp $gdb;
 
-# A new session whose first statement $first is held by the debugger where its
-# look-up loads the rights of what it names, while $change runs in another
-# session; then it goes on. Returns the session, or a reason to skip.
+# the first look-up of a new session, held where it loads the rights of what it names
 sub held_lookup
 {
-	my ($first, $change) = @_;
-	my $dir = PostgreSQL::Test::Utils::tempdir();
-	my $s = $node->background_psql('postgres', on_error_stop => 0);
-	my $pid = $s->query_safe('SELECT pg_backend_pid()');
-	open(my $fh, '>', "$dir/cmds") or die;
-	print $fh "set pagination off\nhandle SIGUSR1 SIGUSR2 SIGURG SIGALRM SIGPIPE nostop noprint pass\n",
-	  "shell touch $dir/attached\nbreak sbq_rights_load\ncontinue\n",
-	  "shell touch $dir/held\nshell while [ ! -f $dir/go ]; do sleep 0.05; done\n",
-	  "delete\ndetach\nquit\n";
-	close $fh;
-	my $gout = '';
-	my $g = IPC::Run::start([ $gdb, '-p', $pid, '-batch', '-x', "$dir/cmds" ],
-		'>', \$gout, '2>&1', IPC::Run::timeout(120));
-	for (1 .. 600)
-	{
-		last if -f "$dir/attached" || !$g->pumpable;
-		usleep(50_000);
-	}
-	if (!-f "$dir/attached" || $gout =~ /ptrace|not permitted/i)
-	{
-		system('touch', "$dir/go");
-		eval { $g->finish };
-		$s->quit;
-		return (undef, "the debugger cannot attach here: $gout");
-	}
-	$s->{stdin} .= "$first\n";
-	$s->{run}->pump_nb;
-	for (1 .. 1200)
-	{
-		last if -f "$dir/held" || !$g->pumpable;
-		usleep(50_000);
-	}
-	my $held = -f "$dir/held";
-	$node->safe_psql('postgres', $change);
-	system('touch', "$dir/go");
-	# (a debugger whose breakpoint was never hit waits for the session's end)
-	$held ? $g->finish : $g->kill_kill;
-	# held only where the breakpoint stopped it (not a signal)
-	ok($held && $gout =~ /^Breakpoint 1[,.]/m, "a first look-up is held where it loads the rights: $first")
-	  or diag($gout);
-	return ($s, undef);
+	return SbqNode::held_call($node, 'sbq_rights_load', @_);
 }
 
 SKIP:
