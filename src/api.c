@@ -967,8 +967,15 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 								 "At most " CppAsString2(SBQ_MAX_RECEIVE) " dead letters are resubmitted at once.",
 								 &nseqs);
 	PreventCommandIfReadOnly("sbq_resubmit()");
+
+	/*
+	 * The name in share mode, as a send takes it: an update that starts
+	 * forwarding (which needs the queue empty) or a delete waits for the
+	 * messages this call stores, or this call for it.
+	 */
+	sbq_lock_queue_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_MANAGE);
+	sbq_storage_get_queue_held(&addr, &queue, SBQ_RIGHT_MANAGE);
 	if (queue.forward_to != NULL)
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_INVALID_OPERATION),

@@ -57,17 +57,26 @@ sbq_require_sessions(const SbqQueue *queue)
  *		What every session call shares: the queue (never a dead-letter
  *		sub-queue: it is received without sessions), writes allowed when
  *		fname is set, the storage section open, the queue looked up with the
- *		caller's listen right and checked to require sessions.
+ *		caller's listen right and checked to require sessions. A call that
+ *		stores a session's row or state (stores) holds the queue name's lock
+ *		in share mode first, as a send does: a delete of the queue that
+ *		commits while it runs would leave the row behind, or its state
+ *		lost with the call reporting success.
  */
 static void
-sbq_session_call_begin(FunctionCallInfo fcinfo, const char *fname, SbqAddress *addr,
-					   SbqQueue *queue)
+sbq_session_call_begin(FunctionCallInfo fcinfo, const char *fname, bool stores,
+					   SbqAddress *addr, SbqQueue *queue)
 {
 	sbq_queue_address(fcinfo, true, addr);
 	if (fname != NULL)
 		PreventCommandIfReadOnly(fname);
+	if (stores)
+		sbq_lock_queue_name(addr->key, AccessShareLock);
 	sbq_storage_begin();
-	sbq_storage_get_queue(addr, queue, SBQ_RIGHT_LISTEN);
+	if (stores)
+		sbq_storage_get_queue_held(addr, queue, SBQ_RIGHT_LISTEN);
+	else
+		sbq_storage_get_queue(addr, queue, SBQ_RIGHT_LISTEN);
 	if (addr->subqueue == SBQ_SUBQUEUE_DLQ)
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
@@ -130,7 +139,7 @@ sbq_accept_session(PG_FUNCTION_ARGS)
 	}
 	wait_us = sbq_max_wait_arg(fcinfo, 2, &deadline);
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	sbq_session_call_begin(fcinfo, "sbq_accept_session()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_accept_session()", true, &addr, &queue);
 	for (;;)
 	{
 		if (looked)
@@ -192,7 +201,7 @@ sbq_receive_session(PG_FUNCTION_ARGS)
 	max_messages = sbq_max_messages_arg(fcinfo, 2);
 	wait_us = sbq_max_wait_arg(fcinfo, 3, &deadline);
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	sbq_session_call_begin(fcinfo, "sbq_receive_session()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_receive_session()", false, &addr, &queue);
 	for (;;)
 	{
 		SbqSessionLock lock;
@@ -240,7 +249,7 @@ sbq_receive_deferred_session(PG_FUNCTION_ARGS)
 							 &nseqs);
 	token = sbq_session_token_arg(fcinfo, 2);
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	sbq_session_call_begin(fcinfo, "sbq_receive_deferred()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_receive_deferred()", false, &addr, &queue);
 	if (!sbq_storage_session_held(&queue, token, &lock))
 		sbq_session_lock_lost(&queue, token);
 	if (nseqs > 0 &&
@@ -265,7 +274,7 @@ sbq_renew_session(PG_FUNCTION_ARGS)
 	TimestampTz until;
 
 	SBQ_ROUTE(fcinfo);
-	sbq_session_call_begin(fcinfo, "sbq_renew_session()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_renew_session()", false, &addr, &queue);
 	if (!sbq_storage_renew_session(&queue, token, &until))
 		sbq_session_lock_lost(&queue, token);
 	sbq_storage_end();
@@ -283,7 +292,7 @@ sbq_get_session_state(PG_FUNCTION_ARGS)
 
 	SBQ_ROUTE(fcinfo);
 	/* it locks the session row: not in a read-only transaction */
-	sbq_session_call_begin(fcinfo, "sbq_get_session_state()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_get_session_state()", false, &addr, &queue);
 	if (!sbq_storage_session_state(&queue, token, false, &state))
 		sbq_session_lock_lost(&queue, token);
 	sbq_storage_end();
@@ -305,7 +314,7 @@ sbq_set_session_state(PG_FUNCTION_ARGS)
 	bytea	   *state = PG_ARGISNULL(2) ? NULL : PG_GETARG_BYTEA_PP(2);
 
 	SBQ_ROUTE(fcinfo);
-	sbq_session_call_begin(fcinfo, "sbq_set_session_state()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_set_session_state()", true, &addr, &queue);
 	if (state != NULL && VARSIZE_ANY_EXHDR(state) > (Size) queue.max_message_size)
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_MESSAGE_TOO_LARGE),
@@ -330,7 +339,7 @@ sbq_release_session(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token = sbq_session_token_arg(fcinfo, 1);
 
 	SBQ_ROUTE(fcinfo);
-	sbq_session_call_begin(fcinfo, "sbq_release_session()", &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_release_session()", false, &addr, &queue);
 	if (!sbq_storage_release_session(&queue, token))
 		sbq_session_lock_lost(&queue, token);
 	sbq_storage_end();
@@ -347,7 +356,7 @@ sbq_list_sessions(PG_FUNCTION_ARGS)
 	Tuplestorestate *tupstore = sbq_init_srf(fcinfo, &tupdesc);
 
 	SBQ_ROUTE(fcinfo);
-	sbq_session_call_begin(fcinfo, NULL, &addr, &queue);
+	sbq_session_call_begin(fcinfo, NULL, false, &addr, &queue);
 	sbq_storage_list_sessions(&queue, tupstore, tupdesc);
 	sbq_storage_end();
 	return (Datum) 0;

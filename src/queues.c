@@ -437,23 +437,60 @@ sbq_storage_get_queue_or_topic(const SbqAddress *addr, SbqQueue *queue, int16 ri
 }
 
 /*
+ * sbq_find_queue_held
+ *		Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE), for a
+ *		caller that holds the queue name's lock in share mode: the queue by
+ *		its key, its row locked in share mode (false: none). The caller's
+ *		lock keeps every later delete out; the snapshot may predate one that
+ *		committed before, and the row lock then fails with a serialization
+ *		error instead of letting the call store rows of a queue that is gone.
+ */
+static bool
+sbq_find_queue_held(const SbqAddress *addr, SbqQueue *queue)
+{
+	Datum		values[1];
+
+	values[0] = CStringGetTextDatum(addr->key);
+	if (sbq_exec(sbq_queue_stmt(&stmt_find_queue_share, &stmt_find_queue_share_retry),
+				 values, NULL) == 0)
+		return false;
+	sbq_queue_from_row(0, queue);
+	sbq_rights_load(queue);
+	return true;
+}
+
+/*
+ * sbq_storage_get_queue_held
+ *		sbq_storage_get_queue for a call that will store rows of the queue
+ *		(sessions, their state, dead letters resubmitted), whose caller holds
+ *		the queue name's lock in share mode, so no delete of the queue can
+ *		commit from now on: under READ COMMITTED the lookup's fresh snapshot
+ *		sees every delete that committed before, and a transaction snapshot
+ *		locks the queue's row (sbq_find_queue_held). Only those isolation
+ *		levels pay for the row lock.
+ */
+void
+sbq_storage_get_queue_held(const SbqAddress *addr, SbqQueue *queue, int16 rights)
+{
+	if (!IsolationUsesXactSnapshot())
+	{
+		sbq_storage_get_queue(addr, queue, rights);
+		return;
+	}
+	if (!sbq_find_queue_held(addr, queue))
+		sbq_queue_not_found(addr);
+	sbq_rights_require(queue, rights);
+}
+
+/*
  * sbq_storage_get_queue_to_send
  *		sbq_storage_get_queue for a call that will store messages in the
- *		queue: the caller needs the right to send.
- *
- * The caller holds the queue name's lock in share mode, so no delete of the
- * queue can commit from now on; under READ COMMITTED the lookup's fresh
- * snapshot also sees every delete that committed before. A transaction
- * snapshot (REPEATABLE READ, SERIALIZABLE) may predate such a delete, so there
- * the queue row is locked too: a row deleted after the snapshot then fails
- * with a serialization error instead of taking a message for a queue that is
- * gone. Only those isolation levels pay for the row lock.
+ *		queue or topic, as sbq_storage_get_queue_held: the caller needs the
+ *		right to send.
  */
 void
 sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
 {
-	Datum		values[1];
-
 	if (!IsolationUsesXactSnapshot())
 	{
 		/* a topic this backend sent to: no look at sbq.queues for it */
@@ -466,18 +503,8 @@ sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue)
 		sbq_refuse_subscription_send(addr, queue);
 		return;
 	}
-	values[0] = CStringGetTextDatum(addr->key);
-	if (sbq_exec(sbq_queue_stmt(&stmt_find_queue_share, &stmt_find_queue_share_retry),
-				 values, NULL) == 0)
-	{
-		if (!sbq_storage_find_topic(addr->key, true, queue))
-			sbq_queue_not_found(addr);
-	}
-	else
-	{
-		sbq_queue_from_row(0, queue);
-		sbq_rights_load(queue);
-	}
+	if (!sbq_find_queue_held(addr, queue) && !sbq_storage_find_topic(addr->key, true, queue))
+		sbq_queue_not_found(addr);
 	sbq_rights_require(queue, SBQ_RIGHT_SEND);
 	sbq_refuse_subscription_send(addr, queue);
 }

@@ -7,9 +7,20 @@
 # there (SB001 for a queue, SB008 for a topic or a subscription), not with an
 # internal error (XX000), and leave the session usable.
 #
+# And calls that store rows of an entity must hold off a delete or change of it
+# that would leave those rows wrong: a right granted on a subscription as its
+# topic is deleted (a right of a queue that is gone, which no revoke reaches
+# and which keeps the role from being dropped), a session accepted or its state
+# set as its queue is deleted (a session of no queue, a state lost while the
+# call succeeded), dead letters resubmitted as their queue starts forwarding
+# (messages that no one may receive and that never move). Each such call is
+# held just before it stores, while the delete or change is tried with a lock
+# timeout: it must wait for the call (and time out), and the end state must be
+# sound.
+#
 # Made certain with a debugger, which holds the call between its look-up and
-# its read while another session deletes the entity. Skipped where no debugger
-# can attach.
+# its read or store while another session deletes or changes the entity.
+# Skipped where no debugger can attach.
 use strict;
 use warnings;
 
@@ -77,6 +88,80 @@ SKIP:
 		q{SELECT sbq_delete_subscription('gone_st', 'sub2')},
 		'SB008', 'subscription "sub2" of topic "gone_st" does not exist',
 		q{SELECT count(*) FROM sbq_subscriptions WHERE topic = 'gone_st'}, '0');
+}
+
+# $change, tried with a lock timeout of 2 s while a call is held: a NOTICE says it
+# had to wait (and gave up), and the call, let go, then does what it does
+sub waits
+{
+	my ($change) = @_;
+	return qq{SET lock_timeout = '2s';
+		DO \$\$ BEGIN PERFORM $change; RAISE NOTICE 'not held off';
+		EXCEPTION WHEN lock_not_available THEN RAISE NOTICE 'held off'; END \$\$;};
+}
+
+$node->safe_psql('postgres', q{
+	CREATE ROLE gone_r;
+	SELECT sbq_create_topic('gone_gt');
+	SELECT sbq_create_subscription('gone_gt', 'sub');
+	SELECT sbq_create_queue('gone_rq');
+	SELECT sbq_create_topic('gone_ft');
+	SELECT sbq_create_queue('gone_sq', requires_session => true);
+	SELECT sbq_send('gone_rq', 'dead');
+	SELECT sbq_deadletter('gone_rq', lock_token) FROM sbq_receive('gone_rq');});
+
+# no row of sbqueue's tables names a queue that is gone
+my $orphans = q{SELECT (SELECT count(*) FROM sbq.rights WHERE queue_id NOT IN (SELECT queue_id FROM sbq.queues)
+	AND queue_id NOT IN (SELECT topic_id FROM sbq.topics)) || ' ' ||
+	(SELECT count(*) FROM sbq.sessions WHERE queue_id NOT IN (SELECT queue_id FROM sbq.queues))};
+
+SKIP:
+{
+	skip 'no debugger (gdb) to hold the backend', 13 unless $gdb;
+
+	my ($s, $why) = SbqNode::held_call($node, 'sbq_storage_set_rights',
+		q{SELECT sbq_grant('gone_gt/subscriptions/sub', 'gone_r', '{listen}');},
+		waits(q{sbq_delete_topic('gone_gt')}));
+	skip $why, 13 unless $s;
+	$s->query(q{SELECT 1});
+	is($s->{stderr}, '', '... and the grant on the subscription goes on');
+	$s->quit;
+	# (where the delete went through under the call, the topic is gone already)
+	$node->psql('postgres', q{SELECT sbq_delete_topic('gone_gt')});
+	is($node->safe_psql('postgres', $orphans), '0 0',
+		'... the topic\'s delete waited for it, and deleting the topic then leaves no right behind');
+	my ($rc, $out, $err) = $node->psql('postgres', 'DROP ROLE gone_r');
+	is($rc . $err, '0', '... and the role can be dropped');
+
+	($s, $why) = SbqNode::held_call($node, 'sbq_storage_resubmit',
+		q{SELECT sbq_resubmit('gone_rq');}, waits(q{sbq_update_queue('gone_rq', forward_to => 'gone_ft')}));
+	$out = $s->query(q{SELECT message_id IS NOT NULL FROM sbq_receive('gone_rq', receive_mode => 'receive_and_delete')});
+	like($out, qr/^1\nt$/, '... and the dead letter resubmitted is received from its queue');
+	is($node->safe_psql('postgres', q{SELECT forward_to IS NULL FROM sbq_get_queue('gone_rq')}), 't',
+		'... which did not start forwarding under it');
+	$s->quit;
+
+	($s, $why) = SbqNode::held_call($node, 'sbq_storage_accept_session',
+		q{SELECT session_id FROM sbq_accept_session('gone_sq', 'S1');}, waits(q{sbq_delete_queue('gone_sq')}));
+	$out = $s->query(q{SELECT 'accepted'});
+	like($out, qr/^S1\naccepted$/, '... and the session is accepted');
+	$s->quit;
+	$node->psql('postgres', q{SELECT sbq_delete_queue('gone_sq')});
+	is($node->safe_psql('postgres', $orphans), '0 0',
+		'... the queue\'s delete waited for it, and deleting the queue then leaves no session behind');
+
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_sq', requires_session => true)});
+	($s, $why) = SbqNode::held_call($node, 'sbq_storage_session_state',
+		q{SELECT sbq_set_session_state('gone_sq', session_token, 'kept'), sbq_release_session('gone_sq', session_token)
+			FROM sbq_accept_session('gone_sq', 'S2');},
+		waits(q{sbq_delete_queue('gone_sq')}));
+	$out = $s->query(q{SELECT 'set'});
+	is($s->{stderr}, '', '... and the state is set');
+	$s->quit;
+	is($node->safe_psql('postgres', q{
+		SELECT convert_from(sbq_get_session_state('gone_sq', session_token), 'UTF8')
+		FROM sbq_accept_session('gone_sq', 'S2')}), 'kept',
+		'... the queue\'s delete waited for it, and the state is there to read');
 }
 
 $node->stop;
