@@ -110,3 +110,16 @@ SELECT count(*) AS fresh_queue_messages FROM sbq_peek('app/orders.v1-eu_x', 10);
 SELECT sbq_delete_queue('app/orders.v1-eu_x');
 SELECT sbq_delete_queue('orders');
 SELECT count(*) AS queues FROM sbq_queues;
+
+-- under REPEATABLE READ a queue and a topic are made and granted on: the creator's
+-- right on the topic is stored, and the grant locks the topic's row (in sbq.topics,
+-- not sbq.queues, where it found none and failed with 40001)
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT queue FROM sbq_create_queue('qm_rr_queue');
+SELECT topic FROM sbq_create_topic('qm_rr_topic');
+SELECT sbq_grant('qm_rr_queue', 'public', '{send}');
+SELECT sbq_grant('qm_rr_topic', 'public', '{send}');
+COMMIT;
+SELECT entity, rights FROM sbq_rights WHERE entity LIKE 'qm_rr_%' AND role = 'public' ORDER BY entity;
+SELECT sbq_delete_queue('qm_rr_queue');
+SELECT sbq_delete_topic('qm_rr_topic');

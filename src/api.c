@@ -969,11 +969,10 @@ sbq_resubmit(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sbq_resubmit()");
 
 	/*
-	 * The name in share mode, as a send takes it: an update that starts
-	 * forwarding (which needs the queue empty) or a delete waits for the
-	 * messages this call stores, or this call for it.
+	 * The name in share mode, as a send: an update that starts forwarding
+	 * (the queue must be empty) or a delete waits for what this stores.
 	 */
-	sbq_lock_queue_name(addr.key, AccessShareLock);
+	sbq_lock_entity_name(addr.key, AccessShareLock);
 	sbq_storage_begin();
 	sbq_storage_get_queue_held(&addr, &queue, SBQ_RIGHT_MANAGE);
 	if (queue.forward_to != NULL)

@@ -605,7 +605,6 @@ sbq_grant_common(FunctionCallInfo fcinfo, bool grant)
 	SbqQueue	queue;
 	Oid			role;
 	int16		rights;
-	const char *topic_end;
 
 	sbq_queue_address(fcinfo, true, &addr);
 	if (addr.subqueue == SBQ_SUBQUEUE_DLQ)
@@ -627,16 +626,12 @@ sbq_grant_common(FunctionCallInfo fcinfo, bool grant)
 	sbq_storage_end();
 
 	/*
-	 * A subscription's queue goes with its topic, whose delete takes only the
-	 * topic's name: the topic's name too, first (as the subscription calls
-	 * take them), or a right stored meanwhile would name a queue that is
-	 * gone, which no revoke reaches and which keeps the role from being
+	 * A subscription's with its topic's (whose delete takes only the topic's
+	 * name): a right stored as the topic is deleted would name a queue that
+	 * is gone, which no revoke reaches and which keeps the role from being
 	 * dropped.
 	 */
-	topic_end = strstr(addr.key, SBQ_SUBSCRIPTIONS_SEGMENT);
-	if (topic_end != NULL)
-		sbq_lock_queue_name(pnstrdup(addr.key, topic_end - addr.key), ShareUpdateExclusiveLock);
-	sbq_lock_queue_name(addr.key, ShareUpdateExclusiveLock);
+	sbq_lock_entity_name(addr.key, ShareUpdateExclusiveLock);
 	sbq_storage_begin();
 	sbq_storage_get_queue_or_topic(&addr, &queue, SBQ_RIGHT_MANAGE);
 	sbq_storage_set_rights(&queue, role, rights, grant);

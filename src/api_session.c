@@ -58,10 +58,10 @@ sbq_require_sessions(const SbqQueue *queue)
  *		sub-queue: it is received without sessions), writes allowed when
  *		fname is set, the storage section open, the queue looked up with the
  *		caller's listen right and checked to require sessions. A call that
- *		stores a session's row or state (stores) holds the queue name's lock
- *		in share mode first, as a send does: a delete of the queue that
- *		commits while it runs would leave the row behind, or its state
- *		lost with the call reporting success.
+ *		stores a session's state (stores) holds the queue name's lock in
+ *		share mode first, as a send does (a subscription's with its
+ *		topic's): a delete of the queue that committed while it ran would
+ *		leave the state lost, the call reporting success.
  */
 static void
 sbq_session_call_begin(FunctionCallInfo fcinfo, const char *fname, bool stores,
@@ -71,7 +71,7 @@ sbq_session_call_begin(FunctionCallInfo fcinfo, const char *fname, bool stores,
 	if (fname != NULL)
 		PreventCommandIfReadOnly(fname);
 	if (stores)
-		sbq_lock_queue_name(addr->key, AccessShareLock);
+		sbq_lock_entity_name(addr->key, AccessShareLock);
 	sbq_storage_begin();
 	if (stores)
 		sbq_storage_get_queue_held(addr, queue, SBQ_RIGHT_LISTEN);
@@ -139,19 +139,33 @@ sbq_accept_session(PG_FUNCTION_ARGS)
 	}
 	wait_us = sbq_max_wait_arg(fcinfo, 2, &deadline);
 	tupstore = sbq_init_srf(fcinfo, &tupdesc);
-	sbq_session_call_begin(fcinfo, "sbq_accept_session()", true, &addr, &queue);
+	sbq_session_call_begin(fcinfo, "sbq_accept_session()", false, &addr, &queue);
 	for (;;)
 	{
+		/*
+		 * Each try holds the name in share mode, as a send does (a
+		 * subscription's with its topic's), and gives it back before a wait:
+		 * a delete of the queue that committed under a try would leave the
+		 * session's row of no queue behind, the call reporting success; one
+		 * waiting for the name would hold up every send until the wait ran
+		 * out.
+		 */
+		sbq_storage_end();
+		sbq_lock_entity_name(addr.key, AccessShareLock);
+		sbq_storage_begin();
 		if (looked)
-		{
 			sbq_storage_recheck_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
-			sbq_require_sessions(&queue);
-		}
+		else
+			sbq_storage_get_queue_held(&addr, &queue, SBQ_RIGHT_LISTEN);
+		sbq_require_sessions(&queue);
 		looked = true;
 		if (wait_us > 0 && session_id == NULL)
 			sbq_wait_prepare(queue.queue_id);
 		r = sbq_storage_accept_session(&queue, session_id, &lock);
-		if (r != SBQ_ACCEPT_NONE || !sbq_wait_more(wait_us, deadline))
+		if (r != SBQ_ACCEPT_NONE)
+			break;
+		sbq_unlock_entity_name(addr.key, AccessShareLock);
+		if (!sbq_wait_more(wait_us, deadline))
 			break;
 	}
 	if (wait_us > 0 && session_id == NULL)

@@ -105,6 +105,11 @@ static SbqStatement stmt_lock_queue_row = {"lock the queue's row", 1, {INT4OID},
 	"SELECT 1 FROM sbq.queues WHERE queue_id = $1 FOR KEY SHARE"
 };
 
+/* the same for a topic */
+static SbqStatement stmt_lock_topic_row = {"lock the topic's row", 1, {INT4OID},
+	"SELECT 1 FROM sbq.topics WHERE topic_id = $1 FOR KEY SHARE"
+};
+
 static SbqStatement stmt_drop_role_rights = {"drop the rights of a dropped role", 1, {OIDOID},
 	"DELETE FROM sbq.rights WHERE role = $1::regrole"
 };
@@ -354,25 +359,27 @@ sbq_rights_sync_role(Oid role, bool granted)
 }
 
 /*
- * sbq_storage_set_rights
- *		Grant (or revoke) rights on a queue to (from) a role, InvalidOid for
- *		PUBLIC. The caller holds manage on the queue.
+ * sbq_set_rights
+ *		Grant (or revoke) rights on a queue or topic to (from) a role,
+ *		InvalidOid for PUBLIC; made_here: the entity is this transaction's
+ *		own, just made.
  */
-void
-sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant)
+static void
+sbq_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant, bool made_here)
 {
 	Datum		values[3];
 
 	values[0] = Int32GetDatum(queue->queue_id);
 	/*
 	 * A transaction snapshot (REPEATABLE READ, SERIALIZABLE) may show a
-	 * queue deleted since, whose id no live queue has: locking its row is
-	 * then a serialization error, where the rights would otherwise go to the
-	 * dead id. (Under READ COMMITTED the caller's name lock keeps deletes
-	 * out, and the lookup saw every one that committed before.)
+	 * queue deleted since, whose id no live queue has: locking its row (a
+	 * topic's in sbq.topics) is then a serialization error, where the rights
+	 * would otherwise go to the dead id. (Under READ COMMITTED the caller's
+	 * name lock keeps deletes out, and the lookup saw every one that
+	 * committed before.)
 	 */
-	if (IsolationUsesXactSnapshot() &&
-		sbq_exec(&stmt_lock_queue_row, values, NULL) != 1)
+	if (!made_here && IsolationUsesXactSnapshot() &&
+		sbq_exec(queue->is_topic ? &stmt_lock_topic_row : &stmt_lock_queue_row, values, NULL) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to a concurrent delete of queue \"%s\"",
@@ -388,6 +395,17 @@ sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant
 }
 
 /*
+ * sbq_storage_set_rights
+ *		Grant (or revoke) rights on a queue or topic to (from) a role,
+ *		InvalidOid for PUBLIC. The caller holds manage on it.
+ */
+void
+sbq_storage_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant)
+{
+	sbq_set_rights(queue, role, rights, grant, false);
+}
+
+/*
  * sbq_rights_created
  *		A new queue: its creator holds manage on it.
  */
@@ -400,7 +418,7 @@ sbq_rights_created(int32 queue_id)
 		return;
 	memset(&queue, 0, sizeof(queue));
 	queue.queue_id = queue_id;
-	sbq_storage_set_rights(&queue, sbq_storage_caller(), SBQ_RIGHT_MANAGE, true);
+	sbq_set_rights(&queue, sbq_storage_caller(), SBQ_RIGHT_MANAGE, true, true);
 }
 
 /*

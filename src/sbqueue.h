@@ -277,6 +277,8 @@ extern int	sbq_array_subscript(ArrayType *arr, int i);
 extern int	sbq_distinct_int8(Datum *elems, int n);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 extern bool sbq_lock_queue_name_if(const char *key, LOCKMODE mode, bool nowait);
+extern void sbq_lock_entity_name(const char *key, LOCKMODE mode);
+extern void sbq_unlock_entity_name(const char *key, LOCKMODE mode);
 
 /* api.c, api_session.c: arguments and errors the calls share */
 extern int	sbq_max_messages_arg(FunctionCallInfo fcinfo, int argno);

@@ -881,6 +881,16 @@ sbq_lock_queue_name(const char *key, LOCKMODE mode)
 	(void) sbq_lock_queue_name_if(key, mode, false);
 }
 
+/* The lock tag of a queue name. */
+static void
+sbq_queue_name_tag(const char *key, LOCKTAG *tag)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 SBQ_LOCKTAG_FIELD4);
+}
+
 /*
  * sbq_lock_queue_name_if
  *		sbq_lock_queue_name, or (nowait) take it only if no one holds it in a
@@ -891,13 +901,52 @@ bool
 sbq_lock_queue_name_if(const char *key, LOCKMODE mode, bool nowait)
 {
 	LOCKTAG		tag;
-	uint64		h = hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 SBQ_LOCKTAG_FIELD4);
+	sbq_queue_name_tag(key, &tag);
 	/* not waiting, a full lock table is "not now" too, not an error */
 	return LockAcquireExtended(&tag, mode, false, nowait, !nowait, NULL) !=
 		LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* The length of the topic's key in a subscription's queue's key (0: none). */
+static size_t
+sbq_topic_key_len(const char *key)
+{
+	const char *seg = strstr(key, SBQ_SUBSCRIPTIONS_SEGMENT);
+
+	return seg != NULL ? (size_t) (seg - key) : 0;
+}
+
+/*
+ * sbq_lock_entity_name
+ *		sbq_lock_queue_name for a call that stores rows of the queue of key;
+ *		a subscription's is deleted and changed under its topic's name, which
+ *		is taken first, as the subscription calls take the two.
+ */
+void
+sbq_lock_entity_name(const char *key, LOCKMODE mode)
+{
+	size_t		len = sbq_topic_key_len(key);
+
+	if (len > 0)
+		sbq_lock_queue_name(pnstrdup(key, len), mode);
+	sbq_lock_queue_name(key, mode);
+}
+
+/* Give back one hold of what sbq_lock_entity_name took (earlier ones stay). */
+void
+sbq_unlock_entity_name(const char *key, LOCKMODE mode)
+{
+	size_t		len = sbq_topic_key_len(key);
+	LOCKTAG		tag;
+
+	sbq_queue_name_tag(key, &tag);
+	(void) LockRelease(&tag, mode, false);
+	if (len > 0)
+	{
+		sbq_queue_name_tag(pnstrdup(key, len), &tag);
+		(void) LockRelease(&tag, mode, false);
+	}
 }
 
 /* ------------------------------------------------------------ statement values */

@@ -82,7 +82,8 @@ sub explain_notices
 # at the function $break, while $change runs in another session; then it goes
 # on. One check: that it was held there (by the breakpoint, not a signal).
 # Returns the session, or undef and the reason to skip (no debugger can
-# attach). The caller makes sure gdb is there.
+# attach); and what $change printed on standard error (its notices). The
+# caller makes sure gdb is there.
 sub held_call
 {
 	my ($node, $break, $first, $change) = @_;
@@ -119,13 +120,14 @@ sub held_call
 		usleep(50_000);
 	}
 	my $held = -f "$dir/held";
-	$node->safe_psql('postgres', $change);
+	my $notices = '';
+	$node->psql('postgres', $change, stderr => \$notices, on_error_die => 1);
 	system('touch', "$dir/go");
 	# (a debugger whose breakpoint was never hit waits for the session's end)
 	$held ? $g->finish : $g->kill_kill;
 	Test::More::ok($held && $gout =~ /^Breakpoint 1[,.]/m, "a call is held at $break: $first")
 	  or Test::More::diag($gout);
-	return ($s, undef);
+	return ($s, undef, $notices);
 }
 
 1;

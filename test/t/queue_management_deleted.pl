@@ -90,8 +90,8 @@ SKIP:
 		q{SELECT count(*) FROM sbq_subscriptions WHERE topic = 'gone_st'}, '0');
 }
 
-# $change, tried with a lock timeout of 2 s while a call is held: a NOTICE says it
-# had to wait (and gave up), and the call, let go, then does what it does
+# $change, tried with a lock timeout of 2 s while a call is held: a NOTICE says
+# whether it had to wait (and gave up); the call, let go, then does what it does
 sub waits
 {
 	my ($change) = @_;
@@ -107,61 +107,103 @@ $node->safe_psql('postgres', q{
 	SELECT sbq_create_queue('gone_rq');
 	SELECT sbq_create_topic('gone_ft');
 	SELECT sbq_create_queue('gone_sq', requires_session => true);
+	SELECT sbq_create_topic('gone_st2');
+	SELECT sbq_create_subscription('gone_st2', 'ses', requires_session => true);
+	SELECT sbq_create_subscription('gone_st2', 'dl');
 	SELECT sbq_send('gone_rq', 'dead');
-	SELECT sbq_deadletter('gone_rq', lock_token) FROM sbq_receive('gone_rq');});
+	SELECT sbq_deadletter('gone_rq', lock_token) FROM sbq_receive('gone_rq');
+	SELECT sbq_send('gone_st2', 'dead');
+	SELECT sbq_deadletter('gone_st2/subscriptions/dl', lock_token) FROM sbq_receive('gone_st2/subscriptions/dl');});
 
 # no row of sbqueue's tables names a queue that is gone
 my $orphans = q{SELECT (SELECT count(*) FROM sbq.rights WHERE queue_id NOT IN (SELECT queue_id FROM sbq.queues)
 	AND queue_id NOT IN (SELECT topic_id FROM sbq.topics)) || ' ' ||
 	(SELECT count(*) FROM sbq.sessions WHERE queue_id NOT IN (SELECT queue_id FROM sbq.queues))};
 
+# $call held at $break while $change is tried: the change must wait for it;
+# then $after (in the held session) must print $after_out (with what $call
+# printed before it), and, once $then has run (if given), $check print
+# $check_out. Returns the reason to skip, if any.
+sub holds_off
+{
+	my ($break, $call, $change, $after, $after_out, $what, $then, $check, $check_out) = @_;
+	my ($s, $why, $notices) = SbqNode::held_call($node, $break, $call, waits($change));
+	return $why unless $s;
+	like($notices, qr/NOTICE:  held off/, "... and $change waits for it");
+	my $out = $s->query($after);
+	is($out . $s->{stderr}, $after_out, "... and $what");
+	$s->quit;
+	# (where the change went through under the call, $then may fail)
+	$node->psql('postgres', $then) if $then;
+	is($node->safe_psql('postgres', $check), $check_out, "... and what is left is sound ($check_out)");
+	return undef;
+}
+
 SKIP:
 {
-	skip 'no debugger (gdb) to hold the backend', 13 unless $gdb;
+	skip 'no debugger (gdb) to hold the backend', 25 unless $gdb;
 
-	my ($s, $why) = SbqNode::held_call($node, 'sbq_storage_set_rights',
+	my $why = holds_off('sbq_storage_set_rights',
 		q{SELECT sbq_grant('gone_gt/subscriptions/sub', 'gone_r', '{listen}');},
-		waits(q{sbq_delete_topic('gone_gt')}));
-	skip $why, 13 unless $s;
-	$s->query(q{SELECT 1});
-	is($s->{stderr}, '', '... and the grant on the subscription goes on');
-	$s->quit;
-	# (where the delete went through under the call, the topic is gone already)
-	$node->psql('postgres', q{SELECT sbq_delete_topic('gone_gt')});
-	is($node->safe_psql('postgres', $orphans), '0 0',
-		'... the topic\'s delete waited for it, and deleting the topic then leaves no right behind');
+		q{sbq_delete_topic('gone_gt')},
+		q{SELECT 'granted'}, "\ngranted", 'the grant on the subscription goes on',
+		q{SELECT sbq_delete_topic('gone_gt')}, $orphans, '0 0');
+	skip $why, 25 if $why;
 	my ($rc, $out, $err) = $node->psql('postgres', 'DROP ROLE gone_r');
 	is($rc . $err, '0', '... and the role can be dropped');
 
-	($s, $why) = SbqNode::held_call($node, 'sbq_storage_resubmit',
-		q{SELECT sbq_resubmit('gone_rq');}, waits(q{sbq_update_queue('gone_rq', forward_to => 'gone_ft')}));
-	$out = $s->query(q{SELECT message_id IS NOT NULL FROM sbq_receive('gone_rq', receive_mode => 'receive_and_delete')});
-	like($out, qr/^1\nt$/, '... and the dead letter resubmitted is received from its queue');
-	is($node->safe_psql('postgres', q{SELECT forward_to IS NULL FROM sbq_get_queue('gone_rq')}), 't',
-		'... which did not start forwarding under it');
-	$s->quit;
+	holds_off('sbq_storage_resubmit',
+		q{SELECT sbq_resubmit('gone_rq');}, q{sbq_update_queue('gone_rq', forward_to => 'gone_ft')},
+		q{SELECT message_id IS NOT NULL FROM sbq_receive('gone_rq', receive_mode => 'receive_and_delete')},
+		"1\nt", 'the dead letter resubmitted is received from its queue',
+		undef, q{SELECT forward_to IS NULL FROM sbq_get_queue('gone_rq')}, 't');
 
-	($s, $why) = SbqNode::held_call($node, 'sbq_storage_accept_session',
-		q{SELECT session_id FROM sbq_accept_session('gone_sq', 'S1');}, waits(q{sbq_delete_queue('gone_sq')}));
-	$out = $s->query(q{SELECT 'accepted'});
-	like($out, qr/^S1\naccepted$/, '... and the session is accepted');
-	$s->quit;
-	$node->psql('postgres', q{SELECT sbq_delete_queue('gone_sq')});
-	is($node->safe_psql('postgres', $orphans), '0 0',
-		'... the queue\'s delete waited for it, and deleting the queue then leaves no session behind');
+	holds_off('sbq_storage_resubmit',
+		q{SELECT sbq_resubmit('gone_st2/subscriptions/dl');},
+		q{sbq_update_subscription('gone_st2', 'dl', forward_to => 'gone_ft')},
+		q{SELECT message_id IS NOT NULL FROM sbq_receive('gone_st2/subscriptions/dl', receive_mode => 'receive_and_delete')},
+		"1\nt", 'the dead letter resubmitted to a subscription is received from it',
+		undef, q{SELECT forward_to IS NULL FROM sbq_get_subscription('gone_st2', 'dl')}, 't');
 
+	holds_off('sbq_storage_accept_session',
+		q{SELECT session_id FROM sbq_accept_session('gone_sq', 'S1');}, q{sbq_delete_queue('gone_sq')},
+		q{SELECT 'accepted'}, "S1\naccepted", 'the session is accepted',
+		q{SELECT sbq_delete_queue('gone_sq')}, $orphans, '0 0');
+
+	holds_off('sbq_storage_accept_session',
+		q{SELECT session_id FROM sbq_accept_session('gone_st2/subscriptions/ses', 'S1');},
+		q{sbq_delete_topic('gone_st2')},
+		q{SELECT 'accepted'}, "S1\naccepted", 'the session of a subscription is accepted',
+		q{SELECT sbq_delete_topic('gone_st2')}, $orphans, '0 0');
+
+	# the state of a session accepted before, in a transaction of its own
 	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_sq', requires_session => true)});
-	($s, $why) = SbqNode::held_call($node, 'sbq_storage_session_state',
-		q{SELECT sbq_set_session_state('gone_sq', session_token, 'kept'), sbq_release_session('gone_sq', session_token)
-			FROM sbq_accept_session('gone_sq', 'S2');},
-		waits(q{sbq_delete_queue('gone_sq')}));
-	$out = $s->query(q{SELECT 'set'});
-	is($s->{stderr}, '', '... and the state is set');
+	holds_off('sbq_storage_session_state',
+		qq{SELECT session_token AS tok FROM sbq_accept_session('gone_sq', 'S2') \\gset\n}
+		  . q{SELECT sbq_set_session_state('gone_sq', :'tok', 'kept'), sbq_release_session('gone_sq', :'tok');},
+		q{sbq_delete_queue('gone_sq')},
+		q{SELECT 'set'}, "|\nset", 'the state is set',
+		undef, q{SELECT convert_from(sbq_get_session_state('gone_sq', session_token), 'UTF8')
+			FROM sbq_accept_session('gone_sq', 'S2')}, 'kept');
+	$node->safe_psql('postgres', q{SELECT sbq_delete_queue('gone_sq')});
+}
+
+# an accept that waits for the next session holds the queue's name only while it
+# tries, not while it waits: a delete goes through at once (and holds up no send)
+$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_wq', requires_session => true)});
+{
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe(q{\set VERBOSITY verbose});
+	$s->{stdin} .= qq{SELECT count(*) FROM sbq_accept_session('gone_wq', NULL, '10 s');\n\\echo 'accept ended'\n};
+	$s->{run}->pump_nb;
+	SbqNode::poll_until($node, 'postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%sbq_accept_session(''gone_wq''%' AND wait_event_type = 'Extension'},
+		'1');
+	my ($rc, $out, $err) = $node->psql('postgres', q{SET lock_timeout = '1s'; SELECT sbq_delete_queue('gone_wq')});
+	is($rc . $err, '0', 'a delete of a queue goes through while an accept waits for its next session');
+	$s->{run}->pump until $s->{stdout} =~ /accept ended/ || $s->{timeout}->is_expired;
+	like($s->{stderr} . $s->{stdout}, qr/SB001|^0$/m, '... and the accept then finds the queue gone');
 	$s->quit;
-	is($node->safe_psql('postgres', q{
-		SELECT convert_from(sbq_get_session_state('gone_sq', session_token), 'UTF8')
-		FROM sbq_accept_session('gone_sq', 'S2')}), 'kept',
-		'... the queue\'s delete waited for it, and the state is there to read');
 }
 
 $node->stop;
