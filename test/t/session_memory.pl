@@ -204,7 +204,8 @@ sql('review', q{SELECT sbq_create_queue('replies', requires_session => true, loc
 # reply sessions accepted by name before any reply came, never released
 is(hold('review', 'replies', 10, 0, 'reply'), 10, '10 reply sessions accepted by name, none with messages');
 my $reply_key = sql('review', q{SELECT min(session_key) FROM sbq.sessions});
-# a queue deleted while another transaction's accept of one of its sessions is open
+# a queue deleted while another transaction's accept of one of its sessions is open:
+# the delete waits for that transaction (as for a send's), then goes through
 sql('review', q{
 	SELECT sbq_create_queue('doomed', requires_session => true, lock_duration => '5 s');
 	SELECT sbq_send('doomed', 'x', session_id => 'D');
@@ -214,16 +215,25 @@ my $open = $node->background_psql('review', on_error_stop => 0);
 $open->query_safe('BEGIN');
 is($open->query_safe(q{SELECT session_id FROM sbq_accept_session('doomed')}), 'D',
 	'an accept of D, in a transaction left open');
-sql('review', q{SELECT sbq_delete_queue('doomed')});
+my $deleter = $node->background_psql('review', on_error_stop => 0);
+$deleter->{stdin} .= "SELECT sbq_delete_queue('doomed');\n";
+$deleter->{run}->pump_nb;
+ok(SbqNode::poll_until($node, 'review', q{SELECT count(*) FROM pg_stat_activity
+	WHERE query LIKE '%sbq_delete_queue(''doomed'')%' AND wait_event_type = 'Lock'}, '1'),
+	'... and a delete of its queue waits for that transaction');
 $open->query_safe('COMMIT');
 $open->quit;
+$deleter->query_safe('SELECT 1');
+$deleter->quit;
+is(sql('review', q{SELECT count(*) FROM sbq_queues WHERE queue = 'doomed'}), '0',
+	'... and goes through once it commits');
 ok(sql('review', "SELECT sbq.session_until($doomed_key) IS NOT NULL"),
-	'D\'s lock, committed after its queue was deleted, holds a slot');
+	'D\'s lock, committed before its queue was deleted, holds a slot');
 usleep(5_200_000);
-is(sql('review', q{SELECT (sbq_maintain() ->> 'sessions_expired')::int}), '11',
-	'maintenance ends the expired locks of the reply sessions (a queue without messages) and of D (a deleted queue)');
+is(sql('review', q{SELECT (sbq_maintain() ->> 'sessions_expired')::int}), '10',
+	'maintenance ends the expired locks of the reply sessions (a queue without messages)');
 is(sql('review', "SELECT sbq.session_until($reply_key) IS NULL AND sbq.session_until($doomed_key) IS NULL"),
-	't', '... and their slots are free');
+	't', '... and their slots are free, and so is D\'s (its queue deleted: freed, no delivery to count)');
 is(sql('review', q{SELECT session_count FROM sbq_queue_stats WHERE queue = 'replies'}), '0',
 	'... and the reply sessions, empty and without state, are gone');
 
