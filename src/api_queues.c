@@ -226,6 +226,23 @@ sbq_check_dup_window(const SbqQueue *p, const SbqQueue *before)
 }
 
 /*
+ * sbq_forward_changes
+ *		Whether an update changes where an entity forwards its messages to
+ *		(starts, stops, or names another destination). A send reads the
+ *		destination before it locks the destination's name: such an update
+ *		must keep sends out until it commits, or a send would store its
+ *		message by the destination it read (dead-lettered as a destination
+ *		deleted since, while the entity forwarded elsewhere).
+ */
+bool
+sbq_forward_changes(const SbqQueue *before, const SbqQueue *after)
+{
+	if (before->forward_to == NULL || after->forward_to == NULL)
+		return before->forward_to != after->forward_to;
+	return strcmp(before->forward_to, after->forward_to) != 0;
+}
+
+/*
  * sbq_check_forward_start
  *		An entity that starts to forward must hold no message: none would
  *		ever be received (SB010 on a receive). The caller holds the lock that
@@ -448,7 +465,7 @@ sbq_update_queue(PG_FUNCTION_ARGS)
 	sbq_check_queue_props(&props);
 	sbq_check_dup_window(&props, &before);
 	sbq_check_forward_to(&props, &before, addr.key);
-	if (before.forward_to == NULL && props.forward_to != NULL)
+	if (sbq_forward_changes(&before, &props))
 	{
 		/* no send may come between the look and the update: the name, exclusively */
 		sbq_storage_end();

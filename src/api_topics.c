@@ -522,7 +522,7 @@ sbq_update_subscription(PG_FUNCTION_ARGS)
 	sbq_check_subscription_props(&sub);
 	sbq_refuse_forward_to_own_topic(&sub, &topic);
 	sbq_check_forward_to(&sub, &before, NULL);
-	if (before.forward_to == NULL && sub.forward_to != NULL)
+	if (sbq_forward_changes(&before, &sub))
 	{
 		/* its copies come from sends to the topic: the topic's name, exclusively */
 		char	   *tkey = sbq_name_key(sbq_storage_caller_context(), topic.name);

@@ -220,6 +220,7 @@ extern void sbq_check_forward_to(SbqQueue *p, const SbqQueue *before, const char
 /* maintenance_worker.c: sbqueue's OID, owner and schema here (in a transaction) */
 extern bool sbq_find_extension(Oid *extoid, Oid *extowner, Oid *extnamespace);
 extern bool sbq_am_maintenance_worker;
+extern bool sbq_forward_changes(const SbqQueue *before, const SbqQueue *after);
 extern void sbq_check_forward_start(const SbqQueue *before, const SbqQueue *after);
 
 /*

@@ -8,7 +8,8 @@
 # internal error (XX000), and leave the session usable.
 #
 # And calls that store rows of an entity must hold off a delete or change of it
-# that would leave those rows wrong: a right granted on a subscription as its
+# that would leave those rows wrong (a send that forwards, a change of where its
+# queue forwards to): a right granted on a subscription as its
 # topic is deleted (a right of a queue that is gone, which no revoke reaches
 # and which keeps the role from being dropped), a session accepted or its state
 # set as its queue is deleted (a session of no queue, a state lost while the
@@ -141,14 +142,14 @@ sub holds_off
 
 SKIP:
 {
-	skip 'no debugger (gdb) to hold the backend', 25 unless $gdb;
+	skip 'no debugger (gdb) to hold the backend', 29 unless $gdb;
 
 	my $why = holds_off('sbq_storage_set_rights',
 		q{SELECT sbq_grant('gone_gt/subscriptions/sub', 'gone_r', '{listen}');},
 		q{sbq_delete_topic('gone_gt')},
 		q{SELECT 'granted'}, "\ngranted", 'the grant on the subscription goes on',
 		q{SELECT sbq_delete_topic('gone_gt')}, $orphans, '0 0');
-	skip $why, 25 if $why;
+	skip $why, 29 if $why;
 	my ($rc, $out, $err) = $node->psql('postgres', 'DROP ROLE gone_r');
 	is($rc . $err, '0', '... and the role can be dropped');
 
@@ -175,6 +176,28 @@ SKIP:
 		q{sbq_delete_topic('gone_st2')},
 		q{SELECT 'accepted'}, "S1\naccepted", 'the session of a subscription is accepted',
 		q{SELECT sbq_delete_topic('gone_st2')}, $orphans, '0 0');
+
+	# a send that forwards, held after it read where its queue forwards to, as the queue
+	# is updated to forward elsewhere and the old destination is deleted: the update
+	# waits for the send, so the message goes by the queue as it is when it commits
+	# (before: the update went through, and the send dead-lettered the message as for
+	# a destination gone, while its queue forwarded to one that exists)
+	$node->safe_psql('postgres', q{
+		SELECT sbq_create_queue('gone_fx');
+		SELECT sbq_create_queue('gone_fy');
+		SELECT sbq_create_queue('gone_fsrc', forward_to => 'gone_fx');});
+	my ($s, $w, $notices) = SbqNode::held_call($node, 'sbq_forward_send',
+		q{SELECT sbq_send('gone_fsrc', 'hello') > 0;},
+		waits(q{sbq_update_queue('gone_fsrc', forward_to => 'gone_fy')})
+		  . q{SELECT sbq_delete_queue('gone_fx');});
+	like($notices, qr/NOTICE:  held off/, '... and an update of where its queue forwards to waits for it');
+	is($s->query(q{SELECT 'sent'}), "t\nsent", '... and the send goes on');
+	$s->quit;
+	# its destination deleted meanwhile: dead-lettered, by a queue that still forwards there
+	is($node->safe_psql('postgres', q{SELECT (SELECT forward_to FROM sbq_get_queue('gone_fsrc')) || ' '
+			|| (SELECT count(*) FROM sbq_peek('gone_fsrc/$deadletterqueue', 10)) || ' '
+			|| (SELECT count(*) FROM sbq_peek('gone_fy', 10))}), 'gone_fx 1 0',
+		'... and the message is dead-lettered as its queue forwards to a destination that is gone');
 
 	# the state of a session accepted before, in a transaction of its own
 	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_sq', requires_session => true)});
