@@ -588,7 +588,6 @@ sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarde
 	SbqQueue	source;
 	SbqQueue	dest;
 	char	   *lock_key;
-	char	   *segment;
 	uint64		n;
 	volatile bool more = false;
 
@@ -599,9 +598,7 @@ sbq_forward_dead_letters(const SbqQueue *queue, TimestampTz now, int64 *forwarde
 	self.key = sbq_name_key(CurrentMemoryContext, queue->name);
 	self.subqueue = SBQ_SUBQUEUE_MAIN;
 	lock_key = pstrdup(self.key);
-	segment = strstr(lock_key, SBQ_SUBSCRIPTIONS_SEGMENT);
-	if (segment != NULL)
-		*segment = '\0';
+	(void) sbq_key_to_lock_key(lock_key);
 	/* held: a later pass (not "more", which would run the pass again at once) */
 	if (!sbq_lock_queue_name_if(lock_key, ShareLock, true))
 		return false;

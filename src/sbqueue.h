@@ -278,6 +278,8 @@ extern int	sbq_array_subscript(ArrayType *arr, int i);
 extern int	sbq_distinct_int8(Datum *elems, int n);
 extern void sbq_lock_queue_name(const char *key, LOCKMODE mode);
 extern bool sbq_lock_queue_name_if(const char *key, LOCKMODE mode, bool nowait);
+/* the name a delete or change of an entity locks: a subscription's topic's */
+extern bool sbq_key_to_lock_key(char *key);
 extern void sbq_lock_entity_name(const char *key, LOCKMODE mode);
 extern void sbq_unlock_entity_name(const char *key, LOCKMODE mode);
 

@@ -1095,11 +1095,9 @@ sbq_entity_name_keys(const int32 *ids, int n, char **keys)
 			SbqIdPlace want;
 			SbqIdPlace *found;
 			char	   *key = TextDatumGetCString(sbq_col(r, 2, &isnull));
-			char	   *segment = strstr(key, SBQ_SUBSCRIPTIONS_SEGMENT);
 
 			want.id = DatumGetInt32(sbq_col(r, 1, &isnull));
-			if (segment != NULL)
-				*segment = '\0';
+			(void) sbq_key_to_lock_key(key);
 			found = bsearch(&want, sorted, n, sizeof(SbqIdPlace), sbq_id_place_cmp);
 			if (found != NULL)
 				keys[found->place] = key;

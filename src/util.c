@@ -908,28 +908,29 @@ sbq_lock_queue_name_if(const char *key, LOCKMODE mode, bool nowait)
 		LOCKACQUIRE_NOT_AVAIL;
 }
 
-/* The length of the topic's key in a subscription's queue's key (0: none). */
-static size_t
-sbq_topic_key_len(const char *key)
+/* An entity's name key cut, in place, to a subscription's topic's (true). */
+bool
+sbq_key_to_lock_key(char *key)
 {
-	const char *seg = strstr(key, SBQ_SUBSCRIPTIONS_SEGMENT);
+	char	   *seg = strstr(key, SBQ_SUBSCRIPTIONS_SEGMENT);
 
-	return seg != NULL ? (size_t) (seg - key) : 0;
+	if (seg == NULL)
+		return false;
+	*seg = '\0';
+	return true;
 }
 
 /*
- * sbq_lock_entity_name
- *		sbq_lock_queue_name for a call that stores rows of the queue of key;
- *		a subscription's is deleted and changed under its topic's name, which
- *		is taken first, as the subscription calls take the two.
+ * sbq_lock_entity_name: sbq_lock_queue_name for a call that stores rows of
+ * an entity; a subscription changes under its topic's name, taken first.
  */
 void
 sbq_lock_entity_name(const char *key, LOCKMODE mode)
 {
-	size_t		len = sbq_topic_key_len(key);
+	char	   *topic = pstrdup(key);
 
-	if (len > 0)
-		sbq_lock_queue_name(pnstrdup(key, len), mode);
+	if (sbq_key_to_lock_key(topic))
+		sbq_lock_queue_name(topic, mode);
 	sbq_lock_queue_name(key, mode);
 }
 
@@ -937,14 +938,14 @@ sbq_lock_entity_name(const char *key, LOCKMODE mode)
 void
 sbq_unlock_entity_name(const char *key, LOCKMODE mode)
 {
-	size_t		len = sbq_topic_key_len(key);
+	char	   *topic = pstrdup(key);
 	LOCKTAG		tag;
 
 	sbq_queue_name_tag(key, &tag);
 	(void) LockRelease(&tag, mode, false);
-	if (len > 0)
+	if (sbq_key_to_lock_key(topic))
 	{
-		sbq_queue_name_tag(pnstrdup(key, len), &tag);
+		sbq_queue_name_tag(topic, &tag);
 		(void) LockRelease(&tag, mode, false);
 	}
 }
