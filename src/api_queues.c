@@ -10,7 +10,8 @@
  * write on a read-only transaction or a standby (25006), and does its work
  * through the storage files (storage.h) in a storage section. Creating and
  * deleting a queue hold its name's lock (util.c) exclusively, updating holds
- * it in a self-conflicting mode, until the transaction ends.
+ * it in a self-conflicting mode, and purging in share mode, until the
+ * transaction ends.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -495,7 +496,15 @@ sbq_delete_queue(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* sbq_purge_queue(queue or its DLQ): delete every message; row locks of those messages. */
+/*
+ * sbq_purge_queue(queue or its DLQ): delete every message; row locks of those
+ * messages. It holds the name in share mode, as a send does (a subscription's
+ * with its topic's), once the caller's right is known: a delete of the queue
+ * that committed after the look-up would leave it nothing to purge, and it
+ * would return 0 for a queue that had messages and is gone (neither order of
+ * the two gives that); now it waits for a delete under way and then finds
+ * the queue gone (SB001), and a later delete waits for it.
+ */
 Datum
 sbq_purge_queue(PG_FUNCTION_ARGS)
 {
@@ -506,6 +515,10 @@ sbq_purge_queue(PG_FUNCTION_ARGS)
 	SBQ_ROUTE(fcinfo);
 	sbq_queue_call_begin(fcinfo, true, "sbq_purge_queue()", NoLock, SBQ_RIGHT_MANAGE,
 						 &addr, &queue);
+	sbq_storage_end();
+	sbq_lock_entity_name(addr.key, AccessShareLock);
+	sbq_storage_begin();
+	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_MANAGE);
 	n = sbq_storage_purge(&queue, addr.subqueue);
 	sbq_storage_end();
 	PG_RETURN_INT64(n);

@@ -222,7 +222,11 @@ sbq_receive_session(PG_FUNCTION_ARGS)
 		SbqReceiveResult r;
 
 		if (looked)
+		{
+			/* made again meanwhile, maybe without sessions: as a new call */
 			sbq_storage_recheck_queue(&addr, &queue, SBQ_RIGHT_LISTEN);
+			sbq_require_sessions(&queue);
+		}
 		looked = true;
 		if (wait_us > 0)
 			sbq_wait_prepare(queue.queue_id);

@@ -62,14 +62,14 @@ sub deleted_meanwhile
 
 SKIP:
 {
-	skip 'no debugger (gdb) to hold the backend', 16 unless $gdb;
+	skip 'no debugger (gdb) to hold the backend', 20 unless $gdb;
 
 	my $why = deleted_meanwhile('sbq_storage_queue_tuple',
 		q{SELECT lock_duration FROM sbq_get_queue('gone_q');},
 		q{SELECT sbq_delete_queue('gone_q')},
 		'SB001', 'queue "gone_q" does not exist',
 		q{SELECT count(*) FROM sbq_queues WHERE queue = 'gone_q'}, '0');
-	skip $why, 16 if $why;
+	skip $why, 20 if $why;
 
 	deleted_meanwhile('sbq_storage_topic_tuple',
 		q{SELECT max_message_size FROM sbq_get_topic('gone_t');},
@@ -89,6 +89,16 @@ SKIP:
 		q{SELECT sbq_delete_subscription('gone_st', 'sub2')},
 		'SB008', 'subscription "sub2" of topic "gone_st" does not exist',
 		q{SELECT count(*) FROM sbq_subscriptions WHERE topic = 'gone_st'}, '0');
+
+	# a purge held once it has found the queue and the caller's right, as the
+	# queue (with a message) is deleted: it fails as a purge after the delete
+	# (before: it returned 0, which no order of the two gives)
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_pq'); SELECT sbq_send('gone_pq', 'x');});
+	deleted_meanwhile('sbq_rights_require',
+		q{SELECT sbq_purge_queue('gone_pq');},
+		q{SELECT sbq_delete_queue('gone_pq')},
+		'SB001', 'queue "gone_pq" does not exist',
+		q{SELECT count(*) FROM sbq_queues WHERE queue = 'gone_pq'}, '0');
 }
 
 # $change, tried with a lock timeout of 2 s while a call is held: a NOTICE says
@@ -142,14 +152,14 @@ sub holds_off
 
 SKIP:
 {
-	skip 'no debugger (gdb) to hold the backend', 29 unless $gdb;
+	skip 'no debugger (gdb) to hold the backend', 33 unless $gdb;
 
 	my $why = holds_off('sbq_storage_set_rights',
 		q{SELECT sbq_grant('gone_gt/subscriptions/sub', 'gone_r', '{listen}');},
 		q{sbq_delete_topic('gone_gt')},
 		q{SELECT 'granted'}, "\ngranted", 'the grant on the subscription goes on',
 		q{SELECT sbq_delete_topic('gone_gt')}, $orphans, '0 0');
-	skip $why, 29 if $why;
+	skip $why, 33 if $why;
 	my ($rc, $out, $err) = $node->psql('postgres', 'DROP ROLE gone_r');
 	is($rc . $err, '0', '... and the role can be dropped');
 
@@ -209,6 +219,13 @@ SKIP:
 		undef, q{SELECT convert_from(sbq_get_session_state('gone_sq', session_token), 'UTF8')
 			FROM sbq_accept_session('gone_sq', 'S2')}, 'kept');
 	$node->safe_psql('postgres', q{SELECT sbq_delete_queue('gone_sq')});
+
+	# a purge holds off a delete, and purges what was there
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_pq'); SELECT sbq_send('gone_pq', 'x');});
+	holds_off('sbq_storage_purge',
+		q{SELECT sbq_purge_queue('gone_pq');}, q{sbq_delete_queue('gone_pq')},
+		q{SELECT 'purged'}, "1\npurged", 'the purge goes on',
+		q{SELECT sbq_delete_queue('gone_pq')}, q{SELECT count(*) FROM sbq_queues WHERE queue = 'gone_pq'}, '0');
 }
 
 # an accept that waits for the next session holds the queue's name only while it
@@ -226,6 +243,27 @@ $node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_wq', requires_sessi
 	is($rc . $err, '0', 'a delete of a queue goes through while an accept waits for its next session');
 	$s->{run}->pump until $s->{stdout} =~ /accept ended/ || $s->{timeout}->is_expired;
 	like($s->{stderr} . $s->{stdout}, qr/SB001|^0$/m, '... and the accept then finds the queue gone');
+	$s->quit;
+}
+
+# a receive that waits in a session, as its queue is deleted and made again
+# without sessions: it fails as a new call would (SB010), not as for a lock
+# lost on a queue that has sessions (SB004)
+$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_rs', requires_session => true)});
+{
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe(q{\set VERBOSITY verbose});
+	$s->query_safe(q{SELECT session_token AS tok FROM sbq_accept_session('gone_rs', 'S') \gset});
+	$s->{stdin} .= qq{SELECT count(*) FROM sbq_receive_session('gone_rs', :'tok', 1, '10 s');\n\\echo 'receive ended'\n};
+	$s->{run}->pump_nb;
+	SbqNode::poll_until($node, 'postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%sbq_receive_session(''gone_rs''%' AND wait_event_type = 'Extension'},
+		'1');
+	$node->safe_psql('postgres', q{SELECT sbq_delete_queue('gone_rs')});
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_rs')});
+	$s->{run}->pump until $s->{stdout} =~ /receive ended/ || $s->{timeout}->is_expired;
+	like($s->{stderr}, qr/ERROR:  SB010: queue "gone_rs" does not require sessions/,
+		'a receive waiting in a session fails with SB010 once its queue is made again without sessions');
 	$s->quit;
 }
 
