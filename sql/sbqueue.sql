@@ -1312,14 +1312,28 @@ CREATE FUNCTION sbq_lock_table(
     LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 /*
+ * How full the table of queues in shared memory is (src/qstate.c, 0.15): its
+ * capacity (sbqueue.max_queues), the entries of the whole server (NULL but
+ * for pg_read_all_stats), this database's share, its entries, and those of
+ * them whose queue or topic is deleted, not freed yet. A queue without an
+ * entry works, more slowly. All 0 without the preload.
+ */
+CREATE FUNCTION sbq_queue_table(
+    OUT capacity integer, OUT in_use bigint, OUT database_share integer,
+    OUT database_in_use integer, OUT database_deleted integer)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'sbq_queue_table_sql'
+    LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+/*
  * Everything a monitoring system scrapes, a sample a row, in the shape of
  * Prometheus's metrics: metric is the family's name (counters end in
  * _total), queue the queue, subscription or (for sbq_topic_*) topic the
  * sample is of, or NULL for the database's own; state the message state of
  * sbq_messages. The queue and topic rows are those of sbq_queue_stats and
  * sbq_topic_stats, so a role sees the entities it holds a right on; the lock
- * table's and the maintenance worker's rows are this database's (no worker
- * rows without the preload). Times are seconds.
+ * table's, the table of queues' (0.15) and the maintenance worker's rows are
+ * this database's (no worker rows without the preload). Times are seconds.
  */
 CREATE VIEW sbq_metrics WITH (security_barrier) AS
     SELECT m.metric, s.queue, m.state, m.value, m.type, m.help
@@ -1372,6 +1386,22 @@ CREATE VIEW sbq_metrics WITH (security_barrier) AS
          'Entries this database may hold'),
         ('sbq_lock_table_database_in_use', l.database_in_use::pg_catalog.float8,
          'Entries this database holds: message and session locks, markers of received messages')
+     ) m(metric, value, help)
+     WHERE m.value IS NOT NULL
+    UNION ALL
+    SELECT m.metric, NULL, NULL, m.value, 'gauge', m.help
+      FROM sbq_queue_table() qt
+     CROSS JOIN LATERAL (VALUES
+        ('sbq_queue_table_capacity', qt.capacity::pg_catalog.float8,
+         'Entries of the table of queues in shared memory (sbqueue.max_queues; 0 without the preload)'),
+        ('sbq_queue_table_in_use', qt.in_use::pg_catalog.float8,
+         'Entries in use in the whole server (shown to pg_read_all_stats only)'),
+        ('sbq_queue_table_database_share', qt.database_share::pg_catalog.float8,
+         'Entries this database''s queues and topics may have'),
+        ('sbq_queue_table_database_in_use', qt.database_in_use::pg_catalog.float8,
+         'Entries this database has; a queue past the share works without one, more slowly'),
+        ('sbq_queue_table_database_deleted', qt.database_deleted::pg_catalog.float8,
+         'Entries of deleted queues and topics of this database, freed once no older transaction is left')
      ) m(metric, value, help)
      WHERE m.value IS NOT NULL
     UNION ALL

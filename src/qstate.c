@@ -161,6 +161,7 @@
  * receive. The share keeps one database (a churn of reply queues while a
  * transaction is held open there, say) from taking every entry of the
  * server; the database's own entry (queue id 0) is not held to it.
+ * sbq_queue_table() (0.15) shows how full the table and the share are.
  *
  * What a transaction does to the table (counts to add or moved out, a
  * scheduled time, a deleted queue) is kept in a backend-local undo log
@@ -227,13 +228,16 @@
 #include "access/twophase.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/backend_status.h"
 #include "utils/hsearch.h"
@@ -250,6 +254,7 @@
 #include "undo.h"
 
 PG_FUNCTION_INFO_V1(sbq_pending_counts_sql);
+PG_FUNCTION_INFO_V1(sbq_queue_table_sql);
 
 #define SBQ_QSTATE_TRANCHE	"sbqueue queues"
 
@@ -1960,6 +1965,60 @@ sbq_counts_seen(void)
 	sbq_counts_seen_hash = seen;
 	sbq_counts_seen_key = key;
 	return true;
+}
+
+/*
+ * sbq_queue_table_sql
+ *		sbq_queue_table() (0.15): how full the table of queues is, for
+ *		monitoring, as sbq_lock_table() says it of the table of locks.
+ *		capacity is sbqueue.max_queues; in_use the entries of the whole
+ *		server (NULL but for roles with the privileges of pg_read_all_stats:
+ *		other tenants' activity is their own); database_share the most
+ *		entries this database's queues and topics may have; database_in_use
+ *		its entries (its own one, and those of earlier incarnations of the
+ *		extension not yet freed, included); database_deleted those of its
+ *		entries whose queue or topic maintenance found gone, which are freed
+ *		once no transaction that began before is left. A queue without an
+ *		entry works, more slowly (the file header). Without the preload there
+ *		is no table: all 0.
+ */
+Datum
+sbq_queue_table_sql(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	int64		in_use = 0;
+	int32		db_in_use = 0;
+	int32		db_deleted = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (sbq_qstate_hash != NULL)
+	{
+		HASH_SEQ_STATUS status;
+		SbqQueueState *entry;
+		SbqQstateShare *share;
+
+		/* at most sbqueue.max_queues entries, read under the shared lock */
+		LWLockAcquire(sbq_qstate_lock, LW_SHARED);
+		in_use = (int64) hash_get_num_entries(sbq_qstate_hash);
+		share = hash_search(sbq_qstate_shares, &MyDatabaseId, HASH_FIND, NULL);
+		if (share != NULL)
+			db_in_use = share->count;
+		hash_seq_init(&status, sbq_qstate_hash);
+		while ((entry = (SbqQueueState *) hash_seq_search(&status)) != NULL)
+			if (entry->key.dbid == MyDatabaseId && entry->gone_since != 0)
+				db_deleted++;
+		LWLockRelease(sbq_qstate_lock);
+	}
+	values[0] = Int32GetDatum(sbq_qstate_hash != NULL ? sbq_qstate_max : 0);
+	values[1] = Int64GetDatum(in_use);
+	nulls[1] = !has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	values[2] = Int32GetDatum(sbq_qstate_hash != NULL ? sbq_qstate_db_limit() : 0);
+	values[3] = Int32GetDatum(db_in_use);
+	values[4] = Int32GetDatum(db_deleted);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /*

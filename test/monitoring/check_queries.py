@@ -12,9 +12,9 @@ message, a topic sent to once), and that every metric alerts.yaml names is one t
 queries make. Then sbq_metrics_text(): Prometheus's text exposition format, line by
 line (HELP and TYPE before each family's samples, a family's samples together,
 counters named _total, label values escaped), numbers that agree with the views and
-with sbq_lock_table(), labels escaped in a database whose name has a quote and a
-backslash, and a role without rights seeing no queue's samples and not the server's
-lock-table total. Exits non-zero on the first failure.
+with sbq_lock_table() and sbq_queue_table(), labels escaped in a database whose name
+has a quote and a backslash, and a role without rights seeing no queue's samples and
+not the server's totals of either table. Exits non-zero on the first failure.
 """
 import decimal
 import os
@@ -101,6 +101,12 @@ def main():
             locks[0]["capacity"] < locks[0]["share"]:
         fail("sbq_locks counts the locked message within the share and the capacity: %r" % locks)
     ok("sbq_locks counts the locked message from shared memory")
+    qt = rows["sbq_queue_table"]
+    if len(qt) != 1 or not (qt[0]["used"] >= 2 if qt[0]["capacity"] > 0 else qt[0]["used"] == 0) or \
+            qt[0]["share"] < qt[0]["used"] or qt[0]["capacity"] < qt[0]["share"] or qt[0]["deleted"] != 0:
+        fail("sbq_queue_table counts the database's entries (its own, the queues') within the share "
+             "and the capacity, none deleted: %r" % qt)
+    ok("sbq_queue_table counts the database's entries of the table of queues")
 
     check_exposition()
 
@@ -173,6 +179,8 @@ def check_exposition():
         text = conn.execute("SELECT sbq_metrics_text()").fetchone()[0]
         db = conn.execute("SELECT current_database()").fetchone()[0]
         lt = conn.execute("SELECT capacity, in_use, database_share, database_in_use FROM sbq_lock_table()").fetchone()
+        qt = conn.execute("SELECT capacity, in_use, database_share, database_in_use, database_deleted "
+                          "FROM sbq_queue_table()").fetchone()
         view = conn.execute("SELECT count(*) FROM sbq_metrics").fetchone()[0]
         samples = parse_exposition(text)
         if len(samples) != view:
@@ -192,6 +200,10 @@ def check_exposition():
             (("sbq_lock_table_capacity",), {}, lt[0]),
             (("sbq_lock_table_database_share",), {}, lt[2]),
             (("sbq_lock_table_database_in_use",), {}, lt[3]),
+            (("sbq_queue_table_capacity",), {}, qt[0]),
+            (("sbq_queue_table_database_share",), {}, qt[2]),
+            (("sbq_queue_table_database_in_use",), {}, qt[3]),
+            (("sbq_queue_table_database_deleted",), {}, qt[4]),
         ]
         for (fam,), labels, want_v in want:
             got = value(samples, fam, **labels)
@@ -212,9 +224,12 @@ def check_exposition():
             mine = parse_exposition(text)
             leaked = [k for k in mine if any(l[0] in ("queue", "topic") for l in k[1])]
             if leaked or value(mine, "sbq_lock_table_in_use") is not None or \
-                    value(mine, "sbq_lock_table_capacity") != lt[0]:
-                fail("a role with no rights sees no entity and not the server's lock count: %r" % sorted(mine))
-            ok("a role with no rights sees only this database's lock table and worker")
+                    value(mine, "sbq_lock_table_capacity") != lt[0] or \
+                    value(mine, "sbq_queue_table_in_use") is not None or \
+                    value(mine, "sbq_queue_table_capacity") != qt[0]:
+                fail("a role with no rights sees no entity and not the server's lock or queue-table count: %r"
+                     % sorted(mine))
+            ok("a role with no rights sees only this database's lock table, table of queues and worker")
         finally:
             conn.execute("RESET ROLE")
             conn.execute("REVOKE USAGE ON SCHEMA sbqueue FROM sbq_mon_nobody")

@@ -1,12 +1,13 @@
--- sbqueue pgTAP: metrics (0.12): sbq_metrics, sbq_metrics_text(), sbq_lock_table().
+-- sbqueue pgTAP: metrics (0.12): sbq_metrics, sbq_metrics_text(), sbq_lock_table(),
+-- sbq_queue_table() (0.15).
 -- The view has a sample a row in Prometheus's shape; its numbers are those of
 -- sbq_queue_stats and sbq_topic_stats; a role sees the samples of the entities it
 -- holds a right on; the lock table's figures come from shared memory (with the
--- preload and sbqueue.memory_locks on) and the server's total only for
+-- preload and sbqueue.memory_locks on), and so do the table of queues' (with the preload) and the server's total only for
 -- pg_read_all_stats; the text form has a HELP and a TYPE line per family and a line
 -- per row of the view.
 BEGIN;
-SELECT plan(23);
+SELECT plan(29);
 
 SELECT has_view('sbq_metrics', 'metrics: the view sbq_metrics exists');
 SELECT columns_are('sbq_metrics', ARRAY['metric', 'queue', 'state', 'value', 'type', 'help'],
@@ -87,6 +88,36 @@ SELECT is((SELECT value FROM sbq_metrics WHERE metric = 'sbq_lock_table_database
     'metrics: sbq_metrics shows sbq_lock_table()');
 SELECT sbq_complete('mt_q', :'held_token'::uuid);
 
+-- the table of queues (0.15)
+SELECT is((SELECT capacity FROM sbq_queue_table()),
+    CASE WHEN current_setting('shared_preload_libraries') ~ 'sbqueue'
+         THEN current_setting('sbqueue.max_queues')::int ELSE 0 END,
+    'metrics: the table of queues'' capacity is sbqueue.max_queues with the preload');
+SELECT is((SELECT database_share FROM sbq_queue_table()),
+    CASE WHEN current_setting('shared_preload_libraries') !~ 'sbqueue' THEN 0
+         WHEN current_setting('sbqueue.max_queues_per_database')::int < 0
+         THEN current_setting('sbqueue.max_queues')::int / 2
+         ELSE least(current_setting('sbqueue.max_queues_per_database')::int,
+                    current_setting('sbqueue.max_queues')::int) END,
+    'metrics: this database''s share of it follows sbqueue.max_queues_per_database');
+SELECT ok((SELECT CASE WHEN current_setting('shared_preload_libraries') ~ 'sbqueue'
+                       THEN database_in_use >= 2 AND in_use >= database_in_use AND database_deleted = 0
+                       ELSE database_in_use = 0 AND in_use = 0 AND database_deleted = 0 END
+             FROM sbq_queue_table()),
+    'metrics: the database has entries for itself and the queue sent to, within the server''s (with the preload)');
+SELECT results_eq(
+    $$SELECT metric, value FROM sbq_metrics
+       WHERE metric IN ('sbq_queue_table_capacity', 'sbq_queue_table_database_share',
+                        'sbq_queue_table_database_in_use', 'sbq_queue_table_database_deleted')
+       ORDER BY metric$$,
+    $$SELECT v.* FROM sbq_queue_table() t
+       CROSS JOIN LATERAL (VALUES ('sbq_queue_table_capacity', t.capacity::float8),
+                                  ('sbq_queue_table_database_deleted', t.database_deleted::float8),
+                                  ('sbq_queue_table_database_in_use', t.database_in_use::float8),
+                                  ('sbq_queue_table_database_share', t.database_share::float8)) v
+       ORDER BY 1$$,
+    'metrics: sbq_metrics shows sbq_queue_table()');
+
 -- rights: a role with listen on mt_q sees mt_q only, and not the server's lock count
 CREATE ROLE mt_reader;
 SELECT sbq_grant('mt_q', 'mt_reader', ARRAY['listen']);
@@ -97,6 +128,10 @@ SELECT is((SELECT in_use FROM sbq_lock_table()), NULL,
     'metrics: the server''s lock-table entries are not shown to a role without pg_read_all_stats');
 SELECT is((SELECT count(*) FROM sbq_metrics WHERE metric = 'sbq_lock_table_in_use'), 0::bigint,
     '... nor in sbq_metrics');
+SELECT is((SELECT in_use FROM sbq_queue_table()), NULL,
+    'metrics: nor the server''s entries of the table of queues');
+SELECT is((SELECT count(*) FROM sbq_metrics WHERE metric = 'sbq_queue_table_in_use'), 0::bigint,
+    '... nor those in sbq_metrics');
 SELECT is((SELECT count(*) FROM regexp_split_to_table(sbq_metrics_text(), E'\n') l
             WHERE l ~ 'queue="' AND l !~ 'queue="mt_q"'), 0::bigint,
     'metrics: sbq_metrics_text() reads sbq_metrics as the caller');

@@ -98,6 +98,8 @@ SELECT results_eq(
         ('public.sbq_new_message(text, text, text, text, text, text, text, text, text, interval, timestamp with time zone, jsonb)'),
         ('public.sbq_peek(text, integer, bigint)'),
         ('public.sbq_purge_queue(text)'),
+        -- how full the table of queues is: the server's total for pg_read_all_stats only
+        ('public.sbq_queue_table()'),
         ('public.sbq_receive(text, integer, interval, text)'),
         ('public.sbq_receive_deferred(text, bigint[])'),
         ('public.sbq_receive_deferred(text, bigint[], uuid)'),

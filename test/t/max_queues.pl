@@ -62,6 +62,15 @@ sub stored
 		       (SELECT sum(sent) FROM sbq_queue_stats WHERE queue LIKE '${prefix}\\_%')});
 }
 
+# what sbq_queue_table() says in $db: capacity, in_use (the server's),
+# database_share, database_in_use, database_deleted
+sub table_fill
+{
+	my ($db) = @_;
+	return $node->safe_psql($db, q{SELECT concat_ws(' ', capacity, in_use, database_share,
+		database_in_use, database_deleted) FROM sbq_queue_table()});
+}
+
 # 1. A database past its share (128 of 256: its own entry and 127 queues):
 # the rest of its queues store their counts at each call, and the stats
 # count every send either way
@@ -71,18 +80,24 @@ is(stored('a', 'qa'), '73 200',
 	'past its share of 128, 73 of 200 queues have no entry; the stats count all 200 sends');
 like(log_since($offset), $share, 'the server log says the database used its share');
 unlike(log_since($offset), $full, 'the table itself is not full');
+is(table_fill('a'), '256 128 128 128 0', 'sbq_queue_table() shows the share used up');
 
 # 2. Another database still has the rest of the table
 $offset = -s $node->logfile;
 fill('b', 'qb', 100);
 is(stored('b', 'qb'), '0 100', 'another database gets an entry for each of its 100 queues');
 unlike(log_since($offset), qr/$share|$full/, 'nothing of it in the log');
+is(table_fill('b'), '256 229 128 101 0', 'sbq_queue_table() shows the database\'s entries and the server\'s');
 
 # 3. Entries that maintenance frees leave the database's share: 150 queues
 # deleted, two passes, and 100 new queues of the database all get one
 $node->safe_psql('a', q{
 	SELECT count(sbq_delete_queue('qa_' || i)) FROM generate_series(1, 150) i;});
-$node->safe_psql('a', 'SELECT sbq_maintain(); SELECT sbq_maintain();');
+$node->safe_psql('a', 'SELECT sbq_maintain();');
+is(table_fill('a'), '256 229 128 128 127',
+	'after a pass sbq_queue_table() shows the entries of the deleted queues, not freed yet');
+$node->safe_psql('a', 'SELECT sbq_maintain();');
+is(table_fill('a'), '256 102 128 1 0', 'after the next they are freed');
 fill('a', 'ra', 100);
 is(stored('a', 'ra'), '0 100', 'the entries freed by maintenance count out of the share');
 
@@ -103,6 +118,7 @@ is(stored('a', 'sa'), '0 10', 'a share raised by a reload gives new queues an en
 fill('a', 'ta', 100);
 is(stored('a', 'ta'), '76 100', 'until the table itself is full');
 like(log_since($offset), $full, 'which the server log says');
+is(table_fill('a'), '256 256 256 135 0', 'and sbq_queue_table() shows the table full');
 
 # 6. A restart with a larger table, and the share half of it again
 $node->append_conf('postgresql.conf',

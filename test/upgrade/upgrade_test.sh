@@ -537,6 +537,16 @@ if has_relation sbq_upgrade_old sbq.node_queue_stats; then
 else
     check "the update reaches 0.14 (sbq.node_queue_stats)" missing present
 fi
+# 0.15 shows how full the table of queues in shared memory is, in sbq_metrics too
+if has_function sbq_upgrade_old "sbq_queue_table()"; then
+    got=$(try sbq_upgrade_old "SELECT (SELECT count(*) FROM sbq_metrics WHERE metric LIKE 'sbq\_queue\_table\_%')
+                                || ' ' || (SELECT count(*) FROM sbq_metrics WHERE metric LIKE 'sbq\_lock\_table\_%')")
+    check "after the update to 0.15 sbq_metrics has the five rows of the table of queues beside the lock table's four" "$got" "5 4"
+    got=$(try sbq_upgrade_old "SELECT has_function_privilege('public', 'sbq_queue_table()', 'EXECUTE')")
+    check "after the update to 0.15 PUBLIC may call sbq_queue_table()" "$got" t
+else
+    check "the update reaches 0.15 (sbq_queue_table())" missing present
+fi
 # 0.6 shows the maintenance workers of the server; with the preload the
 # database is listed from the commit of its CREATE EXTENSION on
 if has_relation sbq_upgrade_old sbq_maintenance_status &&
