@@ -434,6 +434,7 @@ sbq_create_queue(PG_FUNCTION_ARGS)
 				 errhint("Run ALTER EXTENSION sbqueue UPDATE.")));
 	sbq_check_dup_window(&props, NULL);
 	sbq_check_forward_to(&props, NULL, addr.key);
+	sbq_refuse_unmanaged_forwarders(&addr);
 	props.queue_id = sbq_storage_create_queue(addr.name, addr.key, &props);
 	result = sbq_properties_result(fcinfo, &addr, props.queue_id);
 	sbq_storage_end();

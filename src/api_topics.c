@@ -201,6 +201,7 @@ sbq_create_topic(PG_FUNCTION_ARGS)
 				(errcode(SBQ_ERRCODE_QUEUE_EXISTS),
 				 errmsg("queue \"%s\" already exists", existing.name),
 				 errdetail("Queues and topics share their names.")));
+	sbq_refuse_unmanaged_forwarders(&addr);
 	props.queue_id = sbq_storage_create_topic(addr.name, addr.key, &props);
 	result = sbq_topic_result(fcinfo, addr.name, props.queue_id);
 	sbq_storage_end();

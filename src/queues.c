@@ -25,6 +25,8 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -419,6 +421,81 @@ sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue)
 				 errmsg("cannot send to subscription \"%s\"", queue->name),
 				 errdetail("A subscription gets copies of the messages sent to its topic."),
 				 errhint("Send to topic \"%s\".", topic)));
+}
+
+/* the queues and subscriptions that forward their messages or dead letters */
+static SbqStatement stmt_forwarders = {"entities that forward", 0, {InvalidOid},
+	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues"
+	" WHERE forward_to IS NOT NULL OR forward_dead_lettered_messages_to IS NOT NULL"
+	" ORDER BY queue_id",
+	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues"
+	" WHERE forward_to IS NOT NULL OR forward_dead_lettered_messages_to IS NOT NULL"
+	" ORDER BY queue_id"
+};
+static SbqStatement stmt_forwarders_retry = {"entities that forward", 0, {InvalidOid},
+	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues"
+	" WHERE forward_to IS NOT NULL OR forward_dead_lettered_messages_to IS NOT NULL"
+	" ORDER BY queue_id"
+};
+
+/* whether name (a forward_to or forward_dead_lettered_messages_to) has key */
+static bool
+sbq_names_key(const char *name, const char *key)
+{
+	return name != NULL && strcmp(sbq_name_key(CurrentMemoryContext, name), key) == 0;
+}
+
+/*
+ * sbq_refuse_unmanaged_forwarders
+ *		For a queue or topic about to be made under addr's name (its lock
+ *		held exclusively): 42501 when a queue or subscription still forwards
+ *		its messages or dead letters to that name (its destination was
+ *		deleted, and it dead-letters them meanwhile) and the caller does not
+ *		manage it. Made, the new entity would receive them, and a role that
+ *		may make queues would read another's messages: setting forward_to
+ *		needs the right manage on both ends, and so does taking up a
+ *		forward left pointing at a name. Naming the source only to a caller
+ *		that holds a right on it.
+ */
+void
+sbq_refuse_unmanaged_forwarders(const SbqAddress *addr)
+{
+	SbqQueue   *sources;
+	uint64		n;
+	uint64		i;
+	uint64		nsources = 0;
+
+	/* those that forward there first: the rights' reads replace the result */
+	n = sbq_exec(sbq_queue_stmt(&stmt_forwarders, &stmt_forwarders_retry), NULL, NULL);
+	sources = palloc(sizeof(SbqQueue) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		sbq_queue_from_row(i, &sources[nsources]);
+		if (sbq_names_key(sources[nsources].forward_to, addr->key) ||
+			sbq_names_key(sources[nsources].forward_dlq_to, addr->key))
+			nsources++;
+	}
+	if (SPI_tuptable != NULL)
+		SPI_freetuptable(SPI_tuptable);
+	SPI_tuptable = NULL;
+	for (i = 0; i < nsources; i++)
+	{
+		SbqQueue	source = sources[i];
+
+		sbq_rights_load(&source);
+		if (sbq_rights_have(&source, SBQ_RIGHT_MANAGE))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create \"%s\"", addr->name),
+				 sbq_rights_have(&source, SBQ_RIGHT_ANY) ?
+				 errdetail("\"%s\" forwards to that name: made, it would receive what \"%s\" forwards, which needs the right \"manage\" on both.",
+						   source.name, source.name) :
+				 errdetail("An entity the role does not manage forwards to that name: made, it would receive what that entity forwards, which needs the right \"manage\" on both."),
+				 errhint("A role that manages both makes it, or the forwarding entity's manager stops forwarding there (forward_to => '').")));
+	}
+	pfree(sources);
 }
 
 /*

@@ -52,6 +52,7 @@ extern Oid	sbq_storage_caller(void);
 extern bool sbq_storage_find_queue(const SbqAddress *addr, SbqQueue *queue);
 extern void sbq_storage_get_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights);
 extern void sbq_queue_not_found(const SbqAddress *addr) pg_attribute_noreturn();
+extern void sbq_refuse_unmanaged_forwarders(const SbqAddress *addr);
 extern void sbq_storage_get_queue_held(const SbqAddress *addr, SbqQueue *queue, int16 rights);
 extern void sbq_storage_get_queue_to_send(const SbqAddress *addr, SbqQueue *queue);
 extern void sbq_storage_recheck_queue(const SbqAddress *addr, SbqQueue *queue, int16 rights);

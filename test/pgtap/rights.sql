@@ -23,7 +23,7 @@
 -- one statement as a role (SET LOCAL ROLE inside a subtransaction) and report how it
 -- went, so a refusal never aborts the file.
 BEGIN;
-SELECT plan(261);
+SELECT plan(268);
 
 \ir bad_input_setup.psql
 
@@ -430,6 +430,40 @@ SELECT * FROM pg_temp.denied('C9', 'sbq_rt_s', 'sbq_revoke of the creator''s man
 SELECT is(pg_temp.try('sbq_rt_s', $$SELECT sbq_create_queue('rt_c2')$$),
     '42501: permission denied for function sbq_create_queue',
     'C10: holding rights on a queue does not let a role create one');
+
+-- ------------------------------------------------------------------ a forward left pointing at a name
+-- A queue or subscription whose destination was deleted dead-letters what it
+-- forwards; made again, the destination would receive it. So a role may make a
+-- queue or topic of that name only if it manages the forwarding entity too, as
+-- setting forward_to needs (before: any role that may create queues made it,
+-- and read what was sent to the other's queue).
+SELECT sbq_create_queue('rt_fdst'), sbq_create_queue('rt_fdst2'), sbq_create_queue('rt_fdst3');
+SELECT sbq_create_queue('rt_fsrc', forward_to => 'RT_Fdst');
+SELECT sbq_create_queue('rt_fdl', forward_dead_lettered_messages_to => 'rt_fdst2');
+SELECT sbq_create_queue('rt_fown', forward_to => 'rt_fdst3');
+SELECT sbq_delete_queue('rt_fdst'), sbq_delete_queue('rt_fdst2'), sbq_delete_queue('rt_fdst3');
+SELECT sbq_grant('rt_fown', 'sbq_rt_creator', ARRAY['manage']);
+GRANT EXECUTE ON FUNCTION sbq_create_topic(text, interval, interval, integer) TO sbq_rt_creator;
+SELECT is(pg_temp.try('sbq_rt_creator', $$SELECT sbq_create_queue('rt_fdst')$$),
+    '42501: permission denied to create "rt_fdst" / An entity the role does not manage forwards to that name: made, it would receive what that entity forwards, which needs the right "manage" on both.',
+    'F1: a role cannot make a queue under the name another''s queue still forwards to, nor learn that queue''s name');
+SELECT is(split_part(pg_temp.try('sbq_rt_creator', $$SELECT sbq_create_topic('Rt_FDST')$$), ':', 1), '42501',
+    'F2: nor a topic under it, in any letter case');
+SELECT is(split_part(pg_temp.try('sbq_rt_creator', $$SELECT sbq_create_queue('rt_fdst2')$$), ':', 1), '42501',
+    'F3: nor a queue under the name another''s dead letters are forwarded to');
+SELECT sbq_send('rt_fsrc', 'kept');
+SELECT is((SELECT dead_letter_reason || ' ' || convert_from(body, 'UTF8') FROM sbq_peek('rt_fsrc/$deadletterqueue')),
+    'MessagingEntityNotFound kept', 'F4: what is sent meanwhile is dead-lettered where it was sent, as before');
+SELECT sbq_grant('rt_fsrc', 'sbq_rt_creator', ARRAY['listen']);
+SELECT is(pg_temp.try('sbq_rt_creator', $$SELECT sbq_create_queue('rt_fdst')$$),
+    '42501: permission denied to create "rt_fdst" / "rt_fsrc" forwards to that name: made, it would receive what "rt_fsrc" forwards, which needs the right "manage" on both.',
+    'F5: a role that holds a right on the forwarding queue is told which it is');
+SELECT pg_temp.works('F6', 'sbq_rt_creator', 'sbq_create_queue under the name a queue it manages forwards to',
+    $$SELECT sbq_create_queue('rt_fdst3')$$);
+SELECT sbq_create_queue('rt_fdst');
+SELECT sbq_send('rt_fsrc', 'resumed');
+SELECT is((SELECT string_agg(convert_from(body, 'UTF8'), ',') FROM sbq_peek('rt_fdst')), 'resumed',
+    'F7: made by a role that manages both, the destination receives what is forwarded again, as in Service Bus');
 
 -- ------------------------------------------------------------------ revoke
 -- revoking send from {send, listen} leaves listen; revoking what is not held changes
