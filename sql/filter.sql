@@ -108,6 +108,8 @@ SELECT application_properties, subject, correlation_id, message_id
   FROM sbq_test_action('SET a = a + 1; SET B = ''b''; REMOVE c; SET sys.Label = ''new''',
                        sbq_new_message('x', subject => 'old', application_properties => '{"a": 1, "C": 2, "d": 3}'));
 SELECT application_properties FROM sbq_test_action('SET d = d * 2, SET e = d', sbq_new_message('x', application_properties => '{"d": 1.5}'));
+-- a double keeps every digit it has: 0.30000000000000004 is not 0.3
+SELECT application_properties FROM sbq_test_action('SET b = a; SET c = a * 3', sbq_new_message('x', application_properties => '{"a": 0.30000000000000004}'));
 SELECT application_properties FROM sbq_test_action('SET n = missing', sbq_new_message('x'));
 SELECT application_properties, correlation_id FROM sbq_test_action('SET sys.CorrelationId = NULL', sbq_new_message('x', correlation_id => 'c'));
 SELECT regress.fe($$SELECT sbq_test_action('SET sys.SequenceNumber = 1', sbq_new_message('x'))$$);

@@ -31,6 +31,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "common/int.h"
+#include "common/shortest_dec.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/datetime.h"
@@ -673,9 +674,17 @@ sbq_value_json(const SbqFilterValue *v, JsonbValue *j)
 		case SBQ_FV_DOUBLE:
 			if (isnan(v->d) || isinf(v->d))
 				return false;
-			j->type = jbvNumeric;
-			j->val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric,
-																 Float8GetDatum(v->d)));
+			{
+				/* the shortest decimal that reads back as the same double */
+				char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+				double_to_shortest_decimal_buf(v->d, buf);
+				j->type = jbvNumeric;
+				j->val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+																	 CStringGetDatum(buf),
+																	 ObjectIdGetDatum(InvalidOid),
+																	 Int32GetDatum(-1)));
+			}
 			return true;
 		case SBQ_FV_STRING:
 			j->type = jbvString;
