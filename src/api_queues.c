@@ -10,8 +10,7 @@
  * write on a read-only transaction or a standby (25006), and does its work
  * through the storage files (storage.h) in a storage section. Creating and
  * deleting a queue hold its name's lock (util.c) exclusively, updating holds
- * it in a self-conflicting mode, and purging in share mode, until the
- * transaction ends.
+ * it in a self-conflicting mode, until the transaction ends.
  *
  * Copyright (c) 2026, the sbqueue authors
  *
@@ -499,28 +498,40 @@ sbq_delete_queue(PG_FUNCTION_ARGS)
 
 /*
  * sbq_purge_queue(queue or its DLQ): delete every message; row locks of those
- * messages. It holds the name in share mode, as a send does (a subscription's
- * with its topic's), once the caller's right is known: a delete of the queue
- * that committed after the look-up would leave it nothing to purge, and it
- * would return 0 for a queue that had messages and is gone (neither order of
- * the two gives that); now it waits for a delete under way and then finds
- * the queue gone (SB001), and a later delete waits for it.
+ * messages. It takes no name lock: it would hold it while it waits for the
+ * row locks of another's settlement or purge, and that transaction's delete
+ * of the queue would then wait for it (a deadlock). A purge that found
+ * nothing looks the queue up again, with a fresh snapshot: a delete that
+ * committed since the first look (or that it waited for) left it nothing to
+ * purge, and the purge fails as one after the delete (SB001), not with 0 for
+ * a queue that had messages; or purges the queue made again under its name
+ * meanwhile, as a purge after both would.
  */
 Datum
 sbq_purge_queue(PG_FUNCTION_ARGS)
 {
 	SbqAddress	addr;
 	SbqQueue	queue;
+	SbqQueue	now;
 	int64		n;
+	int			tries;
 
 	SBQ_ROUTE(fcinfo);
 	sbq_queue_call_begin(fcinfo, true, "sbq_purge_queue()", NoLock, SBQ_RIGHT_MANAGE,
 						 &addr, &queue);
-	sbq_storage_end();
-	sbq_lock_entity_name(addr.key, AccessShareLock);
-	sbq_storage_begin();
-	sbq_storage_get_queue(&addr, &queue, SBQ_RIGHT_MANAGE);
-	n = sbq_storage_purge(&queue, addr.subqueue);
+	for (tries = 0;; tries++)
+	{
+		n = sbq_storage_purge(&queue, addr.subqueue);
+		if (n > 0)
+			break;
+		if (!sbq_storage_find_queue(&addr, &now))
+			sbq_queue_not_found(&addr);
+		if (now.queue_id == queue.queue_id || tries >= 2)
+			break;
+		/* made again under its name meanwhile: that one, as a purge after */
+		sbq_rights_require(&now, SBQ_RIGHT_MANAGE);
+		queue = now;
+	}
 	sbq_storage_end();
 	PG_RETURN_INT64(n);
 }
