@@ -32,7 +32,7 @@ ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_ro
             session_expiry_vs_settle session_release_unsettled \
             settle_report_race topics_send_vs_delete topics_forward_vs_change forwarding_vs_delete \
             forwarding_dead_letters_vs_update maintain_vs_delete_topic metrics_counters_move metrics_text_swap \
-            maintain_stats_one_instant metrics_received_in_flight
+            maintain_stats_one_instant metrics_received_in_flight rights_forward_recreate
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration

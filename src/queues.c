@@ -423,27 +423,23 @@ sbq_refuse_subscription_send(const SbqAddress *addr, const SbqQueue *queue)
 				 errhint("Send to topic \"%s\".", topic)));
 }
 
-/* the queues and subscriptions that forward their messages or dead letters */
-static SbqStatement stmt_forwarders = {"entities that forward", 0, {InvalidOid},
-	"SELECT " QUEUE_COLS_NEW " FROM sbq.queues"
-	" WHERE forward_to IS NOT NULL OR forward_dead_lettered_messages_to IS NOT NULL"
-	" ORDER BY queue_id",
-	.old_sql = "SELECT " QUEUE_COLS_OLD " FROM sbq.queues"
-	" WHERE forward_to IS NOT NULL OR forward_dead_lettered_messages_to IS NOT NULL"
+/*
+ * The queues and subscriptions that forward their messages or dead letters to
+ * the name whose key is $1 (names are ASCII: their lower-case form in "C" is
+ * the key, in any database's locale).
+ */
+#define FORWARDERS_TO \
+	" FROM sbq.queues" \
+	" WHERE pg_catalog.lower(forward_to COLLATE \"C\") = $1" \
+	"    OR pg_catalog.lower(forward_dead_lettered_messages_to COLLATE \"C\") = $1" \
 	" ORDER BY queue_id"
+static SbqStatement stmt_forwarders = {"entities that forward to a name", 1, {TEXTOID},
+	"SELECT " QUEUE_COLS_NEW FORWARDERS_TO,
+	.old_sql = "SELECT " QUEUE_COLS_OLD FORWARDERS_TO
 };
-static SbqStatement stmt_forwarders_retry = {"entities that forward", 0, {InvalidOid},
-	"SELECT " QUEUE_COLS_RETRY " FROM sbq.queues"
-	" WHERE forward_to IS NOT NULL OR forward_dead_lettered_messages_to IS NOT NULL"
-	" ORDER BY queue_id"
+static SbqStatement stmt_forwarders_retry = {"entities that forward to a name", 1, {TEXTOID},
+	"SELECT " QUEUE_COLS_RETRY FORWARDERS_TO
 };
-
-/* whether name (a forward_to or forward_dead_lettered_messages_to) has key */
-static bool
-sbq_names_key(const char *name, const char *key)
-{
-	return name != NULL && strcmp(sbq_name_key(CurrentMemoryContext, name), key) == 0;
-}
 
 /*
  * sbq_refuse_unmanaged_forwarders
@@ -461,25 +457,24 @@ void
 sbq_refuse_unmanaged_forwarders(const SbqAddress *addr)
 {
 	SbqQueue   *sources;
+	Datum		values[1];
 	uint64		n;
 	uint64		i;
-	uint64		nsources = 0;
 
-	/* those that forward there first: the rights' reads replace the result */
-	n = sbq_exec(sbq_queue_stmt(&stmt_forwarders, &stmt_forwarders_retry), NULL, NULL);
+	/*
+	 * Those that forward there now, whatever the snapshot (one taken before
+	 * a forward was set up would not show it); first, as the rights' reads
+	 * replace the result.
+	 */
+	values[0] = CStringGetTextDatum(addr->key);
+	n = sbq_exec_latest(sbq_queue_stmt(&stmt_forwarders, &stmt_forwarders_retry), values, NULL);
 	sources = palloc(sizeof(SbqQueue) * Max(n, 1));
 	for (i = 0; i < n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		sbq_queue_from_row(i, &sources[nsources]);
-		if (sbq_names_key(sources[nsources].forward_to, addr->key) ||
-			sbq_names_key(sources[nsources].forward_dlq_to, addr->key))
-			nsources++;
-	}
+		sbq_queue_from_row(i, &sources[i]);
 	if (SPI_tuptable != NULL)
 		SPI_freetuptable(SPI_tuptable);
 	SPI_tuptable = NULL;
-	for (i = 0; i < nsources; i++)
+	for (i = 0; i < n; i++)
 	{
 		SbqQueue	source = sources[i];
 
