@@ -825,24 +825,39 @@ sbq_qstate_lower_to(Oid epoch, int32 queue_id, int64 seq, bool head)
 	SpinLockRelease(&entry->mutex);
 }
 
+/* how far back sbq_qstate_last looks, past records of other queues */
+#define SBQ_QSTATE_LOOK_BACK	128
+
 /*
  * sbq_qstate_last
- *		The newest record of this transaction, if it is of kind, for the
- *		queue (key) and made at the current nest level; else NULL.
+ *		This transaction's newest record for the queue (key), if it is of
+ *		kind and made at the current nest level; else NULL. Records of
+ *		other queues after it are passed over (the newest
+ *		SBQ_QSTATE_LOOK_BACK of the log): each queue's records apply to its
+ *		own entry, so their order against other queues' does not matter,
+ *		and a message copied to every subscription of a topic, or on along
+ *		a chain of forwards, made a record per copy (the log is kept at its
+ *		largest for the backend's life: 15 MB for a send whose forwards made
+ *		100,000 copies). One for the queue of another kind or level ends
+ *		the look: what comes after it must apply after it.
  */
 static SbqQstateRecord *
 sbq_qstate_last(SbqQstateKind kind, const SbqQueueKey *key)
 {
 	int			n = sbq_undo_count(&sbq_qstate_log);
-	SbqQstateRecord *last;
+	int			i;
 
-	if (n == 0)
-		return NULL;
-	last = sbq_undo_entry(&sbq_qstate_log, n - 1);
-	if (last->kind != kind || last->hdr.level != GetCurrentTransactionNestLevel() ||
-		memcmp(&last->key, key, sizeof(*key)) != 0)
-		return NULL;
-	return last;
+	for (i = n - 1; i >= 0 && i >= n - SBQ_QSTATE_LOOK_BACK; i--)
+	{
+		SbqQstateRecord *r = sbq_undo_entry(&sbq_qstate_log, i);
+
+		if (memcmp(&r->key, key, sizeof(*key)) != 0)
+			continue;
+		if (r->kind != kind || r->hdr.level != GetCurrentTransactionNestLevel())
+			return NULL;
+		return r;
+	}
+	return NULL;
 }
 
 /*
