@@ -101,14 +101,19 @@ def main():
             locks[0]["capacity"] < locks[0]["share"]:
         fail("sbq_locks counts the locked message within the share and the capacity: %r" % locks)
     ok("sbq_locks counts the locked message from shared memory")
-    qt = rows["sbq_queue_table"]
+    qt = rows["sbq_queue_entries"]
     if len(qt) != 1 or not (qt[0]["used"] >= 2 if qt[0]["capacity"] > 0 else qt[0]["used"] == 0) or \
             qt[0]["share"] < qt[0]["used"] or qt[0]["capacity"] < qt[0]["share"] or qt[0]["deleted"] != 0:
-        fail("sbq_queue_table counts the database's entries (its own, the queues') within the share "
+        fail("sbq_queue_entries counts the database's entries (its own, the queues') within the share "
              "and the capacity, none deleted: %r" % qt)
-    ok("sbq_queue_table counts the database's entries of the table of queues")
+    ok("sbq_queue_entries counts the database's entries of the table of queues")
 
-    check_exposition()
+    fams = check_exposition()
+    clash = made & fams
+    if clash:
+        fail("the exporter's queries and sbq_metrics_text() name no family alike "
+             "(scraped together, the series would collide): %s" % sorted(clash))
+    ok("the exporter's queries and sbq_metrics_text() name no family alike")
 
     named = set()
     for group in alerts["groups"]:
@@ -212,6 +217,7 @@ def check_exposition():
         if not lt[3] >= 1 or lt[1] is None or lt[1] < lt[3]:
             fail("sbq_lock_table() counts this database's lock within the server's: %r" % (lt,))
         ok("sbq_metrics_text() is in the exposition format (%d samples) and agrees with the views" % len(samples))
+        fams = {f for (f, _) in samples}
 
         # a role with no rights: no queue or topic samples, no server-wide lock count
         conn.execute("DROP ROLE IF EXISTS sbq_mon_nobody")
@@ -250,6 +256,7 @@ def check_exposition():
             ok("label values are escaped (a database named %r)" % odd)
         finally:
             conn.execute('DROP DATABASE "%s"' % odd.replace('"', '""'))
+    return fams
 
 
 if __name__ == "__main__":
