@@ -238,7 +238,12 @@ class Console {
         return { queues: q.rows, topics };
     }
 
+    // one sample at a time: a tick while the last still runs (the stats view slow,
+    // or waiting for a lock) is skipped, or the samples waiting would take every
+    // connection of the pool and each request would wait for one in vain
     async sample() {
+        if (this.sampling) return;
+        this.sampling = true;
         try {
             const { queues } = await this.stats();
             this.sampler.add(Date.now(), queues);
@@ -246,6 +251,8 @@ class Console {
         } catch (e) {
             this.sampler.lastError = { error: e.message, sqlstate: sqlstateOf(e) };
             log(`sample failed: ${e.message}`);
+        } finally {
+            this.sampling = false;
         }
     }
 
@@ -293,11 +300,19 @@ class Console {
         const from = params.get('from') || null;
         if (from !== null && !/^\d{1,19}$/.test(from)) throw new HttpError(400, 'from is a sequence number', '22023');
         const r = await this.pool.query(
-            `SELECT sequence_number::text AS sequence_number, message_id, delivery_count, enqueued_time,
-                    scheduled_enqueue_time, expires_at, time_to_live::text AS time_to_live, state, session_id,
+            // times and properties as PostgreSQL writes them (ISO 8601 times): parsed
+            // into JavaScript values, times lost their microseconds (and those past
+            // the year 275760 became null), and numbers in the properties their digits
+            `SELECT sequence_number::text AS sequence_number, message_id, delivery_count,
+                    pg_catalog.to_json(enqueued_time) #>> '{}' AS enqueued_time,
+                    pg_catalog.to_json(scheduled_enqueue_time) #>> '{}' AS scheduled_enqueue_time,
+                    pg_catalog.to_json(expires_at) #>> '{}' AS expires_at,
+                    time_to_live::text AS time_to_live, state, session_id,
                     correlation_id, subject, content_type, reply_to, reply_to_session_id, to_address,
-                    application_properties, dead_letter_reason, dead_letter_error_description, dead_letter_source,
-                    locked_until, pg_catalog.octet_length(body) AS body_size,
+                    application_properties::text AS application_properties,
+                    dead_letter_reason, dead_letter_error_description, dead_letter_source,
+                    pg_catalog.to_json(locked_until) #>> '{}' AS locked_until,
+                    pg_catalog.octet_length(body) AS body_size,
                     pg_catalog.substring(body, 1, $4) AS body
                FROM ${this.fn('sbq_peek')}($1, $2, $3::bigint)`,
             [entity, max, from, BODY_CAP]);

@@ -343,8 +343,7 @@ function showMessage(m) {
         if (!state.peek.deadLetters && k.startsWith('dead_letter_')) continue;
         let text = v;
         if (v === null || v === undefined) text = '';
-        else if (k === 'application_properties') text = JSON.stringify(v);
-        else if (k.endsWith('_time') || k === 'expires_at' || k === 'locked_until') text = fmtTime(v);
+        // the properties and times as the server wrote them: every digit, every microsecond
         const tr = el('tr', {}, el('th', { text: k }), el('td', { text: String(text) }));
         tr.setAttribute('data-prop', k);
         props.push(tr);
@@ -361,6 +360,57 @@ function showMessage(m) {
     renderBody();
 }
 
+// JSON text laid out as JSON.stringify(value, null, 2) lays it out, but with every
+// number and string as written: a value parsed and written again loses what a double
+// cannot hold (12345678901234567890 came back as 12345678901234567000, 1e400 as null).
+// text must be JSON.
+function indentJson(text) {
+    const space = ' \t\n\r';
+    const pad = (depth) => '\n' + '  '.repeat(depth);
+    let out = '';
+    let depth = 0;
+    let i = 0;
+    while (i < text.length) {
+        const c = text[i];
+        if (space.includes(c)) {
+            i++;
+        } else if (c === '"') {
+            let j = i + 1;
+            while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+            out += text.slice(i, j + 1);
+            i = j + 1;
+        } else if (c === '{' || c === '[') {
+            const close = c === '{' ? '}' : ']';
+            let j = i + 1;
+            while (j < text.length && space.includes(text[j])) j++;
+            if (text[j] === close) {
+                out += c + close;
+                i = j + 1;
+            } else {
+                depth++;
+                out += c + pad(depth);
+                i++;
+            }
+        } else if (c === '}' || c === ']') {
+            depth--;
+            out += pad(depth) + c;
+            i++;
+        } else if (c === ',') {
+            out += ',' + pad(depth);
+            i++;
+        } else if (c === ':') {
+            out += ': ';
+            i++;
+        } else {
+            let j = i;
+            while (j < text.length && !(space + ',:{}[]"').includes(text[j])) j++;
+            out += text.slice(i, j);
+            i = j;
+        }
+    }
+    return out;
+}
+
 function renderBody() {
     const m = state.selected;
     if (!m) return;
@@ -375,7 +425,8 @@ function renderBody() {
         text = new TextDecoder('utf-8').decode(bytes);
         if (state.view === 'json') {
             try {
-                text = JSON.stringify(JSON.parse(text), null, 2);
+                JSON.parse(text);        // whether it is JSON; its values are not used
+                text = indentJson(text);
             } catch (e) {
                 note.textContent = `Not JSON${m.bodyTruncated ? ' (the body is cut)' : ''}: ${e.message}. Shown as text.`;
                 note.hidden = false;

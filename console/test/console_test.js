@@ -30,6 +30,7 @@ const Q_SPARK = 'console/spark';
 const TOPIC = 'console/topic';
 const Q_HOSTILE = 'console/hostile';
 const Q_STALE = 'console/stale';
+const Q_EXACT = 'console/exact';
 // names an object has from its prototype
 const Q_PROTO = ['constructor', 'toString'];
 
@@ -742,6 +743,61 @@ test('markup in properties, application_properties keys and values, dead-letter 
     } finally {
         await stopConsole(srv);
         await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_HOSTILE]);
+    }
+});
+
+test('numbers and times of a message are shown as PostgreSQL has them, not as JavaScript reads them', async () => {
+    await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [Q_EXACT]);
+    const props = '{"f": 1.10, "big": 12345678901234567890, "huge": 1e400}';
+    const body = '{"a": 1.50, "id": 12345678901234567890, "nested": {"e": [], "o": {}}}';
+    const s = (await sql(`SELECT ${fn('sbq_send')}($1, $2::jsonb, application_properties => $3::jsonb,
+                                  scheduled_enqueue_time => '290000-01-01 00:00:00.123456+00')::text AS s`,
+    [Q_EXACT, body, props])).rows[0].s;
+    const want = (await sql(`SELECT application_properties::text AS p, body AS b,
+                                    pg_catalog.to_json(scheduled_enqueue_time) #>> '{}' AS t
+                               FROM ${fn('sbq_peek')}($1, 1)`, [Q_EXACT])).rows[0];
+    const srv = await startConsole();
+    try {
+        const page = await openPage(srv);
+        await waitCounts(page, Q_EXACT, { scheduled: 1 });
+        await page.click(`${row(Q_EXACT)} button.peek`);
+        await page.waitForSelector('#messages tbody tr.message');
+        await openMessage(page, s);
+        const prop = (k) => page.textContent(`#detail-props tr[data-prop="${k}"] td`);
+        // before: {"f":1.1,"big":12345678901234567000,"huge":null}, and no time at all
+        assert.equal(await prop('application_properties'), want.p);
+        assert.match(want.p, /12345678901234567890/);
+        assert.equal(await prop('scheduled_enqueue_time'), want.t);
+        assert.match(want.t, /^290000-01-01T00:00:00\.123456/);
+        assert.equal(await page.getAttribute('#body', 'data-view'), 'json');
+        assert.equal(await bodyText(page),
+            '{\n  "a": 1.50,\n  "id": 12345678901234567890,\n  "nested": {\n    "e": [],\n    "o": {}\n  }\n}',
+            'the JSON view lays the body out, every digit kept');
+        assert.deepEqual(page.errors || [], [], 'no error in the page');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_EXACT]);
+    }
+});
+
+test('a sample that waits does not take every connection: the next ticks skip it, and a peek is answered', async () => {
+    const srv = await startConsole(['--sample-seconds', '1', '--pool', '2', '--statement-timeout', '20000']);
+    const locker = new pg.Client();
+    await locker.connect();
+    try {
+        await locker.query('BEGIN');
+        await locker.query('LOCK TABLE sbq.queue_counters IN ACCESS EXCLUSIVE MODE');
+        await new Promise((r) => setTimeout(r, 4000));
+        const t0 = Date.now();
+        const r = await request(srv.port, 'GET', `/api/peek?queue=${encodeURIComponent(Q_BODIES)}&max=1`);
+        // before: every connection of the pool held by a waiting sample, and 503 after 10 s
+        assert.equal(r.status, 200, r.text);
+        assert.ok(Date.now() - t0 < 3000, `answered in ${Date.now() - t0} ms`);
+    } finally {
+        await locker.query('ROLLBACK').catch(() => {});
+        await locker.end();
+        await stopConsole(srv);
     }
 });
 
