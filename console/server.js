@@ -317,7 +317,8 @@ class Console {
                FROM ${this.fn('sbq_peek')}($1, $2, $3::bigint)`,
             [entity, max, from, BODY_CAP]);
         return {
-            queue, entity, deadLetters: entity !== queue, bodyCap: BODY_CAP,
+            // a dead-letter sub-queue, whether asked for so or named (any letter case)
+            queue, entity, deadLetters: /\/\$deadletterqueue$/i.test(entity), bodyCap: BODY_CAP,
             messages: r.rows.map((m) => {
                 const body = m.body === null ? null : m.body.toString('base64');
                 const size = m.body_size === null ? null : Number(m.body_size);

@@ -773,6 +773,9 @@ test('numbers and times of a message are shown as PostgreSQL has them, not as Ja
         assert.equal(await bodyText(page),
             '{\n  "a": 1.50,\n  "id": 12345678901234567890,\n  "nested": {\n    "e": [],\n    "o": {}\n  }\n}',
             'the JSON view lays the body out, every digit kept');
+        const dl = await request(srv.port, 'GET', `/api/peek?queue=${encodeURIComponent(`${Q_EXACT}/$DeadLetterQueue`)}`);
+        assert.equal(dl.status, 200, dl.text);
+        assert.equal(dl.json.deadLetters, true, 'a dead-letter sub-queue named in the queue is one');
         assert.deepEqual(page.errors || [], [], 'no error in the page');
         await page.close();
     } finally {
