@@ -661,6 +661,8 @@ sbq_rule_eval_filter(const SbqFilterExpr *filter, SbqRuleMessage *m, SbqFilterEr
 static bool
 sbq_value_json(const SbqFilterValue *v, JsonbValue *j)
 {
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+
 	switch (v->kind)
 	{
 		case SBQ_FV_BOOL:
@@ -674,17 +676,12 @@ sbq_value_json(const SbqFilterValue *v, JsonbValue *j)
 		case SBQ_FV_DOUBLE:
 			if (isnan(v->d) || isinf(v->d))
 				return false;
-			{
-				/* the shortest decimal that reads back as the same double */
-				char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
-
-				double_to_shortest_decimal_buf(v->d, buf);
-				j->type = jbvNumeric;
-				j->val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
-																	 CStringGetDatum(buf),
-																	 ObjectIdGetDatum(InvalidOid),
-																	 Int32GetDatum(-1)));
-			}
+			/* the shortest decimal that reads back as the same double */
+			double_to_shortest_decimal_buf(v->d, buf);
+			j->type = jbvNumeric;
+			j->val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
+																 ObjectIdGetDatum(InvalidOid),
+																 Int32GetDatum(-1)));
 			return true;
 		case SBQ_FV_STRING:
 			j->type = jbvString;

@@ -341,10 +341,9 @@ function showMessage(m) {
     for (const [k, v] of Object.entries(m)) {
         if (k === 'body' || k === 'bodyTruncated' || k === 'bodySize') continue;
         if (!state.peek.deadLetters && k.startsWith('dead_letter_')) continue;
-        let text = v;
-        if (v === null || v === undefined) text = '';
         // the properties and times as the server wrote them: every digit, every microsecond
-        const tr = el('tr', {}, el('th', { text: k }), el('td', { text: String(text) }));
+        const text = v === null || v === undefined ? '' : String(v);
+        const tr = el('tr', {}, el('th', { text: k }), el('td', { text }));
         tr.setAttribute('data-prop', k);
         props.push(tr);
     }
@@ -366,6 +365,7 @@ function showMessage(m) {
 // text must be JSON.
 function indentJson(text) {
     const space = ' \t\n\r';
+    const ends = space + ',:{}[]"';     // where a number, true, false or null ends
     const pad = (depth) => '\n' + '  '.repeat(depth);
     let out = '';
     let depth = 0;
@@ -403,7 +403,7 @@ function indentJson(text) {
             i++;
         } else {
             let j = i;
-            while (j < text.length && !(space + ',:{}[]"').includes(text[j])) j++;
+            while (j < text.length && !ends.includes(text[j])) j++;
             out += text.slice(i, j);
             i = j;
         }
