@@ -513,6 +513,7 @@ typedef enum SbqQstateRoom
 } SbqQstateRoom;
 
 static void sbq_qstate_say_full(const SbqQueueKey *key, SbqQstateRoom room);
+static void sbq_qstate_free_ended_preps(void);
 
 static SbqQstateRoom
 sbq_qstate_room(const SbqQueueKey *key)
@@ -1112,6 +1113,7 @@ sbq_qstate_xact_callback(XactEvent event, void *arg)
 			 * committed.
 			 */
 			sbq_qstate_prepare_xid = GetTopTransactionIdIfAny();
+			sbq_qstate_free_ended_preps();
 			return;
 		case XACT_EVENT_PREPARE:
 			/* a prepared move is not committed yet: its slot stays unmarked */
@@ -1331,6 +1333,46 @@ sbq_qstate_merge_preps(SbqQueueState *entry, const TransactionId *preps, const i
 		if (end[i] > 0)
 			sbq_counts_add(entry->pending, (SbqCounts *) entry->prep[i], 1);
 		entry->prep_xid[i] = InvalidTransactionId;
+	}
+}
+
+/*
+ * sbq_qstate_free_ended_preps
+ *		Before this transaction is prepared: free the prepared slots of the
+ *		queues it counted for whose transactions have ended (their counts
+ *		added or dropped, as sbq_qstate_take does), so that its counts wait
+ *		in a slot. Only a take freed them, and a take comes about once a
+ *		second: a PREPARE soon after two prepared transactions of the queue
+ *		had ended found no slot and counted as committed, and its ROLLBACK
+ *		PREPARED then left the counters too high for good. Reads the commit
+ *		log, so not in the PREPARE callback, which must not fail.
+ */
+static void
+sbq_qstate_free_ended_preps(void)
+{
+	int			n = sbq_undo_count(&sbq_qstate_log);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		const SbqQstateRecord *r = sbq_undo_entry(&sbq_qstate_log, i);
+		SbqQueueState *entry;
+		TransactionId preps[SBQ_QSTATE_PREPS];
+		int			end[SBQ_QSTATE_PREPS];
+
+		if (r->kind != SBQ_QS_ADD)
+			continue;
+		entry = sbq_qstate_entry(r->key.epoch, r->key.queue_id, false);
+		if (entry == NULL)
+			continue;
+		SpinLockAcquire(&entry->mutex);
+		memcpy(preps, entry->prep_xid, sizeof(preps));
+		SpinLockRelease(&entry->mutex);
+		if (!sbq_qstate_preps_ended(preps, end))
+			continue;
+		SpinLockAcquire(&entry->mutex);
+		sbq_qstate_merge_preps(entry, preps, end);
+		SpinLockRelease(&entry->mutex);
 	}
 }
 

@@ -139,6 +139,20 @@ sub prepared_send
 	$node->safe_psql('postgres', qq{ROLLBACK PREPARED 'psend_$_'}) for qw(c d);
 	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
 	is(sent('psend'), '11', 'psend: eleven once they are rolled back too');
+
+	# two committed, and no reader, pass or send that moves counts until two
+	# more are prepared, within the second a send waits before it moves
+	# them (a pass moved them just before): the two ended leave their slots
+	# to them at PREPARE, so their rollback takes back what they sent
+	# (before: no slot was free, both counted at PREPARE, and stayed counted)
+	prepared_send("psend_$_", 1) for qw(e f);
+	$node->safe_psql('postgres', q{SELECT sbq_send('psend', 'x'); SELECT sbq_maintain();});
+	$node->safe_psql('postgres', qq{COMMIT PREPARED 'psend_$_'}) for qw(e f);
+	prepared_send("psend_$_", 1) for qw(g h);
+	$node->safe_psql('postgres', qq{ROLLBACK PREPARED 'psend_$_'}) for qw(g h);
+	is(sent('psend'), '14', 'psend: two prepared after two ended, then rolled back, are not counted');
+	$node->safe_psql('postgres', 'SELECT sbq_maintain()');
+	is(sent('psend'), '14', 'psend: nor after a maintenance pass');
 }
 
 ### 3. a transaction open in another database
