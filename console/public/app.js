@@ -139,30 +139,93 @@ function sparkline(history) {
     return svg;
 }
 
+// A row's sparkline is drawn when the row is on the screen, or comes onto it:
+// with thousands of queues, drawing every one at each refresh kept the page
+// busy for half a second in every two
+const visibleRows = new Set();
+let rowObserver = null;
+
+function drawSpark(tr) {
+    tr.sbqSparkDirty = false;
+    tr.querySelector('td.spark').replaceChildren(sparkline(state.history.get(tr.getAttribute('data-queue')) || []));
+}
+
+function observeRow(tr) {
+    if (!rowObserver && typeof IntersectionObserver === 'function') {
+        rowObserver = new IntersectionObserver((entries) => {
+            for (const e of entries) {
+                if (e.isIntersecting) {
+                    visibleRows.add(e.target);
+                    if (e.target.sbqSparkDirty) drawSpark(e.target);
+                } else {
+                    visibleRows.delete(e.target);
+                }
+            }
+        }, { rootMargin: '300px 0px' });
+    }
+    if (rowObserver) rowObserver.observe(tr);
+    else visibleRows.add(tr);
+}
+
+function setText(td, text) {
+    if (td.textContent !== text) td.textContent = text;
+}
+
+// The name filter: a row shows when its name holds the text, in any letter case
+function applyFilter() {
+    const f = $('queue-filter').value.trim().toLowerCase();
+    let shown = 0;
+    for (const [name, tr] of state.rows) {
+        const hide = f !== '' && !name.toLowerCase().includes(f);
+        if (tr.hidden !== hide) tr.hidden = hide;
+        if (!hide) shown++;
+    }
+    $('queues-shown').textContent = f === '' ? '' : `${shown} of ${state.rows.size} shown`;
+}
+
 function renderQueues(data) {
     const tbody = $('queues').tBodies[0];
-    const seen = new Set();
+    const seen = new Set(data.queues.map((q) => q.queue));
+    for (const [name, tr] of state.rows) {
+        if (!seen.has(name)) {
+            tr.remove();
+            if (rowObserver) rowObserver.unobserve(tr);
+            visibleRows.delete(tr);
+            state.rows.delete(name);
+            state.history.delete(name);
+        }
+    }
     let newest = 0;
+    let added = false;
+    // the server's order; a row is moved only when it is out of place, as
+    // moving all of them made the browser lay out the whole table again
+    let next = tbody.firstChild;
     for (const q of data.queues) {
-        seen.add(q.queue);
         let tr = state.rows.get(q.queue);
         if (!tr) {
             tr = queueRow(q);
             state.rows.set(q.queue, tr);
+            tr.sbqSparkDirty = true;
+            added = true;
         }
-        tbody.append(tr);        // keeps the server's order
-        for (const c of COUNT_CELLS) tr.querySelector(`td.${c}`).textContent = String(q[c]);
+        if (tr === next) next = tr.nextSibling;
+        else tbody.insertBefore(tr, next);
+        for (const c of COUNT_CELLS) setText(tr.querySelector(`td.${c}`), String(q[c]));
         tr.querySelector('td.deadLetters').classList.toggle('nonzero', q.deadLetters > 0);
         // the server sends the samples since the last it sent: added to those kept here
-        const history = (state.history.get(q.queue) || []).concat(q.history).slice(-data.samplesKept);
-        state.history.set(q.queue, history);
-        for (const s of q.history) if (s[0] > newest) newest = s[0];
-        tr.querySelector('td.spark').replaceChildren(sparkline(history));
+        if (q.history.length > 0 || !state.history.has(q.queue)) {
+            const history = (state.history.get(q.queue) || []).concat(q.history).slice(-data.samplesKept);
+            state.history.set(q.queue, history);
+            for (const s of q.history) if (s[0] > newest) newest = s[0];
+            tr.sbqSparkDirty = true;
+        }
+    }
+    for (const tr of state.rows.values()) {
+        if (tr.sbqSparkDirty && !tr.sbqObserved) { tr.sbqObserved = true; observeRow(tr); }
+        else if (tr.sbqSparkDirty && visibleRows.has(tr)) drawSpark(tr);
     }
     state.since = Math.max(state.since, newest);
-    for (const [name, tr] of state.rows) {
-        if (!seen.has(name)) { tr.remove(); state.rows.delete(name); state.history.delete(name); }
-    }
+    if (added) applyFilter();
     $('queues-empty').hidden = data.queues.length > 0;
     const tt = $('topics').tBodies[0];
     tt.replaceChildren(...data.topics.map((t) => {
@@ -202,6 +265,8 @@ function openPeek(queue, deadLetters) {
     $('peek-title').textContent = deadLetters ? `Dead letters of ${queue}` : `Messages of ${queue}`;
     $('peek-section').setAttribute('data-entity', deadLetters ? `${queue}/$deadletterqueue` : queue);
     renderDeadLetterActions();
+    // below a long list of queues it would open out of sight
+    $('peek-section').scrollIntoView({ block: 'start' });
     loadPeek();
 }
 
@@ -533,6 +598,7 @@ async function start() {
     for (const b of $('body-views').querySelectorAll('button')) {
         b.addEventListener('click', () => { state.view = b.getAttribute('data-view'); renderBody(); });
     }
+    $('queue-filter').addEventListener('input', applyFilter);
     await refreshQueues();
     // the next refresh is due REFRESH_MS after the last one ended: on a slow
     // database they do not pile up, nor come back out of order

@@ -833,3 +833,88 @@ test('resubmitting a dead letter someone else resubmitted: SB003 shown, and the 
         await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [Q_STALE]);
     }
 });
+
+test('many queues: a refresh moves no row and draws only the sparklines in view; the name filter', async () => {
+    const N = 1500;
+    const name = (i) => `console/many/${String(i).padStart(4, '0')}`;
+    const drop = () => sql(`SELECT ${fn('sbq_delete_queue')}(queue) FROM ${fn('sbq_queues')}
+                             WHERE queue LIKE 'console/many/%'`);
+    await drop();
+    await sql(`SELECT ${fn('sbq_create_queue')}('console/many/' || lpad(i::text, 4, '0'))
+                 FROM generate_series(0, $1::int - 1) i`, [N]);
+    const srv = await startConsole(['--sample-seconds', '1']);
+    try {
+        const page = await openPage(srv);
+        await page.waitForSelector(row(name(N - 1)));
+        // two refreshes watched: rows moved, and sparklines drawn, and where
+        const updated = () => page.textContent('#queues-updated');
+        await page.evaluate(() => {
+            window.__moves = 0;
+            window.__drawn = [];
+            const tbody = document.querySelector('#queues tbody');
+            new MutationObserver((records) => {
+                for (const r of records) {
+                    if (r.target === tbody) window.__moves++;
+                    else if (r.target.matches && r.target.matches('td.spark')) {
+                        const box = r.target.getBoundingClientRect();
+                        window.__drawn.push([r.target.parentNode.getAttribute('data-queue'), Math.round(box.top)]);
+                    }
+                }
+            }).observe(tbody, { childList: true, subtree: true });
+        });
+        for (let i = 0; i < 2; i++) {
+            const before = await updated();
+            await waitFor('a refresh', async () => (await updated()) !== before);
+        }
+        const { moves, drawn } = await page.evaluate(() => ({ moves: window.__moves, drawn: window.__drawn }));
+        // before: every row taken out and put back at each refresh (2 records a row),
+        // and every one of the 1,500 sparklines drawn again
+        assert.equal(moves, 0, 'no row moved when the list is the same');
+        assert.ok(drawn.length > 0, 'the sparklines in view are drawn');
+        const far = drawn.filter(([, top]) => top < -1000 || top > 900 + 1000);
+        assert.deepEqual(far, [], 'no sparkline far out of view drawn');
+
+        // a row out of view gets its sparkline, with its samples, once it comes into view
+        await page.$eval(row(name(1400)), (tr) => tr.scrollIntoView());
+        await waitFor('the far row drawn', async () => (await page.$eval(`${row(name(1400))} svg.sparkline`,
+            (s) => Number(s.getAttribute('data-points')))) >= 2);
+
+        // a queue made in the middle of the list and one deleted: the rows follow the server's order
+        await sql(`SELECT ${fn('sbq_create_queue')}($1)`, [`${name(500)}a`]);
+        await sql(`SELECT ${fn('sbq_delete_queue')}($1)`, [name(700)]);
+        await page.waitForSelector(row(`${name(500)}a`));
+        await waitFor('the deleted row gone', async () => (await page.$(row(name(700)))) === null);
+        const order = await page.evaluate(async () => {
+            const dom = Array.from(document.querySelectorAll('#queues tbody tr'), (tr) => tr.getAttribute('data-queue'));
+            const api = (await (await fetch('/api/queues')).json()).queues.map((q) => q.queue);
+            return { dom, api };
+        });
+        assert.deepEqual(order.dom, order.api, 'the rows in the order the server sent');
+
+        // the filter: any letter case, the rest hidden, and the count shown
+        await page.fill('#queue-filter', 'MANY/07');
+        const shown = () => page.$$eval('#queues tbody tr:not([hidden])', (trs) => trs.map((tr) => tr.getAttribute('data-queue')));
+        const want = Array.from({ length: 100 }, (_, i) => name(700 + i)).filter((q) => q !== name(700));
+        assert.deepEqual(await shown(), want);
+        assert.equal(await page.textContent('#queues-shown'), `99 of ${order.api.length} shown`);
+        // the list refreshed keeps the filter
+        const before = await updated();
+        await waitFor('a refresh', async () => (await updated()) !== before);
+        assert.deepEqual(await shown(), want);
+        // a peek opened from far down the page is scrolled to
+        await page.click(`${row(name(799))} button.peek`);
+        await page.waitForSelector(`#peek-section[data-entity="${name(799)}"]`);
+        await waitFor('the peek in view', async () => {
+            const top = await page.$eval('#peek-section', (s) => s.getBoundingClientRect().top);
+            return (top >= 0 && top < 900) || top;
+        });
+        await page.fill('#queue-filter', '');
+        assert.equal((await shown()).length, order.api.length);
+        assert.equal(await page.textContent('#queues-shown'), '');
+        assert.deepEqual(page.errors || [], [], 'no error in the page');
+        await page.close();
+    } finally {
+        await stopConsole(srv);
+        await drop();
+    }
+});
