@@ -226,7 +226,7 @@ console() {
         PGDATABASE=sbq_console timeout 300 bash console/test/run.sh
 }
 
-# in four lanes, each one test at a time, of about the same length (about 310 s
+# in four lanes, each one test at a time, of about the same length (about 260 s
 # on two cores): the tests mostly wait (for pg_cron's next minute, for workers to
 # come and go, for locks to run out), so four fit on two cores. The ones that time
 # their worker or their failover (worker_pool, wakeup, fault_sync_failover) share
@@ -234,10 +234,10 @@ console() {
 # lane of its own
 tap() {
     local lanes=(
-        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,plans_by_queue,topics_fanout_memory,maintain_gone_entries,send_groups,send_direct_indexes,metrics_counters_move_edges,lease_crash
-        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line,max_queues
+        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,plans_by_queue,topics_fanout_memory,send_groups,send_direct_indexes,lease_crash
+        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line,max_queues,maintain_gone_entries
         worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints,maintain_row_locks
-        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree
+        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree,metrics_counters_move_edges
     ) flags="-j4" lane
     for lane in "${lanes[@]}"; do
         flags+=" '--rules=seq=**/{$lane}.pl'"
