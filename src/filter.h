@@ -240,6 +240,15 @@ extern bool sbq_action_eval(const SbqFilterAction *a,
 							SbqFilterEdit **edits, int *nedits,
 							SbqFilterError *err);
 
+/*
+ * Called every so many steps of the one operation whose work grows faster
+ * than its operands (LIKE, string length times pattern length): the
+ * server's check for a cancel, a timeout or a shutdown, which may leave the
+ * evaluation by an error (the engine holds nothing but its allocator's
+ * memory). NULL, the default: nothing is called (the unit tests).
+ */
+extern void (*sbq_filter_interrupt_check) (void);
+
 /* the canonical name of a system property ("Label"), or NULL */
 extern const char *sbq_filter_sys_name(SbqFilterSysProp prop);
 

@@ -30,6 +30,8 @@
 
 #include "filter_int.h"
 
+void		(*sbq_filter_interrupt_check) (void) = NULL;
+
 /* the spelling of an operator in error messages */
 static const char *
 op_name(SbqFilterOp op)
@@ -677,11 +679,16 @@ like_match(const char *s, size_t slen, const char *p, size_t plen,
 	size_t		star_pi = 0;
 	size_t		star_si = 0;
 	bool		star = false;
+	uint32_t	steps = 0;
 	LikeTok		t;
 
 	while (si < slen)
 	{
 		size_t		n = char_len(s + si, slen - si);
+
+		/* a long string against a long pattern takes seconds: cancellable */
+		if ((++steps & 0xFFFF) == 0 && sbq_filter_interrupt_check != NULL)
+			sbq_filter_interrupt_check();
 
 		if (pi < plen)
 		{

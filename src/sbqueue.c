@@ -31,6 +31,7 @@
 
 #include "compat.h"
 #include "distributed.h"
+#include "filter.h"
 #include "lease.h"
 #include "qstate.h"
 #include "sbqueue.h"
@@ -138,9 +139,18 @@ sbq_define_worker_settings(void)
 
 void		_PG_init(void);
 
+/* the filter engine's check, in its LIKE (filter.h) */
+static void
+sbq_filter_check_interrupts(void)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
 void
 _PG_init(void)
 {
+	sbq_filter_interrupt_check = sbq_filter_check_interrupts;
+
 	/* PGC_USERSET and PGC_SIGHUP settings first, for a plain LOAD too */
 	DefineCustomIntVariable("sbqueue.receive_poll_interval",
 							gettext_noop("How often a receive with max_wait looks for new messages while it waits."),
