@@ -51,6 +51,9 @@ SELECT regress.err($$SELECT sbq_update_queue('p1', requires_session => false)$$)
 SELECT regress.err($$SELECT sbq_update_queue('p1', requires_session => true)$$);
 SELECT sbq_delete_queue('p1');
 SELECT regress.err($$SELECT sbq_create_queue('p1', requires_session => NULL)$$);
+-- retry_backoff too (it was taken as false)
+SELECT regress.err($$SELECT sbq_create_queue('p1', retry_backoff => NULL)$$);
+SELECT count(*) AS made FROM sbq_queues WHERE queue = 'p1';
 -- forward_to names a queue or topic that exists, not the queue itself nor a subscription
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'no_such_queue')$$);
 SELECT regress.err($$SELECT sbq_create_queue('p1', forward_to => 'P1')$$);

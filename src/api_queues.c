@@ -280,6 +280,7 @@ sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required, con
 		{ARG_DLQ_ON_EXPIRATION, "dead_lettering_on_message_expiration"},
 		{ARG_REQUIRES_SESSION, "requires_session"},
 		{ARG_MAX_MESSAGE_SIZE, "max_message_size"},
+		{ARG_RETRY_BACKOFF, "retry_backoff"},
 	};
 	size_t		i;
 

@@ -19,7 +19,7 @@
 -- for a call made as another role). Roles are created in this transaction (tp_*) and
 -- go with its ROLLBACK.
 BEGIN;
-SELECT plan(112);
+SELECT plan(114);
 
 \ir bad_input_setup.psql
 
@@ -199,6 +199,10 @@ SELECT lives_ok(format('SELECT sbq_create_subscription(%L, %L)', 'tp_a', repeat(
     'subscription name of 50 characters is accepted');
 SELECT throws_ok($$SELECT sbq_create_subscription('tp_a', NULL)$$, '22004',
     'subscription must not be null', 'create_subscription(topic, NULL): 22004');
+SELECT throws_ok($$SELECT sbq_create_subscription('tp_a', 'nullbackoff', retry_backoff => NULL)$$, '22004',
+    'retry_backoff must not be null', 'create_subscription(retry_backoff => NULL): 22004 (it was taken as false)');
+SELECT is((SELECT count(*) FROM sbq_subscriptions WHERE subscription = 'nullbackoff'), 0::bigint,
+    '... and no subscription was made');
 SELECT throws_ok($$SELECT sbq_get_subscription('tp_a', 'nope')$$, 'SB008',
     'subscription "nope" of topic "Tp_A" does not exist', 'get_subscription of a missing one: SB008');
 SELECT throws_ok($$SELECT sbq_update_subscription('tp_a', 'nope', max_delivery_count => 2)$$, 'SB008',
