@@ -801,12 +801,20 @@ sbq_receive_leased_session(const SbqQueue *queue, SbqLeaseSession *session,
 								 GetCurrentTimestamp(), tupstore, tupdesc);
 }
 
+/* What a receive has handed out or taken off the queue so far. */
+static int64
+sbq_lease_done(const SbqLeaseReceive *r)
+{
+	return (int64) r->result.delivered + r->result.dead_lettered +
+		r->result.expired_dead_lettered + r->result.expired_dropped;
+}
+
 /* One pass of a leasing receive; false when it is over. */
 static bool
 sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 {
 	int			want = max_messages - r->result.delivered;
-	int			delivered_before = r->result.delivered;
+	int64		done_before = sbq_lease_done(r);
 	SbqLeasePass pass;
 	uint64		n;
 
@@ -844,8 +852,12 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 	/* the scan came back short: the head has nothing more */
 	if (n < (uint64) want || r->rows_instead)
 		return false;
-	/* others keep taking or changing what we find: give up after a while */
-	return r->result.delivered > delivered_before || ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
+	/*
+	 * Others keep taking or changing what we find: give up after a while. A
+	 * pass that handed out, dropped or dead-lettered messages made way (the
+	 * rows it removed are not read again), however many of them lie ahead.
+	 */
+	return sbq_lease_done(r) > done_before || ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
 }
 
 static SbqReceiveResult

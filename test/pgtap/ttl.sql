@@ -1,7 +1,7 @@
 -- sbqueue pgTAP: time to live (section 16 E, tests 37, 44, 46-49; R2.14, R4.8, R4.10)
--- Sleeps: 3 s + 3 s. Time checks use the wall clock, so TTLs and locks run out inside this transaction.
+-- Sleeps: 3 s + 3 s + 1.2 s. Time checks use the wall clock, so TTLs and locks run out inside this transaction.
 BEGIN;
-SELECT plan(54);
+SELECT plan(56);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('t12_drop', lock_duration => '5 seconds');
@@ -194,6 +194,19 @@ SELECT lives_ok($$SELECT sbq_complete('t12_dlq/$deadletterqueue', (SELECT lock_t
     'R3.14: and completed there');
 SELECT is((SELECT (j ->> 'expired_dead_lettered')::int + (j ->> 'expired_dropped')::int FROM dq), 0,
     'R3.14: maintenance expired nothing (dead letters never expire; L7 was already dead-lettered by the receive)');
+
+-- ------------------------------------------------ many expired ahead of a live one
+-- a receive of 1 behind 200 expired messages: each pass of the receive drops
+-- what it read and reads on, however many passes that takes (it gave up after
+-- 65 passes that handed nothing out, and returned no row)
+SELECT sbq_create_queue('t12_many');
+SELECT count(sbq_send('t12_many', ('old ' || i)::text, time_to_live => '1 second')) FROM generate_series(1, 200) i;
+SELECT sbq_send('t12_many', 'live'::text, message_id => 'live');
+DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+SELECT is((SELECT string_agg(message_id, ',') FROM sbq_receive('t12_many', 1)), 'live',
+    'S9: a receive of 1 behind 200 expired messages gets the live one');
+SELECT is((SELECT expired FROM sbq_queue_stats WHERE queue = 't12_many'), 200::bigint,
+    'S9: ... and the 200 expired ones were dropped on the way');
 
 SELECT * FROM finish();
 ROLLBACK;
