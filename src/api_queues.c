@@ -284,8 +284,9 @@ sbq_overlay_queue_props(FunctionCallInfo fcinfo, SbqQueue *p, bool required, con
 	};
 	size_t		i;
 
+	/* (an argument the older SQL does not pass takes its default) */
 	for (i = 0; required && i < lengthof(needed); i++)
-		if (pos[needed[i].arg] >= 0)
+		if (pos[needed[i].arg] >= 0 && PG_NARGS() > pos[needed[i].arg])
 			sbq_require_arg(fcinfo, pos[needed[i].arg], needed[i].name);
 	if (sbq_has_prop(fcinfo, pos, ARG_LOCK_DURATION))
 		p->lock_duration = *DatumGetIntervalP(PROP_ARG(ARG_LOCK_DURATION));
