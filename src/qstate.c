@@ -308,6 +308,7 @@ typedef struct SbqQueueState
 	int64		line_floor;		/* session queues: see the file header */
 	uint64		line_gen;		/* bumped whenever the line floor is lowered */
 	bool		line_want;		/* a walk would have raised it: the next reads the bound */
+	int64		accept_resume;	/* where the last accept-next ran out of looks, or PG_INT64_MIN */
 	TimestampTz gone_since;		/* maintenance found its entity gone then (0: not); */
 	/* under the LWLock, exclusive */
 } SbqQueueState;
@@ -613,6 +614,7 @@ sbq_qstate_init_entry(SbqQueueState *entry)
 	entry->line_floor = PG_INT64_MIN;
 	entry->line_gen = 0;
 	entry->line_want = true;
+	entry->accept_resume = PG_INT64_MIN;
 	entry->gone_since = 0;
 }
 
@@ -2479,6 +2481,39 @@ sbq_qstate_line_lower(Oid epoch, int32 queue_id, int64 mark)
 	if (mark < entry->line_floor)
 		entry->line_floor = mark;
 	entry->line_gen++;
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * sbq_qstate_accept_resume
+ *		Where in the queue's line the last accept-next that ran out of looks
+ *		stopped (a mark), for the next to go on from; PG_INT64_MIN: from the
+ *		front. Only a hint: whoever reads it walks round to the front.
+ */
+int64
+sbq_qstate_accept_resume(Oid epoch, int32 queue_id)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+	int64		mark;
+
+	if (entry == NULL)
+		return PG_INT64_MIN;
+	SpinLockAcquire(&entry->mutex);
+	mark = entry->accept_resume;
+	SpinLockRelease(&entry->mutex);
+	return mark;
+}
+
+/* sbq_qstate_set_accept_resume: see sbq_qstate_accept_resume. Never fails. */
+void
+sbq_qstate_set_accept_resume(Oid epoch, int32 queue_id, int64 mark)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+
+	if (entry == NULL)
+		return;
+	SpinLockAcquire(&entry->mutex);
+	entry->accept_resume = mark;
 	SpinLockRelease(&entry->mutex);
 }
 

@@ -108,6 +108,8 @@ extern bool sbq_qstate_line(Oid epoch, int32 queue_id, SbqLine *line);
 extern void sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line,
 								  int64 candidate);
 extern void sbq_qstate_line_lower(Oid epoch, int32 queue_id, int64 mark);
+extern int64 sbq_qstate_accept_resume(Oid epoch, int32 queue_id);
+extern void sbq_qstate_set_accept_resume(Oid epoch, int32 queue_id, int64 mark);
 
 /* locks stored in a queue's rows, which maintenance looks for */
 extern void sbq_qstate_row_lock(Oid epoch, int32 queue_id);

@@ -562,7 +562,10 @@ sbq_session_row_end_stale(const SbqQueue *queue, int64 key)
 	return false;
 }
 
-/* How many candidates one accept-next looks at before it gives up this round. */
+/*
+ * How many candidates one accept-next passes over (their rows busy with a
+ * sender) before it gives up this round.
+ */
 #define SBQ_ACCEPT_NEXT_LOOKS	1000
 
 /*
@@ -570,7 +573,9 @@ sbq_session_row_end_stale(const SbqQueue *queue, int64 key)
  *		Accept the unheld session whose oldest available message is oldest.
  *		Sessions whose lock ran out are ended first (a few, the rest are
  *		maintenance's); then the ready index is walked: a candidate held
- *		again or found empty leaves it.
+ *		again or found empty leaves it, which makes way and counts against
+ *		no limit (sessions whose messages all expired, by the thousand, are
+ *		walked through); only those passed over do.
  */
 static bool
 sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
@@ -584,7 +589,8 @@ sbq_session_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	/* scheduled messages that came due join their sessions (send.c) */
 	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
 	(void) sbq_session_expire_all(queue, GetCurrentTimestamp(), 16, &dead);
-	for (looks = 0; looks < SBQ_ACCEPT_NEXT_LOOKS; looks++)
+	/* (and a bound on the whole walk, should a look ever make no way) */
+	for (looks = 0; npassed < SBQ_ACCEPT_NEXT_LOOKS && looks < 100 * SBQ_ACCEPT_NEXT_LOOKS; looks++)
 	{
 		SbqSessionRow s;
 		Datum		key;

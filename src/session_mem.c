@@ -21,7 +21,12 @@
  * finds them in front of many sessions drained since, so that it never walks
  * many; a release moves the mark back to the session's first available
  * message (one at or behind it stays), or takes it off when the session is
- * empty (with the row alone, as session.c's protocol says).
+ * empty (with the row alone, as session.c's protocol says). A walk that runs
+ * out of looks (every session it met held) leaves where it stopped in
+ * shared memory (qstate.c), and the next walk goes on from there and round
+ * to the front, so that a free session behind more held ones than one walk
+ * looks at is still found; a look that takes an empty session off the line
+ * counts against no limit, as it makes way.
  *
  * The calls of a session's holder (receive, renew, release, setting the
  * state) take a transaction-long heavyweight lock on the session (an
@@ -39,6 +44,11 @@
  * left from before a restart or an update: session.c's paths end them when
  * they are met (sbq_session_row_end_stale), and keep serving a row lock
  * that is still valid.
+ *
+ * Length: over 1,000 lines on purpose. The claim of a session in shared
+ * memory, the marks of its line and the heavyweight lock of its holder
+ * work together in every call (accept, receive, renew, release, state); one
+ * file keeps their order of steps in one place.
  *
  * Owns: nothing shared (the entries are lease.c's). Locks: the heavyweight
  * session lock above; row locks of sbq.sessions and sbq.messages through
@@ -432,12 +442,13 @@ sbq_mem_accept_named(const SbqQueue *queue, text *session_id, SbqSessionLock *ou
  * sbq_mem_try_next
  *		Accept-next's look at one session in line: claimed, with available
  *		messages: taken (true). Else its claim is given back; an empty one
- *		leaves the line (with its row alone), and *held says another holds it.
+ *		leaves the line (with its row alone: *forgot), and *held says another
+ *		holds it.
  *		line: the walk that found it, whose relations its looks read (or NULL).
  */
 static bool
 sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
-				 SbqSessionLock *out, bool *held)
+				 SbqSessionLock *out, bool *held, bool *forgot)
 {
 	Datum		lv[2];
 	bool		taken;
@@ -445,6 +456,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
 	int			look;
 
 	*held = false;
+	*forgot = false;
 	if (!sbq_session_mutex(key, false, &taken))
 		return false;			/* its holder is busy with it */
 	if (!sbq_mem_claim(queue, key, &expired))
@@ -478,6 +490,7 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
 			}
 			sbq_mem_unmark(key);
 			(void) sbq_exec_latest(&stmt_forget, lv, NULL);
+			*forgot = true;
 		}
 	}
 	sbq_mem_done();
@@ -522,55 +535,118 @@ sbq_mem_line(const SbqQueue *queue, SbqSessionLine *line, int64 *after, int64 *k
 	return n;
 }
 
+/* Held sessions keys[n] go to the back of queue's line. */
+static void
+sbq_mem_move_back(const SbqQueue *queue, int64 *keys, int n)
+{
+	Datum		values[1];
+	uint64		moved;
+	uint64		i;
+	int64		low = PG_INT64_MAX;
+
+	values[0] = sbq_int8_array(keys, n);
+	moved = sbq_exec_latest(&stmt_move_back, values, NULL);
+	for (i = 0; i < moved; i++)
+	{
+		bool		isnull;
+		Datum		d = sbq_col(i, 1, &isnull);
+
+		if (!isnull && DatumGetInt64(d) < low)
+			low = DatumGetInt64(d);
+	}
+	sbq_mem_done();
+	/* numbers taken with no announcement: the line's floor goes below them */
+	if (moved > 0)
+		sbq_qstate_line_lower(sbq_storage_epoch(), queue->queue_id, low);
+}
+
 /*
  * sbq_mem_accept_next
  *		Accept the first session in line that nobody holds and that has
  *		available messages. Held sessions it passes over stay in line; when
- *		it passes over more than a few, they go to the back of it.
+ *		it passes over more than a few, they go to the back of it. A look
+ *		that takes an empty session off the line counts against no limit:
+ *		it makes way (sessions whose messages all expired, by the thousand).
  */
 static bool
 sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 {
-	int64		after = PG_INT64_MIN;
+	int64		start;
+	int64		after;
 	int64	   *held = palloc(sizeof(int64) * SBQ_MEM_ACCEPT_LOOKS);
 	int			nheld = 0;
 	int			looks = 0;
 	bool		found = false;
 	bool		gone_many = false;
+	bool		at_end = false;
 	int64		keys[SBQ_LINE_BATCH];
 	bool		row_held[SBQ_LINE_BATCH];
 	char	   *ids[SBQ_LINE_BATCH];
 	SbqSessionLine *line;
 
+	/*
+	 * From where the last call ran out of looks (qstate.c), if one did: else
+	 * a line whose first SBQ_MEM_ACCEPT_LOOKS sessions are held would hide
+	 * every session behind them from every call, as held sessions go to the
+	 * back of the line only when a free one is found. A walk that starts
+	 * there goes round to the front when it reaches the end.
+	 */
+	start = sbq_qstate_accept_resume(sbq_storage_epoch(), queue->queue_id);
+	after = start;
 	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
-	line = sbq_session_line_begin(queue->queue_id);
+	line = sbq_session_line_begin(queue->queue_id, start);
 	while (!found && looks < SBQ_MEM_ACCEPT_LOOKS)
 	{
 		uint64		n = sbq_mem_line(queue, line, &after, keys, row_held, ids);
 		uint64		i;
 
 		if (n == 0)
-			break;
-		for (i = 0; i < n && !found && looks < SBQ_MEM_ACCEPT_LOOKS; i++, looks++)
+		{
+			at_end = start == PG_INT64_MIN;
+			if (at_end)
+				break;
+			/* started where the last call stopped: round to the front */
+			if (line != NULL)
+			{
+				gone_many |= sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
+				sbq_session_line_end(line);
+			}
+			start = after = PG_INT64_MIN;
+			line = sbq_session_line_begin(queue->queue_id, start);
+			continue;
+		}
+		for (i = 0; i < n && !found && looks < SBQ_MEM_ACCEPT_LOOKS; i++)
 		{
 			bool		is_held;
+			bool		forgot = false;
 
 			CHECK_FOR_INTERRUPTS();
+			looks++;
 			if (row_held[i] && sbq_session_row_end_stale(queue, keys[i]))
 				continue;
-			found = sbq_mem_try_next(queue, keys[i], line, out, &is_held);
+			found = sbq_mem_try_next(queue, keys[i], line, out, &is_held, &forgot);
 			if (found)
 				out->session_id = ids[i];
 			if (is_held)
 				held[nheld++] = keys[i];
+			if (forgot)
+				looks--;
 		}
 		for (i = 0; i < n; i++)
 			if (!(found && out->session_id == ids[i]))
 				pfree(ids[i]);
 	}
+	/*
+	 * Out of looks before the end: the next call goes on from here. The
+	 * whole line walked: from the front. (Found: where it started serves.)
+	 */
+	if (!found && !at_end)
+		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, after);
+	else if (at_end)
+		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, PG_INT64_MIN);
 	if (line != NULL)
 	{
-		gone_many = sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
+		gone_many |= sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
 		sbq_session_line_end(line);
 	}
 	/*
@@ -581,28 +657,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	 * pass.
 	 */
 	if (found && (nheld > SBQ_PASS_HELD_MAX || (nheld > 0 && gone_many)))
-	{
-		Datum		values[1];
-
-		uint64		n;
-		uint64		i;
-		int64		low = PG_INT64_MAX;
-
-		values[0] = sbq_int8_array(held, nheld);
-		n = sbq_exec_latest(&stmt_move_back, values, NULL);
-		for (i = 0; i < n; i++)
-		{
-			bool		isnull;
-			Datum		d = sbq_col(i, 1, &isnull);
-
-			if (!isnull && DatumGetInt64(d) < low)
-				low = DatumGetInt64(d);
-		}
-		sbq_mem_done();
-		/* numbers taken with no announcement: the line's floor goes below them */
-		if (n > 0)
-			sbq_qstate_line_lower(sbq_storage_epoch(), queue->queue_id, low);
-	}
+		sbq_mem_move_back(queue, held, nheld);
 	pfree(held);
 	return found;
 }

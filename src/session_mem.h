@@ -61,7 +61,7 @@ typedef struct SbqSessionProbe
 typedef struct SbqSessionLine SbqSessionLine;
 
 extern SbqProbeResult sbq_session_probe(SbqSessionProbe *p, const SbqSessionLine *line);
-extern SbqSessionLine *sbq_session_line_begin(int32 queue_id);
+extern SbqSessionLine *sbq_session_line_begin(int32 queue_id, int64 start);
 extern bool sbq_session_line_next(SbqSessionLine *l, int64 *key, int64 *ready, bool *row_held,
 								  char **id);
 extern int	sbq_session_line_gone(const SbqSessionLine *l);

@@ -778,12 +778,13 @@ sbq_line_floor(SbqSessionLine *l, int64 mark)
 
 /*
  * sbq_session_line_begin
- *		Start a walk of queue_id's line, with the snapshot of a statement run
- *		by sbq_exec_latest; NULL when the indexes cannot serve (see the
- *		header), and the statement must.
+ *		Start a walk of queue_id's line after the mark start (PG_INT64_MIN:
+ *		from its front), with the snapshot of a statement run by
+ *		sbq_exec_latest; NULL when the indexes cannot serve (see the header),
+ *		and the statement must.
  */
 SbqSessionLine *
-sbq_session_line_begin(int32 queue_id)
+sbq_session_line_begin(int32 queue_id, int64 start)
 {
 	SbqSessionLine *l = palloc0(sizeof(SbqSessionLine));
 	int			i;
@@ -810,6 +811,12 @@ sbq_session_line_begin(int32 queue_id)
 	l->after = PG_INT64_MIN;	/* (no mark is that low) */
 	if (l->have_floor && l->floor.floor > PG_INT64_MIN)
 		l->after = l->floor.floor - 1;
+	if (start > l->after)
+	{
+		/* from the middle of the line: its first entry is no floor */
+		l->after = start;
+		l->have_floor = false;
+	}
 	l->vistest = SBQ_VISTEST_FOR(l->rels[PROBE_SESSIONS]);
 	l->att_queue = sbq_probe_rels.att_queue;
 	l->att_key = sbq_probe_rels.att_key;

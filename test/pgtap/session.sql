@@ -2,7 +2,7 @@
 -- Sleeps: 0.3 s + 1.1 s + 5.2 s. Lock checks use the wall clock, so session locks
 -- expire inside this transaction.
 BEGIN;
-SELECT plan(68);
+SELECT plan(69);
 
 DO $$ BEGIN
     PERFORM sbq_create_queue('s9', lock_duration => '5 seconds', requires_session => true);
@@ -254,6 +254,18 @@ SELECT throws_ok($$SELECT * FROM sbq_receive_session('s9', (SELECT token FROM to
     '22023', NULL, 'bad input: max_messages 0 is 22023');
 SELECT is((SELECT count(*) FROM sbq_list_sessions('s9') WHERE locked_until IS NOT NULL), 0::bigint,
     'bad input changed nothing: no session of s9 is held after the expiry');
+
+-- accept-next behind many sessions it cannot take (R9.4: the next unlocked
+-- session that has active messages; held ones: test/t/session_line.pl).
+-- 1,500 sessions whose messages all expired in front of a live one: each look
+-- at one takes it off the line and makes way, and counts against no limit
+SELECT sbq_create_queue('s9_gone', requires_session => true);
+SELECT count(sbq_send('s9_gone', 'old'::text, session_id => 'x' || g, time_to_live => '1 second'))
+  FROM generate_series(1, 1500) g;
+SELECT sbq_send('s9_gone', 'live'::text, session_id => 'LIVE');
+DO $$ BEGIN PERFORM pg_sleep(1.2); END $$;
+SELECT is((SELECT session_id FROM sbq_accept_session('s9_gone')), 'LIVE',
+    'R9.4: accept-next takes the live session behind 1,500 whose messages expired, at the first call');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -25,7 +25,10 @@
 #	  entries gone behind it, so that later walks do not read them;
 #	- with no snapshot held, walks mark the entries of drained sessions dead
 #	  in the index: after maintenance drops the floor, the walk from the
-#	  start of the line does not read them one by one.
+#	  start of the line does not read them one by one;
+#	- behind 1,100 held sessions, more than one walk looks at, a free
+#	  session is taken within three calls (the next call goes on where the
+#	  last ran out of looks).
 use strict;
 use warnings;
 
@@ -241,6 +244,30 @@ sql(q{SELECT sbq_send('sk', 'm', session_id => 'klast')});
 ($sid, $reads) = split /:/, accept_next('sk');
 is($sid, 'klast', 'after maintenance dropped the floor, accept-next takes the last session');
 cmp_ok($reads, '<=', 10, "reading $reads entries of the line, not the 300 drained before");
+
+# --- 8. more held sessions in front than one walk looks at (R9.4): each
+# call gave up after 1,000 held ones, and the next walked the same again
+sql(q{SELECT sbq_create_queue('s_many', requires_session => true, lock_duration => '5 minutes')});
+sql(q{SELECT count(*) FROM sbq_send_batch('s_many', ARRAY(SELECT sbq_new_message('m'::text, session_id => 'h' || g)
+		FROM generate_series(1, 1100) g, generate_series(1, 2)))});
+sql(q{DO $$
+	DECLARE
+		t uuid;
+	BEGIN
+		FOR i IN 1 .. 1100 LOOP
+			SELECT session_token INTO t FROM sbq_accept_session('s_many');
+			PERFORM sbq_receive_session('s_many', t, 1);
+			COMMIT;
+		END LOOP;
+	END $$});
+is(sql(q{SELECT count(*) FROM sbq_list_sessions('s_many') WHERE locked_until IS NOT NULL}), '1100',
+	'1,100 sessions held, each with a message left');
+sql(q{SELECT sbq_send('s_many', 'live', session_id => 'LIVE')});
+my @got = map { (split /:/, accept_next('s_many'))[0] } 1 .. 3;
+ok((grep { $_ eq 'LIVE' } @got), 'accept-next takes the free session behind them within three calls (got '
+	. join(', ', @got) . ')');
+is(sql(q{SELECT session_id FROM sbq_accept_session('s_many', max_wait => '3 seconds')}), 'LIVE',
+	'and again with max_wait: it is free again after the release');
 
 $node->stop;
 done_testing();
