@@ -47,6 +47,9 @@ SELECT regress.err($$SELECT sbq_send('s', message_id => repeat('m', 129), body =
 SELECT regress.err($$SELECT sbq_send('sp', message_id => repeat('m', 128), body => 'x')$$);
 SELECT regress.err($$SELECT sbq_send('s', message_id => '', body => 'x')$$);
 SELECT regress.err($$SELECT sbq_send('s', session_id => repeat('s', 129), body => 'x')$$);
+-- an empty session id, to a queue without sessions too (it was stored as '')
+SELECT regress.err($$SELECT sbq_send('s', session_id => '', body => 'x')$$);
+SELECT regress.err($$SELECT sbq_send_batch('s', ARRAY[sbq_new_message('x'::text, session_id => '')])$$);
 SELECT regress.err($$SELECT sbq_send('s', reply_to_session_id => repeat('s', 129), body => 'x')$$);
 SELECT regress.err($$SELECT sbq_send('s', 'x', application_properties => '[1, 2]')$$);
 SELECT regress.err($$SELECT sbq_send('s', 'x', application_properties => '"scalar"')$$);

@@ -174,6 +174,12 @@ sbq_check_send_props(SbqSendProps *props)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("message_id must not be empty")));
+	/* to a queue without sessions too: it would be in none there, or later */
+	if (props->session_id != NULL && VARSIZE_ANY_EXHDR(props->session_id) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("session_id must not be empty"),
+				 errhint("Pass NULL for a message in no session.")));
 	if (props->has_ttl)
 	{
 		sbq_exact_interval(&props->ttl);
