@@ -150,6 +150,7 @@ static SbqStatement stmt_next_due = {"next scheduled time", 1, {INT4OID},
 	"  SELECT m.sequence_number FROM " table " m" \
 	"   WHERE m.queue_id = $1 AND m.subqueue = 1" \
 	"     AND ($3::int8[] IS NULL OR m.sequence_number = ANY($3))" \
+	"     AND ($4 IS NOT TRUE OR m.session_id IS NOT NULL)" \
 	"     AND (m.locked_until IS NULL OR m.locked_until <= $2) AND " LEASE_SLOT \
 	"   ORDER BY m.sequence_number FOR UPDATE OF m SKIP LOCKED)," \
 	" n AS MATERIALIZED (" \
@@ -167,7 +168,8 @@ static SbqStatement stmt_next_due = {"next scheduled time", 1, {INT4OID},
 	"CASE WHEN " m ".time_to_live < interval '" SBQ_NEVER_EXPIRES "' THEN $2 + " \
 	EXACT_INTERVAL(m ".time_to_live") " END"
 
-static SbqStatement stmt_resubmit = {"resubmit", 3, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID},
+/* $4: only those in a session (every dead letter of a queue that requires sessions) */
+static SbqStatement stmt_resubmit = {"resubmit", 4, {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID},
 	RESUBMIT_PICK("sbq.dead_letters") ","
 	" d AS ("
 	"  DELETE FROM sbq.dead_letters m USING n"
@@ -690,6 +692,28 @@ sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
 	return sbq_exec(&stmt_cancel_scheduled, values, NULL) == 1;
 }
 
+/* The n resubmitted rows (old number, new, session id) each have a session id. */
+static void
+sbq_resubmit_check_sessions(const SbqQueue *queue, uint64 n)
+{
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		(void) sbq_col(i, 3, &isnull);
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dead letter %lld of \"%s\" is in no session",
+							(long long) DatumGetInt64(sbq_col(i, 1, &isnull)), queue->name),
+					 errdetail("\"%s\" requires sessions: a message in no session would never be received.",
+							   queue->name),
+					 errhint("Purge it, or peek it and send it again with a session id.")));
+	}
+}
+
 /*
  * sbq_storage_resubmit
  *		Move dead letters back to the queue as new messages: those with the
@@ -701,8 +725,8 @@ sbq_storage_cancel_scheduled(const SbqQueue *queue, int64 seq)
 int
 sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missing)
 {
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
 	uint64		n;
 	int64		max_seq = 0;
 	SbqCounts	counts = {0};
@@ -721,6 +745,13 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 													FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	else
 		nulls[2] = true;
+
+	/*
+	 * A queue that requires sessions keeps, as dead letters, copies that
+	 * came in no session ("Session id is null."): back in the queue, no call
+	 * could receive them. All dead letters: those stay. Named: 22023.
+	 */
+	values[3] = BoolGetDatum(queue->requires_session && seqs == NULL);
 	sbq_qstate_send_begin(sbq_storage_epoch(), queue->queue_id);
 	n = sbq_exec(&stmt_resubmit, values, nulls);
 	if (n > 0)
@@ -728,6 +759,8 @@ sbq_storage_resubmit(const SbqQueue *queue, Datum *seqs, int nseqs, int64 *missi
 		max_seq = sbq_max_col(2);
 		sbq_qstate_send_done(sbq_storage_epoch(), max_seq);
 	}
+	if (n > 0 && queue->requires_session)
+		sbq_resubmit_check_sessions(queue, n);
 	if (n > 0 && queue->requires_session)
 	{
 		/* the moves are what the code below checks: keep them */

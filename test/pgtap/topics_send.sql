@@ -19,7 +19,7 @@
 -- send compares only those whose property and value it has, and gets the same copies
 -- as if it compared all. Management and rights: topics.sql.
 BEGIN;
-SELECT plan(83);
+SELECT plan(86);
 
 \ir bad_input_setup.psql
 
@@ -292,6 +292,20 @@ SELECT is((SELECT convert_from(m.body, 'UTF8') FROM sbq_accept_session('ts_x/sub
     'withsession', 'sessions: a session of a subscription is accepted and received from');
 SELECT is((SELECT session_id FROM sbq_peek('ts_x/subscriptions/plain', 10) WHERE convert_from(body, 'UTF8') = 'withsession'), 'S',
     'sessions: the copy in a subscription without sessions keeps the session_id');
+-- resubmitting the copy that came in no session would leave it where no call
+-- receives it: named, 22023; all, it stays while the others go back
+SELECT sbq_send('ts_x', 'withsession2'::text, session_id => 'S2') IS NOT NULL AS sent \gset
+SELECT sbq_deadletter('ts_x/subscriptions/sessions', m.lock_token) IS NOT NULL AS dead
+  FROM sbq_accept_session('ts_x/subscriptions/sessions', 'S2') a,
+       LATERAL sbq_receive_session('ts_x/subscriptions/sessions', a.session_token) m \gset
+SELECT throws_ok(format('SELECT sbq_resubmit(%L, ARRAY[%s::bigint])', 'ts_x/subscriptions/sessions',
+                        (SELECT sequence_number FROM sbq_peek('ts_x/subscriptions/sessions/$deadletterqueue', 10)
+                          WHERE session_id IS NULL)),
+    '22023', NULL, 'resubmit: a dead letter in no session, named, to a subscription that requires sessions is 22023');
+SELECT is(sbq_resubmit('ts_x/subscriptions/sessions'), 1,
+    'resubmit of all: the one in session S2 goes back (it resubmitted the one in no session too)');
+SELECT is(ARRAY(SELECT convert_from(body, 'UTF8') FROM sbq_peek('ts_x/subscriptions/sessions/$deadletterqueue', 10)),
+    ARRAY['nosession'], '... and the one in no session stays a dead letter');
 
 -- ============================================================ batches
 DO $$ BEGIN
