@@ -403,7 +403,10 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 		(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
 
 	if (mode == SBQ_PEEK_LOCK && sbq_leasing())
+	{
+		sbq_require_lock_privilege();
 		return sbq_receive_leased(queue, subqueue, max_messages, now, tupstore, tupdesc);
+	}
 
 	/*
 	 * The statements below skip messages under a lease, expired ones too:

@@ -84,6 +84,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -347,6 +348,33 @@ bool
 sbq_leasing(void)
 {
 	return sbq_lease_enabled() && sbq_sql_has_leases();
+}
+
+/*
+ * sbq_require_lock_privilege
+ *		Before 0.5 the SQL had no rights of its own: its calls ran with the
+ *		caller's privileges, and a receive or a renew wrote the message's row,
+ *		so it needed UPDATE on sbq.messages (the README of 0.4 granted it
+ *		table by table). A lock kept in shared memory writes no row: under
+ *		that SQL it asks for the privilege itself, or a role that may only
+ *		read the table could lock, hold and dead-letter every message.
+ */
+void
+sbq_require_lock_privilege(void)
+{
+	Oid			nsp;
+	Oid			rel;
+	AclResult	r;
+
+	if (sbq_rights_enforced())
+		return;
+	nsp = get_namespace_oid("sbq", true);
+	rel = OidIsValid(nsp) ? get_relname_relid("messages", nsp) : InvalidOid;
+	if (!OidIsValid(rel))
+		return;
+	r = pg_class_aclcheck(rel, GetUserId(), ACL_UPDATE);
+	if (r != ACLCHECK_OK)
+		aclcheck_error(r, OBJECT_TABLE, "messages");
 }
 
 /*

@@ -99,6 +99,27 @@ old_sql_checks() {
                          FROM sbq_queue_stats WHERE queue = '$q'")
         check "$v: sbq_queue_stats counts the received message as locked" "$got" "1 active, 1 locked"
     fi
+    # before 0.5 a call ran with the caller's privileges: a receive and a renew
+    # wrote the row, and needed UPDATE on sbq.messages. A lock kept in shared
+    # memory writes none, and asks for it: a role that may only read the tables
+    # took, renewed and dead-lettered every message. (In a database of its own:
+    # the grants would leave the tables' privileges unlike a fresh install's.)
+    if ! has_function $db 'sbq_grant(text,name,text[])'; then
+        local pdb=sbq_upgrade_priv ptok
+        psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $pdb" \
+            -c "DROP ROLE IF EXISTS sbq_upgrade_reader" -c "CREATE DATABASE $pdb" -c "CREATE ROLE sbq_upgrade_reader"
+        psql -d $pdb -c "CREATE EXTENSION sbqueue VERSION '$v'" -c "SELECT sbq_create_queue('p')" \
+            -c "SELECT sbq_send('p', 'x')" -c "SELECT sbq_send('p', 'y')" \
+            -c "GRANT USAGE ON SCHEMA sbq TO sbq_upgrade_reader" \
+            -c "GRANT SELECT ON ALL TABLES IN SCHEMA sbq TO sbq_upgrade_reader" >/dev/null
+        ptok=$(try $pdb "SELECT lock_token FROM sbq_receive('p')")
+        got=$(try $pdb "SET ROLE sbq_upgrade_reader; SELECT count(*) FROM sbq_receive('p')")
+        check "$v: a role that may only read the tables cannot receive under a lock" "$got" \
+            "error: permission denied for table messages"
+        got=$(try $pdb "SET ROLE sbq_upgrade_reader; SELECT sbq_renew('p', '$ptok'::uuid) IS NOT NULL")
+        check "$v: ... nor renew a lock" "$got" "error: permission denied for table messages"
+        psql -d postgres -c "DROP DATABASE $pdb" -c "DROP ROLE sbq_upgrade_reader"
+    fi
     if [ -n "$tok" ]; then
         got=$(try $db "SELECT 'completed' FROM sbq_complete('$q', '$tok'::uuid)")
     else
