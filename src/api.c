@@ -170,16 +170,6 @@ sbq_check_send_props(SbqSendProps *props)
 	sbq_check_id_length("message_id", props->message_id);
 	sbq_check_id_length("session_id", props->session_id);
 	sbq_check_id_length("reply_to_session_id", props->reply_to_session_id);
-	if (props->message_id != NULL && VARSIZE_ANY_EXHDR(props->message_id) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("message_id must not be empty")));
-	/* to a queue without sessions too: it would be in none there, or later */
-	if (props->session_id != NULL && VARSIZE_ANY_EXHDR(props->session_id) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("session_id must not be empty"),
-				 errhint("Pass NULL for a message in no session.")));
 	if (props->has_ttl)
 	{
 		sbq_exact_interval(&props->ttl);
@@ -222,6 +212,10 @@ sbq_fill_send_props(SbqSendProps *props, SbqPropGetter get, void *src)
 	{
 		d = get(src, i, &isnull);
 		*texts[i] = isnull ? NULL : DatumGetTextPP(d);
+		/* message_id, session_id (to a queue without sessions too): never empty */
+		if (i < 2 && !isnull && VARSIZE_ANY_EXHDR(*texts[i]) == 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s must not be empty", i == 0 ? "message_id" : "session_id")));
 	}
 	d = get(src, n, &isnull);
 	props->has_ttl = !isnull;

@@ -2665,6 +2665,8 @@ sbq_qstate_refresh(Oid epoch, int32 queue_id, TimestampTz now, int64 prepares,
 			entry->line_floor = PG_INT64_MIN;
 			entry->line_gen++;
 			entry->line_want = true;
+			/* and accept-next's hand, so the front of the line comes up */
+			entry->accept_resume = PG_INT64_MIN;
 		}
 		if (entry->due_prepared > 0 && entry->due_prepared <= prepares)
 		{

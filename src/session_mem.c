@@ -579,6 +579,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	bool		found = false;
 	bool		gone_many = false;
 	bool		at_end = false;
+	bool		resumed;
 	int64		keys[SBQ_LINE_BATCH];
 	bool		row_held[SBQ_LINE_BATCH];
 	char	   *ids[SBQ_LINE_BATCH];
@@ -592,6 +593,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	 * there goes round to the front when it reaches the end.
 	 */
 	start = sbq_qstate_accept_resume(sbq_storage_epoch(), queue->queue_id);
+	resumed = start != PG_INT64_MIN;
 	after = start;
 	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
 	line = sbq_session_line_begin(queue->queue_id, start);
@@ -637,10 +639,14 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 				pfree(ids[i]);
 	}
 	/*
-	 * Out of looks before the end: the next call goes on from here. The
-	 * whole line walked: from the front. (Found: where it started serves.)
+	 * Out of looks before the end: the next call goes on from here. Found by
+	 * a walk that went on from there: the next goes on from where this one
+	 * found, a hand that goes round the line (so the sessions in front of
+	 * the mark come up again when it reaches the end, and not only then:
+	 * maintenance puts it back to the front every minute). The whole line
+	 * walked from the front: from the front.
 	 */
-	if (!found && !at_end)
+	if ((!found && !at_end) || (found && resumed))
 		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, after);
 	else if (at_end)
 		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, PG_INT64_MIN);
