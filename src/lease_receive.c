@@ -63,6 +63,14 @@
 #define SBQ_MAX_BUSY_ROUNDS		64
 
 /*
+ * How many messages one receive drops or dead-letters on its way and still
+ * reads on (then its passes count as busy ones again): each holds an entry
+ * of the table of locks until the commit, and each pass reads again what the
+ * ones before it took off. Maintenance takes the rest.
+ */
+#define SBQ_MAX_CLEARED			10000
+
+/*
  * How long a free hint holds at most (qstate.c). A receive that starts there
  * does not move the head hint, which only a scan from the head can move; so
  * at least this often one starts at the head and moves it past the messages
@@ -814,6 +822,7 @@ static bool
 sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 {
 	int			want = max_messages - r->result.delivered;
+	int			delivered_before = r->result.delivered;
 	int64		done_before = sbq_lease_done(r);
 	SbqLeasePass pass;
 	uint64		n;
@@ -854,10 +863,13 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 		return false;
 	/*
 	 * Others keep taking or changing what we find: give up after a while. A
-	 * pass that handed out, dropped or dead-lettered messages made way (the
-	 * rows it removed are not read again), however many of them lie ahead.
+	 * pass that handed out messages made way; so did one that dropped or
+	 * dead-lettered them (not read again), up to SBQ_MAX_CLEARED of those.
 	 */
-	return sbq_lease_done(r) > done_before || ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
+	if (sbq_lease_done(r) > done_before &&
+		sbq_lease_done(r) - r->result.delivered < SBQ_MAX_CLEARED)
+		return true;
+	return r->result.delivered > delivered_before || ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
 }
 
 static SbqReceiveResult

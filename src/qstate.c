@@ -2464,6 +2464,11 @@ sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line, int64 cand
 	SpinLockRelease(&entry->mutex);
 }
 
+/* accept-next's hand for a queue without an entry: this backend's own */
+static Oid	sbq_resume_epoch = InvalidOid;
+static int32 sbq_resume_queue = 0;
+static int64 sbq_resume_mark = PG_INT64_MIN;
+
 /*
  * sbq_qstate_line_lower
  *		This transaction wrote a ready mark (mark) into the queue's line that
@@ -2482,6 +2487,30 @@ sbq_qstate_line_lower(Oid epoch, int32 queue_id, int64 mark)
 		entry->line_floor = mark;
 	entry->line_gen++;
 	SpinLockRelease(&entry->mutex);
+	sbq_qstate_accept_back(epoch, queue_id, mark);
+}
+
+/*
+ * sbq_qstate_accept_back
+ *		A session whose mark is mark is free again (released): accept-next's
+ *		hand comes back to it, if it has gone past. Never fails.
+ */
+void
+sbq_qstate_accept_back(Oid epoch, int32 queue_id, int64 mark)
+{
+	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
+
+	if (entry == NULL)
+	{
+		if (sbq_resume_epoch == epoch && sbq_resume_queue == queue_id &&
+			sbq_resume_mark != PG_INT64_MIN && mark <= sbq_resume_mark)
+			sbq_resume_mark = mark - 1;
+		return;
+	}
+	SpinLockAcquire(&entry->mutex);
+	if (entry->accept_resume != PG_INT64_MIN && mark <= entry->accept_resume)
+		entry->accept_resume = mark - 1;
+	SpinLockRelease(&entry->mutex);
 }
 
 /*
@@ -2497,7 +2526,8 @@ sbq_qstate_accept_resume(Oid epoch, int32 queue_id)
 	int64		mark;
 
 	if (entry == NULL)
-		return PG_INT64_MIN;
+		return sbq_resume_epoch == epoch && sbq_resume_queue == queue_id ?
+			sbq_resume_mark : PG_INT64_MIN;
 	SpinLockAcquire(&entry->mutex);
 	mark = entry->accept_resume;
 	SpinLockRelease(&entry->mutex);
@@ -2511,7 +2541,12 @@ sbq_qstate_set_accept_resume(Oid epoch, int32 queue_id, int64 mark)
 	SbqQueueState *entry = sbq_qstate_entry(epoch, queue_id, false);
 
 	if (entry == NULL)
+	{
+		sbq_resume_epoch = epoch;
+		sbq_resume_queue = queue_id;
+		sbq_resume_mark = mark;
 		return;
+	}
 	SpinLockAcquire(&entry->mutex);
 	entry->accept_resume = mark;
 	SpinLockRelease(&entry->mutex);

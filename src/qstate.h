@@ -110,6 +110,7 @@ extern void sbq_qstate_line_raise(Oid epoch, int32 queue_id, const SbqLine *line
 extern void sbq_qstate_line_lower(Oid epoch, int32 queue_id, int64 mark);
 extern int64 sbq_qstate_accept_resume(Oid epoch, int32 queue_id);
 extern void sbq_qstate_set_accept_resume(Oid epoch, int32 queue_id, int64 mark);
+extern void sbq_qstate_accept_back(Oid epoch, int32 queue_id, int64 mark);
 
 /* locks stored in a queue's rows, which maintenance looks for */
 extern void sbq_qstate_row_lock(Oid epoch, int32 queue_id);

@@ -404,7 +404,7 @@ sbq_storage_receive(const SbqQueue *queue, int16 subqueue, int max_messages,
 
 	if (mode == SBQ_PEEK_LOCK && sbq_leasing())
 	{
-		sbq_require_lock_privilege();
+		sbq_require_lock_privilege(subqueue);
 		return sbq_receive_leased(queue, subqueue, max_messages, now, tupstore, tupdesc);
 	}
 

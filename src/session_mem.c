@@ -177,7 +177,11 @@ sbq_mem_mark(int32 queue_id, int64 key, NullableDatum mark, int64 first)
 	Datum		values[2];
 
 	if (!mark.isnull && DatumGetInt64(mark.value) >= first)
+	{
+		/* where it is: accept-next's hand may have gone past it */
+		sbq_qstate_accept_back(sbq_storage_epoch(), queue_id, DatumGetInt64(mark.value));
 		return;
+	}
 	values[0] = Int64GetDatum(key);
 	values[1] = Int64GetDatum(first);
 	(void) sbq_exec_latest(&stmt_set_mark, values, NULL);
@@ -505,20 +509,25 @@ sbq_mem_try_next(const SbqQueue *queue, int64 key, const SbqSessionLine *line,
 /*
  * sbq_mem_line
  *		The next sessions in line after *after (moved to the last one's mark):
- *		their keys, whether their rows store a lock, their ids (palloc'd).
+ *		their keys, marks, whether their rows store a lock, ids (palloc'd).
  *		One at a time from line, a walk through the index, when there is one;
  *		else up to SBQ_LINE_BATCH by the statement. Returns how many.
  */
 static uint64
 sbq_mem_line(const SbqQueue *queue, SbqSessionLine *line, int64 *after, int64 *keys,
-			 bool *row_held, char **ids)
+			 int64 *marks, bool *row_held, char **ids)
 {
 	Datum		values[2];
 	uint64		n;
 	uint64		i;
 
 	if (line != NULL)
-		return sbq_session_line_next(line, &keys[0], after, &row_held[0], &ids[0]) ? 1 : 0;
+	{
+		if (!sbq_session_line_next(line, &keys[0], after, &row_held[0], &ids[0]))
+			return 0;
+		marks[0] = *after;
+		return 1;
+	}
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int64GetDatum(*after);
 	n = sbq_exec_latest(&stmt_line, values, NULL);
@@ -527,12 +536,25 @@ sbq_mem_line(const SbqQueue *queue, SbqSessionLine *line, int64 *after, int64 *k
 		bool		isnull;
 
 		keys[i] = DatumGetInt64(sbq_col(i, 1, &isnull));
-		*after = DatumGetInt64(sbq_col(i, 2, &isnull));
+		marks[i] = *after = DatumGetInt64(sbq_col(i, 2, &isnull));
 		row_held[i] = DatumGetBool(sbq_col(i, 3, &isnull));
 		ids[i] = sbq_spi_strdup(sbq_col(i, 4, &isnull), false);
 	}
 	sbq_mem_done();
 	return n;
+}
+
+/* End a walk of the line (if any): whether it passed many entries gone for good. */
+static bool
+sbq_mem_line_end(SbqSessionLine *line)
+{
+	bool		gone_many;
+
+	if (line == NULL)
+		return false;
+	gone_many = sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
+	sbq_session_line_end(line);
+	return gone_many;
 }
 
 /* Held sessions keys[n] go to the back of queue's line. */
@@ -573,6 +595,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 {
 	int64		start;
 	int64		after;
+	int64		looked;			/* the mark of the last session looked at */
 	int64	   *held = palloc(sizeof(int64) * SBQ_MEM_ACCEPT_LOOKS);
 	int			nheld = 0;
 	int			looks = 0;
@@ -581,6 +604,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	bool		at_end = false;
 	bool		resumed;
 	int64		keys[SBQ_LINE_BATCH];
+	int64		marks[SBQ_LINE_BATCH];
 	bool		row_held[SBQ_LINE_BATCH];
 	char	   *ids[SBQ_LINE_BATCH];
 	SbqSessionLine *line;
@@ -594,12 +618,12 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	 */
 	start = sbq_qstate_accept_resume(sbq_storage_epoch(), queue->queue_id);
 	resumed = start != PG_INT64_MIN;
-	after = start;
+	after = looked = start;
 	(void) sbq_activate_due(queue, GetCurrentTimestamp(), SBQ_MAINTAIN_BATCH, false);
 	line = sbq_session_line_begin(queue->queue_id, start);
 	while (!found && looks < SBQ_MEM_ACCEPT_LOOKS)
 	{
-		uint64		n = sbq_mem_line(queue, line, &after, keys, row_held, ids);
+		uint64		n = sbq_mem_line(queue, line, &after, keys, marks, row_held, ids);
 		uint64		i;
 
 		if (n == 0)
@@ -608,11 +632,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 			if (at_end)
 				break;
 			/* started where the last call stopped: round to the front */
-			if (line != NULL)
-			{
-				gone_many |= sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
-				sbq_session_line_end(line);
-			}
+			gone_many |= sbq_mem_line_end(line);
 			start = after = PG_INT64_MIN;
 			line = sbq_session_line_begin(queue->queue_id, start);
 			continue;
@@ -624,6 +644,7 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 
 			CHECK_FOR_INTERRUPTS();
 			looks++;
+			looked = marks[i];
 			if (row_held[i] && sbq_session_row_end_stale(queue, keys[i]))
 				continue;
 			found = sbq_mem_try_next(queue, keys[i], line, out, &is_held, &forgot);
@@ -641,20 +662,17 @@ sbq_mem_accept_next(const SbqQueue *queue, SbqSessionLock *out)
 	/*
 	 * Out of looks before the end: the next call goes on from here. Found by
 	 * a walk that went on from there: the next goes on from where this one
-	 * found, a hand that goes round the line (so the sessions in front of
-	 * the mark come up again when it reaches the end, and not only then:
-	 * maintenance puts it back to the front every minute). The whole line
+	 * found, a hand that goes round the line (the sessions in front of the
+	 * mark come up again when it reaches the end, when one is released in
+	 * front of it, which brings it back there, and every minute, when
+	 * maintenance puts it back to the front: qstate.c). The whole line
 	 * walked from the front: from the front.
 	 */
 	if ((!found && !at_end) || (found && resumed))
-		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, after);
+		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, looked);
 	else if (at_end)
 		sbq_qstate_set_accept_resume(sbq_storage_epoch(), queue->queue_id, PG_INT64_MIN);
-	if (line != NULL)
-	{
-		gone_many |= sbq_session_line_gone(line) > SBQ_PASS_GONE_MAX;
-		sbq_session_line_end(line);
-	}
+	gone_many |= sbq_mem_line_end(line);
 	/*
 	 * Held sessions in the way of a free one go to the back of the line (a
 	 * write, only then: when every session is held, moving them would not

@@ -845,7 +845,7 @@ sbq_storage_renew(const SbqQueue *queue, int16 subqueue, const pg_uuid_t *token,
 	{
 		TimestampTz until = sbq_add_interval(now, &queue->lock_duration);
 
-		sbq_require_lock_privilege();
+		sbq_require_lock_privilege(subqueue);
 		/* a lease outlives a purge of its message: the message must be there */
 		values[0] = Int64GetDatum(seq);
 		values[1] = Int32GetDatum(queue->queue_id);

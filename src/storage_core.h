@@ -189,7 +189,7 @@ extern int64 sbq_first_missing(const Datum *seqs, int nseqs, uint64 n, int col);
 
 /* storage_core.c: the section and the installed SQL */
 extern bool sbq_leasing(void);
-extern void sbq_require_lock_privilege(void);
+extern void sbq_require_lock_privilege(int16 subqueue);
 extern bool sbq_may_end_leases(void);
 extern bool sbq_dead_letter_table(void);
 extern bool sbq_duplicate_ids_installed(void);

@@ -250,13 +250,15 @@ cmp_ok($reads, '<=', 10, "reading $reads entries of the line, not the 300 draine
 sql(q{SELECT sbq_create_queue('s_many', requires_session => true, lock_duration => '5 minutes')});
 sql(q{SELECT count(*) FROM sbq_send_batch('s_many', ARRAY(SELECT sbq_new_message('m'::text, session_id => 'h' || g)
 		FROM generate_series(1, 1100) g, generate_series(1, 2)))});
+sql(q{CREATE TABLE s_many_tok (session_id text, token uuid)});
 sql(q{DO $$
 	DECLARE
-		t uuid;
+		a record;
 	BEGIN
 		FOR i IN 1 .. 1100 LOOP
-			SELECT session_token INTO t FROM sbq_accept_session('s_many');
-			PERFORM sbq_receive_session('s_many', t, 1);
+			SELECT * INTO a FROM sbq_accept_session('s_many');
+			INSERT INTO s_many_tok VALUES (a.session_id, a.session_token);
+			PERFORM sbq_receive_session('s_many', a.session_token, 1);
 			COMMIT;
 		END LOOP;
 	END $$});
@@ -268,6 +270,13 @@ ok((grep { $_ eq 'LIVE' } @got), 'accept-next takes the free session behind them
 	. join(', ', @got) . ')');
 is(sql(q{SELECT session_id FROM sbq_accept_session('s_many', max_wait => '3 seconds')}), 'LIVE',
 	'and again with max_wait: it is free again after the release');
+# the walks go on from behind the 1,000 held sessions now; one of those in
+# front, released with its messages left, is first in line again, before
+# sessions sent to since (before, the walks kept starting behind it)
+sql(q{SELECT sbq_release_session('s_many', token) FROM s_many_tok WHERE session_id = 'h1'});
+sql(q{SELECT sbq_send('s_many', 'new', session_id => 'N' || i) FROM generate_series(1, 3) i});
+is((split /:/, accept_next('s_many'))[0], 'h1',
+	'a held session in front, released with messages left, is taken before newer ones');
 
 $node->stop;
 done_testing();
