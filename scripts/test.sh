@@ -227,17 +227,17 @@ console() {
 }
 
 # in four lanes, each one test at a time, of about the same length (about 260 s
-# on two cores): the tests mostly wait (for pg_cron's next minute, for workers to
+# on two cores, by the times of a CI run): the tests mostly wait (for pg_cron's next minute, for workers to
 # come and go, for locks to run out), so four fit on two cores. The ones that time
 # their worker or their failover (worker_pool, wakeup, fault_sync_failover) share
 # the third lane with tests that use little CPU; a test not named here runs in a
-# lane of its own
+# lane of its own, after the others (name new tests here)
 tap() {
     local lanes=(
-        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,plans_by_queue,topics_fanout_memory,send_groups,send_direct_indexes,lease_crash
-        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line,max_queues,maintain_gone_entries
-        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints,maintain_row_locks
-        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree,metrics_counters_move_edges
+        worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,plans_by_queue,topics_fanout_memory,send_groups,send_direct_indexes,lease_crash,citus_log
+        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line,max_queues,maintain_gone_entries,filter_cancel
+        worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints,maintain_row_locks,queue_management_deleted
+        session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree,metrics_counters_move_edges,queue_management_cache
     ) flags="-j4" lane
     for lane in "${lanes[@]}"; do
         flags+=" '--rules=seq=**/{$lane}.pl'"
