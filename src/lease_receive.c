@@ -866,10 +866,12 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 	 * pass that handed out messages made way; so did one that dropped or
 	 * dead-lettered them (not read again), up to SBQ_MAX_CLEARED of those.
 	 */
+	if (r->result.delivered > delivered_before)
+		return true;
 	if (sbq_lease_done(r) > done_before &&
 		sbq_lease_done(r) - r->result.delivered < SBQ_MAX_CLEARED)
 		return true;
-	return r->result.delivered > delivered_before || ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
+	return ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
 }
 
 static SbqReceiveResult

@@ -354,29 +354,25 @@ sbq_leasing(void)
  * sbq_require_lock_privilege
  *		Before 0.5 the SQL had no rights of its own: its calls ran with the
  *		caller's privileges, and a receive or a renew wrote the message's row,
- *		so it needed UPDATE on sbq.messages, or on sbq.dead_letters for a
- *		dead letter (the README of 0.4 granted it
- *		table by table). A lock kept in shared memory writes no row: under
- *		that SQL it asks for the privilege itself, or a role that may only
- *		read the table could lock, hold and dead-letter every message.
+ *		so it needed UPDATE on sbq.messages (on sbq.dead_letters for a dead
+ *		letter, from 0.4 on). A lock kept in shared memory writes no row:
+ *		under that SQL it asks for the privilege itself, or a role that may
+ *		only read the tables could lock, hold and dead-letter every message.
  */
 void
 sbq_require_lock_privilege(int16 subqueue)
 {
+	const char *table;
 	Oid			nsp;
-	const char *table = "messages";
 	Oid			rel;
 	AclResult	r;
 
 	if (sbq_rights_enforced())
 		return;
+	table = subqueue == SBQ_SUBQUEUE_DLQ && sbq_flavour() >= SBQ_FLAVOUR_DLQ_TABLE ?
+		"dead_letters" : "messages";
 	nsp = get_namespace_oid("sbq", true);
-	if (!OidIsValid(nsp))
-		return;
-	/* dead letters are rows of their own table from 0.4 on */
-	if (subqueue == SBQ_SUBQUEUE_DLQ && OidIsValid(get_relname_relid("dead_letters", nsp)))
-		table = "dead_letters";
-	rel = get_relname_relid(table, nsp);
+	rel = OidIsValid(nsp) ? get_relname_relid(table, nsp) : InvalidOid;
 	if (!OidIsValid(rel))
 		return;
 	r = pg_class_aclcheck(rel, GetUserId(), ACL_UPDATE);
