@@ -118,6 +118,12 @@ old_sql_checks() {
             "error: permission denied for table messages"
         got=$(try $pdb "SET ROLE sbq_upgrade_reader; SELECT sbq_renew('p', '$ptok'::uuid) IS NOT NULL")
         check "$v: ... nor renew a lock" "$got" "error: permission denied for table messages"
+        # a dead letter's lock: the dead letters' own table from 0.4 on
+        try $pdb "SELECT sbq_deadletter('p', lock_token) FROM sbq_receive('p')" >/dev/null
+        local dlt=messages
+        has_relation $pdb sbq.dead_letters && dlt=dead_letters
+        got=$(try $pdb "SET ROLE sbq_upgrade_reader; SELECT count(*) FROM sbq_receive('p/\$deadletterqueue')")
+        check "$v: ... nor lock a dead letter" "$got" "error: permission denied for table $dlt"
         psql -d postgres -c "DROP DATABASE $pdb" -c "DROP ROLE sbq_upgrade_reader"
     fi
     if [ -n "$tok" ]; then
