@@ -21,18 +21,24 @@ REGRESS = test_setup create queue_management send receive settle defer deadlette
           duplicates maintain lease filter send_direct
 REGRESS_OPTS = --load-extension=$(EXTENSION)
 
-# isolation specs: test/specs, expected outputs in test/expected
-ISOLATION = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
-            lock_lost_expiry queue_management_delete_in_flight lock_lost_renew_vs_expiry \
+# isolation specs: test/specs, expected outputs in test/expected. Those of
+# ISOLATION_SLOW mostly wait for a lock to run out (5 s at least) and count what
+# sbq_maintain() did in their database: "make installcheck-parallel" runs each of them
+# in a database of its own, all at once, beside the usual run of the rest
+ISOLATION_FAST = receive_once receive_disjoint settle_race send_visibility receive_rollback defer_dlq \
+            queue_management_delete_in_flight \
             receive_repeatable_read receive_head_hint receive_head_hint_rollback receive_free_hint \
-            maintain_row_locks \
-            lease_store_recheck \
             queue_management_delete_moving rights_dependency_race \
-            session_accept_race session_accept_next_skips_held session_order \
-            session_expiry_vs_settle session_release_unsettled \
+            session_accept_race session_accept_next_skips_held \
+            session_release_unsettled \
             settle_report_race topics_send_vs_delete topics_forward_vs_change forwarding_vs_delete \
-            forwarding_dead_letters_vs_update maintain_vs_delete_topic metrics_counters_move metrics_text_swap \
-            maintain_stats_one_instant metrics_received_in_flight rights_forward_recreate
+            forwarding_dead_letters_vs_update metrics_text_swap \
+            maintain_stats_one_instant rights_forward_recreate
+ISOLATION_SLOW = lock_lost_expiry lock_lost_renew_vs_expiry maintain_row_locks lease_store_recheck \
+            session_order session_expiry_vs_settle maintain_vs_delete_topic metrics_counters_move \
+            metrics_received_in_flight
+ISOLATION = $(ISOLATION_FAST) $(ISOLATION_SLOW)
+EXTRA_CLEAN = output_iso_slow/
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
@@ -40,6 +46,24 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# make installcheck, with the specs of ISOLATION_SLOW each in a database of its own
+# (sbq_iso_SPEC, output in output_iso_slow/SPEC/) beside the rest, all at once
+.PHONY: installcheck-parallel
+installcheck-parallel:
+	@rm -rf output_iso_slow; pids=; \
+	for t in $(ISOLATION_SLOW); do \
+		mkdir -p output_iso_slow/$$t; \
+		{ $(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) --dbname=sbq_iso_$$t \
+			--outputdir=output_iso_slow/$$t $$t >output_iso_slow/$$t/run.log 2>&1; \
+		  echo $$? >output_iso_slow/$$t/rc; } & pids="$$pids $$!"; \
+	done; \
+	$(MAKE) installcheck ISOLATION="$(ISOLATION_FAST)"; rc=$$?; wait $$pids; \
+	for t in $(ISOLATION_SLOW); do \
+		grep -h "^\(not \)\?ok\|^test \|failed" output_iso_slow/$$t/run.log; \
+		[ "$$(cat output_iso_slow/$$t/rc)" = 0 ] || rc=1; \
+	done; \
+	exit $$rc
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@

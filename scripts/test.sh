@@ -67,11 +67,11 @@ suite() {
 }
 
 regress() {
-    rm -rf results regression.diffs regression.out output_iso
-    if make -s PG_CONFIG="$PG_CONFIG" installcheck; then
+    rm -rf results regression.diffs regression.out output_iso output_iso_slow
+    if make -s PG_CONFIG="$PG_CONFIG" installcheck-parallel; then
         return 0
     fi
-    cat regression.diffs output_iso/regression.diffs 2>/dev/null
+    cat regression.diffs output_iso/regression.diffs output_iso_slow/*/regression.diffs 2>/dev/null
     return 1
 }
 
