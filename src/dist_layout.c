@@ -35,6 +35,7 @@
 
 #include "dist_int.h"
 #include "distributed.h"
+#include "lease.h"
 #include "sbqueue.h"
 
 static void sbq_layout_sql(const char *sql);
@@ -244,6 +245,15 @@ sbq_layout(bool distributed)
 	sbq_dist_define_views(distributed);
 	if (has == distributed)
 		return;
+
+	/*
+	 * The messages of this node's own tables leave for the shards, or come
+	 * back from them under their numbers: the locks held here on them end
+	 * at commit, as at a DROP of the tables. (A lock of before the way out
+	 * would otherwise be good again after the way back, on a message
+	 * delivered and settled meanwhile on its node.)
+	 */
+	sbq_lease_forget_incarnation(queues);
 	for (i = 0; i < (int) lengthof(sbq_layout_keys); i++)
 		sbq_layout_sql(psprintf("ALTER TABLE sbq.%s DROP CONSTRAINT %s",
 								sbq_layout_keys[i][0], sbq_layout_keys[i][1]));

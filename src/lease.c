@@ -858,6 +858,19 @@ sbq_lease_note_drop(Oid dbid, Oid epoch)
 }
 
 /*
+ * sbq_lease_forget_incarnation
+ *		The tables of this database's incarnation epoch change layout
+ *		(dist_layout.c): its leases, session locks and what shared memory
+ *		knows of its queues go at commit, as after a DROP.
+ */
+void
+sbq_lease_forget_incarnation(Oid epoch)
+{
+	if (sbq_lease_hash != NULL)
+		sbq_lease_note_drop(MyDatabaseId, epoch);
+}
+
+/*
  * sbq_lease_object_access
  *		object_access_hook: note a DROP of a database, or of sbq.queues (so of
  *		the extension, or an incarnation of it), whose leases go at commit.

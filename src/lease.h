@@ -58,6 +58,9 @@ extern bool sbq_lease_enabled(void);
 /* per backend, at load: callbacks, and the drop hook with the preload */
 extern void sbq_lease_init(bool preload);
 
+/* at commit: end every lock of this database's incarnation epoch (its tables change layout) */
+extern void sbq_lease_forget_incarnation(Oid epoch);
+
 /* a storage section works on the leases of one incarnation (epoch) */
 extern void sbq_lease_enter(Oid epoch);
 extern void sbq_lease_leave(void);

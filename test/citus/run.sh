@@ -1207,6 +1207,23 @@ tnext=$(q "$pc" -d top -c "SELECT sbq_send('topq', 'moved')" 2>&1)
 is "$(q "$pc" -d top -c "SELECT $tnext > $tlast" 2>&1)|$(q "$pc" -d top -c "SET client_min_messages = warning" \
         -c "SELECT 'back' FROM sbq_undistribute()" -c "SELECT count(*) FROM sbq_peek('topq', 10)" 2>&1 | tr '\n' ' ')" \
     "t|back 2 " "a queue whose numbers neared the end of bigint moves, gets higher ones, and goes back to one server"
+# a lock taken on the coordinator while it was one server ends with sbq_distribute(),
+# and is not good again after sbq_undistribute(): its message, delivered again and
+# deferred on its node meanwhile, must not be settled by the old token (a database of
+# its own; the old token renewed and completed a deferred message)
+scripts/citus_cluster.sh start "$work" rt >/dev/null
+q "$pc" -d rt -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" \
+    -c "SELECT sbq_create_queue('rtq', lock_duration => '5 min')" -c "SELECT sbq_send('rtq', 'one')" >/dev/null
+rta=$(q "$pc" -d rt -c "SELECT lock_token FROM sbq_receive('rtq')")
+q "$pc" -d rt -c "SET client_min_messages = warning" -c "SELECT sbq_distribute()" >/dev/null
+rtb=$(q "$pc" -d rt -c "SELECT lock_token FROM sbq_receive('rtq')")
+q "$pc" -d rt -c "SELECT sbq_defer('rtq', '$rtb')" -c "SET client_min_messages = warning" \
+    -c "SELECT sbq_undistribute()" >/dev/null
+is "$(q "$pc" -d rt -c "SELECT sbq_renew('rtq', '$rta')" 2>&1 | sed -n 's/^ERROR: *\(message lock lost\).*/\1/p')|$(
+      q "$pc" -d rt -c "SELECT sbq_complete('rtq', '$rta')" 2>&1 | sed -n 's/^ERROR: *\(message lock lost\).*/\1/p')|$(
+      q "$pc" -d rt -c "SELECT state || ' ' || convert_from(body, 'UTF8') FROM sbq_peek('rtq', 10)")" \
+    "message lock lost|message lock lost|deferred one" \
+    "a lock taken before sbq_distribute() is lost for good: after sbq_undistribute() its token settles nothing"
 len=$(q "$pw1" -c "SELECT * FROM sbq_routed_group(0, repeat('x', 100000))" 2>&1 | sed -n 's/^ERROR: *//p' | wc -c)
 is "$([ "$len" -gt 20 ] && [ "$len" -lt 200 ] && echo short || echo "$len bytes")" short \
     "a name of any length given to sbq_routed_group() is cut short in its error"
