@@ -37,6 +37,7 @@
 #include "distributed.h"
 #include "lease.h"
 #include "sbqueue.h"
+#include "storage_core.h"
 
 static void sbq_layout_sql(const char *sql);
 
@@ -226,6 +227,26 @@ static const char *const sbq_layout_fill[] = {
 };
 
 /*
+ * sbq_rights_add_names
+ *		Give sbq.rights the column role_name, the name of each row's role
+ *		(NULL for PUBLIC; '' for an OID no role has, which no role is then):
+ *		a role's OID differs from node to node, and a shard moved to another
+ *		node keeps the OIDs of the node it came from (docs/scale-out.md,
+ *		decision 9). With the tables already distributed (by a library
+ *		before it), each node names the rows it holds.
+ */
+static void
+sbq_rights_add_names(void)
+{
+	sbq_layout_sql("ALTER TABLE sbq.rights ADD COLUMN IF NOT EXISTS role_name name");
+	sbq_layout_sql("UPDATE sbq.rights SET role_name ="
+				   " CASE WHEN pg_catalog.to_regrole(pg_catalog.quote_ident("
+				   "          pg_catalog.pg_get_userbyid(role))) OPERATOR(pg_catalog.=) role"
+				   "      THEN pg_catalog.pg_get_userbyid(role) ELSE '' END"
+				   " WHERE role_name IS NULL AND role::pg_catalog.oid OPERATOR(pg_catalog.<>) 0");
+}
+
+/*
  * sbq_layout
  *		This node's tables in the layout for distribution (true) or local
  *		(false): the column entity_key (filled from the names, defaulting to
@@ -264,6 +285,7 @@ sbq_layout(bool distributed)
 									sbq_dist_tables[i]));
 		for (i = 0; i < (int) lengthof(sbq_layout_fill); i++)
 			sbq_layout_sql(sbq_layout_fill[i]);
+		sbq_rights_add_names();
 		/* a row of no entity (there should be none) could not be placed */
 		for (i = 0; i < SBQ_DIST_NTABLES; i++)
 			sbq_layout_sql(psprintf("DELETE FROM sbq.%s WHERE entity_key IS NULL",
@@ -283,6 +305,7 @@ sbq_layout(bool distributed)
 		for (i = 0; i < SBQ_DIST_NTABLES; i++)
 			sbq_layout_sql(psprintf("ALTER TABLE sbq.%s DROP COLUMN entity_key",
 									sbq_dist_tables[i]));
+		sbq_layout_sql("ALTER TABLE sbq.rights DROP COLUMN IF EXISTS role_name");
 		sbq_layout_sql("ALTER TABLE sbq.queues ALTER COLUMN queue_id"
 					   " SET DEFAULT pg_catalog.nextval('sbq.queue_id_seq')");
 		sbq_layout_sql("ALTER TABLE sbq.topics ALTER COLUMN topic_id"
@@ -405,6 +428,7 @@ sbq_distribute(PG_FUNCTION_ARGS)
 					   "the version of sbqueue");
 		sbq_on_workers("SELECT sbq.define_views(true)", NULL, "the views of the cluster");
 		sbq_dist_define_views(true);
+		sbq_rights_add_names();
 	}
 	else
 	{
@@ -517,6 +541,25 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 				   " SELECT pg_catalog.max(sent) AS n FROM pg_temp.sbq_back_queue_counters"
 				   " WHERE queue_id = " SBQ_MARK_ROW);
 	sbq_layout_sql("DELETE FROM pg_temp.sbq_back_queue_counters WHERE queue_id = " SBQ_MARK_ROW);
+	/*
+	 * The rights' roles by their names (decision 9): the OIDs that came back
+	 * are those of the node each row was on (a role's OID differs from node
+	 * to node); two rows of one role (one moved in, one granted on its new
+	 * node) become one.
+	 */
+	sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = 'pg_temp.sbq_back_rights'::pg_catalog.regclass"
+				   " AND attname = 'role_name' AND NOT attisdropped");
+	if (SPI_processed > 0)
+	{
+		sbq_layout_sql("CREATE TEMP TABLE sbq_back_named ON COMMIT DROP AS SELECT * FROM pg_temp.sbq_back_rights");
+		sbq_layout_sql("TRUNCATE pg_temp.sbq_back_rights");
+		sbq_layout_sql("INSERT INTO pg_temp.sbq_back_rights (queue_id, role, rights, entity_key)"
+					   " SELECT x.queue_id, x.role, pg_catalog.bit_or(x.rights), pg_catalog.min(x.entity_key)"
+					   "   FROM (SELECT r.queue_id, " SBQ_RIGHTS_ROLE_OF("r") "::pg_catalog.regrole AS role,"
+					   "                r.rights, r.entity_key FROM pg_temp.sbq_back_named r) x"
+					   "  WHERE x.role IS NOT NULL GROUP BY x.queue_id, x.role");
+		sbq_layout_sql("ALTER TABLE pg_temp.sbq_back_rights DROP COLUMN role_name");
+	}
 	for (i = 0; i < SBQ_DIST_NTABLES; i++)
 	{
 		sbq_layout_sql(psprintf("ALTER TABLE pg_temp.sbq_back_%s DROP COLUMN entity_key",

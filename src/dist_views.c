@@ -131,6 +131,38 @@ sbq_view_pin_names(void)
 }
 
 /*
+ * sbq_view_named_rights
+ *		The SQL of a node view for a group whose rights keep their roles by
+ *		name (rights.c): each shard of sbq.rights read as its rows with the
+ *		role of that name on this node, without those whose role has none.
+ */
+static const char *
+sbq_view_named_rights(const char *sql)
+{
+	StringInfoData buf;
+	const char *p = sql;
+
+	initStringInfo(&buf);
+	while (*p)
+	{
+		size_t		digits;
+
+		if (strncmp(p, "sbq.rights_", 11) == 0 && (p == sql || !sbq_view_ident_char(p[-1])) &&
+			(digits = strspn(p + 11, "0123456789")) > 0 && !sbq_view_ident_char(p[11 + digits]))
+		{
+			appendStringInfo(&buf, "(SELECT n.queue_id, x.role, n.rights FROM %.*s n"
+							 " CROSS JOIN LATERAL (SELECT " SBQ_RIGHTS_ROLE_OF("n")
+							 "::pg_catalog.regrole AS role) x WHERE x.role IS NOT NULL)",
+							 (int) (11 + digits), p);
+			p += 11 + digits;
+		}
+		else
+			appendStringInfoChar(&buf, *p++);
+	}
+	return buf.data;
+}
+
+/*
  * sbq_view_exec
  *		Run node view "what" for the current group (or this node's own
  *		tables when none), as its caller would see it through the view: in a
@@ -153,6 +185,8 @@ sbq_view_exec(const char *what)
 	def = TextDatumGetCString(DirectFunctionCall1(pg_get_viewdef,
 												  ObjectIdGetDatum(sbq_node_view(what, false))));
 	sql = sbq_dist_in_group() ? sbq_dist_sql(def) : def;
+	if (sbq_rights_by_name())
+		sql = sbq_view_named_rights(sql);
 
 	/* the caller's rights, not those of the owner the section runs as */
 	initStringInfo(&buf);

@@ -59,6 +59,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "distributed.h"
 #include "storage_core.h"
 #include "topics.h"
 
@@ -114,6 +115,74 @@ static SbqStatement stmt_drop_role_rights = {"drop the rights of a dropped role"
 	"DELETE FROM sbq.rights WHERE role = $1::regrole"
 };
 
+/*
+ * The same, with the tables distributed (docs/scale-out.md, decision 9): a
+ * row's role is the one named role_name on this node, as a role's OID
+ * differs from node to node and a shard moved in keeps the OIDs of the node
+ * it came from. A row whose role has no such name here is nobody's. $2 is
+ * the role's OID here.
+ */
+#define NAME_OF_2 "(SELECT a.rolname FROM pg_catalog.pg_roles a WHERE a.oid = $2)"
+#define ROW_OF_2 \
+	"(CASE WHEN r.role_name IS NULL THEN r.role::oid = $2 ELSE r.role_name = " NAME_OF_2 " END)"
+
+static SbqStatement stmt_rights_of_queue_named = {"rights of a queue", 1, {INT4OID},
+	"SELECT x.role, x.rights FROM (SELECT " SBQ_RIGHTS_ROLE_OF("r") " AS role, r.rights"
+	"  FROM sbq.rights r WHERE r.queue_id = $1) x"
+	" WHERE x.role IS NOT NULL ORDER BY 1"
+};
+
+static SbqStatement stmt_rights_of_queue_topics_named = {"rights of a queue", 1, {INT4OID},
+	"SELECT x.role, x.rights FROM ("
+	" SELECT " SBQ_RIGHTS_ROLE_OF("r") " AS role, r.rights"
+	"   FROM sbq.rights r WHERE r.queue_id = $1"
+	" UNION ALL"
+	" SELECT " SBQ_RIGHTS_ROLE_OF("r") ", 4::smallint FROM sbq.subscriptions s"
+	"   JOIN sbq.rights r ON r.queue_id = s.topic_id"
+	"  WHERE s.queue_id = $1 AND (r.rights & 4) <> 0) x"
+	" WHERE x.role IS NOT NULL ORDER BY 1"
+};
+
+/*
+ * A row of this OID that names another role came with a shard from another
+ * node: the grant replaces it (its rights were nobody's here).
+ */
+static SbqStatement stmt_grant_named = {"grant", 3, {INT4OID, OIDOID, INT2OID},
+	"INSERT INTO sbq.rights AS r (queue_id, role, rights, role_name)"
+	" VALUES ($1, $2::regrole, $3, " NAME_OF_2 ")"
+	" ON CONFLICT (queue_id, role, entity_key) DO UPDATE"
+	" SET rights = CASE WHEN r.role_name IS NOT DISTINCT FROM excluded.role_name"
+	"                   THEN r.rights | excluded.rights ELSE excluded.rights END,"
+	"     role_name = excluded.role_name"
+};
+
+static SbqStatement stmt_revoke_all_named = {"revoke", 3, {INT4OID, OIDOID, INT2OID},
+	"DELETE FROM sbq.rights r WHERE r.queue_id = $1 AND " ROW_OF_2
+	" AND r.rights & ~$3 = 0"
+};
+
+static SbqStatement stmt_revoke_some_named = {"revoke", 3, {INT4OID, OIDOID, INT2OID},
+	"UPDATE sbq.rights r SET rights = r.rights & ~$3"
+	" WHERE r.queue_id = $1 AND " ROW_OF_2 " AND r.rights & $3 <> 0"
+};
+
+/*
+ * Whether the rights of this storage section keep their roles by name: the
+ * tables distributed, by a library that gives sbq.rights the column
+ * role_name (dist_layout.c). Distributed by an older one, they have none
+ * until sbq_distribute() runs again.
+ */
+bool
+sbq_rights_by_name(void)
+{
+	Oid			relid;
+
+	if (!sbq_dist_in_group())
+		return false;
+	relid = get_relname_relid("rights", get_namespace_oid("sbq", false));
+	return OidIsValid(relid) && get_attnum(relid, "role_name") != InvalidAttrNumber;
+}
+
 /* The name of a right, or of a set of rights as a check asks for it. */
 static const char *
 sbq_right_name(int16 rights)
@@ -149,8 +218,13 @@ sbq_rights_load(SbqQueue *queue)
 		return;
 	/* as they are now, whatever the transaction's snapshot: a revoke counts at once */
 	values[0] = Int32GetDatum(queue->queue_id);
-	n = sbq_exec_fresh(sbq_topics_installed() && !queue->is_topic ?
-					   &stmt_rights_of_queue_topics : &stmt_rights_of_queue, values);
+	if (sbq_rights_by_name())
+		n = sbq_exec_fresh(sbq_topics_installed() && !queue->is_topic ?
+						   &stmt_rights_of_queue_topics_named : &stmt_rights_of_queue_named,
+						   values);
+	else
+		n = sbq_exec_fresh(sbq_topics_installed() && !queue->is_topic ?
+						   &stmt_rights_of_queue_topics : &stmt_rights_of_queue, values);
 	if (n == 0)
 		return;
 	queue->grants = MemoryContextAlloc(sbq_storage_caller_context(), sizeof(SbqGrant) * n);
@@ -386,7 +460,14 @@ sbq_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant, bool m
 						queue->name)));
 	values[1] = ObjectIdGetDatum(role);
 	values[2] = Int16GetDatum(rights);
-	if (grant)
+	if (sbq_rights_by_name())
+	{
+		if (grant)
+			(void) sbq_exec(&stmt_grant_named, values, NULL);
+		else if (sbq_exec_latest(&stmt_revoke_all_named, values, NULL) == 0)
+			(void) sbq_exec_latest(&stmt_revoke_some_named, values, NULL);
+	}
+	else if (grant)
 		(void) sbq_exec(&stmt_grant, values, NULL);
 	else if (sbq_exec_latest(&stmt_revoke_all, values, NULL) == 0)
 		(void) sbq_exec_latest(&stmt_revoke_some, values, NULL);

@@ -247,6 +247,15 @@ extern int	sbq_session_expire_all(const SbqQueue *queue, TimestampTz now, int li
 								   int64 *dead_lettered);
 
 /* rights.c */
+/*
+ * With the tables distributed, the role of rights row "r" on this node: the
+ * one named r.role_name (NULL: none of that name here), or r.role for PUBLIC
+ * (role_name NULL). See rights.c.
+ */
+#define SBQ_RIGHTS_ROLE_OF(r) \
+	"(CASE WHEN " r ".role_name IS NULL THEN " r ".role::oid" \
+	" ELSE (SELECT a.oid FROM pg_catalog.pg_roles a WHERE a.rolname = " r ".role_name) END)"
+extern bool sbq_rights_by_name(void);
 extern void sbq_rights_load(SbqQueue *queue);
 extern void sbq_rights_require(const SbqQueue *queue, int16 rights);
 extern bool sbq_rights_have(const SbqQueue *queue, int16 rights);

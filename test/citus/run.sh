@@ -1207,6 +1207,52 @@ tnext=$(q "$pc" -d top -c "SELECT sbq_send('topq', 'moved')" 2>&1)
 is "$(q "$pc" -d top -c "SELECT $tnext > $tlast" 2>&1)|$(q "$pc" -d top -c "SET client_min_messages = warning" \
         -c "SELECT 'back' FROM sbq_undistribute()" -c "SELECT count(*) FROM sbq_peek('topq', 10)" 2>&1 | tr '\n' ' ')" \
     "t|back 2 " "a queue whose numbers neared the end of bigint moves, gets higher ones, and goes back to one server"
+# rights after a move: a role's OID differs from node to node (here made to, by roles
+# made on the queue's node alone), and a shard moved keeps the OIDs of the node it came
+# from, which on the new node may be another role's (a review found the role that got
+# it there receiving, and granting itself manage). The rights go by the role's name
+# (decision 9): the role granted keeps them on the new node, and the role with the old
+# OID gets none; a revoke there finds the row; the way back to one server keeps them
+# (a database of its own)
+scripts/citus_cluster.sh start "$work" rn >/dev/null
+q "$pc" -d rn -c "SET client_min_messages = warning" -c "CREATE EXTENSION sbqueue" -c "SELECT sbq_distribute()" \
+    -c "SELECT sbq_create_queue('rnq')" -c "SELECT sbq_create_queue('rnq2')" >/dev/null
+rnfrom=$(q "$pc" -d rn -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $(shard_of rnq)")
+rnto=$pw1
+[ "$rnfrom" = "$pw1" ] && rnto=$pw2
+q "$rnfrom" -d rn -c "SET citus.enable_ddl_propagation = off" \
+    -c "DO \$\$ BEGIN FOR i IN 1..50 LOOP EXECUTE format('CREATE ROLE rn_pad%s', i); END LOOP; END \$\$" >/dev/null
+q "$pc" -d rn -c "CREATE ROLE rn_trusted LOGIN" -c "SELECT sbq_grant('rnq', 'rn_trusted', ARRAY['send', 'listen'])" \
+    -c "SELECT sbq_grant('rnq2', 'rn_trusted', ARRAY['send'])" -c "CREATE ROLE rn_hostile LOGIN" >/dev/null
+q "$pc" -d rn -c "SET client_min_messages = warning" \
+    -c "SELECT citus_move_shard_placement($(shard_of rnq), '127.0.0.1', $rnfrom, '127.0.0.1', $rnto, shard_transfer_mode => 'block_writes')" >/dev/null
+# the row (rn_trusted's: send and listen) as a copy from a node where the role granted
+# had rn_hostile's OID here leaves it
+rnmoved=$(q "$rnto" -d rn -c "UPDATE $(q "$pc" -d rn -c "SELECT shard_name('sbq.rights', get_shard_id_for_distribution_column('sbq.rights', sbq.entity_key('rnq')))")
+                               SET role = 'rn_hostile'::regrole WHERE rights = 3 RETURNING queue_id > 0" 2>&1)
+is "$rnmoved|$(q "$pc" -d rn -U rn_trusted -c "SELECT sbq_send('rnq', 'secret') > 0" \
+        -c "SELECT convert_from(body, 'UTF8') FROM sbq_peek('rnq', 1)" 2>&1 | tr '\n' ' ')|$(
+      q "$pc" -d rn -c "SELECT string_agg(role::text || ':' || array_to_string(rights, ','), ' ' ORDER BY role::text) FROM sbq_rights WHERE entity = 'rnq'")" \
+    "t|t secret |postgres:manage rn_trusted:send,listen" \
+    "after a move that changes its role's OID, a right is held by the role granted it, and shown so"
+is "$(q "$pc" -d rn -U rn_hostile -c "SELECT count(*) FROM sbq_receive('rnq', 10)" 2>&1 | sed -n 's/^ERROR: *//p')|$(
+      q "$pc" -d rn -U rn_hostile -c "SELECT sbq_grant('rnq', 'rn_hostile', ARRAY['manage'])" 2>&1 | sed -n 's/^ERROR: *//p')|$(
+      q "$rnto" -d rn -U rn_hostile -c "SELECT count(*) FROM sbq_rights" -c "SELECT count(*) FROM sbq_queue_stats" 2>&1 | tr '\n' ' ')" \
+    "permission denied for queue \"rnq\"|permission denied for queue \"rnq\"|0 0 " \
+    "... and the role with the old OID on the new node holds none of it, nor sees the queue"
+is "$(q "$pc" -d rn -c "SELECT sbq_revoke('rnq', 'rn_trusted', ARRAY['listen'])" \
+        -c "SELECT string_agg(array_to_string(rights, ','), ' ') FROM sbq_rights WHERE entity = 'rnq' AND role = 'rn_trusted'" 2>&1 | tr '\n' ' ')" \
+    " send " "... a revoke on the new node finds the right by its role"
+is "$(q "$pc" -d rn -c "SET client_min_messages = warning" -c "SELECT 'back' FROM sbq_undistribute()" \
+        -c "SELECT string_agg(entity || ':' || array_to_string(rights, ','), ' ' ORDER BY entity) FROM sbq_rights WHERE role = 'rn_trusted'" 2>&1 | tr '\n' ' ')|$(
+      q "$pc" -d rn -U rn_trusted -c "SELECT sbq_send('rnq2', 'x') > 0" 2>&1)|$(
+      q "$pc" -d rn -U rn_hostile -c "SELECT sbq_send('rnq', 'x') > 0" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    "back rnq:send rnq2:send |t|permission denied for queue \"rnq\"" \
+    "... and back on one server the role keeps its rights on both queues, and the other has none"
+# the roles made on one node alone go
+q "$rnfrom" -d rn -c "SET citus.enable_ddl_propagation = off" \
+    -c "DO \$\$ DECLARE r name; BEGIN FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'rn\\_pad%' LOOP EXECUTE format('DROP ROLE %I', r); END LOOP; END \$\$" >/dev/null
+
 # a lock taken on the coordinator while it was one server ends with sbq_distribute(),
 # and is not good again after sbq_undistribute(): its message, delivered again and
 # deferred on its node meanwhile, must not be settled by the old token (a database of
