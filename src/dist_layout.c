@@ -472,6 +472,31 @@ sbq_distribute(PG_FUNCTION_ARGS)
 }
 
 /*
+ * sbq_back_rights_by_name
+ *		sbq_undistribute(): the rights' roles by their names (decision 9): the
+ *		OIDs that came back are those of the node each row was on (a role's
+ *		OID differs from node to node); two rows of one role (one moved in,
+ *		one granted on its new node) become one.
+ */
+static void
+sbq_back_rights_by_name(void)
+{
+	sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = 'pg_temp.sbq_back_rights'::pg_catalog.regclass"
+				   " AND attname = 'role_name' AND NOT attisdropped");
+	if (SPI_processed > 0)
+	{
+		sbq_layout_sql("CREATE TEMP TABLE sbq_back_named ON COMMIT DROP AS SELECT * FROM pg_temp.sbq_back_rights");
+		sbq_layout_sql("TRUNCATE pg_temp.sbq_back_rights");
+		sbq_layout_sql("INSERT INTO pg_temp.sbq_back_rights (queue_id, role, rights, entity_key)"
+					   " SELECT x.queue_id, x.role, pg_catalog.bit_or(x.rights), pg_catalog.min(x.entity_key)"
+					   "   FROM (SELECT r.queue_id, " SBQ_RIGHTS_ROLE_OF("r") "::pg_catalog.regrole AS role,"
+					   "                r.rights, r.entity_key FROM pg_temp.sbq_back_named r) x"
+					   "  WHERE x.role IS NOT NULL GROUP BY x.queue_id, x.role");
+		sbq_layout_sql("ALTER TABLE pg_temp.sbq_back_rights DROP COLUMN role_name");
+	}
+}
+
+/*
  * sbq_undistribute(): back to one server: the rows of every shard into the
  * coordinator's own tables, the tables no longer distributed (their shards
  * dropped; Citus's undistribute_table would drop the tables, which belong
@@ -541,25 +566,7 @@ sbq_undistribute(PG_FUNCTION_ARGS)
 				   " SELECT pg_catalog.max(sent) AS n FROM pg_temp.sbq_back_queue_counters"
 				   " WHERE queue_id = " SBQ_MARK_ROW);
 	sbq_layout_sql("DELETE FROM pg_temp.sbq_back_queue_counters WHERE queue_id = " SBQ_MARK_ROW);
-	/*
-	 * The rights' roles by their names (decision 9): the OIDs that came back
-	 * are those of the node each row was on (a role's OID differs from node
-	 * to node); two rows of one role (one moved in, one granted on its new
-	 * node) become one.
-	 */
-	sbq_layout_sql("SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = 'pg_temp.sbq_back_rights'::pg_catalog.regclass"
-				   " AND attname = 'role_name' AND NOT attisdropped");
-	if (SPI_processed > 0)
-	{
-		sbq_layout_sql("CREATE TEMP TABLE sbq_back_named ON COMMIT DROP AS SELECT * FROM pg_temp.sbq_back_rights");
-		sbq_layout_sql("TRUNCATE pg_temp.sbq_back_rights");
-		sbq_layout_sql("INSERT INTO pg_temp.sbq_back_rights (queue_id, role, rights, entity_key)"
-					   " SELECT x.queue_id, x.role, pg_catalog.bit_or(x.rights), pg_catalog.min(x.entity_key)"
-					   "   FROM (SELECT r.queue_id, " SBQ_RIGHTS_ROLE_OF("r") "::pg_catalog.regrole AS role,"
-					   "                r.rights, r.entity_key FROM pg_temp.sbq_back_named r) x"
-					   "  WHERE x.role IS NOT NULL GROUP BY x.queue_id, x.role");
-		sbq_layout_sql("ALTER TABLE pg_temp.sbq_back_rights DROP COLUMN role_name");
-	}
+	sbq_back_rights_by_name();
 	for (i = 0; i < SBQ_DIST_NTABLES; i++)
 	{
 		sbq_layout_sql(psprintf("ALTER TABLE pg_temp.sbq_back_%s DROP COLUMN entity_key",
