@@ -96,6 +96,11 @@ static SbqStatement stmt_dead_letter_copy = {"dead-letter a copy", 4, {INT8OID, 
 		TEXTOID, TEXTOID},
 	"WITH d AS (DELETE FROM sbq.messages WHERE sequence_number = $1 RETURNING *)"
 	" " DEAD_LETTER_INSERT("d", "d.delivery_count", "$2", "$3", "$4")
+	, .old_sql =
+	"UPDATE sbq.messages m SET subqueue = 1, state = 0, lock_token = NULL,"
+	" locked_until = NULL, dead_letter_reason = $2,"
+	" dead_letter_error_description = $3, dead_letter_source = $4"
+	" WHERE m.sequence_number = $1"
 };
 
 /*

@@ -135,6 +135,16 @@ old_sql_checks() {
     got=$(try $db "SELECT count(*) || ' ' || string_agg(convert_from(body, 'UTF8'), ',') FROM sbq_peek('$q', 10)")
     check "$v: the completed message is gone, the other is still queued" "$got" "1 two under $v"
 
+    # a copy that forwarding cannot deliver goes to the source's dead-letter sub-queue,
+    # which before 0.4 is in sbq.messages (it failed on sbq.dead_letters)
+    try $db "SELECT count(*) FROM sbq_create_queue('$q-to', max_message_size => 1024)" >/dev/null
+    try $db "SELECT count(*) FROM sbq_create_queue('$q-fw')" >/dev/null
+    try $db "SELECT count(*) FROM sbq_update_queue('$q-fw', forward_to => '$q-to')" >/dev/null
+    got=$(try $db "SELECT sbq_send('$q-fw', repeat('x', 2000)) > 0")
+    got="$got $(try $db "SELECT dead_letter_reason FROM sbq_peek('$q-fw/\$deadletterqueue', 5)")"
+    check "$v: a message too large to forward is dead-lettered in its source queue" "$got" \
+        "t MessageSizeExceededException"
+
     if has_function $db 'sbq_maintain()'; then
         got=$(try $db "SELECT sbq_maintain() ->> 'skipped'")
         check "$v: sbq_maintain() runs" "$got" false
