@@ -626,6 +626,8 @@ sbq_qstate_init_entry(SbqQueueState *entry)
  * gone, and the entry a caller works with cannot go meanwhile (see the file
  * header).
  */
+bool		sbq_qstate_no_new_entries = false;
+
 static SbqQueueState *
 sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 {
@@ -637,6 +639,8 @@ sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 	uint64		removals;
 	int			i;
 
+	if (sbq_qstate_no_new_entries)
+		create = false;
 	sbq_qstate_key(key, epoch, queue_id);
 
 	if (sbq_qstate_hash == NULL || !OidIsValid(key->epoch))

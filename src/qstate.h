@@ -50,6 +50,14 @@ extern void sbq_qstate_shmem_startup(void);
  * another queue.
  */
 
+/*
+ * Set while the installed SQL is 0.1's (storage_core.c), which has no
+ * sbq_maintain(): nothing would ever store the counts kept here, nor free
+ * the entries of its queues, so none are made for it and its calls work as
+ * past a full table.
+ */
+extern bool sbq_qstate_no_new_entries;
+
 /* counters */
 extern bool sbq_qstate_count(Oid epoch, int32 queue_id, const SbqCounts *c);
 extern bool sbq_counts_seen(void);

@@ -258,6 +258,7 @@ sbq_flavour(void)
 			sbq_sql_flavour = SBQ_FLAVOUR_TOPICS;
 		else
 			sbq_sql_flavour = SBQ_FLAVOUR_HOPS;
+		sbq_qstate_no_new_entries = sbq_sql_flavour == SBQ_FLAVOUR_NO_DUPLICATES;
 	}
 	return sbq_sql_flavour;
 }
