@@ -74,11 +74,14 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "lib/stringinfo.h"
@@ -87,6 +90,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -211,10 +215,48 @@ static bool sbq_counts_in_pass = false;
 
 /* ------------------------------------------------------------ the installed SQL */
 
+/* sbq_updated_here's answer, and the transaction it is of */
+static LocalTransactionId sbq_updated_lxid = InvalidLocalTransactionId;
+static bool sbq_updated = false;
+
 static void
 sbq_sql_inval(Datum arg, int cacheid, uint32 hashvalue)
 {
 	sbq_sql_flavour = SBQ_FLAVOUR_UNKNOWN;
+	sbq_updated_lxid = InvalidLocalTransactionId;
+}
+
+/*
+ * sbq_updated_here
+ *		Whether this transaction has created or updated sbqueue, not yet
+ *		committed: other sessions still run the SQL of before, which may
+ *		know nothing of locks kept in shared memory (0.2). Only a transaction
+ *		with a transaction id can have; the answer is kept for the
+ *		transaction, until the extension's objects change.
+ */
+static bool
+sbq_updated_here(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (!TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return false;
+	if (sbq_updated_lxid == SBQ_MY_LXID())
+		return sbq_updated;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("sbqueue"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	sbq_updated = HeapTupleIsValid(tup) &&
+		TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	sbq_updated_lxid = SBQ_MY_LXID();
+	return sbq_updated;
 }
 
 /* The flavour of the installed SQL: the objects its versions added. */
@@ -344,11 +386,16 @@ sbq_session_locks_in_memory(void)
 		sbq_flavour() >= SBQ_FLAVOUR_SESSION_LOCKS;
 }
 
-/* Whether receives in this session take leases (lease.c), as the SQL allows. */
+/*
+ * Whether receives in this session take leases (lease.c), as the SQL allows.
+ * Not in a transaction that updates the extension: until it commits, others
+ * may run SQL without leases, which sees only locks stored in rows (a
+ * receive there and one of such a session took the same message).
+ */
 bool
 sbq_leasing(void)
 {
-	return sbq_lease_enabled() && sbq_sql_has_leases();
+	return sbq_lease_enabled() && sbq_sql_has_leases() && !sbq_updated_here();
 }
 
 /*

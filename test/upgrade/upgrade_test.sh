@@ -720,6 +720,28 @@ if [ -f "$root/sql/sbqueue--0.3--0.4.sql" ]; then
         -c "DROP ROLE IF EXISTS sbq_upgrade_mon" -c "DROP ROLE IF EXISTS sbq_upgrade_lead"
 fi
 
+# an update to 0.3 not yet committed, whose transaction receives: the other sessions
+# still run the SQL of 0.2, which sees only locks stored in rows, so the receive of the
+# updating transaction stores its lock there (it took a lock in shared memory, and a
+# consumer of 0.2 took the same message as well)
+db=sbq_upgrade_open
+psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+psql -d $db -c "CREATE EXTENSION sbqueue VERSION '0.2'" -c "SELECT sbq_create_queue('q')" \
+    -c "SELECT sbq_send('q', 'only')" >/dev/null
+PGAPPNAME=sbq_updater psql -At -d $db -c "BEGIN" -c "ALTER EXTENSION sbqueue UPDATE TO '0.3'" \
+    -c "SELECT count(*) FROM sbq_receive('q')" -c "SELECT pg_sleep(2)" -c "COMMIT" >"$work/updater.out" 2>&1 &
+updater=$!
+for _ in $(seq 1 100); do
+    [ "$(psql -At -d $db -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sbq_updater'
+                              AND query LIKE '%pg_sleep%' AND wait_event = 'PgSleep'")" = 1 ] && break
+    sleep 0.1
+done
+got=$(try $db "SELECT count(*) FROM sbq_receive('q')")
+wait $updater
+check "a consumer of 0.2 beside an open update to 0.3 that received the message gets nothing" \
+    "$got|$(grep -v -E '^(BEGIN|ALTER EXTENSION|COMMIT)?$' "$work/updater.out" | tr '\n' ' ')" "0|1 "
+psql -d postgres -c "DROP DATABASE $db" >/dev/null
+
 psql -d postgres -c "DROP DATABASE sbq_upgrade_old" -c "DROP DATABASE sbq_upgrade_new"
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
