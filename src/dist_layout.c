@@ -229,21 +229,23 @@ static const char *const sbq_layout_fill[] = {
 /*
  * sbq_rights_add_names
  *		Give sbq.rights the column role_name, the name of each row's role
- *		(NULL for PUBLIC; '' for an OID no role has, which no role is then):
- *		a role's OID differs from node to node, and a shard moved to another
- *		node keeps the OIDs of the node it came from (docs/scale-out.md,
- *		decision 9). With the tables already distributed (by a library
- *		before it), each node names the rows it holds.
+ *		(NULL for PUBLIC): a role's OID differs from node to node, and a
+ *		shard moved to another node keeps the OIDs of the node it came from
+ *		(docs/scale-out.md, decision 9). fill: name the rows there are (this
+ *		node's own table, before it is distributed; an OID no role has is
+ *		named as pg_get_userbyid says, "unknown (OID=n)", which is nobody's).
+ *		Tables distributed by a library before this one get the column only:
+ *		Citus takes no function of a row's column that is not immutable in an
+ *		UPDATE of its tables, so their rows keep going by OID (role_name NULL)
+ *		until granted again.
  */
 static void
-sbq_rights_add_names(void)
+sbq_rights_add_names(bool fill)
 {
 	sbq_layout_sql("ALTER TABLE sbq.rights ADD COLUMN IF NOT EXISTS role_name name");
-	sbq_layout_sql("UPDATE sbq.rights SET role_name ="
-				   " CASE WHEN pg_catalog.to_regrole(pg_catalog.quote_ident("
-				   "          pg_catalog.pg_get_userbyid(role))) OPERATOR(pg_catalog.=) role"
-				   "      THEN pg_catalog.pg_get_userbyid(role) ELSE '' END"
-				   " WHERE role_name IS NULL AND role::pg_catalog.oid OPERATOR(pg_catalog.<>) 0");
+	if (fill)
+		sbq_layout_sql("UPDATE sbq.rights SET role_name = pg_catalog.pg_get_userbyid(role)"
+					   " WHERE role_name IS NULL AND role::pg_catalog.oid OPERATOR(pg_catalog.<>) 0");
 }
 
 /*
@@ -285,7 +287,7 @@ sbq_layout(bool distributed)
 									sbq_dist_tables[i]));
 		for (i = 0; i < (int) lengthof(sbq_layout_fill); i++)
 			sbq_layout_sql(sbq_layout_fill[i]);
-		sbq_rights_add_names();
+		sbq_rights_add_names(true);
 		/* a row of no entity (there should be none) could not be placed */
 		for (i = 0; i < SBQ_DIST_NTABLES; i++)
 			sbq_layout_sql(psprintf("DELETE FROM sbq.%s WHERE entity_key IS NULL",
@@ -428,7 +430,7 @@ sbq_distribute(PG_FUNCTION_ARGS)
 					   "the version of sbqueue");
 		sbq_on_workers("SELECT sbq.define_views(true)", NULL, "the views of the cluster");
 		sbq_dist_define_views(true);
-		sbq_rights_add_names();
+		sbq_rights_add_names(false);
 	}
 	else
 	{
