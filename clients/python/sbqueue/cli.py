@@ -105,7 +105,7 @@ def run(args):
                     raise SbqError("queue \"%s\" not found" % args.queue, "SB001")
             else:
                 from psycopg import sql
-                cur = client.conn.execute(sql.SQL("SELECT * FROM {} ORDER BY queue").format(
+                cur = client._execute(sql.SQL("SELECT * FROM {} ORDER BY queue").format(
                     client._fn("sbq_queue_stats")))
                 rows = [dict(zip([c.name for c in cur.description], r)) for r in cur.fetchall()]
             if args.json:

@@ -131,6 +131,15 @@ class Client:
 
     # -- plumbing
 
+    def _execute(self, query, params=None) -> psycopg.Cursor:
+        """Runs a statement of the client's and asks for its rows in binary. psycopg
+        reads timestamps and intervals sent as text only in DateStyle ISO and
+        IntervalStyle postgres, and either may be set otherwise for the database, the
+        role, the connection or later in the session; by then a receive has taken its
+        messages. In binary they read the same whatever the settings are, and the
+        session is left as it was (the connection may be the caller's)."""
+        return self.conn.execute(query, params, binary=True)
+
     def _fn(self, name: str) -> sql.Composable:
         if self.schema:
             return sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(name))
@@ -140,7 +149,7 @@ class Client:
         """Runs SELECT <select> FROM name(args, kw => v, ...); returns all rows."""
         query, params = self._query(name, args, kwargs, select, types)
         with typed_errors():
-            return self.conn.execute(query, params).fetchall()
+            return self._execute(query, params).fetchall()
 
     def _query(self, name, args, kwargs=None, select=None, types=None):
         """The statement of _call and its parameters."""
@@ -164,7 +173,7 @@ class Client:
         """The row a function returns (a record: sbq_topic_properties, ...) as a dict."""
         query, params = self._query(name, args, kwargs, types=types)
         with typed_errors():
-            cur = self.conn.execute(query, params)
+            cur = self._execute(query, params)
             row = cur.fetchone()
             return dict(zip([c.name for c in cur.description], row)) if row else None
 
@@ -174,7 +183,7 @@ class Client:
         sbq_get_subscription: the name in any letter case, and EntityNotFound when there
         is none (a join whose view side is empty might never call the function)."""
         with typed_errors():
-            cur = self.conn.execute(query, params)
+            cur = self._execute(query, params)
             names = [c.name for c in cur.description]
             return [dict(zip(names, row)) for row in cur.fetchall()]
 
@@ -248,7 +257,7 @@ class Client:
 
     def queue_stats(self, name: str) -> Optional[dict]:
         with typed_errors():
-            cur = self.conn.execute(
+            cur = self._execute(
                 sql.SQL("SELECT * FROM {} WHERE queue = %s").format(self._fn("sbq_queue_stats")),
                 [name])
             row = cur.fetchone()
@@ -388,7 +397,7 @@ class Client:
         call, params = self._new_message(body, options)
         query = sql.SQL("SELECT {}(%s::text, {})").format(self._fn("sbq_test_filter"), call)
         with typed_errors():
-            return self.conn.execute(query, [sql_filter, *params]).fetchone()[0]
+            return self._execute(query, [sql_filter, *params]).fetchone()[0]
 
     def test_action(self, action: str, body="", **options) -> OutgoingMessage:
         """sbq_test_action: the message (body and send's options) after a rule's action,
@@ -396,7 +405,7 @@ class Client:
         call, params = self._new_message(body, options)
         query = sql.SQL("SELECT * FROM {}(%s::text, {})").format(self._fn("sbq_test_action"), call)
         with typed_errors():
-            values = list(self.conn.execute(query, [action, *params]).fetchone())
+            values = list(self._execute(query, [action, *params]).fetchone())
         values[0] = bytes(values[0]) if values[0] is not None else b""
         return OutgoingMessage(*values)
 
@@ -509,7 +518,7 @@ class Sender:
                  arrays=sql.SQL(", ").join(arrays),
                  names=sql.SQL(", ").join(sql.Identifier(n) for n in names))
         with typed_errors():
-            rows = self.client.conn.execute(query, params).fetchall()
+            rows = self.client._execute(query, params).fetchall()
         return [r[0] for r in rows]
 
     def schedule(self, body, when: datetime.datetime, **options) -> int:

@@ -310,6 +310,60 @@ class SendReceiveSettle(Base):
         self.assertEqual(self.client.receiver(q).peek(1), [])
 
 
+class SessionSettings(Base):
+    """DateStyle and IntervalStyle change how the server writes times and intervals as
+    text; whatever they are, the client reads the same values (a receive that failed
+    to read its rows would have taken the messages already)."""
+
+    STYLES = [("SQL, DMY", "iso_8601"), ("German", "sql_standard"),
+              ("Postgres, MDY", "postgres_verbose")]
+
+    def check_client(self, c):
+        q = self.queue(lock_duration=30)
+        self.client.sender(q).send_batch(["a", "b"], time_to_live=3600)
+        expected = self.client.receiver(q).peek(2)
+        times = lambda m: (m.sequence_number, m.enqueued_time, m.expires_at, m.time_to_live)  # noqa: E731
+        got = c.receiver(q, "receive_and_delete").receive(1)
+        self.assertEqual([times(m) for m in got], [times(expected[0])])
+        self.assertEqual(times(got[0])[3], datetime.timedelta(hours=1))
+        locked = c.receiver(q).receive(1)[0]
+        self.assertEqual((locked.enqueued_time, locked.time_to_live),
+                         (expected[1].enqueued_time, datetime.timedelta(hours=1)))
+        self.assertIsInstance(c.receiver(q).renew(locked), datetime.datetime)
+        t = qname("pyt")
+        self.topics.append(t)
+        created = c.create_topic(t, default_message_ttl=90, duplicate_detection_window=600)
+        self.assertEqual((created["default_message_ttl"], created["duplicate_detection_window"]),
+                         (datetime.timedelta(seconds=90), datetime.timedelta(minutes=10)))
+        self.assertEqual(c.get_topic(t), self.client.get_topic(t))
+
+    def test_styles_from_the_connection(self):
+        for datestyle, intervalstyle in self.STYLES:
+            with self.subTest(datestyle=datestyle, intervalstyle=intervalstyle):
+                opts = "-c DateStyle=%s -c IntervalStyle=%s" % (datestyle.replace(" ", "\\ "),
+                                                               intervalstyle)
+                with sbqueue.Client.connect(CONNINFO, options=opts) as c:
+                    self.check_client(c)
+
+    def test_styles_set_on_a_connection_handed_in(self):
+        for datestyle, intervalstyle in self.STYLES:
+            with self.subTest(datestyle=datestyle, intervalstyle=intervalstyle):
+                with psycopg.connect(CONNINFO, autocommit=True) as conn:
+                    conn.execute("SELECT set_config('DateStyle', %s, false),"
+                                 " set_config('IntervalStyle', %s, false)",
+                                 [datestyle, intervalstyle])
+                    c = sbqueue.Client(conn)
+                    self.check_client(c)
+                    with c.transaction():
+                        q = self.queue()
+                        c.sender(q).send("in a transaction", time_to_live=60)
+                        got = c.receiver(q).receive(1)[0]
+                        self.assertEqual(got.time_to_live, datetime.timedelta(minutes=1))
+                    # the caller's settings stay theirs
+                    self.assertEqual(conn.execute("SHOW IntervalStyle").fetchone()[0],
+                                     intervalstyle)
+
+
 class TypedErrors(Base):
     def test_each_sqlstate(self):
         q = self.queue(max_message_size=1024)
