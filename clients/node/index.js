@@ -30,6 +30,15 @@ const TYPES = {
     },
 };
 
+// pg reads timestamps only in DateStyle ISO and intervals only in IntervalStyle
+// postgres: under any other setting (from the database, the role, PGOPTIONS or the
+// config) times came back null and intervals 0. A Client's connection is its own, so
+// it sets both when it connects; its calls read every value as pg expects it. (RESET
+// and DISCARD ALL go back to the settings of the connection's start, not to these:
+// don't run them on a Client's connection, nor change these two settings there.)
+const PIN_STYLES = "SELECT pg_catalog.set_config('DateStyle', 'ISO', false), " +
+    "pg_catalog.set_config('IntervalStyle', 'postgres', false)";
+
 const SELECT_LIST = [
     'sequence_number', 'message_id', 'lock_token', 'locked_until', 'delivery_count',
     'enqueued_time', 'scheduled_enqueue_time', 'expires_at',
@@ -178,6 +187,12 @@ class Client {
     static async connect(config = {}, options = {}) {
         const c = new Client(config, options);
         await c.pg.connect();
+        try {
+            await c.pg.query(PIN_STYLES);
+        } catch (err) {
+            await c.pg.end().catch(() => {});
+            throw translate(err);
+        }
         return c;
     }
 
@@ -715,24 +730,48 @@ class Processor extends EventEmitter {
         this._clients = [];
     }
 
+    // Connects and starts the loops. When a connection fails, it closes the ones it
+    // made and rejects (the Processor is then done: make a new one to try again); a
+    // stop() while it connects ends it the same way, and it resolves.
     async start() {
-        for (let i = 0; i < this.concurrency; i++) {
-            const c = await Client.connect(this.config, { schema: this.schema });
-            this._clients.push(c);
+        if (!this._starting) this._starting = this._start();
+        return this._starting;
+    }
+
+    async _start() {
+        const signal = this._abort.signal;
+        try {
+            for (let i = 0; i < this.concurrency && !signal.aborted; i++) {
+                this._clients.push(await Client.connect(this.config, { schema: this.schema }));
+            }
+            if (this.renewLocks && !signal.aborted) {
+                this._renewer = await Client.connect(this.config, { schema: this.schema });
+                this._renewing = false;
+                this._timer = setInterval(() => this._renewDue(), 100);
+            }
+        } catch (err) {
+            this._abort.abort();
+            await this._shutdown();
+            throw err;
         }
-        if (this.renewLocks) {
-            this._renewer = await Client.connect(this.config, { schema: this.schema });
-            this._renewing = false;
-            this._timer = setInterval(() => this._renewDue(), 100);
-        }
-        this._loops = this._clients.map((c) => this._loop(c));
+        if (signal.aborted) await this._shutdown();
+        else this._loops = this._clients.map((c) => this._loop(c));
         return this;
     }
 
     async stop() {
         this._abort.abort();
+        // a start() in progress sees the abort after its current connect and closes
+        // what it made
+        if (this._starting) await this._starting.catch(() => {});
+        await this._shutdown();
+    }
+
+    // After the abort: lets the loops finish, then closes every connection.
+    async _shutdown() {
         await Promise.allSettled(this._loops);
         if (this._timer) clearInterval(this._timer);
+        this._timer = null;
         while (this._renewing) await new Promise((r) => setTimeout(r, 10));
         const all = [...this._clients, ...(this._renewer ? [this._renewer] : [])];
         this._clients = [];
@@ -740,15 +779,18 @@ class Processor extends EventEmitter {
         await Promise.allSettled(all.map((c) => c.close()));
     }
 
-    // start(), then resolves when stop() has ended it; SIGTERM and SIGINT call stop().
+    // start(), then resolves when stop() has ended it, at any point (during start()
+    // as well); SIGTERM and SIGINT call stop(). Rejects when start() does.
     async run() {
         const onSignal = () => { this.stop(); };
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
         try {
             await this.start();
-            await new Promise((resolve) => this._abort.signal.addEventListener('abort', resolve, { once: true }));
-            await Promise.allSettled(this._loops);
+            const signal = this._abort.signal;
+            if (!signal.aborted) {
+                await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+            }
             await this.stop();
         } finally {
             process.removeListener('SIGTERM', onSignal);
@@ -817,7 +859,26 @@ class Processor extends EventEmitter {
                 if (!client.broken) await new Promise((r) => setTimeout(r, 1000));
                 continue;
             }
-            for (const m of msgs) await this._handle(receiver, m);
+            for (const m of msgs) {
+                try {
+                    await this._handle(receiver, m);
+                } catch (err) {
+                    // a step of its own failed (not the handler, whose errors _handle
+                    // reports): say so, and go on with the next message; this one's
+                    // lock expires and it comes again
+                    this._report(err, m);
+                }
+            }
+        }
+    }
+
+    // emits 'error' (err, msg); a listener that throws gets a 'warning', and one more
+    // failure there goes no further (the loop must go on)
+    _report(err, msg) {
+        try {
+            this.emit('error', err, msg);
+        } catch (e) {
+            try { this.emit('warning', e); } catch { /* nowhere left to say it */ }
         }
     }
 
@@ -852,13 +913,7 @@ class Processor extends EventEmitter {
                 this.emit('warning', err);
             }
         }
-        if (error && !(error instanceof DeadLetter)) {
-            try {
-                this.emit('error', error, msg);
-            } catch (err) {
-                this.emit('warning', err);
-            }
-        }
+        if (error && !(error instanceof DeadLetter)) this._report(error, msg);
     }
 }
 

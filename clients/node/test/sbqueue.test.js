@@ -600,6 +600,108 @@ test('a cancelled wait inside a transaction rejects; a statement_timeout is no c
     }
 });
 
+test('times and intervals read the same whatever DateStyle and IntervalStyle are', async () => {
+    for (const [dateStyle, intervalStyle] of [['SQL,DMY', 'iso_8601'], ['German', 'sql_standard'],
+                                              ['Postgres,MDY', 'postgres_verbose']]) {
+        const options = `-c DateStyle=${dateStyle} -c IntervalStyle=${intervalStyle}`;
+        const c = await sbq.Client.connect({ options });
+        try {
+            const q = await queue('node', { lock_duration: 30 });
+            await client.sender(q).sendBatch(['a', 'b'], { timeToLive: 3600 });
+            const expected = await client.receiver(q).peek({ maxMessages: 2 });
+            const [got] = await c.receiver(q).receive();
+            assert.equal(got.enqueuedTime.getTime(), expected[0].enqueuedTime.getTime(), options);
+            assert.equal(got.expiresAt.getTime(), expected[0].expiresAt.getTime());
+            assert.equal(got.timeToLive, 3600);
+            assert.ok(got.lockedUntil > got.enqueuedTime);
+            assert.ok((await c.receiver(q).renew(got)) instanceof Date);
+            const t = uniq('nodet');
+            topics.push(t);
+            const created = await c.createTopic(t, { defaultMessageTtl: 90, duplicateDetectionWindow: 600 });
+            assert.deepEqual([created.defaultMessageTtl, created.duplicateDetectionWindow], [90, 600]);
+            assert.deepEqual(await c.getTopic(t), await client.getTopic(t));
+            // a processor on such connections handles what comes
+            const done = [];
+            const errs = [];
+            const p = new sbq.Processor({ options }, q, async (m) => { done.push(m.bodyText()); }, { maxWait: 1 });
+            p.on('error', (e) => errs.push(e));
+            await p.start();
+            const deadline = Date.now() + 10000;
+            while (Date.now() < deadline && done.length < 1) await sleep(50);
+            await p.stop();
+            assert.deepEqual([done, errs], [['b'], []]);
+        } finally {
+            await c.close();
+        }
+    }
+});
+
+test('a failing step of the processor is reported and the loop goes on', async () => {
+    const q = await queue('node');
+    const seen = [];
+    const warnings = [];
+    const p = new sbq.Processor({}, q, async (m) => {
+        seen.push(m.bodyText());
+        if (m.bodyText() === 'first') throw new Error('handler failed');
+    }, { maxWait: 1, renewLocks: false });
+    // listeners that fail in turn: nothing of it may end the loop
+    p.on('error', () => { throw new Error('error listener failed'); });
+    p.on('warning', (e) => { warnings.push(e.message); throw new Error('warning listener failed'); });
+    await client.sender(q).send('first');
+    await p.start();
+    try {
+        let deadline = Date.now() + 10000;
+        while (Date.now() < deadline && seen.length < 1) await sleep(50);
+        await client.sender(q).send('second');
+        deadline = Date.now() + 10000;
+        while (Date.now() < deadline && !seen.includes('second')) await sleep(50);
+    } finally {
+        await p.stop();
+    }
+    assert.deepEqual(seen.filter((b) => b === 'second'), ['second']);
+    assert.ok(warnings.includes('error listener failed'), warnings.join('; '));
+});
+
+// connections of the role or application name, waiting a moment for them to close
+async function connectionsOf(column, value) {
+    let n;
+    for (let i = 0; i < 50; i++) {
+        const res = await client.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${column} = $1`, [value]);
+        n = res.rows[0].n;
+        if (n === 0) break;
+        await sleep(100);
+    }
+    return n;
+}
+
+test('a processor whose start fails closes what it opened; stop() during start ends run()', async () => {
+    const q = await queue('node');
+    const role = 'sbq_node_' + crypto.randomBytes(4).toString('hex');
+    await client.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 2`);
+    try {
+        const p = new sbq.Processor({ user: role }, q, async () => {}, { concurrency: 3, maxWait: 1 });
+        p.on('warning', () => {});
+        await assert.rejects(p.run(), /too many connections/);
+        assert.equal(await connectionsOf('usename', role), 0, 'the failed start closed its connections');
+    } finally {
+        await client.query(`DROP ROLE ${role}`);
+    }
+    const app = uniq('sbq-node');
+    const p = new sbq.Processor({ application_name: app }, q, async () => {}, { concurrency: 3, maxWait: 1 });
+    const running = p.run();
+    const stopped = p.stop();           // while it connects
+    let timer;
+    const late = new Promise((resolve, reject) => {
+        timer = setTimeout(() => reject(new Error('run() did not resolve after stop()')), 10000);
+    });
+    try {
+        await Promise.race([Promise.all([running, stopped]), late]);
+    } finally {
+        clearTimeout(timer);
+    }
+    assert.equal(await connectionsOf('application_name', app), 0);
+});
+
 test('stop() ends the waiting receives at once', async () => {
     const q = await queue('node');
     const p = new sbq.Processor({}, q, async () => {}, { concurrency: 3, maxWait: 30 });
