@@ -155,17 +155,26 @@ class Processor:
     # -- lifecycle
 
     def start(self) -> "Processor":
-        """Starts the threads and returns."""
-        if self._renewer is not None:
-            self._renewer.start()
-        for i in range(self.concurrency):
-            client = self._connect()
-            with self._clients_lock:
-                self._clients.append(client)
-            t = threading.Thread(target=self._work, args=(client,), name="sbqueue-handler-%d" % i,
-                                 daemon=True)
-            self._threads.append(t)
-            t.start()
+        """Starts the threads and returns. When a connection fails, it stops the threads
+        it started (their handlers in flight finish and settle), closes their
+        connections and raises; the Processor is then done (make a new one to try
+        again). A stop() while it connects ends it the same way, without an error."""
+        try:
+            if self._renewer is not None:
+                self._renewer.start()
+            for i in range(self.concurrency):
+                if self._stopping.is_set():
+                    break
+                client = self._connect()
+                with self._clients_lock:
+                    self._clients.append(client)
+                t = threading.Thread(target=self._work, args=(client,),
+                                     name="sbqueue-handler-%d" % i, daemon=True)
+                self._threads.append(t)
+                t.start()
+        except BaseException:
+            self.stop(wait=True)
+            raise
         return self
 
     def stop(self, wait: bool = False, timeout: Optional[float] = None) -> None:
@@ -190,7 +199,7 @@ class Processor:
                 0.0, (deadline - datetime.datetime.now()).total_seconds())
             t.join(left)
         done = not any(t.is_alive() for t in self._threads if t is not threading.current_thread())
-        if done and self._renewer is not None:
+        if done and self._renewer is not None and self._renewer.ident is not None:
             self._renewer.stop()
             self._renewer.join(5)
         return done

@@ -855,6 +855,31 @@ class Cancel(Base):
 
 
 class ProcessorTests(Base):
+    def test_a_failed_start_leaves_nothing_running(self):
+        q = self.queue()
+        role = "sbq_py_" + uuid.uuid4().hex[:8]
+        self.client.conn.execute("CREATE ROLE %s LOGIN CONNECTION LIMIT 2" % role)
+        try:
+            handled = []
+            p = sbqueue.Processor(CONNINFO, q, lambda m: handled.append(m.body_text()),
+                                  concurrency=3, max_wait=1, renew_locks=False, user=role)
+            with self.assertRaises(psycopg.OperationalError):
+                p.run(install_signal_handlers=False)
+            self.assertEqual([t.name for t in p._threads if t.is_alive()], [])
+            self.client.sender(q).send("after the failure")
+            time.sleep(1.5)
+            self.assertEqual(handled, [])
+            n = self.client.conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = %s", [role]).fetchone()[0]
+            self.assertEqual(n, 0, "its connections are closed")
+        finally:
+            for _ in range(50):
+                try:
+                    self.client.conn.execute("DROP ROLE %s" % role)
+                    break
+                except psycopg.errors.ObjectInUse:
+                    time.sleep(0.1)
+
     def test_handlers_slower_than_the_lock(self):
         q = self.queue(lock_duration=datetime.timedelta(seconds=5))
         n = 4
