@@ -854,6 +854,33 @@ class Cancel(Base):
                          "a pending cancel ends one wait only")
 
 
+class Readme(Base):
+    def test_first_example_runs_as_written(self):
+        """The README's first example, in a database of its own (it names its queues
+        "orders" and so on), with only its conninfo changed."""
+        import re
+        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+        with open(readme, encoding="utf-8") as f:
+            code = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+        db = "sbq_readme_" + uuid.uuid4().hex[:8]
+        self.client.conn.execute("CREATE DATABASE %s" % db)
+        try:
+            with psycopg.connect(CONNINFO, dbname=db, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION sbqueue")
+            conninfo = psycopg.conninfo.make_conninfo(CONNINFO, dbname=db)
+            code = code.replace('"dbname=app"', repr(conninfo))
+            self.assertIn(repr(conninfo), code)
+            env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                               timeout=60, cwd=os.path.dirname(os.path.abspath(__file__)))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with sbqueue.Client.connect(conninfo) as c:
+                self.assertEqual(c.queue_stats("orders-fifo")["active_count"], 0,
+                                 "the session's message was received and completed")
+        finally:
+            self.client.conn.execute("DROP DATABASE %s WITH (FORCE)" % db)
+
+
 class ProcessorTests(Base):
     def test_a_failed_start_leaves_nothing_running(self):
         q = self.queue()
