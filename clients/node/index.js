@@ -287,8 +287,14 @@ class Client {
         await this.query(`SELECT ${this.fn('sbq_delete_queue')}($1)`, [name]);
     }
 
+    // The queue's (or subscription's) row of sbq_queue_stats, null when there is none.
+    // The name matches in any letter case, as in every other call: the view shows a
+    // name as it was created, and names compare by their lower-case form (of ASCII
+    // letters only, as lower() folds them under the C collation).
     async queueStats(name) {
-        const res = await this.query(`SELECT * FROM ${this.fn('sbq_queue_stats')} WHERE queue = $1`, [name]);
+        const res = await this.query(
+            `SELECT * FROM ${this.fn('sbq_queue_stats')} WHERE pg_catalog.lower(queue COLLATE "C")` +
+            ' OPERATOR(pg_catalog.=) pg_catalog.lower($1::text COLLATE "C")', [name]);
         return res.rows[0] || null;
     }
 

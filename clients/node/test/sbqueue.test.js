@@ -702,6 +702,22 @@ test('a processor whose start fails closes what it opened; stop() during start e
     assert.equal(await connectionsOf('application_name', app), 0);
 });
 
+test('queueStats finds a queue or subscription in any letter case', async () => {
+    const q = uniq('Node-Case');
+    await client.createQueue(q);
+    queues.push(q);
+    await client.sender(q.toLowerCase()).send('x');
+    for (const name of [q, q.toUpperCase(), q.toLowerCase()]) {
+        const st = await client.queueStats(name);
+        assert.deepEqual([st && st.queue, st && st.active_count], [q, 1n], name);
+    }
+    const t = await topic();
+    await client.createSubscription(t, 'Sub1');
+    const st = await client.queueStats(sbq.subscriptionAddress(t.toUpperCase(), 'SUB1'));
+    assert.equal(st && st.queue, sbq.subscriptionAddress(t, 'Sub1'));
+    assert.equal(await client.queueStats('no-such-' + q), null);
+});
+
 test('stop() ends the waiting receives at once', async () => {
     const q = await queue('node');
     const p = new sbq.Processor({}, q, async () => {}, { concurrency: 3, maxWait: 30 });

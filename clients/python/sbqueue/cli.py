@@ -142,7 +142,11 @@ def main(argv=None):
         print("sbq: %s (SQLSTATE %s)" % (err, err.sqlstate), file=sys.stderr)
         return 1
     except Exception as err:  # noqa: BLE001 - a driver or connection error, printed
-        print("sbq: %s" % err, file=sys.stderr)
+        # the server's errors that are not sbqueue's have a SQLSTATE too (a connection
+        # error has none)
+        sqlstate = getattr(err, "sqlstate", None)
+        print("sbq: %s%s" % (str(err).rstrip(), " (SQLSTATE %s)" % sqlstate if sqlstate else ""),
+              file=sys.stderr)
         return 1
     return 0
 

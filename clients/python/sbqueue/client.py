@@ -256,9 +256,15 @@ class Client:
         self._call("sbq_delete_queue", [name])
 
     def queue_stats(self, name: str) -> Optional[dict]:
+        """The queue's (or subscription's) row of sbq_queue_stats, None when there is
+        none. The name matches in any letter case, as in every other call: the view
+        shows a name as it was created, and names compare by their lower-case form (of
+        ASCII letters only, as lower() folds them under the C collation)."""
         with typed_errors():
             cur = self._execute(
-                sql.SQL("SELECT * FROM {} WHERE queue = %s").format(self._fn("sbq_queue_stats")),
+                sql.SQL('SELECT * FROM {} WHERE pg_catalog.lower(queue COLLATE "C")'
+                        ' OPERATOR(pg_catalog.=) pg_catalog.lower(%s::text COLLATE "C")'
+                        ).format(self._fn("sbq_queue_stats")),
                 [name])
             row = cur.fetchone()
             return dict(zip([c.name for c in cur.description], row)) if row else None

@@ -791,6 +791,28 @@ class Console(Base):
         self.assertEqual(rc, 1)
         self.assertIn("SQLSTATE SB001", err)
 
+    def test_stats_in_any_letter_case(self):
+        import json
+        q = qname("Py-Case")
+        self.client.create_queue(q)
+        self.queues.append(q)
+        self.client.sender(q.lower()).send("x")
+        for name in (q, q.upper(), q.lower()):
+            self.assertEqual(self.client.queue_stats(name)["active_count"], 1, name)
+            rc, out, err = self.sbq("--json", "stats", name)
+            self.assertEqual((rc, json.loads(out or "[{}]")[0].get("queue")), (0, q), err)
+        t = self.topic()
+        self.client.create_subscription(t, "Sub1")
+        address = sbqueue.subscription_address(t.upper(), "SUB1")
+        self.assertEqual(self.client.queue_stats(address)["queue"],
+                         sbqueue.subscription_address(t, "Sub1"))
+        self.assertIsNone(self.client.queue_stats("no-such-" + q))
+
+    def test_errors_not_sbqueues_print_their_sqlstate(self):
+        rc, _, err = self.sbq("--schema", "no_such_schema", "stats")
+        self.assertEqual(rc, 1)
+        self.assertIn("(SQLSTATE 42P01)", err)
+
 
 class Cancel(Base):
     def test_waiting_receive_cancelled_quickly(self):
