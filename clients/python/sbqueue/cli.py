@@ -21,6 +21,8 @@ import json
 import sys
 import uuid
 
+from psycopg.types.json import Jsonb
+
 from .client import Client
 from .errors import SbqError
 from .message import MESSAGE_FIELDS
@@ -118,7 +120,8 @@ def run(args):
         elif args.command == "send":
             body = sys.stdin.read() if args.body == "-" else args.body
             if args.json_body:
-                body = json.loads(body)
+                # as jsonb whatever the JSON is: a JSON string would be sent as text
+                body = Jsonb(json.loads(body))
             options = {k: v for k, v in (("session_id", args.session_id), ("subject", args.subject),
                                          ("message_id", args.message_id)) if v is not None}
             seq = client.sender(args.queue).send(body, **options)

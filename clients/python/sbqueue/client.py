@@ -86,7 +86,10 @@ def _rule(row: dict) -> dict:
 
 
 def _body(body):
-    """(the value to pass, its SQL type) for a body."""
+    """(the value to pass, its SQL type) for a body. A psycopg Jsonb is jsonb whatever
+    it holds: the way to send a JSON string, which as a str would be text."""
+    if isinstance(body, Jsonb):
+        return body, "jsonb"
     if isinstance(body, str):
         return body, "text"
     if isinstance(body, (bytes, bytearray, memoryview)):

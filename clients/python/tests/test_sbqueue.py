@@ -808,6 +808,20 @@ class Console(Base):
                          sbqueue.subscription_address(t, "Sub1"))
         self.assertIsNone(self.client.queue_stats("no-such-" + q))
 
+    def test_json_body_is_jsonb_whatever_the_json(self):
+        import json
+        from psycopg.types.json import Jsonb
+        q = self.queue()
+        for body in ('"a JSON string"', '{"a": 1}', '42', 'null'):
+            rc, _, err = self.sbq("send", q, body, "--json-body")
+            self.assertEqual(rc, 0, err)
+        self.client.sender(q).send(Jsonb("sent as jsonb"))
+        got = self.client.receiver(q).peek(10)
+        self.assertEqual([(m.content_type, m.body_json()) for m in got],
+                         [("application/json", v) for v in ("a JSON string", {"a": 1}, 42, None,
+                                                            "sent as jsonb")])
+        self.assertEqual(json.loads(got[0].body), "a JSON string")
+
     def test_errors_not_sbqueues_print_their_sqlstate(self):
         rc, _, err = self.sbq("--schema", "no_such_schema", "stats")
         self.assertEqual(rc, 1)
