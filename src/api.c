@@ -710,25 +710,6 @@ sbq_max_wait_arg(FunctionCallInfo fcinfo, int argno, TimestampTz *deadline)
 }
 
 /*
- * sbq_wait_more
- *		After a look that found nothing: sleep until a commit on the queue,
- *		the poll interval or the deadline, and say whether to look again.
- */
-bool
-sbq_wait_more(int64 wait_us, TimestampTz deadline)
-{
-	TimestampTz now;
-
-	if (wait_us == 0 || IsolationUsesXactSnapshot())
-		return false;
-	now = GetCurrentTimestamp();
-	if (now >= deadline)
-		return false;
-	sbq_wait_sleep(Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval));
-	return true;
-}
-
-/*
  * sbq_receive
  *		(queue or its DLQ, max_messages, max_wait, receive_mode): leases, or
  *		row locks taken with SKIP LOCKED.
@@ -790,7 +771,7 @@ sbq_receive(PG_FUNCTION_ARGS)
 			sbq_wait_prepare(queue.queue_id);
 		r = sbq_storage_receive(&queue, addr.subqueue, max_messages, mode,
 								tupstore, tupdesc);
-		if (r.delivered > 0 || !sbq_wait_more(wait_us, deadline))
+		if (r.delivered > 0 || !sbq_poll_again(wait_us, deadline))
 			break;
 	}
 	if (wait_us > 0)

@@ -233,7 +233,7 @@ sbq_receive_session(PG_FUNCTION_ARGS)
 		if (!sbq_storage_session_held(&queue, token, &lock))
 			sbq_session_lock_lost(&queue, token);
 		r = sbq_storage_receive_session(&queue, &lock, max_messages, tupstore, tupdesc);
-		if (r.delivered > 0 || !sbq_wait_more(wait_us, deadline))
+		if (r.delivered > 0 || !sbq_poll_again(wait_us, deadline))
 			break;
 	}
 	if (wait_us > 0)

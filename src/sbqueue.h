@@ -289,6 +289,7 @@ extern Datum *sbq_seq_array_arg(FunctionCallInfo fcinfo, int argno, const char *
 								const char *why, int *n);
 extern int64 sbq_max_wait_arg(FunctionCallInfo fcinfo, int argno, TimestampTz *deadline);
 extern bool sbq_wait_more(int64 wait_us, TimestampTz deadline);
+extern bool sbq_poll_again(int64 wait_us, TimestampTz deadline);
 extern void sbq_refuse_forwarding_receive(const SbqQueue *queue, const SbqAddress *addr);
 extern void sbq_refuse_sessionless(const SbqQueue *queue, const SbqAddress *addr,
 								   const char *use);

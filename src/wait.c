@@ -61,10 +61,13 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"
 #include "lease.h"
+#include "sbqueue.h"
+#include "storage.h"
 #include "wait.h"
 
 /* The number of wake-up slots; a queue maps to one by hashing (database, queue id). */
@@ -284,4 +287,44 @@ sbq_wait_cancel(void)
 		ConditionVariableCancelSleep();
 		sbq_prepared_cv = NULL;
 	}
+}
+
+/*
+ * sbq_wait_more
+ *		After a look that found nothing: sleep until a commit on the queue,
+ *		the poll interval or the deadline, and say whether to look again.
+ */
+bool
+sbq_wait_more(int64 wait_us, TimestampTz deadline)
+{
+	TimestampTz now;
+
+	if (wait_us == 0 || IsolationUsesXactSnapshot())
+		return false;
+	now = GetCurrentTimestamp();
+	if (now >= deadline)
+		return false;
+	sbq_wait_sleep(Min((deadline - now + 999) / 1000, (int64) sbq_receive_poll_interval));
+	return true;
+}
+
+/*
+ * sbq_poll_again
+ *		sbq_wait_more for a call inside a storage section: the section is
+ *		closed while it sleeps, so what the look that found nothing left in
+ *		its memory (its statements' results) goes, and a call that waits an
+ *		hour holds no more than one look's worth (it grew by about 20 kB a
+ *		look).
+ */
+bool
+sbq_poll_again(int64 wait_us, TimestampTz deadline)
+{
+	bool		more;
+
+	if (wait_us == 0 || IsolationUsesXactSnapshot())
+		return false;
+	sbq_storage_end();
+	more = sbq_wait_more(wait_us, deadline);
+	sbq_storage_begin();
+	return more;
 }
