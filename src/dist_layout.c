@@ -436,6 +436,12 @@ sbq_distribute(PG_FUNCTION_ARGS)
 	{
 		sbq_on_workers("SELECT pg_catalog.count(*) FROM sbq.queues WHERE queue_id IS NOT NULL",
 					   "0", "looking for the queues of the workers");
+		/*
+		 * A maintenance pass first, while the tables are this node's: it
+		 * stores the counts that shared memory holds, which the change of
+		 * layout forgets (sbq_layout).
+		 */
+		sbq_layout_sql(psprintf("SELECT %s.sbq_maintain()", quote_identifier(nsp)));
 		sbq_on_workers("SELECT sbq.distributed_layout(true)", NULL, "the distributed layout");
 		sbq_layout(true);
 

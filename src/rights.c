@@ -145,15 +145,28 @@ static SbqStatement stmt_rights_of_queue_topics_named = {"rights of a queue", 1,
 
 /*
  * A row of this OID that names another role came with a shard from another
- * node: the grant replaces it (its rights were nobody's here).
+ * node, and is that role's: before a grant takes the OID, the row goes to the
+ * OID of its role here (its rights added to any that role has), or goes if no
+ * role here has its name.
  */
+static SbqStatement stmt_grant_rekey = {"grant: a moved row of the OID", 3, {INT4OID, OIDOID, INT2OID},
+	"WITH m AS (DELETE FROM sbq.rights r WHERE r.queue_id = $1 AND r.role = $2::regrole"
+	"             AND r.role_name IS NOT NULL AND r.role_name IS DISTINCT FROM " NAME_OF_2
+	"             AND $3 IS NOT NULL"
+	"           RETURNING r.role_name, r.rights)"
+	" INSERT INTO sbq.rights AS r (queue_id, role, rights, role_name)"
+	" SELECT $1, a.oid::regrole, m.rights, m.role_name"
+	"   FROM m JOIN pg_catalog.pg_roles a ON a.rolname = m.role_name"
+	" ON CONFLICT (queue_id, role, entity_key) DO UPDATE"
+	" SET rights = r.rights | excluded.rights, role_name = excluded.role_name"
+};
+
+/* a row of this OID granted before the name was kept (role_name NULL) is the role's */
 static SbqStatement stmt_grant_named = {"grant", 3, {INT4OID, OIDOID, INT2OID},
 	"INSERT INTO sbq.rights AS r (queue_id, role, rights, role_name)"
 	" VALUES ($1, $2::regrole, $3, " NAME_OF_2 ")"
 	" ON CONFLICT (queue_id, role, entity_key) DO UPDATE"
-	" SET rights = CASE WHEN r.role_name IS NOT DISTINCT FROM excluded.role_name"
-	"                   THEN r.rights | excluded.rights ELSE excluded.rights END,"
-	"     role_name = excluded.role_name"
+	" SET rights = r.rights | excluded.rights, role_name = excluded.role_name"
 };
 
 static SbqStatement stmt_revoke_all_named = {"revoke", 3, {INT4OID, OIDOID, INT2OID},
@@ -462,10 +475,17 @@ sbq_set_rights(const SbqQueue *queue, Oid role, int16 rights, bool grant, bool m
 	values[2] = Int16GetDatum(rights);
 	if (sbq_rights_by_name())
 	{
+		/* a role may have two rows here (one moved in, one granted): every one */
 		if (grant)
+		{
+			(void) sbq_exec(&stmt_grant_rekey, values, NULL);
 			(void) sbq_exec(&stmt_grant_named, values, NULL);
-		else if (sbq_exec_latest(&stmt_revoke_all_named, values, NULL) == 0)
+		}
+		else
+		{
+			(void) sbq_exec_latest(&stmt_revoke_all_named, values, NULL);
 			(void) sbq_exec_latest(&stmt_revoke_some_named, values, NULL);
+		}
 	}
 	else if (grant)
 		(void) sbq_exec(&stmt_grant, values, NULL);
