@@ -377,6 +377,7 @@ sbq_dist_role_renamed(const char *oldname, const char *newname)
 
 	if (!OidIsValid(rights) || !OidIsValid(queues) ||
 		get_attnum(rights, "role_name") == InvalidAttrNumber ||
+		!OidIsValid(get_extension_oid("sbqueue", true)) ||
 		!OidIsValid(get_extension_oid("citus", true)))
 		return;
 	if (SPI_connect() != SPI_OK_CONNECT)
