@@ -358,46 +358,6 @@ sbq_require_coordinator(const char *fn)
 }
 
 /*
- * sbq_dist_role_renamed
- *		After ALTER ROLE ... RENAME on the coordinator (utility_hook.c): the
- *		rights of the distributed tables, which go by the role's name
- *		(decision 9), follow it, in this database (another database's stay
- *		with the old name). Run as the tables' owner, with the names as
- *		literals (Citus plans no parameters into a distributed UPDATE).
- */
-void
-sbq_dist_role_renamed(const char *oldname, const char *newname)
-{
-	Oid			nsp = get_namespace_oid("sbq", true);
-	Oid			rights = OidIsValid(nsp) ? get_relname_relid("rights", nsp) : InvalidOid;
-	Oid			queues = OidIsValid(nsp) ? get_relname_relid("queues", nsp) : InvalidOid;
-	Oid			saved_uid;
-	int			saved_sec;
-	bool		isnull;
-
-	if (!OidIsValid(rights) || !OidIsValid(queues) ||
-		get_attnum(rights, "role_name") == InvalidAttrNumber ||
-		!OidIsValid(get_extension_oid("sbqueue", true)) ||
-		!OidIsValid(get_extension_oid("citus", true)))
-		return;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	sbq_layout_sql("SELECT l.groupid = 0 AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p"
-				   "  WHERE p.logicalrelid = 'sbq.rights'::pg_catalog.regclass)"
-				   "  FROM pg_catalog.pg_dist_local_group l");
-	if (SPI_processed == 1 &&
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-	{
-		GetUserIdAndSecContext(&saved_uid, &saved_sec);
-		SetUserIdAndSecContext(sbq_rel_owner(queues), saved_sec | SECURITY_LOCAL_USERID_CHANGE);
-		sbq_layout_sql(psprintf("UPDATE sbq.rights SET role_name = %s WHERE role_name = %s",
-								quote_literal_cstr(newname), quote_literal_cstr(oldname)));
-		SetUserIdAndSecContext(saved_uid, saved_sec);
-	}
-	SPI_finish();
-}
-
-/*
  * Run a command on every worker (in their own transactions); an error
  * unless it succeeded everywhere, and then every result must be "expect"
  * (NULL: anything).

@@ -20,9 +20,6 @@
 /* the entity key of an address: a fixed hash of its canonical base name */
 extern int32 sbq_entity_key(const char *address, size_t len);
 
-/* after ALTER ROLE ... RENAME (utility_hook.c): distributed rights follow the name */
-extern void sbq_dist_role_renamed(const char *oldname, const char *newname);
-
 /* whether sbqueue's tables are distributed in this database (cached) */
 extern bool sbq_dist_active(void);
 extern bool sbq_dist_call_active(void);

@@ -72,7 +72,6 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "distributed.h"
 #include "registry.h"
 #include "shmem.h"
 #include "worker.h"
@@ -214,7 +213,6 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	bool		recheck = false;
 	bool		rescan = false;
 	bool		prepared_done = false;
-	RenameStmt *role_rename = NULL;
 
 	if (sbq_shmem_available())
 	{
@@ -226,8 +224,6 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 			case T_RenameStmt:
 				if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
 					sbq_hold_database(((RenameStmt *) parsetree)->subname);
-				if (((RenameStmt *) parsetree)->renameType == OBJECT_ROLE)
-					role_rename = (RenameStmt *) parsetree;
 				break;
 			case T_AlterDatabaseStmt:
 				{
@@ -279,10 +275,6 @@ sbq_process_utility(PlannedStmt *pstmt, const char *queryString,
 									  OidIsValid(get_extension_oid("sbqueue", true)),
 									  known, gen);
 	}
-
-	/* a role renamed: its distributed rights go by its name (dist_layout.c) */
-	if (role_rename != NULL && role_rename->subname != NULL && role_rename->newname != NULL)
-		sbq_dist_role_renamed(role_rename->subname, role_rename->newname);
 
 	/* only once the statement has succeeded (a refused one asks for nothing) */
 	if (recheck || rescan)
