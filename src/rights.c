@@ -147,7 +147,8 @@ static SbqStatement stmt_rights_of_queue_topics_named = {"rights of a queue", 1,
  * A row of this OID that names another role came with a shard from another
  * node, and is that role's: before a grant takes the OID, the row goes to the
  * OID of its role here (its rights added to any that role has), or goes if no
- * role here has its name.
+ * role here has its name, or if that role's OID here has a row of a third
+ * name (moved in too): merged, it gave one role's rights to another.
  */
 static SbqStatement stmt_grant_rekey = {"grant: a moved row of the OID", 3, {INT4OID, OIDOID, INT2OID},
 	"WITH m AS (DELETE FROM sbq.rights r WHERE r.queue_id = $1 AND r.role = $2::regrole"
@@ -159,6 +160,7 @@ static SbqStatement stmt_grant_rekey = {"grant: a moved row of the OID", 3, {INT
 	"   FROM m JOIN pg_catalog.pg_roles a ON a.rolname = m.role_name"
 	" ON CONFLICT (queue_id, role, entity_key) DO UPDATE"
 	" SET rights = r.rights | excluded.rights, role_name = excluded.role_name"
+	" WHERE r.role_name IS NULL OR r.role_name = excluded.role_name"
 };
 
 /* a row of this OID granted before the name was kept (role_name NULL) is the role's */

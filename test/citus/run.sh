@@ -1253,6 +1253,20 @@ is "$(q "$pc" -d rn -c "SELECT sbq_revoke('rnq', 'rn_trusted', ARRAY['listen'])"
         -c "SELECT string_agg(array_to_string(rights, ','), ' ') FROM sbq_rights WHERE entity = 'rnq' AND role = 'rn_trusted'" 2>&1 | tr '\n' ' ')|$(
       q "$pc" -d rn -U rn_trusted -c "SELECT count(*) FROM sbq_peek('rnq', 1)" 2>&1 | sed -n 's/^ERROR: *//p')" \
     " send |permission denied for queue \"rnq\"" "... a revoke on the new node finds the right by its role, in every row of it"
+# rows moved in from a node whose OIDs are one role off: rn_b's row carries rn_a's OID
+# here, rn_c's rn_b's. A grant to rn_a gives rn_b's row to rn_b's OID, where rn_c's row
+# is: dropped rather than merged (merged, rn_b held rn_c's manage and rn_c nothing)
+q "$pc" -d rn -c "SELECT sbq_create_queue('rnq3')" -c "CREATE ROLE rn_a" -c "CREATE ROLE rn_b LOGIN" -c "CREATE ROLE rn_c" \
+    -c "SELECT sbq_grant('rnq3', 'rn_b', ARRAY['send'])" -c "SELECT sbq_grant('rnq3', 'rn_c', ARRAY['manage'])" >/dev/null
+rn3shard=$(q "$pc" -d rn -c "SELECT shard_name('sbq.rights', get_shard_id_for_distribution_column('sbq.rights', sbq.entity_key('rnq3')))")
+rn3node=$(q "$pc" -d rn -c "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = get_shard_id_for_distribution_column('sbq.queues', sbq.entity_key('rnq3'))")
+q "$rn3node" -d rn -c "UPDATE $rn3shard SET role = CASE role_name WHEN 'rn_b' THEN 'rn_a'::regrole ELSE 'rn_b'::regrole END
+                       WHERE role_name IN ('rn_b', 'rn_c')" >/dev/null
+is "$(q "$pc" -d rn -c "SELECT sbq_grant('rnq3', 'rn_a', ARRAY['listen'])" \
+        -c "SELECT string_agg(role::text || ':' || array_to_string(rights, ','), ' ' ORDER BY role::text) FROM sbq_rights WHERE entity = 'rnq3'" 2>&1 | tr '\n' ' ')|$(
+      q "$pc" -d rn -U rn_b -c "SELECT sbq_grant('rnq3', 'rn_b', ARRAY['manage'])" 2>&1 | sed -n 's/^ERROR: *//p')" \
+    " postgres:manage rn_a:listen rn_c:manage |permission denied for queue \"rnq3\"" \
+    "... a grant never merges one role's moved row into another's"
 is "$(q "$pc" -d rn -c "SET client_min_messages = warning" -c "SELECT 'back' FROM sbq_undistribute()" \
         -c "SELECT string_agg(entity || ':' || array_to_string(rights, ','), ' ' ORDER BY entity) FROM sbq_rights WHERE role = 'rn_trusted'" 2>&1 | tr '\n' ' ')|$(
       q "$pc" -d rn -U rn_trusted -c "SELECT sbq_send('rnq2', 'x') > 0" 2>&1)|$(
@@ -1312,7 +1326,7 @@ for node in coord w1 w2; do
         grep -v -E "\[(${cancelled}x)\] ERROR:  canceling statement due to user request$" |
         grep -v -E "\[${htpid:-x}\] ERROR:  canceling statement due to statement timeout$" |
         grep -v -E "\[(${splitcancel}x)\] ERROR:  canceling statement due to statement timeout$" |
-        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down|not yet accepting connections)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|permission denied for queue \"rnq\"|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist|parameterized queries for SQL functions referencing distributed tables" || true)
+        grep -v -E "terminating connection because of crash|the database system is (starting up|shutting down|not yet accepting connections)|connection to the remote node|message lock lost|is not on this node|logical replication (worker|apply worker)|due to administrator command|SSL SYSCALL error: EOF detected|permission denied for function sbq_maintain|permission denied for queue \"rnq3?\"|cannot reach the other nodes' shard groups yet|is not a view of sbqueue|the version of sbqueue|canceling statement due to lock timeout|lock_duration PT10M is out of range|role \"sbq_viewer\" cannot be dropped|forward_to: queue or topic \"Fwd[0-9]+\" does not exist|parameterized queries for SQL functions referencing distributed tables" || true)
     errs=$(echo "$errs" | while IFS= read -r line; do
         case "$line" in *"ERROR:  publisher did not send replica identity column expected by the logical replication target relation"* | \
                          *"ERROR:  logical replication target relation \"sbq."*"\" does not exist")
