@@ -817,25 +817,24 @@ sbq_lease_done(const SbqLeaseReceive *r)
 		r->result.expired_dead_lettered + r->result.expired_dropped;
 }
 
-/* One pass of a leasing receive; false when it is over. */
+/* The pass itself (sbq_lease_pass); false when the receive is over. */
 static bool
-sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
+sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLeasePass *pass)
 {
 	int			want = max_messages - r->result.delivered;
 	int			delivered_before = r->result.delivered;
 	int64		done_before = sbq_lease_done(r);
-	SbqLeasePass pass;
 	uint64		n;
 
 	r->want = want;
-	n = sbq_lease_scan_head(r, want, &pass);
+	n = sbq_lease_scan_head(r, want, pass);
 	if (n == 0)
 	{
 		if (r->session == NULL)
-			sbq_lease_free_advance(r, &pass);
+			sbq_lease_free_advance(r, pass);
 		return false;
 	}
-	if (sbq_lease_claim_rows(r, &pass) == 0)
+	if (sbq_lease_claim_rows(r, pass) == 0)
 	{
 		/* a session's own leases passed over: read on (r->after moved) */
 		if (r->session != NULL)
@@ -843,21 +842,21 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 		/* other receivers took them between our scan and our claims */
 		return !r->rows_instead && ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
 	}
-	sbq_lease_decide_fates(r, &pass);
+	sbq_lease_decide_fates(r, pass);
 
 	/* the writes may have waited for row locks: no lock is handed out expired */
-	if (sbq_lease_write_fates(r, &pass))
+	if (sbq_lease_write_fates(r, pass))
 	{
 		r->now = GetCurrentTimestamp();
 		r->until = r->session != NULL ? r->session->locked_until :
 			sbq_add_interval(r->now, &r->queue->lock_duration);
 	}
-	sbq_lease_hand_out(r, &pass, tupdesc);
+	sbq_lease_hand_out(r, pass, tupdesc);
 
 	if (r->session != NULL)
 		return !r->stop && r->session->seqs == NULL &&
-			(n >= (uint64) r->window || pass.nclaims >= want);
-	sbq_lease_free_advance(r, &pass);
+			(n >= (uint64) r->window || pass->nclaims >= want);
+	sbq_lease_free_advance(r, pass);
 	/* the scan came back short: the head has nothing more */
 	if (n < (uint64) want || r->rows_instead)
 		return false;
@@ -872,6 +871,23 @@ sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
 		sbq_lease_done(r) - r->result.delivered < SBQ_MAX_CLEARED)
 		return true;
 	return ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
+}
+
+/*
+ * One pass of a leasing receive; false when it is over. What its scan read
+ * goes when it ends (a receive behind 10,000 messages it only takes off the
+ * queue makes as many passes: a result of each kept until the call returned
+ * held about 8 kB each).
+ */
+static bool
+sbq_lease_pass(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc)
+{
+	SbqLeasePass pass = {0};
+	bool		more = sbq_lease_pass_in(r, max_messages, tupdesc, &pass);
+
+	if (pass.fetched != NULL)
+		SPI_freetuptable(pass.fetched);
+	return more;
 }
 
 static SbqReceiveResult

@@ -362,6 +362,8 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 				outs[delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
 			}
 		}
+		/* its rows are copied: gone now, not at the call's end (8 kB a pass) */
+		SPI_freetuptable(SPI_tuptable);
 		/* the head held nothing but what we handed out: nothing more to find */
 		if (n_over + n_expired_dead + n_dropped == 0)
 			break;
