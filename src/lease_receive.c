@@ -65,8 +65,8 @@
 /*
  * How many messages one receive drops or dead-letters on its way and still
  * reads on (then its passes count as busy ones again): each holds an entry
- * of the table of locks until the commit, and each pass reads again what the
- * ones before it took off. Maintenance takes the rest.
+ * of the table of locks until the commit, and each is a pass of its own when
+ * the receive asks for one message. Maintenance takes the rest.
  */
 #define SBQ_MAX_CLEARED			10000
 
@@ -863,7 +863,8 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 	/*
 	 * Others keep taking or changing what we find: give up after a while. A
 	 * pass that handed out messages made way; so did one that dropped or
-	 * dead-lettered them (not read again), up to SBQ_MAX_CLEARED of those.
+	 * dead-lettered them (the free hint carries the next pass past them), up
+	 * to SBQ_MAX_CLEARED of those.
 	 */
 	if (r->result.delivered > delivered_before)
 		return true;

@@ -618,6 +618,9 @@ sbq_qstate_init_entry(SbqQueueState *entry)
 	entry->gone_since = 0;
 }
 
+/* see qstate.h: set for the SQL of 0.1 (storage_core.c) */
+bool		sbq_qstate_no_new_entries = false;
+
 /*
  * The entry of a queue (queue_id 0: of the database) in this database, made
  * if need be; NULL without shared memory or room. An address kept from an
@@ -626,8 +629,6 @@ sbq_qstate_init_entry(SbqQueueState *entry)
  * gone, and the entry a caller works with cannot go meanwhile (see the file
  * header).
  */
-bool		sbq_qstate_no_new_entries = false;
-
 static SbqQueueState *
 sbq_qstate_entry(Oid epoch, int32 queue_id, bool create)
 {
