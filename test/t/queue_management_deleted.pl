@@ -277,8 +277,10 @@ $node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_rs', requires_sessi
 	SbqNode::poll_until($node, 'postgres',
 		q{SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%sbq_receive_session(''gone_rs''%' AND wait_event_type = 'Extension'},
 		'1');
-	$node->safe_psql('postgres', q{SELECT sbq_delete_queue('gone_rs')});
-	$node->safe_psql('postgres', q{SELECT sbq_create_queue('gone_rs')});
+	# in one transaction: between two, the receive may look while there is no
+	# queue at all, and fail as a new call would then (SB001)
+	$node->safe_psql('postgres',
+		q{BEGIN; SELECT sbq_delete_queue('gone_rs'); SELECT sbq_create_queue('gone_rs'); COMMIT;});
 	$s->{run}->pump until $s->{stdout} =~ /receive ended/ || $s->{timeout}->is_expired;
 	like($s->{stderr}, qr/ERROR:  SB010: queue "gone_rs" does not require sessions/,
 		'a receive waiting in a session fails with SB010 once its queue is made again without sessions');
