@@ -19,6 +19,9 @@
  *	   whose row changed meanwhile is given back);
  *	5. hand out the rest with new leases, in sequence order;
  *	6. move the free hint past what the scan found held and what it took.
+ * A receive that has taken SBQ_MAX_CLEARED messages off the queue reads on
+ * from after its last pass instead, past expired messages, and gives back the
+ * claims it would not hand out, unwritten (hints unused).
  * When this database's share of the lease table (or the table) is full, the
  * rest of the receive locks in the message rows (receive.c).
  *
@@ -63,10 +66,10 @@
 #define SBQ_MAX_BUSY_ROUNDS		64
 
 /*
- * How many messages one receive drops or dead-letters on its way and still
- * reads on (then its passes count as busy ones again): each holds an entry
- * of the table of locks until the commit, and each is a pass of its own when
- * the receive asks for one message. Maintenance takes the rest.
+ * How many messages one receive drops or dead-letters on its way: each holds
+ * an entry of the table of locks until the commit. Past that many it reads
+ * on past such messages and leaves them to maintenance or the next receive
+ * (a message that waits behind them is still found).
  */
 #define SBQ_MAX_CLEARED			10000
 
@@ -95,6 +98,25 @@ static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, IN
 	"  FROM " SUBQUEUE_TABLE " m"
 	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
 	"   AND m.sequence_number >= $5"
+	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
+	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+	" LIMIT $4"
+};
+
+/*
+ * The head of the queue past the messages whose time to live has passed, from
+ * $5 on: what a receive reads once it has taken SBQ_MAX_CLEARED messages off
+ * the queue (the expired ones it passes stay for maintenance). Arguments as
+ * stmt_lease_candidates's.
+ */
+static SbqStatement stmt_lease_candidates_live = {"lease candidates, live", 5, {INT4OID,
+		INT2OID, TIMESTAMPTZOID, INT4OID, INT8OID},
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
+	"  FROM " SUBQUEUE_TABLE " m"
+	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
+	"   AND m.sequence_number >= $5"
+	"   AND (m.expires_at IS NULL OR m.expires_at > $3)"
 	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
 	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
 	" LIMIT $4"
@@ -185,6 +207,8 @@ typedef struct SbqLeaseReceive
 	bool		stop;			/* a session's next message is not ours to take */
 	bool		use_hint;		/* the pass's scan started at a hint (head) */
 	bool		from_free;		/* at the free hint */
+	bool		passing;		/* past SBQ_MAX_CLEARED: leave what is not for us */
+	int64		pass_from;		/* and scan from here, hints unused */
 	SbqHead		head;			/* the hints, as read before the scan */
 } SbqLeaseReceive;
 
@@ -344,15 +368,18 @@ sbq_lease_scan_head(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	values[1] = Int16GetDatum(r->subqueue);
 	values[2] = TimestampTzGetDatum(r->now);
 	values[3] = Int32GetDatum(want);
-	r->use_hint = r->subqueue == SBQ_SUBQUEUE_MAIN &&
+	r->use_hint = r->subqueue == SBQ_SUBQUEUE_MAIN && !r->passing &&
 		sbq_qstate_head(r->epoch, r->queue->queue_id, &r->head);
 	r->from_free = r->use_hint && r->head.free > r->head.hint &&
 		r->head.free_until > r->now && !sbq_lease_freed_here();
 	if (r->use_hint)
 		start = r->from_free ? r->head.free : r->head.hint;
+	if (r->passing)
+		start = r->pass_from;
 	values[4] = Int64GetDatum(start);
 	sbq_lease_scan_start();
-	pass->nfetched = sbq_exec_in(&stmt_lease_candidates, r->subqueue, values, NULL);
+	pass->nfetched = sbq_exec_in(r->passing ? &stmt_lease_candidates_live : &stmt_lease_candidates,
+								 r->subqueue, values, NULL);
 	pass->fetched = SPI_tuptable;
 	pass->nclaims = 0;
 	sbq_lease_scan(&pass->scan_last, &pass->scan_open, &pass->scan_until);
@@ -619,7 +646,15 @@ sbq_lease_decide_fates(SbqLeaseReceive *r, SbqLeasePass *pass)
 		else
 			c->fate = had ? SBQ_FATE_STORE : SBQ_FATE_HAND;
 		c->count = c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND ? prev + 1 : prev;
-		if (c->fate != SBQ_FATE_STORE && c->fate != SBQ_FATE_HAND)
+		if (c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND)
+			continue;
+		if (r->passing)
+		{
+			/* left as it was (an expired lease too) for whoever comes next */
+			sbq_lease_unclaim(c->seq);
+			c->fate = SBQ_FATE_GONE;
+		}
+		else
 			sbq_lease_make_marker(c->seq);
 	}
 }
@@ -817,6 +852,16 @@ sbq_lease_done(const SbqLeaseReceive *r)
 		r->result.expired_dead_lettered + r->result.expired_dropped;
 }
 
+/* The sequence number of row i of what a pass's scan read. */
+static int64
+sbq_lease_fetched_seq(const SbqLeasePass *pass, uint64 i)
+{
+	bool		isnull;
+
+	return DatumGetInt64(SPI_getbinval(pass->fetched->vals[i], pass->fetched->tupdesc, 1,
+									   &isnull));
+}
+
 /* The pass itself (sbq_lease_pass); false when the receive is over. */
 static bool
 sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLeasePass *pass)
@@ -834,12 +879,17 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 			sbq_lease_free_advance(r, pass);
 		return false;
 	}
+	/* past SBQ_MAX_CLEARED the next pass reads on after this one's rows */
+	if (r->passing)
+		r->pass_from = sbq_lease_fetched_seq(pass, n - 1) + 1;
 	if (sbq_lease_claim_rows(r, pass) == 0)
 	{
 		/* a session's own leases passed over: read on (r->after moved) */
 		if (r->session != NULL)
 			return r->session->seqs == NULL && !r->stop && n >= (uint64) r->window;
 		/* other receivers took them between our scan and our claims */
+		if (r->passing)
+			return !r->rows_instead && n >= (uint64) want;
 		return !r->rows_instead && ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
 	}
 	sbq_lease_decide_fates(r, pass);
@@ -860,17 +910,27 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 	/* the scan came back short: the head has nothing more */
 	if (n < (uint64) want || r->rows_instead)
 		return false;
+	/* each pass reads on from the last: it ends at the end of the queue */
+	if (r->passing)
+		return true;
 	/*
 	 * Others keep taking or changing what we find: give up after a while. A
 	 * pass that handed out messages made way; so did one that dropped or
 	 * dead-lettered them (the free hint carries the next pass past them), up
-	 * to SBQ_MAX_CLEARED of those.
+	 * to SBQ_MAX_CLEARED of those: then the receive reads on past such
+	 * messages, from after this pass's rows.
 	 */
 	if (r->result.delivered > delivered_before)
 		return true;
 	if (sbq_lease_done(r) > done_before &&
 		sbq_lease_done(r) - r->result.delivered < SBQ_MAX_CLEARED)
 		return true;
+	if (sbq_lease_done(r) > done_before && r->subqueue == SBQ_SUBQUEUE_MAIN)
+	{
+		r->passing = true;
+		r->pass_from = sbq_lease_fetched_seq(pass, n - 1) + 1;
+		return true;
+	}
 	return ++r->busy_rounds <= SBQ_MAX_BUSY_ROUNDS;
 }
 
