@@ -810,7 +810,7 @@ class Processor extends EventEmitter {
         try {
             return await Client.connect(this.config, { schema: this.schema });
         } catch (err) {
-            this.emit('warning', err);
+            this._warn(err);
             await new Promise((r) => setTimeout(r, 1000));
             return null;
         }
@@ -838,7 +838,7 @@ class Processor extends EventEmitter {
                         this._held.delete(token);
                         continue;
                     }
-                    this.emit('warning', err);
+                    this._warn(err);
                     break;
                 }
             }
@@ -861,7 +861,7 @@ class Processor extends EventEmitter {
             try {
                 msgs = await receiver.receive({ maxMessages: 1, maxWait: this.maxWait, signal });
             } catch (err) {
-                this.emit('warning', err);
+                this._warn(err);
                 if (!client.broken) await new Promise((r) => setTimeout(r, 1000));
                 continue;
             }
@@ -878,14 +878,20 @@ class Processor extends EventEmitter {
         }
     }
 
-    // emits 'error' (err, msg); a listener that throws gets a 'warning', and one more
-    // failure there goes no further (the loop must go on)
+    // emits 'error' (err, msg); a listener that throws gets a 'warning' (the loop
+    // must go on)
     _report(err, msg) {
         try {
             this.emit('error', err, msg);
         } catch (e) {
-            try { this.emit('warning', e); } catch { /* nowhere left to say it */ }
+            this._warn(e);
         }
+    }
+
+    // emits 'warning' (err); a listener that throws goes no further: it would end
+    // a loop on its way back, or reject the renewer's timer
+    _warn(err) {
+        try { this.emit('warning', err); } catch { /* nowhere left to say it */ }
     }
 
     async _handle(receiver, msg) {
@@ -916,7 +922,7 @@ class Processor extends EventEmitter {
             if (err instanceof errors.MessageLockLost) this.settled.lost++;
             else {
                 this.settled.failed++;
-                this.emit('warning', err);
+                this._warn(err);
             }
         }
         if (error && !(error instanceof DeadLetter)) this._report(error, msg);

@@ -750,6 +750,34 @@ test('a processor survives terminated connections', async () => {
     assert.deepEqual(done.sort(), ['a', 'b', 'c']);
 });
 
+test('a warning listener that throws on every reconnect ends no loop and no renewal', async () => {
+    const q = await queue('node', { lock_duration: 5 });
+    const app = 'sbq-node-' + crypto.randomBytes(4).toString('hex');
+    const done = [];
+    let warnings = 0;
+    const p = new sbq.Processor({ application_name: app }, q, async (m) => {
+        // long enough for the renewer to need its connection back
+        if (m.bodyText() === 'slow') await sleep(4000);
+        done.push(m.bodyText());
+    }, { concurrency: 2, maxWait: 1 });
+    p.on('warning', () => { warnings++; throw new Error('warning listener failed'); });
+    await p.start();
+    try {
+        await sleep(500);
+        const res = await client.query(
+            'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [app]);
+        assert.equal(res.rows[0].n, 3, 'two loops and the renewer');
+        await client.sender(q).sendBatch(['slow', 'a', 'b', 'c']);
+        const deadline = Date.now() + 20000;
+        while (Date.now() < deadline && done.length < 4) await sleep(100);
+    } finally {
+        await p.stop();
+    }
+    assert.deepEqual(done.sort(), ['a', 'b', 'c', 'slow']);
+    assert.ok(warnings >= 2, `${warnings} warnings`);
+    assert.ok(p.renewals >= 1, `${p.renewals} renewals`);
+});
+
 test('a processor whose handlers outlast the lock', async () => {
     const q = await queue('node', { lock_duration: 5 });
     const n = 4;
