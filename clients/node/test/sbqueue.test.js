@@ -718,6 +718,13 @@ test('queueStats finds a queue or subscription in any letter case', async () => 
     assert.equal(await client.queueStats('no-such-' + q), null);
 });
 
+// ends the connections of an application name; how many it ended
+async function terminate(app) {
+    const res = await client.query(
+        'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [app]);
+    return res.rows[0].n;
+}
+
 test('stop() ends the waiting receives at once', async () => {
     const q = await queue('node');
     const p = new sbq.Processor({}, q, async () => {}, { concurrency: 3, maxWait: 30 });
@@ -738,9 +745,7 @@ test('a processor survives terminated connections', async () => {
     await p.start();
     try {
         await sleep(500);
-        const res = await client.query(
-            'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [app]);
-        assert.equal(res.rows[0].n, 3, 'two loops and the renewer');
+        assert.equal(await terminate(app), 3, 'two loops and the renewer');
         await client.sender(q).sendBatch(['a', 'b', 'c']);
         const deadline = Date.now() + 15000;
         while (Date.now() < deadline && done.length < 3) await sleep(100);
@@ -764,9 +769,7 @@ test('a warning listener that throws on every reconnect ends no loop and no rene
     await p.start();
     try {
         await sleep(500);
-        const res = await client.query(
-            'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [app]);
-        assert.equal(res.rows[0].n, 3, 'two loops and the renewer');
+        assert.equal(await terminate(app), 3, 'two loops and the renewer');
         await client.sender(q).sendBatch(['slow', 'a', 'b', 'c']);
         const deadline = Date.now() + 20000;
         while (Date.now() < deadline && done.length < 4) await sleep(100);
