@@ -19,9 +19,10 @@
  *	   whose row changed meanwhile is given back);
  *	5. hand out the rest with new leases, in sequence order;
  *	6. move the free hint past what the scan found held and what it took.
- * A receive that has taken SBQ_MAX_CLEARED messages off the queue reads on
- * from after its last pass instead, past expired messages, and gives back the
- * claims it would not hand out, unwritten (hints unused).
+ * A transaction that has taken SBQ_MAX_CLEARED messages off its queues reads
+ * on from after its last pass instead, past expired messages, and gives back
+ * the claims it would not hand out, unwritten (hints unused). A receive stops
+ * once half the lock of the first message it handed out has passed.
  * When this database's share of the lease table (or the table) is full, the
  * rest of the receive locks in the message rows (receive.c).
  *
@@ -66,14 +67,6 @@
 #define SBQ_MAX_BUSY_ROUNDS		64
 
 /*
- * How many messages one receive drops or dead-letters on its way: each holds
- * an entry of the table of locks until the commit. Past that many it reads
- * on past such messages and leaves them to maintenance or the next receive
- * (a message that waits behind them is still found).
- */
-#define SBQ_MAX_CLEARED			10000
-
-/*
  * How long a free hint holds at most (qstate.c). A receive that starts there
  * does not move the head hint, which only a scan from the head can move; so
  * at least this often one starts at the head and moves it past the messages
@@ -91,35 +84,26 @@
  * version it read is still the latest.
  * $1 queue, $2 subqueue, $3 now, $4 limit, $5 where the head is (qstate.c)
  */
-static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, INT2OID,
-		TIMESTAMPTZOID, INT4OID, INT8OID},
-	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
-	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
-	"  FROM " SUBQUEUE_TABLE " m"
-	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
-	"   AND m.sequence_number >= $5"
-	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
-	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
+#define LEASE_CANDIDATES(extra) \
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") "," \
+	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at" \
+	"  FROM " SUBQUEUE_TABLE " m" \
+	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
+	"   AND m.sequence_number >= $5" extra \
+	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)" \
+	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number" \
 	" LIMIT $4"
+static SbqStatement stmt_lease_candidates = {"lease candidates", 5, {INT4OID, INT2OID,
+		TIMESTAMPTZOID, INT4OID, INT8OID}, LEASE_CANDIDATES("")
 };
 
 /*
- * The head of the queue past the messages whose time to live has passed, from
- * $5 on: what a receive reads once it has taken SBQ_MAX_CLEARED messages off
- * the queue (the expired ones it passes stay for maintenance). Arguments as
- * stmt_lease_candidates's.
+ * The same past the messages whose time to live has passed: what a
+ * transaction reads once it took SBQ_MAX_CLEARED messages off its queues.
  */
 static SbqStatement stmt_lease_candidates_live = {"lease candidates, live", 5, {INT4OID,
 		INT2OID, TIMESTAMPTZOID, INT4OID, INT8OID},
-	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
-	"       m.ctid, m.locked_until IS NOT NULL, m.expires_at"
-	"  FROM " SUBQUEUE_TABLE " m"
-	" WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0"
-	"   AND m.sequence_number >= $5"
-	"   AND (m.expires_at IS NULL OR m.expires_at > $3)"
-	"   AND sbq.lease_free(m.sequence_number, $3, m.xmax, m.locked_until)"
-	" ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number"
-	" LIMIT $4"
+	LEASE_CANDIDATES("   AND (m.expires_at IS NULL OR m.expires_at > $3)")
 };
 
 /*
@@ -209,6 +193,8 @@ typedef struct SbqLeaseReceive
 	bool		from_free;		/* at the free hint */
 	bool		passing;		/* past SBQ_MAX_CLEARED: leave what is not for us */
 	int64		pass_from;		/* and scan from here, hints unused */
+	TimestampTz first_now;		/* when the first lease handed out started, */
+	TimestampTz first_until;	/* and when it ends (0: none yet) */
 	SbqHead		head;			/* the hints, as read before the scan */
 } SbqLeaseReceive;
 
@@ -733,16 +719,23 @@ sbq_lease_write_fates(SbqLeaseReceive *r, SbqLeasePass *pass)
 	SbqFateRows f;
 	bool		wrote = false;
 	int			k;
+	int			over;
+	int			expired;
+	int			dropped;
 
 	f.seqs = palloc(sizeof(int64) * pass->nclaims);
 	f.counts = palloc(sizeof(int32) * pass->nclaims);
 	f.tids = palloc(sizeof(ItemPointerData) * pass->nclaims);
 	f.done = palloc(sizeof(bool) * pass->nclaims);
 
-	r->result.dead_lettered += sbq_write_fate(r, pass, SBQ_FATE_OVER, &f, &wrote);
-	r->result.expired_dead_lettered += sbq_write_fate(r, pass, SBQ_FATE_EXPIRED, &f, &wrote);
-	r->result.expired_dropped += sbq_write_fate(r, pass, SBQ_FATE_DROP, &f, &wrote);
+	over = sbq_write_fate(r, pass, SBQ_FATE_OVER, &f, &wrote);
+	expired = sbq_write_fate(r, pass, SBQ_FATE_EXPIRED, &f, &wrote);
+	dropped = sbq_write_fate(r, pass, SBQ_FATE_DROP, &f, &wrote);
 	(void) sbq_write_fate(r, pass, SBQ_FATE_STORE, &f, &wrote);
+	r->result.dead_lettered += over;
+	r->result.expired_dead_lettered += expired;
+	r->result.expired_dropped += dropped;
+	sbq_cleared_add(over + expired + dropped);
 
 	/* an expired lease taken over: its delivery is over, count it now */
 	for (k = 0; k < pass->nclaims; k++)
@@ -785,6 +778,11 @@ sbq_lease_hand_out(SbqLeaseReceive *r, SbqLeasePass *pass, TupleDesc tupdesc)
 		{
 			r->session->lo = r->session->lo == 0 ? c->seq : Min(r->session->lo, c->seq);
 			r->session->hi = Max(r->session->hi, c->seq);
+		}
+		if (r->first_until == 0)
+		{
+			r->first_now = r->now;
+			r->first_until = r->until;
 		}
 		r->outs[r->result.delivered].seq = c->seq;
 		r->outs[r->result.delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
@@ -871,6 +869,10 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 	int64		done_before = sbq_lease_done(r);
 	uint64		n;
 
+	/* what it handed out first must not be at the end of its lock when it returns */
+	if (r->session == NULL && r->first_until != 0 &&
+		GetCurrentTimestamp() >= r->first_now + (r->first_until - r->first_now) / 2)
+		return false;
 	r->want = want;
 	n = sbq_lease_scan_head(r, want, pass);
 	if (n == 0)
@@ -922,8 +924,7 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 	 */
 	if (r->result.delivered > delivered_before)
 		return true;
-	if (sbq_lease_done(r) > done_before &&
-		sbq_lease_done(r) - r->result.delivered < SBQ_MAX_CLEARED)
+	if (sbq_lease_done(r) > done_before && sbq_cleared_in_xact() < SBQ_MAX_CLEARED)
 		return true;
 	if (sbq_lease_done(r) > done_before && r->subqueue == SBQ_SUBQUEUE_MAIN)
 	{
@@ -969,6 +970,10 @@ sbq_receive_leased_in(const SbqQueue *queue, int16 subqueue, SbqLeaseSession *se
 		sbq_add_interval(now, &queue->lock_duration);
 	r.outs = palloc(sizeof(SbqOutRow) * max_messages);
 	sbq_max_delivery_description(queue, r.description, sizeof(r.description));
+	/* this transaction took enough off already: read past the rest from the start */
+	r.passing = session == NULL && subqueue == SBQ_SUBQUEUE_MAIN &&
+		sbq_cleared_in_xact() >= SBQ_MAX_CLEARED;
+	r.pass_from = PG_INT64_MIN;
 
 	while (r.result.delivered < max_messages && sbq_lease_pass(&r, max_messages, tupdesc))
 		CHECK_FOR_INTERRUPTS();

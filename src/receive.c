@@ -32,10 +32,12 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "lease.h"
 #include "shmem.h"
 #include "storage_core.h"
@@ -53,7 +55,7 @@
  *	$6 new locked_until, $7 dead-letter on expiration, $8 queue name,
  *	$9 max delivery description, $10 after
  */
-#define RECEIVE_HEAD \
+#define RECEIVE_HEAD_WHERE(extra) \
 	"WITH c AS MATERIALIZED (" \
 	"  SELECT m.sequence_number," \
 	"         (m.subqueue = 0 AND m.locked_until IS NOT NULL" \
@@ -64,10 +66,18 @@
 	"   WHERE m.queue_id = $1 AND m.subqueue = $2 AND m.state = 0" \
 	"     AND m.sequence_number > $10" \
 	"     AND (m.locked_until IS NULL OR m.locked_until <= $3)" \
-	"     AND " LEASE_SLOT \
+	"     AND " LEASE_SLOT extra \
 	"   ORDER BY m.queue_id, m.subqueue, m.state, m.sequence_number" \
 	"   LIMIT $4" \
 	"   FOR UPDATE OF m SKIP LOCKED), "
+#define RECEIVE_HEAD RECEIVE_HEAD_WHERE("")
+/*
+ * The head past the rows RECEIVE_HEAD would take and not hand out: what a
+ * transaction reads once it took SBQ_MAX_CLEARED messages off its queues.
+ */
+#define RECEIVE_NOT_LEFT \
+	" AND NOT (m.subqueue = 0 AND ((m.locked_until IS NOT NULL AND m.delivery_count >= $5)" \
+	"                             OR (m.expires_at IS NOT NULL AND m.expires_at <= $3)))"
 /*
  * Then the rows taken that are not handed out: dead letters move to
  * sbq.dead_letters (d, di), messages expired and not dead-lettered go (x).
@@ -168,6 +178,14 @@ static SbqStatement stmt_receive_delete_plain = {"receive and delete, the head",
 	RECEIVE_HEAD RECEIVE_DELETE_ROWS " " RECEIVE_LEFT_ALONE
 };
 
+static SbqStatement stmt_receive_lock_past = {"receive, lock in rows, past what is left", 10,
+	RECEIVE_ARGS, RECEIVE_HEAD_WHERE(RECEIVE_NOT_LEFT) RECEIVE_LOCK_ROWS " " RECEIVE_LEFT_ALONE
+};
+
+static SbqStatement stmt_receive_delete_past = {"receive and delete, past what is left", 10,
+	RECEIVE_ARGS, RECEIVE_HEAD_WHERE(RECEIVE_NOT_LEFT) RECEIVE_DELETE_ROWS " " RECEIVE_LEFT_ALONE
+};
+
 static SbqStatement stmt_receive_lock = {"receive, lock in rows", 10, RECEIVE_ARGS,
 	RECEIVE_HEAD RECEIVE_LOCK_ROWS RECEIVE_TAIL,
 	.old_sql = RECEIVE_HEAD RECEIVE_LOCK_ROWS RECEIVE_TAIL_OLD
@@ -243,6 +261,27 @@ static SbqStatement stmt_lock_deferred = {"lock deferred", 2, {INT8ARRAYOID, TIM
 	.by_key = true
 };
 
+/* what this transaction's receives took off their queues (storage_core.h) */
+static int64 sbq_cleared = 0;
+static LocalTransactionId sbq_cleared_lxid = InvalidLocalTransactionId;
+
+int64
+sbq_cleared_in_xact(void)
+{
+	return sbq_cleared_lxid == SBQ_MY_LXID() ? sbq_cleared : 0;
+}
+
+void
+sbq_cleared_add(int64 n)
+{
+	if (sbq_cleared_lxid != SBQ_MY_LXID())
+	{
+		sbq_cleared = 0;
+		sbq_cleared_lxid = SBQ_MY_LXID();
+	}
+	sbq_cleared += n;
+}
+
 /* Check that tupdesc is sbq_message's. */
 void
 sbq_check_message_desc(TupleDesc tupdesc)
@@ -308,6 +347,58 @@ sbq_put_message_rows(Tuplestorestate *tupstore, TupleDesc tupdesc, const SbqQueu
 	return put;
 }
 
+/* What one statement of sbq_receive_rows took and did not hand out. */
+typedef struct SbqRowsPass
+{
+	int			over;			/* dead-lettered: its last delivery expired */
+	int			expired_dead;	/* dead-lettered: its time to live passed */
+	int			dropped;		/* dropped: its time to live passed */
+	int			left;			/* all of those (or, for a plain statement, to do) */
+	bool		has_last;
+	int64		last;			/* the last row it took */
+} SbqRowsPass;
+
+/*
+ * One statement of sbq_receive_rows: what it hands out goes into tupstore, or
+ * as tuples into outs[] from *delivered on (which it moves on).
+ */
+static void
+sbq_receive_rows_pass(SbqStatement *st, int16 subqueue, Datum *values,
+					  Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs,
+					  int *delivered, SbqRowsPass *pass)
+{
+	bool		isnull;
+	Datum		last;
+
+	if (sbq_exec_in(st, subqueue, values, NULL) == 0)
+		elog(ERROR, "receive returned no row");
+	pass->over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
+	pass->expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
+	pass->dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
+	pass->left = pass->over + pass->expired_dead + pass->dropped;
+	last = sbq_col(0, SBQ_MESSAGE_NATTS + 4, &isnull);
+	pass->has_last = !isnull;
+	pass->last = isnull ? 0 : DatumGetInt64(last);
+	if (outs == NULL)
+		*delivered += sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
+	else
+	{
+		uint64		row;
+		Datum		out[SBQ_MESSAGE_NATTS];
+		bool		nulls[SBQ_MESSAGE_NATTS];
+
+		for (row = 0; row < SPI_processed; row++)
+		{
+			if (!sbq_message_row(SPI_tuptable, row, out, nulls))
+				continue;
+			outs[*delivered].seq = DatumGetInt64(out[0]);
+			outs[(*delivered)++].tuple = heap_form_tuple(tupdesc, out, nulls);
+		}
+	}
+	/* its rows are copied: gone now, not at the call's end (8 kB a pass) */
+	SPI_freetuptable(SPI_tuptable);
+}
+
 /*
  * sbq_receive_rows
  *		The receive that locks in the message rows (peek-lock) or removes them
@@ -325,13 +416,13 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 	SbqStatement *st = mode == SBQ_PEEK_LOCK ? &stmt_receive_lock_plain : &stmt_receive_delete_plain;
 	bool		plain = true;
 	int			delivered = 0;
+	TimestampTz first_now = 0;
+	TimestampTz first_until = 0;
 
 	sbq_max_delivery_description(queue, description, sizeof(description));
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = Int16GetDatum(subqueue);
-	values[2] = TimestampTzGetDatum(now);
 	values[4] = Int32GetDatum(queue->max_delivery_count);
-	values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
 	values[6] = BoolGetDatum(queue->dlq_on_expiration);
 	values[7] = CStringGetTextDatum(queue->name);
 	values[8] = CStringGetTextDatum(description);
@@ -339,43 +430,30 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 
 	while (delivered < max_messages)
 	{
-		int			n_over;
-		int			n_expired_dead;
-		int			n_dropped;
-		Datum		last_datum;
-		int64		last;
-		bool		last_null;
-		bool		isnull;
+		SbqRowsPass pass;
 
+		/*
+		 * The locks of what it handed out first must not be at their end when
+		 * it returns: stop at half of them. Each pass's locks start when it
+		 * does.
+		 */
+		if (first_until != 0 && now >= first_now + (first_until - first_now) / 2)
+			break;
+		/* this transaction took enough off its queues: read past the rest */
+		if (sbq_cleared_in_xact() >= SBQ_MAX_CLEARED)
+			st = mode == SBQ_PEEK_LOCK ? &stmt_receive_lock_past : &stmt_receive_delete_past;
+		values[2] = TimestampTzGetDatum(now);
 		values[3] = Int32GetDatum(max_messages - delivered);
-		if (sbq_exec_in(st, subqueue, values, NULL) == 0)
-			elog(ERROR, "receive returned no row");
-
-		n_over = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
-		n_expired_dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
-		n_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
-		last_datum = sbq_col(0, SBQ_MESSAGE_NATTS + 4, &last_null);
-		last = last_null ? 0 : DatumGetInt64(last_datum);
-		if (outs == NULL)
-			delivered += sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
-		else
+		values[5] = TimestampTzGetDatum(sbq_add_interval(now, &queue->lock_duration));
+		sbq_receive_rows_pass(st, subqueue, values, tupstore, tupdesc, outs, &delivered, &pass);
+		if (mode == SBQ_PEEK_LOCK && delivered > 0 && first_until == 0)
 		{
-			uint64		row;
-			Datum		out[SBQ_MESSAGE_NATTS];
-			bool		nulls[SBQ_MESSAGE_NATTS];
-
-			for (row = 0; row < SPI_processed; row++)
-			{
-				if (!sbq_message_row(SPI_tuptable, row, out, nulls))
-					continue;
-				outs[delivered].seq = DatumGetInt64(out[0]);
-				outs[delivered++].tuple = heap_form_tuple(tupdesc, out, nulls);
-			}
+			first_now = now;
+			first_until = DatumGetTimestampTz(values[5]);
 		}
-		/* its rows are copied: gone now, not at the call's end (8 kB a pass) */
-		SPI_freetuptable(SPI_tuptable);
+		now = GetCurrentTimestamp();
 		/* the head held nothing but what we handed out: nothing more to find */
-		if (n_over + n_expired_dead + n_dropped == 0)
+		if (pass.left == 0)
 			break;
 		if (plain)
 		{
@@ -384,9 +462,11 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 			plain = false;
 			continue;
 		}
-		result->dead_lettered += n_over;
-		result->expired_dead_lettered += n_expired_dead;
-		result->expired_dropped += n_dropped;
+		result->dead_lettered += pass.over;
+		result->expired_dead_lettered += pass.expired_dead;
+		result->expired_dropped += pass.dropped;
+		sbq_cleared_add(pass.left);
+
 		/*
 		 * Read on after what this pass took. Behind 10,000 expired messages a
 		 * receive of one makes 10,000 passes, and each walked from the head
@@ -394,8 +474,8 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 		 * 50 million of them (rows another transaction holds are passed over,
 		 * as SKIP LOCKED passes them).
 		 */
-		if (!last_null)
-			values[9] = Int64GetDatum(last);
+		if (pass.has_last)
+			values[9] = Int64GetDatum(pass.last);
 	}
 	/* the locks it stored, if any: one that found nothing takes no transaction id */
 	if (mode == SBQ_PEEK_LOCK && subqueue == SBQ_SUBQUEUE_MAIN && delivered > 0)

@@ -274,6 +274,20 @@ extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_mess
 							 SbqReceiveMode mode, TimestampTz now, SbqReceiveResult *result,
 							 Tuplestorestate *tupstore, TupleDesc tupdesc, SbqOutRow *outs);
 
+/*
+ * How many messages one transaction's receives take off their queues on their
+ * way (their time to live passed, or their last allowed delivery expired):
+ * with locks in memory each holds an entry of the shared table of locks until
+ * the commit, and in rows each is a pass of its own. Past that many a receive
+ * reads on past such messages and leaves them for maintenance or the next
+ * transaction (a message that waits behind them is still found); the looks
+ * of a receive that waits, and a receive that goes on in rows when the table
+ * is full, count against the same number.
+ */
+#define SBQ_MAX_CLEARED			10000
+extern int64 sbq_cleared_in_xact(void);
+extern void sbq_cleared_add(int64 n);
+
 /* lease_receive.c */
 /* lease_sweep.c: what leases leave to store, and the sweep */
 extern SbqStatement sbq_stmt_lease_store;

@@ -114,4 +114,61 @@ is($node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', q{SELECT expired, active_count + locked_count FROM sbq_queue_stats WHERE queue = 'far'}),
 	'10500|1', '... and takes the expired messages left behind off the queue');
 
+# The 10,000 hold for a transaction, not for a call: the looks of a receive that
+# waits each took 10,000 more in the call's one transaction (all 25,000 here),
+# and so did the receive in rows a receive goes on with when this database's
+# share of the table of locks is full (5,000 here: all 12,000).
+$node->safe_psql('postgres', q{SELECT sbq_create_queue('waits')});
+send_expiring('waits', 25000, '1 second');
+sleep 2;
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM sbq_receive('waits', 1, max_wait => '1 second');
+	SELECT expired FROM sbq_queue_stats WHERE queue = 'waits'}),
+	"0\n10000", 'a receive that waits takes 10,000 expired messages off in all its looks');
+$node->append_conf('postgresql.conf', 'sbqueue.max_locks_per_database = 5000');
+$node->reload;
+$node->safe_psql('postgres', q{SELECT sbq_create_queue('share')});
+send_expiring('share', 12000, '1 second');
+$node->safe_psql('postgres', q{SELECT sbq_send('share', 'live')});
+sleep 2;
+is($node->safe_psql('postgres', q{
+	SELECT string_agg(convert_from(body, 'UTF8'), ',') FROM sbq_receive('share', 1);
+	SELECT expired FROM sbq_queue_stats WHERE queue = 'share'}),
+	"live\n10000", 'so does a receive that goes on in rows when the share of the table is full');
+$node->append_conf('postgresql.conf', 'sbqueue.max_locks_per_database = -1');
+$node->reload;
+
+# A receive of more than one stops taking messages off on its way once half the
+# lock of the first it handed out has passed: it handed that one out with its
+# lock run out (found by a review, behind 3 million expired messages). Each dead
+# letter is slowed down here (a trigger), so that 6,000 take longer than the lock.
+$node->safe_psql('postgres', q{
+	CREATE FUNCTION slow_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN PERFORM pg_sleep(0.001); RETURN NEW; END $$;
+	CREATE TRIGGER slow BEFORE INSERT ON sbq.dead_letters FOR EACH ROW EXECUTE FUNCTION slow_dead_letter();
+});
+for my $memory_locks ('on', 'off')
+{
+	my $q = "half_$memory_locks";
+	$node->safe_psql('postgres', qq{
+		SELECT sbq_create_queue('$q', lock_duration => '5 seconds',
+		                        dead_lettering_on_message_expiration => true);
+		SELECT sbq_send('$q', 'first');
+	});
+	send_expiring($q, 6000, '1 second');
+	$node->safe_psql('postgres', "SELECT sbq_send('$q', 'last')");
+	sleep 2;
+	my $got = $node->safe_psql('postgres', qq{
+		SET sbqueue.memory_locks = $memory_locks;
+		CREATE TEMP TABLE got AS
+			SELECT *, clock_timestamp() AS returned FROM sbq_receive('$q', 2);
+		SELECT string_agg(convert_from(body, 'UTF8') || ':' || (locked_until > returned), ',')
+		  FROM got;
+		SELECT count(sbq_complete('$q', lock_token)) FROM got;
+	});
+	is($got, "first:true\n1",
+		"a receive of two behind a slow backlog (locks in memory $memory_locks) returns the first with its lock valid, and it completes");
+}
+$node->safe_psql('postgres', 'DROP TRIGGER slow ON sbq.dead_letters');
+
 done_testing();
