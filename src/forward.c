@@ -364,6 +364,9 @@ sbq_dlq_props(SPITupleTable *rows, uint64 row, SbqSendProps *p, Datum *body, int
 /* the memory of the dead letter being forwarded: one at a time */
 static MemoryContext sbq_dlq_cxt = NULL;
 
+/* set: the error raised is a dead letter its destination stored nowhere */
+static bool sbq_dlq_nowhere = false;
+
 /*
  * sbq_forward_one_dead_letter
  *		Forward the picked dead letter row of source (its number in rows), or
@@ -429,13 +432,20 @@ sbq_forward_one_dead_letter(const SbqQueue *source, SPITupleTable *rows, uint64 
 	(void) sbq_storage_send(&dest, &p, &body, 1, NULL, &seq);
 	sbq_forward_hops = 0;
 	MemoryContextSwitchTo(old);
-	/* a duplicate there, or a topic with no subscription for it: it stays */
+	/*
+	 * A duplicate there, or a topic with no subscription for it: it stays. The
+	 * error takes back its take; the caller defers it, as it defers the others
+	 * that cannot go (at LOG, not as a failure).
+	 */
 	if (sbq_storage_stored() == stored)
+	{
+		sbq_dlq_nowhere = true;
 		ereport(ERROR,
 				(errcode(SBQ_ERRCODE_INVALID_OPERATION),
 				 errmsg("\"%s\" stored nothing of dead letter " INT64_FORMAT, dest.name,
 						DatumGetInt64(seqd)),
 				 errdetail("A message with its id was sent there within the duplicate detection window, or no subscription of the topic takes it.")));
+	}
 	(*forwarded)++;
 	return true;
 }
@@ -463,7 +473,7 @@ sbq_error_ends_pass(const ErrorData *edata)
  */
 static bool
 sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, uint64 last,
-					int64 *forwarded, int64 *kept, uint64 *failed, bool *later)
+					int64 *forwarded, int64 *kept, uint64 *failed, bool *later, bool *nowhere)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -472,6 +482,8 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 	volatile bool ok = true;
 
 	sbq_forward_name_held = false;
+	sbq_dlq_nowhere = false;
+	*nowhere = false;
 	sbq_storage_subxact_begin();
 	PG_TRY();
 	{
@@ -494,11 +506,19 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 			if (sbq_error_ends_pass(edata) || row >= last)
 				ReThrowError(edata);	/* (past the last row: the commit failed) */
 			*failed = row;
-			ereport(WARNING,
-					(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
-							DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull)),
-							source->name, source->forward_dlq_to, edata->message),
-					 errdetail("It is deferred in the dead-letter sub-queue.")));
+			*nowhere = sbq_dlq_nowhere;
+			if (sbq_dlq_nowhere)
+				ereport(LOG,
+						(errmsg("sbqueue: dead letter " INT64_FORMAT " of \"%s\" cannot be forwarded to \"%s\" and is deferred there",
+								DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull)),
+								source->name, source->forward_dlq_to),
+						 errdetail("%s", edata->message)));
+			else
+				ereport(WARNING,
+						(errmsg("sbqueue: forwarding dead letter " INT64_FORMAT " of \"%s\" to \"%s\" failed: %s",
+								DatumGetInt64(SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull)),
+								source->name, source->forward_dlq_to, edata->message),
+						 errdetail("It is deferred in the dead-letter sub-queue.")));
 		}
 		FreeErrorData(edata);
 	}
@@ -532,18 +552,22 @@ sbq_forward_picked(const SbqQueue *source, SPITupleTable *rows, uint64 n, int64 
 	uint64		failed = 0;
 	int			failures = 0;
 	bool		later = false;
+	bool		nowhere = false;
+	bool		again_nowhere;
 
 	while (first < n)
 	{
 		Datum		seqd;
 		bool		isnull;
 
-		if (sbq_forward_dlq_sub(source, rows, first, n, forwarded, kept, &failed, &later))
+		if (sbq_forward_dlq_sub(source, rows, first, n, forwarded, kept, &failed, &later,
+								&nowhere))
 			break;
 		if (later)
 			return false;		/* not "more": a later pass, not this one again */
 		if (failed > first &&
-			!sbq_forward_dlq_sub(source, rows, first, failed, forwarded, kept, &failed, &later))
+			!sbq_forward_dlq_sub(source, rows, first, failed, forwarded, kept, &failed, &later,
+								 &again_nowhere))
 		{
 			/* what went through alone fails now: no more this pass */
 			return true;
@@ -552,7 +576,8 @@ sbq_forward_picked(const SbqQueue *source, SPITupleTable *rows, uint64 n, int64 
 		if (sbq_exec(&stmt_dlq_keep, &seqd, NULL) == 1)
 			(*kept)++;
 		first = failed + 1;
-		if (++failures >= SBQ_FORWARD_DLQ_RETRIES)
+		/* one stored nowhere is deferred as those that cannot go are: no failure */
+		if (!nowhere && ++failures >= SBQ_FORWARD_DLQ_RETRIES)
 			return true;
 	}
 	return n >= SBQ_FORWARD_DLQ_BATCH;

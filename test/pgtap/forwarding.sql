@@ -18,7 +18,7 @@
 -- the hops a message made count across its dead-letterings, so that a loop through
 -- dead-letter sub-queues ends too (R10.15); one that cannot go is deferred where it is.
 BEGIN;
-SELECT plan(95);
+SELECT plan(96);
 
 \ir bad_input_setup.psql
 
@@ -361,6 +361,14 @@ DO $$ BEGIN
 END $$;
 SELECT is(pg_temp.kill('dl_to_picky') || ' ' || pg_temp.pass() || ' ' || pg_temp.dlq('dl_to_picky')::text,
     '1 0/1 {"not x deferred: Bad"}', 'a dead letter no subscription of the destination topic takes stays, deferred');
+RESET client_min_messages;
+-- such a dead letter is deferred as the others that cannot go are, at LOG: it is no
+-- failure, of which a pass takes at most 32 (it raised a WARNING for each, and four
+-- passes deferred 40)
+SET LOCAL client_min_messages = warning;
+SELECT count(*) AS sent FROM sbq_send_batch('dl_to_picky', array_fill('not x'::text, ARRAY[40])) \gset
+SELECT is(pg_temp.kill('dl_to_picky') || ' ' || pg_temp.pass(),
+    '40 0/40', 'forty that no subscription takes: one pass defers them all, without a warning');
 RESET client_min_messages;
 
 -- a forward that fails with an error: the others go on in the same pass, the failing one is deferred
