@@ -703,10 +703,16 @@ sbq_topic_send_one(SbqSubscriber *subs, int nsubs, SbqRuleMessage *m, Datum body
 														strlen("RuleName"), &name);
 			sbq_copy_to(s, &p, body, default_ct, NULL, &(*copies)[ncopies++]);
 		}
-		if (failed)
+		/*
+		 * A failure ends the subscription's rules: the copies of those before
+		 * it stay, the one of the rules without an action that matched too
+		 * (it was left out), and the message is dead-lettered there.
+		 */
+		if (failed && s->dlq_on_errors)
 		{
-			if (s->dlq_on_errors)
-				sbq_copy_to(s, m->props, body, default_ct, &err, &(*copies)[ncopies++]);
+			if (plain)
+				sbq_copy_to(s, m->props, body, default_ct, NULL, &(*copies)[ncopies++]);
+			sbq_copy_to(s, m->props, body, default_ct, &err, &(*copies)[ncopies++]);
 			continue;
 		}
 		if (plain)

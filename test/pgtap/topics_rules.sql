@@ -11,7 +11,7 @@
 -- off (R10.11, J.81); all copies of a message sent without an id share one made up for
 -- it; a topic holds at most 2,000 SQL filters (54000).
 BEGIN;
-SELECT plan(43);
+SELECT plan(44);
 
 \ir bad_input_setup.psql
 
@@ -154,6 +154,9 @@ DO $$ BEGIN
     PERFORM sbq_create_subscription('te', 'act');
     PERFORM sbq_remove_rule('te', 'act', '$Default');
     PERFORM sbq_add_rule('te', 'act', 'div', action => 'SET r = 1 / z');
+    PERFORM sbq_create_subscription('te', 'mixed');
+    PERFORM sbq_add_rule('te', 'mixed', 'a1', action => 'SET x = 1');
+    PERFORM sbq_add_rule('te', 'mixed', 'b2', action => 'SET y = 1 / z');
 END $$;
 SELECT lives_ok($$SELECT sbq_send('te', 'bad', application_properties => '{"q": "ten", "z": 0}')$$,
     'a send whose filters and action fail does not fail');
@@ -174,6 +177,14 @@ SELECT is((SELECT dead_letter_reason || ': ' || dead_letter_error_description
     'RuleActionException: division by zero in "/"', 'R10.11: an action that fails dead-letters the copy too');
 SELECT is((SELECT dead_lettered FROM sbq_queue_stats WHERE queue = 'te/subscriptions/act'), 1::bigint,
     'the copy counts as dead-lettered in its subscription');
+-- rules in name order: $Default (no action) and a1 matched before b2 failed. The
+-- copy of $Default was left out, while a1's stayed
+SELECT is((SELECT string_agg(coalesce(application_properties->>'RuleName', '-') || ' ' ||
+                             coalesce(dead_letter_reason, 'active'), ', ' ORDER BY sequence_number)
+             FROM (SELECT * FROM sbq_peek('te/subscriptions/mixed', 10)
+                   UNION ALL SELECT * FROM sbq_peek('te/subscriptions/mixed/$deadletterqueue', 10)) m),
+    'a1 active, - active, - RuleActionException',
+    'a failing action keeps the copies of the rules before it, the one of those without an action too');
 -- a subscription that forwards: a copy whose filter fails is a dead letter of the
 -- subscription, not forwarded (it was, and the dead-lettering then missed it: an
 -- internal error for a topic, a dead letter in the destination's sub-queue for a queue)
