@@ -20,8 +20,8 @@
  * receivers, settlers or another pass: passes running at the same time share
  * the work. (A pass-wide lock would let one caller holding a transaction open
  * stop maintenance for the whole database.) Nor does it wait for the name
- * lock of an entity (forward.c, storage_core.c). On a standby nothing
- * happens and "skipped" is true.
+ * lock of an entity (forward.c, storage_core.c). On a standby, and while a
+ * restore loads the tables, nothing happens and "skipped" is true.
  *
  * Owns: nothing shared. Locks: row locks of its statements, and names taken
  * only when free.
@@ -53,6 +53,39 @@
 
 /* How far into a queue's head maintenance looks for expired locks. */
 #define SBQ_MAINTAIN_HEAD		5000
+
+/*
+ * Whether a restore is loading this database's sbqueue tables: a COPY into
+ * one of them runs here, or sbq.message_seq is behind the numbers the tables
+ * hold (pg_dump restores a sequence's value after the tables' data). The
+ * worker starts as soon as a restore runs CREATE EXTENSION; a pass in between
+ * numbered the scheduled messages it activated from the fresh sequence, under
+ * numbers restored rows had (one that collided with a dead letter's stopped
+ * every pass and every receive of its queue for good), and forgot the ties
+ * of scheduled topic messages whose copies were not loaded yet. With the
+ * tables distributed a node's sequence trails the shards moved in until a
+ * call raises it (dist_storage.c): there only a COPY counts.
+ *	$1 this database, $2 whether to compare the sequence
+ */
+#if PG_VERSION_NUM >= 140000
+#define SBQ_COPY_RUNNING \
+	"EXISTS (SELECT FROM pg_catalog.pg_stat_progress_copy p" \
+	"          JOIN pg_catalog.pg_class c ON c.oid = p.relid" \
+	"         WHERE p.datid = $1 AND p.command = 'COPY FROM'" \
+	"           AND c.relnamespace = 'sbq'::pg_catalog.regnamespace)"
+#else
+#define SBQ_COPY_RUNNING "($1 IS NULL)"
+#endif
+#define SBQ_SEQ_BEHIND(tables) \
+	"($2 AND (SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END" \
+	"           FROM sbq.message_seq s) < GREATEST(" tables "))"
+static SbqStatement stmt_restoring = {"a restore loading", 2, {OIDOID, BOOLOID},
+	"SELECT coalesce(" SBQ_COPY_RUNNING " OR " SBQ_SEQ_BEHIND(
+		"(SELECT pg_catalog.max(sequence_number) FROM sbq.messages),"
+		" (SELECT pg_catalog.max(sequence_number) FROM sbq.dead_letters)") ", false)",
+	.old_sql = "SELECT coalesce(" SBQ_COPY_RUNNING " OR " SBQ_SEQ_BEHIND(
+		"(SELECT pg_catalog.max(sequence_number) FROM sbq.messages)") ", false)"
+};
 
 /* maintenance's check of a head hint: an active message below it ($2) */
 static SbqStatement stmt_below_head = {"below the head hint", 2, {INT4OID, INT8OID},
@@ -585,6 +618,20 @@ sbq_forget_gone(const SbqQueue *queues, int nqueues)
 	(void) sbq_qstate_sweep_gone(epoch, maybe, ngone, oldest);
 }
 
+/* Whether a restore is loading this database's tables (stmt_restoring). */
+static bool
+sbq_restoring(void)
+{
+	Datum		values[2];
+	bool		isnull;
+
+	values[0] = ObjectIdGetDatum(MyDatabaseId);
+	values[1] = BoolGetDatum(!sbq_dist_active());
+	if (sbq_exec(&stmt_restoring, values, NULL) != 1)
+		return false;
+	return DatumGetBool(sbq_col(0, 1, &isnull)) && !isnull;
+}
+
 /* One maintenance pass over this database, its results added to *acc. */
 static void
 sbq_maintain_pass(SbqMaintainResult *acc)
@@ -598,7 +645,7 @@ sbq_maintain_pass(SbqMaintainResult *acc)
 	 * the section's lock on sbq.queues took in the drop, and there are no
 	 * tables left to run on.
 	 */
-	if (RecoveryInProgress() || !OidIsValid(sbq_storage_epoch()))
+	if (RecoveryInProgress() || !OidIsValid(sbq_storage_epoch()) || sbq_restoring())
 		res.skipped = true;
 	else
 	{

@@ -1,0 +1,111 @@
+# Copyright (c) 2026, the sbqueue authors
+#
+# The maintenance worker starts as soon as a restore runs CREATE EXTENSION, and
+# a pass ran while the restore loaded the tables (found by a review):
+# - pg_dump restores sbq.message_seq's value after the tables' data, so a pass
+#   numbered the scheduled messages it activated from the fresh sequence: 1,
+#   2, ..., numbers restored rows had. One that collided with a dead letter's
+#   made every later pass, and every receive of its queue, fail for good;
+# - with pg_restore -j the small table of ties between a topic's scheduled
+#   messages and their copies was loaded while sbq.messages still was, and a
+#   pass forgot every tie whose copy it did not find: the topic's scheduled
+#   messages could no longer be cancelled.
+# A pass now does nothing ("skipped") while a COPY into one of sbqueue's tables
+# runs in the database, or while sbq.message_seq is behind the tables' numbers.
+# The first two checks set up those states directly; the last restores a dump
+# with pg_restore -j 2 while the worker runs.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
+
+my $node = SbqNode::preloaded('maintain_restore');
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION sbqueue;
+	SELECT sbq_create_queue('sch');
+	SELECT sbq_send('sch', 'first');
+	SELECT sbq_send('sch', 'later', scheduled_enqueue_time => now() + interval '1 second');
+});
+
+# the sequence behind the rows, as before a restore sets it
+$node->safe_psql('postgres', q{SELECT setval('sbq.message_seq', 1, false)});
+sleep 2;
+is($node->safe_psql('postgres', q{
+	SELECT sbq_maintain()->>'skipped';
+	SELECT string_agg(sequence_number || ' ' || state, ', ' ORDER BY sequence_number) FROM sbq_peek('sch', 10)}),
+	"true\n1 active, 2 scheduled",
+	'a pass while sbq.message_seq is behind the tables does nothing (it activated the due message as number 1)');
+$node->safe_psql('postgres', q{SELECT setval('sbq.message_seq', 100)});
+is($node->safe_psql('postgres', q{
+	SELECT sbq_maintain()->>'skipped';
+	SELECT string_agg(sequence_number || ' ' || state, ', ' ORDER BY sequence_number) FROM sbq_peek('sch', 10)}),
+	"false\n1 active, 101 active", '... and once the sequence is set, the due message joins the back of the queue');
+
+# a COPY into one of the tables, as a restore's
+my $copy = $node->background_psql('postgres', on_error_stop => 0);
+$copy->{stdin} .= "BEGIN;\nCOPY sbq.duplicate_ids FROM stdin;\n";
+$copy->{run}->pump_nb;
+ok(SbqNode::poll_until($node, 'postgres',
+		q{SELECT count(*) FROM pg_stat_progress_copy WHERE relid = 'sbq.duplicate_ids'::regclass}, '1'),
+	'a COPY into sbq.duplicate_ids is running');
+is($node->safe_psql('postgres', q{SELECT sbq_maintain()->>'skipped'}), 'true',
+	'a pass while a COPY into one of the tables runs does nothing');
+$copy->{stdin} .= "\\.\nROLLBACK;\n";
+$copy->{run}->pump_nb;
+ok(SbqNode::poll_until($node, 'postgres',
+		q{SELECT count(*) FROM pg_stat_progress_copy WHERE relid = 'sbq.duplicate_ids'::regclass}, '0'),
+	'... which ends');
+is($node->safe_psql('postgres', q{SELECT sbq_maintain()->>'skipped'}), 'false', '... and then a pass runs');
+$copy->quit;
+
+# A dump restored with pg_restore -j 2 while the worker runs: a topic whose
+# scheduled messages have copies in two subscriptions, messages scheduled to be
+# due by the time of the restore, and a queue deep enough that its rows take a
+# while to load.
+$node->safe_psql('postgres', q{
+	CREATE DATABASE src;
+	ALTER SYSTEM SET sbqueue.enable_maintenance_worker = on;
+	ALTER SYSTEM SET sbqueue.maintenance_interval = '100ms';
+	SELECT pg_reload_conf();
+});
+$node->safe_psql('src', q{
+	CREATE EXTENSION sbqueue;
+	SELECT sbq_create_topic('t');
+	SELECT sbq_create_subscription('t', 's1');
+	SELECT sbq_create_subscription('t', 's2');
+	SELECT sbq_send('t', 'in an hour ' || i, scheduled_enqueue_time => now() + interval '1 hour')
+	  FROM generate_series(1, 5) i;
+	SELECT sbq_create_queue('deep');
+	SELECT count(*) FROM generate_series(1, 60) g,
+		LATERAL (SELECT sbq_send_batch('deep', array_fill(repeat('x', 200), ARRAY[2000])) WHERE g > 0) b;
+	SELECT sbq_create_queue('due');
+	SELECT sbq_send('due', 'due ' || i, scheduled_enqueue_time => now() + interval '2 seconds')
+	  FROM generate_series(1, 5) i;
+});
+my $top = $node->safe_psql('src', q{SELECT last_value FROM sbq.message_seq});
+my $ties = $node->safe_psql('src', q{SELECT count(*) FROM sbq.topic_scheduled});
+is($ties, '10', 'the source ties 5 scheduled topic messages to 10 copies');
+my $dump = PostgreSQL::Test::Utils::tempdir() . '/src.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('src') ], 'pg_dump -Fc');
+sleep 3;    # the 'due' messages are due when they are restored
+$node->safe_psql('postgres', 'CREATE DATABASE dst');
+$node->command_ok([ 'pg_restore', '-j', '2', '-d', $node->connstr('dst'), $dump ],
+	'pg_restore -j 2 while the maintenance worker runs');
+ok(SbqNode::poll_until($node, 'dst',
+		q{SELECT count(*) FROM sbq_peek('due', 10) WHERE state = 'active'}, '5'),
+	'the due messages are activated after the restore');
+is($node->safe_psql('dst', qq{SELECT count(*) FROM sbq_peek('due', 10) WHERE sequence_number <= $top}), '0',
+	'... under numbers above every number the source gave');
+is($node->safe_psql('dst', q{SELECT count(*) FROM sbq.topic_scheduled}), $ties,
+	'the ties of the scheduled topic messages are all there');
+is($node->safe_psql('dst', q{
+	SELECT sbq_cancel_scheduled('t', (SELECT min(topic_sequence_number) FROM sbq.topic_scheduled));
+	SELECT sum(scheduled_count) FROM sbq_queue_stats WHERE queue LIKE 't/%'}),
+	"\n8", '... so cancelling one takes its copy out of each subscription');
+
+done_testing();
