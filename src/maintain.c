@@ -57,7 +57,8 @@
 /*
  * Whether a restore is loading this database's sbqueue tables: a COPY into
  * one of them runs here, or sbq.message_seq is behind the numbers the tables
- * hold (pg_dump restores a sequence's value after the tables' data). The
+ * hold (pg_dump restores a sequence's value after the tables' data; until
+ * then it was never called, and only then are the tables read). The
  * worker starts as soon as a restore runs CREATE EXTENSION; a pass in between
  * numbered the scheduled messages it activated from the fresh sequence, under
  * numbers restored rows had (one that collided with a dead letter's stopped
@@ -77,8 +78,8 @@
 #define SBQ_COPY_RUNNING "($1 IS NULL)"
 #endif
 #define SBQ_SEQ_BEHIND(tables) \
-	"($2 AND (SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END" \
-	"           FROM sbq.message_seq s) < GREATEST(" tables "))"
+	"($2 AND CASE WHEN (SELECT s.is_called FROM sbq.message_seq s) THEN false" \
+	"             ELSE GREATEST(" tables ") IS NOT NULL END)"
 static SbqStatement stmt_restoring = {"a restore loading", 2, {OIDOID, BOOLOID},
 	"SELECT coalesce(" SBQ_COPY_RUNNING " OR " SBQ_SEQ_BEHIND(
 		"(SELECT pg_catalog.max(sequence_number) FROM sbq.messages),"
