@@ -473,7 +473,7 @@ sbq_error_ends_pass(const ErrorData *edata)
  */
 static bool
 sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, uint64 last,
-					int64 *forwarded, int64 *kept, uint64 *failed, bool *later, bool *nowhere)
+					int64 *forwarded, int64 *kept, uint64 *failed, bool *later)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -483,7 +483,6 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 
 	sbq_forward_name_held = false;
 	sbq_dlq_nowhere = false;
-	*nowhere = false;
 	sbq_storage_subxact_begin();
 	PG_TRY();
 	{
@@ -506,7 +505,6 @@ sbq_forward_dlq_sub(const SbqQueue *source, SPITupleTable *rows, uint64 first, u
 			if (sbq_error_ends_pass(edata) || row >= last)
 				ReThrowError(edata);	/* (past the last row: the commit failed) */
 			*failed = row;
-			*nowhere = sbq_dlq_nowhere;
 			if (sbq_dlq_nowhere)
 				ereport(LOG,
 						(errmsg("sbqueue: dead letter " INT64_FORMAT " of \"%s\" cannot be forwarded to \"%s\" and is deferred there",
@@ -552,22 +550,21 @@ sbq_forward_picked(const SbqQueue *source, SPITupleTable *rows, uint64 n, int64 
 	uint64		failed = 0;
 	int			failures = 0;
 	bool		later = false;
-	bool		nowhere = false;
-	bool		again_nowhere;
+	bool		nowhere;
 
 	while (first < n)
 	{
 		Datum		seqd;
 		bool		isnull;
 
-		if (sbq_forward_dlq_sub(source, rows, first, n, forwarded, kept, &failed, &later,
-								&nowhere))
+		if (sbq_forward_dlq_sub(source, rows, first, n, forwarded, kept, &failed, &later))
 			break;
+		/* what failed was a dead letter stored nowhere (the flag of this run) */
+		nowhere = sbq_dlq_nowhere;
 		if (later)
 			return false;		/* not "more": a later pass, not this one again */
 		if (failed > first &&
-			!sbq_forward_dlq_sub(source, rows, first, failed, forwarded, kept, &failed, &later,
-								 &again_nowhere))
+			!sbq_forward_dlq_sub(source, rows, first, failed, forwarded, kept, &failed, &later))
 		{
 			/* what went through alone fails now: no more this pass */
 			return true;

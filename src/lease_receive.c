@@ -210,6 +210,16 @@ typedef struct SbqLeasePass
 	TimestampTz scan_until;
 } SbqLeasePass;
 
+/* The sequence number of row i of what a pass's scan read. */
+static int64
+sbq_lease_fetched_seq(const SbqLeasePass *pass, uint64 i)
+{
+	bool		isnull;
+
+	return DatumGetInt64(SPI_getbinval(pass->fetched->vals[i], pass->fetched->tupdesc, 1,
+									   &isnull));
+}
+
 /*
  * sbq_give_back
  *		After a write over the claims of one fate (in claim order, n of them):
@@ -414,9 +424,7 @@ sbq_lease_free_advance(SbqLeaseReceive *r, SbqLeasePass *pass)
 		candidate = pass->scan_open;
 	for (i = 0; i < pass->nfetched; i++)
 	{
-		bool		isnull;
-		int64		seq = DatumGetInt64(SPI_getbinval(pass->fetched->vals[i],
-													  pass->fetched->tupdesc, 1, &isnull));
+		int64		seq = sbq_lease_fetched_seq(pass, i);
 
 		if (seq >= candidate)
 			break;
@@ -467,13 +475,7 @@ sbq_lease_first_unread(const SbqLeaseSession *session, SbqLeasePass *pass)
 		bool		found = false;
 
 		for (j = 0; j < pass->nfetched && !found; j++)
-		{
-			bool		isnull;
-
-			found = DatumGetInt64(SPI_getbinval(pass->fetched->vals[j],
-												pass->fetched->tupdesc, 1,
-												&isnull)) == session->seqs[i];
-		}
+			found = sbq_lease_fetched_seq(pass, j) == session->seqs[i];
 		if (!found)
 			return session->seqs[i];
 	}
@@ -850,16 +852,6 @@ sbq_lease_done(const SbqLeaseReceive *r)
 		r->result.expired_dead_lettered + r->result.expired_dropped;
 }
 
-/* The sequence number of row i of what a pass's scan read. */
-static int64
-sbq_lease_fetched_seq(const SbqLeasePass *pass, uint64 i)
-{
-	bool		isnull;
-
-	return DatumGetInt64(SPI_getbinval(pass->fetched->vals[i], pass->fetched->tupdesc, 1,
-									   &isnull));
-}
-
 /* The pass itself (sbq_lease_pass); false when the receive is over. */
 static bool
 sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLeasePass *pass)
@@ -870,8 +862,8 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 	uint64		n;
 
 	/* what it handed out first must not be at the end of its lock when it returns */
-	if (r->session == NULL && r->first_until != 0 &&
-		GetCurrentTimestamp() >= r->first_now + (r->first_until - r->first_now) / 2)
+	if (r->session == NULL &&
+		sbq_lock_half_gone(r->first_now, r->first_until, GetCurrentTimestamp()))
 		return false;
 	r->want = want;
 	n = sbq_lease_scan_head(r, want, pass);

@@ -75,7 +75,7 @@
 	"         WHERE p.datid = $1 AND p.command = 'COPY FROM'" \
 	"           AND c.relnamespace = 'sbq'::pg_catalog.regnamespace)"
 #else
-#define SBQ_COPY_RUNNING "($1 IS NULL)"
+#define SBQ_COPY_RUNNING "false"
 #endif
 #define SBQ_SEQ_BEHIND(tables) \
 	"($2 AND CASE WHEN (SELECT s.is_called FROM sbq.message_seq s) THEN false" \

@@ -274,6 +274,8 @@ sbq_cleared_in_xact(void)
 void
 sbq_cleared_add(int64 n)
 {
+	if (n == 0)
+		return;
 	if (sbq_cleared_lxid != SBQ_MY_LXID())
 	{
 		sbq_cleared = 0;
@@ -437,7 +439,7 @@ sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_messages,
 		 * it returns: stop at half of them. Each pass's locks start when it
 		 * does.
 		 */
-		if (first_until != 0 && now >= first_now + (first_until - first_now) / 2)
+		if (sbq_lock_half_gone(first_now, first_until, now))
 			break;
 		/* this transaction took enough off its queues: read past the rest */
 		if (sbq_cleared_in_xact() >= SBQ_MAX_CLEARED)

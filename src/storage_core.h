@@ -288,6 +288,17 @@ extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_mess
 extern int64 sbq_cleared_in_xact(void);
 extern void sbq_cleared_add(int64 n);
 
+/*
+ * Whether half of a lock from start to until (0: none yet) has passed at now:
+ * a receive that handed out a message under it looks for no more, so that no
+ * lock it returns has run out.
+ */
+static inline bool
+sbq_lock_half_gone(TimestampTz start, TimestampTz until, TimestampTz now)
+{
+	return until != 0 && now >= start + (until - start) / 2;
+}
+
 /* lease_receive.c */
 /* lease_sweep.c: what leases leave to store, and the sweep */
 extern SbqStatement sbq_stmt_lease_store;
