@@ -704,19 +704,14 @@ sbq_topic_send_one(SbqSubscriber *subs, int nsubs, SbqRuleMessage *m, Datum body
 			sbq_copy_to(s, &p, body, default_ct, NULL, &(*copies)[ncopies++]);
 		}
 		/*
-		 * A failure ends the subscription's rules: the copies of those before
-		 * it stay, the one of the rules without an action that matched too
-		 * (it was left out), and the message is dead-lettered there.
+		 * The one copy of the rules without an action that matched; a failure
+		 * ended the rules, and the copies of those before it stay (this one
+		 * too), and the message is dead-lettered there.
 		 */
-		if (failed && s->dlq_on_errors)
-		{
-			if (plain)
-				sbq_copy_to(s, m->props, body, default_ct, NULL, &(*copies)[ncopies++]);
-			sbq_copy_to(s, m->props, body, default_ct, &err, &(*copies)[ncopies++]);
-			continue;
-		}
 		if (plain)
 			sbq_copy_to(s, m->props, body, default_ct, NULL, &(*copies)[ncopies++]);
+		if (failed && s->dlq_on_errors)
+			sbq_copy_to(s, m->props, body, default_ct, &err, &(*copies)[ncopies++]);
 	}
 	return ncopies;
 }
