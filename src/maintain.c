@@ -57,8 +57,9 @@
 /*
  * Whether a restore is loading this database's sbqueue tables: a COPY into
  * one of them runs here, or sbq.message_seq is behind the numbers the tables
- * hold (pg_dump restores a sequence's value after the tables' data; until
- * then it was never called, and only then are the tables read). The
+ * hold: its next value is one they have (pg_dump restores a sequence's
+ * value after the tables' data; until then it was never called, and only
+ * then are the tables read). The
  * worker starts as soon as a restore runs CREATE EXTENSION; a pass in between
  * numbered the scheduled messages it activated from the fresh sequence, under
  * numbers restored rows had (one that collided with a dead letter's stopped
@@ -78,8 +79,16 @@
 #define SBQ_COPY_RUNNING "false"
 #endif
 #define SBQ_SEQ_BEHIND(tables) \
-	"($2 AND CASE WHEN (SELECT s.is_called FROM sbq.message_seq s) THEN false" \
-	"             ELSE GREATEST(" tables ") IS NOT NULL END)"
+	"($2 AND (SELECT CASE WHEN s.is_called THEN false" \
+	"                     ELSE GREATEST(" tables ") >= s.last_value END" \
+	"           FROM sbq.message_seq s))"
+static SbqStatement stmt_restoring_topics = {"a restore loading, with topics", 2,
+	{OIDOID, BOOLOID},
+	"SELECT coalesce(" SBQ_COPY_RUNNING " OR " SBQ_SEQ_BEHIND(
+		"(SELECT pg_catalog.max(sequence_number) FROM sbq.messages),"
+		" (SELECT pg_catalog.max(sequence_number) FROM sbq.dead_letters),"
+		" (SELECT pg_catalog.max(topic_sequence_number) FROM sbq.topic_scheduled)") ", false)"
+};
 static SbqStatement stmt_restoring = {"a restore loading", 2, {OIDOID, BOOLOID},
 	"SELECT coalesce(" SBQ_COPY_RUNNING " OR " SBQ_SEQ_BEHIND(
 		"(SELECT pg_catalog.max(sequence_number) FROM sbq.messages),"
@@ -628,7 +637,9 @@ sbq_restoring(void)
 
 	values[0] = ObjectIdGetDatum(MyDatabaseId);
 	values[1] = BoolGetDatum(!sbq_dist_active());
-	if (sbq_exec(&stmt_restoring, values, NULL) != 1)
+	/* a topic's scheduled messages have numbers of the sequence too */
+	if (sbq_exec(sbq_topics_installed() ? &stmt_restoring_topics : &stmt_restoring,
+				 values, NULL) != 1)
 		return false;
 	return DatumGetBool(sbq_col(0, 1, &isnull)) && !isnull;
 }

@@ -45,6 +45,14 @@ is($node->safe_psql('postgres', q{
 	SELECT sbq_maintain()->>'skipped';
 	SELECT string_agg(sequence_number || ' ' || state, ', ' ORDER BY sequence_number) FROM sbq_peek('sch', 10)}),
 	"false\n1 active, 101 active", '... and once the sequence is set, the due message joins the back of the queue');
+# an operator's setval(..., false) ahead of the rows is no restore (found by a review)
+$node->safe_psql('postgres', q{SELECT setval('sbq.message_seq', 102, false)});
+is($node->safe_psql('postgres', q{SELECT sbq_maintain()->>'skipped'}), 'false',
+	'a sequence never called whose next value is above every row does not stop the passes');
+$node->safe_psql('postgres', q{SELECT setval('sbq.message_seq', 101, false)});
+is($node->safe_psql('postgres', q{SELECT sbq_maintain()->>'skipped'}), 'true',
+	'... one whose next value a row has does');
+$node->safe_psql('postgres', q{SELECT setval('sbq.message_seq', 200)});
 
 # a COPY into one of the tables, as a restore's
 my $copy = $node->background_psql('postgres', on_error_stop => 0);
