@@ -235,7 +235,7 @@ console() {
 tap() {
     local lanes=(
         worker_hostile,maintain_held_snapshot,bad_input_errors,rights_sessions,plans_by_key,plans_by_queue,topics_fanout_memory,send_groups,send_direct_indexes,lease_crash,citus_log,receive_expired_backlog
-        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line,max_queues,maintain_gone_entries,filter_cancel,maintain_restore
+        worker_vacuum,worker,fault_no_worker,maintain_pg_cron,metrics_jit,session_probe,session_line,max_queues,maintain_gone_entries,filter_cancel,maintain_restore,session_expired_backlog
         worker_pool,wakeup,fault_sync_failover,fault_backend_kill,fault_harness_checker,fault_zombie_consumer,standby,security_planted,lease_edges,receive_hints,maintain_row_locks,queue_management_deleted
         session_memory,fault_crash_loop,lease_review,topics_crash_loop,lease_lifecycle,fault_consumer_sigkill,lease_share,session_crash,maintain_stats_agree,metrics_counters_move_edges,queue_management_cache,receive_wait_memory
     ) flags="-j4" lane

@@ -29,8 +29,17 @@
  * Under a session lock the scan reads the session's messages instead, in
  * sequence order, passes over those the session lock already holds, and
  * stops at the first it cannot take (order comes first); its leases carry the
- * session's key and end with the session lock. The statements that write
+ * session's key and end with the session lock. A pass takes every expired
+ * message it reads up to the ones it hands out, within the same
+ * SBQ_MAX_CLEARED (past that it reads past them: none is ever handed out, so
+ * order holds), and the receive stops once half of what was left of the
+ * session lock at its start has passed. The statements that write
  * fates, and the sweep of expired leases, are in lease_sweep.c.
+ *
+ * Length: over 1,000 lines on purpose. The six phases of a pass, and the
+ * session's way through them, read and write one receive's private state
+ * (its passes, hints, claims and counts); split across files, each would
+ * have to see that layout and the rules that keep it consistent.
  *
  * Owns: nothing shared (the lease table is lease.c's). Locks: row locks of
  * its statements; lease.c's partition locks through its calls.
@@ -111,7 +120,7 @@ static SbqStatement stmt_lease_candidates_live = {"lease candidates, live", 5, {
  * messages in sequence order after $5, locked or not (a receive passes over
  * its own leases, and stops at anything else: order comes first). The
  * "locked" column is whether a lock is stored in the row.
- * $1 queue, $2 session key, $3 now (unused), $4 limit, $5 after
+ * $1 queue, $2 session key, $3 now (unused here), $4 limit, $5 after
  */
 #define SESSION_OF_KEY "(SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $2)"
 static SbqStatement stmt_session_candidates = {"session lease candidates", 5, {INT4OID,
@@ -121,6 +130,18 @@ static SbqStatement stmt_session_candidates = {"session lease candidates", 5, {I
 	"  FROM sbq.messages m"
 	" WHERE m.queue_id = $1 AND m.session_id = " SESSION_OF_KEY " AND m.state = 0"
 	"   AND m.sequence_number > $5 AND $3 IS NOT NULL"
+	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
+	" LIMIT $4"
+};
+
+/* The same past the messages whose time to live has passed at $3. */
+static SbqStatement stmt_session_candidates_live = {"session lease candidates, live", 5,
+	{INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID, INT8OID},
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
+	"       m.ctid, m.lock_token IS NOT NULL, m.expires_at"
+	"  FROM sbq.messages m"
+	" WHERE m.queue_id = $1 AND m.session_id = " SESSION_OF_KEY " AND m.state = 0"
+	"   AND m.sequence_number > $5 AND (m.expires_at IS NULL OR m.expires_at > $3)"
 	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
 	" LIMIT $4"
 };
@@ -329,12 +350,13 @@ sbq_lease_scan_session(SbqLeaseReceive *r, int want, SbqLeasePass *pass)
 	values[1] = Int64GetDatum(r->session->key);
 	values[2] = TimestampTzGetDatum(r->now);
 	/* passing over its own leases: a wider window each time */
-	r->window = r->window == 0 ? want : Min(Max(r->window * 2, want), 10000);
+	r->window = r->window == 0 ? want : Min(r->window * 2, want + SBQ_SESSION_WINDOW);
 	values[3] = Int32GetDatum(deferred ? r->session->nseqs : r->window);
 	values[4] = deferred ? sbq_int8_array(r->session->seqs, r->session->nseqs) :
 		Int64GetDatum(r->after);
-	pass->nfetched = sbq_exec(deferred ? &stmt_session_deferred : &stmt_session_candidates,
-							  values, NULL);
+	pass->nfetched = sbq_exec(deferred ? &stmt_session_deferred :
+							  r->passing ? &stmt_session_candidates_live :
+							  &stmt_session_candidates, values, NULL);
 	pass->fetched = SPI_tuptable;
 	r->now = GetCurrentTimestamp();
 	r->until = r->session->locked_until;
@@ -530,6 +552,8 @@ static int
 sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 {
 	uint64		i;
+	int			nlive = 0;
+	int			nexpired = 0;
 
 	pass->claims = palloc(sizeof(SbqClaimed) * pass->nfetched);
 	pass->nclaims = 0;
@@ -541,11 +565,25 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		int64		seq = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
 		SbqClaimed *c = &pass->claims[pass->nclaims];
 		SbqClaimResult cr;
+		bool		expired = false;
 
-		if (r->session != NULL && pass->nclaims >= r->want)
+		/* a session's expired messages do not count against what it wants */
+		if (r->session != NULL && nlive >= r->want)
 			break;
 		if (r->session != NULL)
+		{
+			Datum		exp = SPI_getbinval(tup, td, CANDIDATE_EXPIRES, &isnull);
+
 			r->after = seq;
+			expired = r->session->seqs == NULL && !isnull &&
+				DatumGetTimestampTz(exp) <= r->now;
+			/* SBQ_MAX_CLEARED taken off: left for maintenance, read past */
+			if (expired && sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED)
+			{
+				r->passing = true;
+				continue;
+			}
+		}
 		if (r->session != NULL &&
 			DatumGetBool(SPI_getbinval(tup, td, CANDIDATE_LOCKED, &isnull)))
 		{
@@ -571,6 +609,10 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		}
 		if (cr == SBQ_CLAIM_BUSY)
 			continue;
+		if (expired)
+			nexpired++;
+		else
+			nlive++;
 		c->seq = seq;
 		ItemPointerCopy((ItemPointer) DatumGetPointer(SPI_getbinval(tup, td, CANDIDATE_CTID,
 																	&isnull)), &c->ctid);
@@ -636,7 +678,7 @@ sbq_lease_decide_fates(SbqLeaseReceive *r, SbqLeasePass *pass)
 		c->count = c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND ? prev + 1 : prev;
 		if (c->fate == SBQ_FATE_STORE || c->fate == SBQ_FATE_HAND)
 			continue;
-		if (r->passing)
+		if (r->passing && r->session == NULL)
 		{
 			/* left as it was (an expired lease too) for whoever comes next */
 			sbq_lease_unclaim(c->seq);
@@ -861,8 +903,12 @@ sbq_lease_pass_in(SbqLeaseReceive *r, int max_messages, TupleDesc tupdesc, SbqLe
 	int64		done_before = sbq_lease_done(r);
 	uint64		n;
 
-	/* what it handed out first must not be at the end of its lock when it returns */
-	if (r->session == NULL &&
+	/*
+	 * What it handed out first must not be at the end of its lock when it
+	 * returns; under a session lock (whose end every lease shares), half of
+	 * what was left of it at the start. Deferred messages: all or none.
+	 */
+	if ((r->session == NULL || r->session->seqs == NULL) &&
 		sbq_lock_half_gone(r->first_now, r->first_until, GetCurrentTimestamp()))
 		return false;
 	r->want = want;
@@ -963,8 +1009,12 @@ sbq_receive_leased_in(const SbqQueue *queue, int16 subqueue, SbqLeaseSession *se
 	r.outs = palloc(sizeof(SbqOutRow) * max_messages);
 	sbq_max_delivery_description(queue, r.description, sizeof(r.description));
 	/* this transaction took enough off already: read past the rest from the start */
-	r.passing = session == NULL && subqueue == SBQ_SUBQUEUE_MAIN &&
-		sbq_cleared_in_xact() >= SBQ_MAX_CLEARED;
+	r.passing = subqueue == SBQ_SUBQUEUE_MAIN && sbq_cleared_in_xact() >= SBQ_MAX_CLEARED;
+	if (session != NULL)
+	{
+		r.first_now = now;
+		r.first_until = session->locked_until;
+	}
 	r.pass_from = PG_INT64_MIN;
 
 	while (r.result.delivered < max_messages && sbq_lease_pass(&r, max_messages, tupdesc))

@@ -99,16 +99,18 @@ static SbqStatement stmt_queues_exist = {"queues exist", 1, {INT4ARRAYOID},
 };
 
 /*
- * sbq_lease_rows
- *		Run a lease statement on the table of a sub-queue over the triples
- *		(seqs[i], counts[i], tids[i]) (tids NULL: any row version) with
- *		further arguments extra[] (after $1, $2 and $3); returns how many
- *		rows it changed, and marks done[i] for those it returned (when done
- *		!= NULL).
+ * At most this many rows go to one lease statement. Its plan joins the
+ * message rows it finds to the arrays' rows by a nested loop (a generic plan
+ * cannot know the arrays' length), which reads every array row once for each
+ * message row: a receive behind 8,000 expired messages of a session, taken
+ * off in passes of up to 4,096, spent 6 s in it (0.1 s in chunks of 100).
  */
-int
-sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 *counts,
-			   const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
+#define SBQ_LEASE_ROWS_CHUNK 100
+
+/* sbq_lease_rows for at most SBQ_LEASE_ROWS_CHUNK rows */
+static int
+sbq_lease_rows_chunk(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 *counts,
+					 const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
 {
 	Datum		values[10];
 	bool		nulls[10] = {false};
@@ -116,8 +118,6 @@ sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 
 	uint64		r;
 	int			i;
 
-	if (n == 0)
-		return 0;
 	values[0] = sbq_int8_array(seqs, n);
 	values[1] = sbq_int4_array(counts, n);
 	if (tids != NULL)
@@ -146,7 +146,6 @@ sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 
 			bool		isnull;
 			int64		seq = DatumGetInt64(sbq_col(r, 1, &isnull));
 
-			CHECK_FOR_INTERRUPTS();
 			for (i = 0; i < n; i++)
 				if (seqs[i] == seq)
 					done[i] = true;
@@ -155,6 +154,33 @@ sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 
 	/* nobody reads the rows again: a receive may call this thousands of times */
 	SPI_freetuptable(SPI_tuptable);
 	return (int) rows;
+}
+
+/*
+ * sbq_lease_rows
+ *		Run a lease statement on the table of a sub-queue over the triples
+ *		(seqs[i], counts[i], tids[i]) (tids NULL: any row version) with
+ *		further arguments extra[] (after $1, $2 and $3); returns how many
+ *		rows it changed, and marks done[i] for those it returned (when done
+ *		!= NULL).
+ */
+int
+sbq_lease_rows(SbqStatement *st, int16 subqueue, const int64 *seqs, const int32 *counts,
+			   const ItemPointerData *tids, int n, Datum *extra, int nextra, bool *done)
+{
+	int			written = 0;
+	int			i;
+
+	for (i = 0; i < n; i += SBQ_LEASE_ROWS_CHUNK)
+	{
+		int			k = Min(n - i, SBQ_LEASE_ROWS_CHUNK);
+
+		CHECK_FOR_INTERRUPTS();
+		written += sbq_lease_rows_chunk(st, subqueue, seqs + i, counts + i,
+										tids != NULL ? tids + i : NULL, k, extra, nextra,
+										done != NULL ? done + i : NULL);
+	}
+	return written;
 }
 
 /* Move messages to the dead-letter sub-queue with their delivery counts. */

@@ -246,45 +246,59 @@ static SbqStatement stmt_forget = {"forget an empty session", 3, {INT8OID, INT4O
 };
 
 /*
- * The head of a session: up to $4 messages in sequence order that are
- * active and unlocked, waiting for rows another transaction changes (only
- * the holder changes them, and order comes first). Those whose time to live
- * has passed are dead-lettered or dropped instead of handed out.
+ * The head of a session after $8: up to $4 messages in sequence order that
+ * are active and unlocked, waiting for rows another transaction changes
+ * (only the holder changes them, and order comes first). The first $9 of
+ * them whose time to live has not passed are locked and handed out; those
+ * whose time to live has passed are dead-lettered or dropped instead.
+ * "last" is the last sequence number it read: the next pass reads on after
+ * it, not over the index entries of the rows this one removed.
  * $1 queue, $2 session id, $3 now, $4 limit, $5 dead-letter on expiration,
- * $6 queue name, $7 the session's locked_until
+ * $6 queue name, $7 the session's locked_until, $8 after, $9 how many to lock
  */
-static SbqStatement stmt_receive = {"receive in a session", 7, {INT4OID, TEXTOID,
-		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID},
-	"WITH c AS MATERIALIZED ("
-	"  SELECT m.sequence_number,"
-	"         (m.expires_at IS NOT NULL AND m.expires_at <= $3) AS expired"
-	"    FROM sbq.messages m"
-	"   WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state = 0"
-	"     AND m.lock_token IS NULL"
-	"   ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
-	"   LIMIT $4 FOR UPDATE OF m),"
-	" l AS ("
-	"  UPDATE sbq.messages m"
-	"     SET lock_token = sbq.new_lock_token(m.sequence_number),"
-	"         locked_until = 'infinity', delivery_count = m.delivery_count + 1"
-	"   WHERE m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE NOT expired))"
-	"  RETURNING " MSG_COLS("m.lock_token", "$7::timestamptz", "m.delivery_count") "),"
-	" d AS ("
-	"  DELETE FROM sbq.messages m"
-	"   WHERE $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))"
-	"  RETURNING m.*),"
-	" di AS (" DEAD_LETTER_INSERT("d", "d.delivery_count",
-								  SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED),
-								  SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED), "$6") "),"
-	" x AS ("
-	"  DELETE FROM sbq.messages m"
-	"   WHERE NOT $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))"
-	"  RETURNING 1)"
-	" SELECT l.*, s.n_dead, s.n_dropped"
-	"  FROM (SELECT (SELECT count(*) FROM d)::int4 AS n_dead,"
-	"               (SELECT count(*) FROM x)::int4 AS n_dropped) s"
-	"  LEFT JOIN l ON true"
+#define SESSION_RECEIVE(extra) \
+	"WITH c AS MATERIALIZED (" \
+	"  SELECT m.sequence_number," \
+	"         (m.expires_at IS NOT NULL AND m.expires_at <= $3) AS expired" \
+	"    FROM sbq.messages m" \
+	"   WHERE m.queue_id = $1 AND m.session_id = $2 AND m.state = 0" \
+	"     AND m.lock_token IS NULL AND m.sequence_number > $8" extra \
+	"   ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number" \
+	"   LIMIT $4 FOR UPDATE OF m)," \
+	" l AS (" \
+	"  UPDATE sbq.messages m" \
+	"     SET lock_token = sbq.new_lock_token(m.sequence_number)," \
+	"         locked_until = 'infinity', delivery_count = m.delivery_count + 1" \
+	"   WHERE m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE NOT expired" \
+	"                                        ORDER BY sequence_number LIMIT $9))" \
+	"  RETURNING " MSG_COLS("m.lock_token", "$7::timestamptz", "m.delivery_count") ")," \
+	" d AS (" \
+	"  DELETE FROM sbq.messages m" \
+	"   WHERE $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))" \
+	"  RETURNING m.*)," \
+	" di AS (" DEAD_LETTER_INSERT("d", "d.delivery_count", \
+								  SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED), \
+								  SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED), "$6") ")," \
+	" x AS (" \
+	"  DELETE FROM sbq.messages m" \
+	"   WHERE NOT $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))" \
+	"  RETURNING 1)" \
+	" SELECT l.*, s.n_dead, s.n_dropped, s.last" \
+	"  FROM (SELECT (SELECT count(*) FROM d)::int4 AS n_dead," \
+	"               (SELECT count(*) FROM x)::int4 AS n_dropped," \
+	"               (SELECT max(sequence_number) FROM c) AS last) s" \
+	"  LEFT JOIN l ON true" \
 	" ORDER BY l.sequence_number"
+
+static SbqStatement stmt_receive = {"receive in a session", 9, {INT4OID, TEXTOID,
+		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID},
+	SESSION_RECEIVE("")
+};
+
+/* The same past the messages whose time to live has passed. */
+static SbqStatement stmt_receive_live = {"receive in a session, live", 9, {INT4OID, TEXTOID,
+		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID},
+	SESSION_RECEIVE(" AND (m.expires_at IS NULL OR m.expires_at > $3)")
 };
 
 /*
@@ -759,11 +773,11 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 							int max_messages, Tuplestorestate *tupstore, TupleDesc tupdesc)
 {
 	SbqReceiveResult r = {0};
-	Datum		values[7];
+	Datum		values[9];
 	SbqCounts	counts = {0};
-	TimestampTz now = GetCurrentTimestamp();
-	bool		isnull;
-	uint64		n;
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz now = start;
+	int			window = 0;
 
 	if (lock->in_memory)
 	{
@@ -774,19 +788,58 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 	(void) sbq_activate_due(queue, now, SBQ_MAINTAIN_BATCH, false);
 	values[0] = Int32GetDatum(queue->queue_id);
 	values[1] = CStringGetTextDatum(lock->session_id);
-	values[2] = TimestampTzGetDatum(now);
-	values[3] = Int32GetDatum(max_messages);
 	values[4] = BoolGetDatum(queue->dlq_on_expiration);
 	values[5] = CStringGetTextDatum(queue->name);
 	values[6] = TimestampTzGetDatum(lock->locked_until);
-	n = sbq_exec(&stmt_receive, values, NULL);
-	if (n == 0)
-		return r;
-	r.expired_dead_lettered = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
-	r.expired_dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
-	r.delivered = sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
-	if (r.delivered > 0)
-		sbq_session_note_locked(lock);
+	values[7] = Int64GetDatum(PG_INT64_MIN);
+
+	/*
+	 * Passes, each reading on after the last: messages whose time to live has
+	 * passed are taken off on the way (up to SBQ_MAX_CLEARED in a
+	 * transaction, then read past: none is ever handed out, so order holds),
+	 * in a window that doubles while the head holds nothing else. It stops
+	 * once half of what was left of the session lock at its start has
+	 * passed: every lock it hands out ends with it.
+	 */
+	while (r.delivered < max_messages && !sbq_lock_half_gone(start, lock->locked_until, now))
+	{
+		bool		past = sbq_cleared_in_xact() >= SBQ_MAX_CLEARED;
+		int			want = max_messages - r.delivered;
+		int			dead;
+		int			dropped;
+		int			got;
+		bool		isnull;
+		int64		last;
+		uint64		n;
+
+		CHECK_FOR_INTERRUPTS();
+		window = window == 0 ? want : Min(window * 2, want + SBQ_SESSION_WINDOW);
+		if (!past)
+			window = Min(window, Max(want, (int) (SBQ_MAX_CLEARED - sbq_cleared_in_xact())));
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = Int32GetDatum(window);
+		values[8] = Int32GetDatum(want);
+		n = sbq_exec(past ? &stmt_receive_live : &stmt_receive, values, NULL);
+		if (n == 0)
+			break;
+		dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
+		dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
+		last = sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull) == (Datum) 0 && isnull ? 0 :
+			DatumGetInt64(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
+		got = sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
+		if (got > 0)
+			sbq_session_note_locked(lock);
+		SPI_freetuptable(SPI_tuptable);
+		r.delivered += got;
+		r.expired_dead_lettered += dead;
+		r.expired_dropped += dropped;
+		sbq_cleared_add(dead + dropped);
+		/* the head had no more, or nothing in the way */
+		if (isnull || dead + dropped == 0)
+			break;
+		values[7] = Int64GetDatum(last);
+		now = GetCurrentTimestamp();
+	}
 	counts.received = r.delivered;
 	counts.dead_lettered = r.expired_dead_lettered;
 	counts.expired = r.expired_dead_lettered + r.expired_dropped;

@@ -285,6 +285,13 @@ extern void sbq_receive_rows(const SbqQueue *queue, int16 subqueue, int max_mess
  * is full, count against the same number.
  */
 #define SBQ_MAX_CLEARED			10000
+/*
+ * A session receive reads its session's head in windows that double while
+ * they hold only what it passes over or takes off, up to this many rows
+ * beyond what it wants: the receive looks at the session lock's end between
+ * windows, and a window of 10,000 rows to dead-letter ran past it.
+ */
+#define SBQ_SESSION_WINDOW		1000
 extern int64 sbq_cleared_in_xact(void);
 extern void sbq_cleared_add(int64 n);
 

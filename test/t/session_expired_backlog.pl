@@ -1,0 +1,148 @@
+# Copyright (c) 2026, the sbqueue authors
+#
+# A session receive behind a backlog of the session's messages whose time to
+# live has passed, with maintenance not running (left open by the change that
+# bounded the receive of a queue without sessions):
+# - with the session locks in shared memory (the library preloaded), each
+#   pass of the receive took one expired message off and read up to 10,000
+#   index entries for it: behind 8,000 a receive of one took 6 s, behind
+#   10,000 more than a session lock of 30 s; and it took every one off, each
+#   holding an entry of the shared lock table until the commit (53200 once
+#   this database's share was full);
+# - with the locks stored in rows (the library not preloaded), a receive of
+#   one took one expired message off and returned nothing, though a message
+#   waited behind the backlog: the session looked empty to its holder.
+# Both now read on after each pass, take at most 10,000 off in a transaction
+# (past that they read past the rest, which no receive hands out), and stop
+# once half of what was left of the session lock at their start has passed.
+# The index entries a receive reads are counted in its own transaction: a
+# count, not a time, so a loaded machine does not change it.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../harness";
+use SbqNode;
+
+my $memory = SbqNode::preloaded('session_backlog_memory');
+my $rows = PostgreSQL::Test::Cluster->new('session_backlog_rows');
+$rows->init;
+$rows->start;
+
+# $n messages of session $s into $q that expire $ttl from now
+sub send_expiring
+{
+	my ($node, $q, $s, $n, $ttl) = @_;
+	$node->safe_psql('postgres', qq{
+		SELECT count(*) FROM generate_series(1, $n / 500) g,
+			LATERAL (SELECT sbq_send_batch('$q', array_fill('expiring'::text, ARRAY[500]),
+			                               session_id => '$s', time_to_live => '$ttl')
+			          WHERE g > 0) b;
+	});
+}
+
+# In one transaction: accept session $s of $q, receive $max of it, complete
+# what it returned and release the session; the bodies
+# it returns (with whether each lock was still valid when the call returned),
+# and the index entries of sbqueue's tables the receive read.
+sub receive_in_session
+{
+	my ($node, $q, $s, $max) = @_;
+	my $out = $node->safe_psql('postgres', qq{
+		BEGIN;
+		SELECT session_token FROM sbq_accept_session('$q', '$s') \\gset
+		SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid)) AS before
+		  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+		 WHERE c.relnamespace = 'sbq'::regnamespace \\gset
+		CREATE TEMP TABLE got AS
+			SELECT *, clock_timestamp() AS returned
+			  FROM sbq_receive_session('$q', :'session_token', $max);
+		SELECT coalesce(string_agg(convert_from(body, 'UTF8') || ':' || (locked_until > returned),
+		                           ',' ORDER BY sequence_number), '(none)')
+		  FROM got;
+		SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid)) - :before
+		  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+		 WHERE c.relnamespace = 'sbq'::regnamespace;
+		SELECT count(sbq_complete('$q', lock_token)) FROM got;
+		SELECT sbq_release_session('$q', :'session_token');
+		COMMIT;
+	});
+	return split /\n/, $out;
+}
+
+for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
+{
+	my ($what, $node) = @$w;
+	$node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
+
+	# every expired message ahead of the live one is taken off, each index entry read about once
+	my $n = 4000;
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('near', requires_session => true)});
+	send_expiring($node, 'near', 's1', $n, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('near', 'live', session_id => 's1')});
+	sleep 2;
+	my ($bodies, $read, $completed) = receive_in_session($node, 'near', 's1', 1);
+	is($bodies, 'live:true',
+		"$what: a session receive behind $n expired messages returns the message behind them");
+	cmp_ok($read, '<', 5 * $n, "... and reads each index entry about once ($read read)");
+	is($completed, 1, '... and it completes');
+	is($node->safe_psql('postgres', q{SELECT expired FROM sbq_queue_stats WHERE queue = 'near'}),
+		$n, '... and took every expired message off the queue');
+
+	# past 10,000 in a transaction it reads past the rest and leaves them
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('far', requires_session => true)});
+	send_expiring($node, 'far', 's1', 10500, '1 second');
+	$node->safe_psql('postgres', q{
+		SELECT sbq_send('far', 'live 1', session_id => 's1');
+		SELECT sbq_send('far', 'live 2', session_id => 's1');
+	});
+	sleep 2;
+	($bodies, $read, $completed) = receive_in_session($node, 'far', 's1', 5);
+	is($bodies, 'live 1:true,live 2:true',
+		"$what: a session receive behind 10,500 expired messages returns the messages behind them");
+	cmp_ok($read, '<', 5 * 10500, "... and reads each index entry about once ($read read)");
+	is($node->safe_psql('postgres', q{SELECT expired FROM sbq_queue_stats WHERE queue = 'far'}),
+		'10000', '... and took 10,000 expired messages off the queue, leaving the rest');
+	is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM sbq_peek('far', 1000, 0) WHERE expires_at IS NOT NULL}),
+		'500', '... which are still there');
+	$node->safe_psql('postgres', q{SELECT sbq_send('far', 'live 3', session_id => 's1')});
+	($bodies) = receive_in_session($node, 'far', 's1', 5);
+	is($bodies, 'live 3:true', '... and the next transaction takes them off and receives what follows');
+	is($node->safe_psql('postgres', q{SELECT expired FROM sbq_queue_stats WHERE queue = 'far'}),
+		'10500', '... all of them taken off by then');
+}
+
+# A receive stops taking messages off on its way once half of what was left
+# of the session lock at its start has passed: every lock it hands out ends
+# with the session lock. Each dead letter is slowed down here (a trigger), so
+# that 6,000 take longer than the session lock of 5 seconds.
+for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
+{
+	my ($what, $node) = @$w;
+	$node->safe_psql('postgres', q{
+		CREATE FUNCTION slow_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_sleep(0.001); RETURN NEW; END $$;
+		CREATE TRIGGER slow BEFORE INSERT ON sbq.dead_letters FOR EACH ROW EXECUTE FUNCTION slow_dead_letter();
+		SELECT sbq_create_queue('half', lock_duration => '5 seconds', requires_session => true,
+		                        dead_lettering_on_message_expiration => true);
+		SELECT sbq_send('half', 'first', session_id => 's1');
+	});
+	send_expiring($node, 'half', 's1', 6000, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('half', 'last', session_id => 's1')});
+	sleep 2;
+	my ($bodies, $read, $completed) = receive_in_session($node, 'half', 's1', 2);
+	is($bodies, 'first:true',
+		"$what: a session receive of two behind a slow backlog returns the first with its lock valid");
+	is($completed, 1, '... and it completes');
+	cmp_ok($node->safe_psql('postgres', q{SELECT dead_lettered FROM sbq_queue_stats WHERE queue = 'half'}),
+		'<', 6000, '... having left some of the backlog');
+	$node->safe_psql('postgres', 'DROP TRIGGER slow ON sbq.dead_letters');
+}
+
+$memory->stop;
+$rows->stop;
+done_testing();
