@@ -146,7 +146,11 @@ static SbqStatement stmt_session_candidates_live = {"session lease candidates, l
 	" LIMIT $4"
 };
 
-/* The deferred messages $5 of a session ($1 queue, $2 session key), not locked in rows. */
+/*
+ * The deferred messages $5 of a session ($1 queue, $2 session key), not
+ * locked in rows, whose time to live has not passed at $3 (as without
+ * sessions, one that has is not found).
+ */
 static SbqStatement stmt_session_deferred = {"session deferred lease candidates", 5,
 	{INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
 	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
@@ -154,7 +158,8 @@ static SbqStatement stmt_session_deferred = {"session deferred lease candidates"
 	"  FROM sbq.messages m"
 	" WHERE m.sequence_number = ANY($5) AND m.queue_id = $1"
 	"   AND m.session_id = " SESSION_OF_KEY
-	"   AND m.state = 1 AND m.lock_token IS NULL AND $3 IS NOT NULL"
+	"   AND m.state = 1 AND m.lock_token IS NULL"
+	"   AND (m.expires_at IS NULL OR m.expires_at > $3)"
 	" ORDER BY m.sequence_number LIMIT $4",
 	.by_key = true
 };
@@ -182,6 +187,7 @@ typedef struct SbqClaimed
 	int32		prev_lease;		/* delivery count of an expired lease taken over, or 0 */
 	int32		count;			/* the delivery count to store or hand out */
 	int			row;			/* its row in the fetch result */
+	bool		expired;		/* under a session lock: its time to live passed */
 	SbqFate		fate;
 } SbqClaimed;
 
@@ -508,8 +514,10 @@ sbq_lease_first_unread(const SbqLeaseSession *session, SbqLeasePass *pass)
  * sbq_lease_keep_order
  *		Under a session lock: a claim whose row changed since the scan stops
  *		the receive there, and the claims after it are given back (a message
- *		is never handed out before one of its session that comes first). The
- *		deferred messages asked for are all taken or none.
+ *		is never handed out before one of its session that comes first),
+ *		unless the message's time to live had passed (it is never handed out:
+ *		maintenance taking it off meanwhile passes it). The deferred messages
+ *		asked for are all taken or none.
  */
 static void
 sbq_lease_keep_order(SbqLeaseReceive *r, SbqLeasePass *pass)
@@ -517,8 +525,9 @@ sbq_lease_keep_order(SbqLeaseReceive *r, SbqLeasePass *pass)
 	int			k;
 	int			first = -1;
 
+	/* an expired message changed meanwhile (another took it off) is passed */
 	for (k = 0; k < pass->nclaims && first < 0; k++)
-		if (pass->claims[k].row < 0)
+		if (pass->claims[k].row < 0 && !pass->claims[k].expired)
 		{
 			first = k;
 			r->session->missing = pass->claims[k].seq;
@@ -577,8 +586,13 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 			r->after = seq;
 			expired = r->session->seqs == NULL && !isnull &&
 				DatumGetTimestampTz(exp) <= r->now;
-			/* SBQ_MAX_CLEARED taken off: left for maintenance, read past */
-			if (expired && sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED)
+			/*
+			 * SBQ_MAX_CLEARED taken off, or the share of the lock table
+			 * three quarters full: left for maintenance, read past
+			 */
+			if (expired && (r->passing ||
+							sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED ||
+							!sbq_lease_room_to_clear()))
 			{
 				r->passing = true;
 				continue;
@@ -592,6 +606,11 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 			break;
 		}
 		cr = sbq_lease_claim(seq, r->queue->queue_id, r->subqueue, r->now, &c->prev_lease);
+		if (cr == SBQ_CLAIM_FULL && expired)
+		{
+			r->passing = true;
+			continue;
+		}
 		if (cr == SBQ_CLAIM_FULL && r->session != NULL)
 			sbq_lease_full_error();
 		if (cr == SBQ_CLAIM_FULL)
@@ -599,6 +618,9 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 			r->rows_instead = true;
 			break;
 		}
+		/* an expired message another is taking off: never handed out, passed */
+		if (cr == SBQ_CLAIM_BUSY && expired)
+			continue;
 		if (cr == SBQ_CLAIM_BUSY && r->session != NULL &&
 			(r->session->seqs != NULL || !sbq_lease_in_session(seq, r->session->key, r->now)))
 		{
@@ -617,6 +639,7 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		ItemPointerCopy((ItemPointer) DatumGetPointer(SPI_getbinval(tup, td, CANDIDATE_CTID,
 																	&isnull)), &c->ctid);
 		c->row = (int) i;
+		c->expired = expired;
 		c->fate = SBQ_FATE_GONE;
 		pass->nclaims++;
 	}

@@ -249,13 +249,17 @@ static SbqStatement stmt_forget = {"forget an empty session", 3, {INT8OID, INT4O
  * The head of a session after $8: up to $4 messages in sequence order that
  * are active and unlocked, waiting for rows another transaction changes
  * (only the holder changes them, and order comes first). The first $9 of
- * them whose time to live has not passed are locked and handed out; those
- * whose time to live has passed are dead-lettered or dropped instead.
+ * them whose time to live has not passed are locked and handed out; the first
+ * $10 of those whose time to live has passed are dead-lettered or dropped
+ * instead (the rest are passed over).
  * "last" is the last sequence number it read: the next pass reads on after
  * it, not over the index entries of the rows this one removed.
  * $1 queue, $2 session id, $3 now, $4 limit, $5 dead-letter on expiration,
- * $6 queue name, $7 the session's locked_until, $8 after, $9 how many to lock
+ * $6 queue name, $7 the session's locked_until, $8 after, $9 how many to lock,
+ * $10 how many to take off
  */
+#define TAKEN_OFF \
+	"ARRAY(SELECT sequence_number FROM c WHERE expired ORDER BY sequence_number LIMIT $10)"
 #define SESSION_RECEIVE(extra) \
 	"WITH c AS MATERIALIZED (" \
 	"  SELECT m.sequence_number," \
@@ -274,14 +278,14 @@ static SbqStatement stmt_forget = {"forget an empty session", 3, {INT8OID, INT4O
 	"  RETURNING " MSG_COLS("m.lock_token", "$7::timestamptz", "m.delivery_count") ")," \
 	" d AS (" \
 	"  DELETE FROM sbq.messages m" \
-	"   WHERE $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))" \
+	"   WHERE $5 AND m.sequence_number = ANY(" TAKEN_OFF ")" \
 	"  RETURNING m.*)," \
 	" di AS (" DEAD_LETTER_INSERT("d", "d.delivery_count", \
 								  SBQ_SQL_LITERAL(SBQ_DLQ_REASON_EXPIRED), \
 								  SBQ_SQL_LITERAL(SBQ_DLQ_DESCRIPTION_EXPIRED), "$6") ")," \
 	" x AS (" \
 	"  DELETE FROM sbq.messages m" \
-	"   WHERE NOT $5 AND m.sequence_number = ANY(ARRAY(SELECT sequence_number FROM c WHERE expired))" \
+	"   WHERE NOT $5 AND m.sequence_number = ANY(" TAKEN_OFF ")" \
 	"  RETURNING 1)" \
 	" SELECT l.*, s.n_dead, s.n_dropped, s.last" \
 	"  FROM (SELECT (SELECT count(*) FROM d)::int4 AS n_dead," \
@@ -290,27 +294,30 @@ static SbqStatement stmt_forget = {"forget an empty session", 3, {INT8OID, INT4O
 	"  LEFT JOIN l ON true" \
 	" ORDER BY l.sequence_number"
 
-static SbqStatement stmt_receive = {"receive in a session", 9, {INT4OID, TEXTOID,
-		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID},
+static SbqStatement stmt_receive = {"receive in a session", 10, {INT4OID, TEXTOID,
+		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID, INT4OID},
 	SESSION_RECEIVE("")
 };
 
 /* The same past the messages whose time to live has passed. */
-static SbqStatement stmt_receive_live = {"receive in a session, live", 9, {INT4OID, TEXTOID,
-		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID},
+static SbqStatement stmt_receive_live = {"receive in a session, live", 10, {INT4OID, TEXTOID,
+		TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, INT8OID, INT4OID, INT4OID},
 	SESSION_RECEIVE(" AND (m.expires_at IS NULL OR m.expires_at > $3)")
 };
 
 /*
- * Deferred messages of a session by sequence number, for its holder.
- * $1 queue, $2 session id, $3 sequence numbers, $4 the session's locked_until
+ * Deferred messages of a session by sequence number, for its holder; one
+ * whose time to live has passed is not found, as without sessions.
+ * $1 queue, $2 session id, $3 sequence numbers, $4 the session's locked_until,
+ * $5 now
  */
-static SbqStatement stmt_receive_deferred = {"receive deferred in a session", 4,
-	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID},
+static SbqStatement stmt_receive_deferred = {"receive deferred in a session", 5,
+	{INT4OID, TEXTOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
 	"WITH c AS MATERIALIZED ("
 	"  SELECT m.sequence_number FROM sbq.messages m"
 	"   WHERE m.sequence_number = ANY($3) AND m.queue_id = $1 AND m.session_id = $2"
 	"     AND m.state = 1 AND m.lock_token IS NULL"
+	"     AND (m.expires_at IS NULL OR m.expires_at > $5)"
 	"   FOR UPDATE OF m)"
 	" UPDATE sbq.messages m"
 	"    SET lock_token = sbq.new_lock_token(m.sequence_number),"
@@ -773,7 +780,7 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 							int max_messages, Tuplestorestate *tupstore, TupleDesc tupdesc)
 {
 	SbqReceiveResult r = {0};
-	Datum		values[9];
+	Datum		values[10];
 	SbqCounts	counts = {0};
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz now = start;
@@ -819,6 +826,7 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 		values[2] = TimestampTzGetDatum(now);
 		values[3] = Int32GetDatum(window);
 		values[8] = Int32GetDatum(want);
+		values[9] = Int32GetDatum((int32) Max(SBQ_MAX_CLEARED - sbq_cleared_in_xact(), 0));
 		n = sbq_exec(past ? &stmt_receive_live : &stmt_receive, values, NULL);
 		if (n == 0)
 			break;
@@ -859,7 +867,7 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, SbqSessionLock *lock
 									 Datum *seqs, int nseqs, Tuplestorestate *tupstore,
 									 TupleDesc tupdesc, int64 *missing)
 {
-	Datum		values[4];
+	Datum		values[5];
 	SbqCounts	counts = {0};
 	uint64		n;
 
@@ -881,6 +889,7 @@ sbq_storage_receive_deferred_session(const SbqQueue *queue, SbqSessionLock *lock
 	values[2] = PointerGetDatum(construct_array(seqs, nseqs, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[3] = TimestampTzGetDatum(lock->locked_until);
+	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 	n = sbq_exec(&stmt_receive_deferred, values, NULL);
 	if (n != (uint64) nseqs)
 	{

@@ -37,10 +37,10 @@ sub send_expiring
 {
 	my ($node, $q, $s, $n, $ttl) = @_;
 	$node->safe_psql('postgres', qq{
-		SELECT count(*) FROM generate_series(1, $n / 500) g,
-			LATERAL (SELECT sbq_send_batch('$q', array_fill('expiring'::text, ARRAY[500]),
+		SELECT count(*) FROM generate_series(1, $n) g,
+			LATERAL (SELECT sbq_send_batch('$q', array_fill('expiring'::text, ARRAY[least(500, $n - g + 1)]),
 			                               session_id => '$s', time_to_live => '$ttl')
-			          WHERE g > 0) b;
+			          WHERE g % 500 = 1) b;
 	});
 }
 
@@ -114,7 +114,83 @@ for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
 	is($bodies, 'live 3:true', '... and the next transaction takes them off and receives what follows');
 	is($node->safe_psql('postgres', q{SELECT expired FROM sbq_queue_stats WHERE queue = 'far'}),
 		'10500', '... all of them taken off by then');
+
+	# the 10,000 hold across the receives of a transaction, whatever they ask for
+	# (in rows a receive of 5,000 took up to 4,999 more off)
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('two', requires_session => true)});
+	send_expiring($node, 'two', 's1', 9999, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('two', 'live 1', session_id => 's1')});
+	send_expiring($node, 'two', 's1', 6000, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('two', 'live 2', session_id => 's1')});
+	sleep 2;
+	is($node->safe_psql('postgres', q{
+		BEGIN;
+		SELECT session_token FROM sbq_accept_session('two', 's1') \gset
+		SELECT convert_from(body, 'UTF8') FROM sbq_receive_session('two', :'session_token', 1);
+		SELECT convert_from(body, 'UTF8') FROM sbq_receive_session('two', :'session_token', 5000);
+		COMMIT;
+		SELECT expired FROM sbq_queue_stats WHERE queue = 'two'}),
+		"live 1\nlive 2\n10000",
+		"$what: two session receives of a transaction take 10,000 off in all, whatever they ask for");
+
+	# a deferred message whose time to live has passed is not found (SB003), as without sessions
+	$node->safe_psql('postgres', q{
+		SELECT sbq_create_queue('deferred', requires_session => true);
+		SELECT sbq_send('deferred', 'short', session_id => 's1', time_to_live => '2 seconds');
+		SELECT session_token FROM sbq_accept_session('deferred', 's1') \gset
+		SELECT sbq_defer('deferred', lock_token) FROM sbq_receive_session('deferred', :'session_token', 1);
+		SELECT sbq_release_session('deferred', :'session_token');
+	});
+	sleep 3;
+	my ($rc, $out, $err) = $node->psql('postgres', q{
+		\set VERBOSITY verbose
+		BEGIN;
+		SELECT session_token FROM sbq_accept_session('deferred', 's1') \gset
+		SELECT convert_from(body, 'UTF8') FROM sbq_receive_deferred('deferred',
+			ARRAY(SELECT sequence_number FROM sbq_peek('deferred', 1, 0)), :'session_token');
+		COMMIT;
+	});
+	like($err, qr/SB003/,
+		"$what: a session's deferred message whose time to live has passed is not received (SB003)");
+	is($out, '', '... and nothing is returned');
 }
+
+# Locks in memory: an expired message another transaction is taking off (here:
+# holding its row) is passed over, not taken as the session's next message in
+# the way (the receive returned nothing while maintenance cleared the backlog).
+$memory->safe_psql('postgres', q{SELECT sbq_create_queue('busy', requires_session => true)});
+send_expiring($memory, 'busy', 's1', 2000, '1 second');
+$memory->safe_psql('postgres', q{SELECT sbq_send('busy', 'live', session_id => 's1')});
+sleep 2;
+my $holder = $memory->background_psql('postgres');
+$holder->query_safe(q{BEGIN; SELECT count(*) FROM (SELECT 1 FROM sbq.messages WHERE expires_at IS NOT NULL FOR UPDATE) h});
+my ($bodies) = receive_in_session($memory, 'busy', 's1', 1);
+is($bodies, 'live:true',
+	'a session receive passes over expired messages another transaction is taking off');
+$holder->query_safe('ROLLBACK');
+
+# Locks in memory: each expired message taken off holds an entry of the shared
+# lock table until the commit. Two receives behind 10,000 each filled this
+# database's share of 16,384, and the second failed (53200): taking them off
+# stops at three quarters of the share, and the rest is for the messages
+# handed out.
+$memory->safe_psql('postgres', q{SELECT sbq_create_queue('share', requires_session => true)});
+for my $s ('s1', 's2')
+{
+	send_expiring($memory, 'share', $s, 10000, '1 second');
+	$memory->safe_psql('postgres', qq{SELECT sbq_send('share', 'live $s', session_id => '$s')});
+}
+sleep 2;
+$holder->query_safe(q{
+	BEGIN;
+	SELECT session_token FROM sbq_accept_session('share', 's1') \gset
+	SELECT count(*) FROM sbq_receive_session('share', :'session_token', 1);
+});
+($bodies) = receive_in_session($memory, 'share', 's2', 1);
+is($bodies, 'live s2:true',
+	'a session receive behind 10,000 expired messages beside another transaction that took 10,000 off returns its message');
+$holder->query_safe('COMMIT');
+$holder->quit;
 
 # A receive stops taking messages off on its way once half of what was left
 # of the session lock at its start has passed: every lock it hands out ends
