@@ -16,6 +16,9 @@
 #   rows     peek-lock with sbqueue.memory_locks off (locks in the rows)
 #   delete   receive-and-delete
 #   memory   peek-lock with the locks in shared memory
+#   session  a session receive (session locks in shared memory): the backlog
+#            and the message behind it are one session's, accepted in the
+#            same transaction
 # Prints, per receive and depth, the median of the call's milliseconds, the
 # index entries read, and in how many rounds it returned the message behind
 # the backlog, as a Markdown table.
@@ -48,29 +51,34 @@ version=$(sql -c "SELECT extversion FROM pg_extension WHERE extname = 'sbqueue'"
 declare -A ms idx got
 for depth in $depths; do
     for round in $(seq 1 "$rounds"); do
-        for kind in rows delete memory; do
+        for kind in rows delete memory session; do
             q="b_${kind}_${depth}_$round"
+            sid=NULL accept="SELECT 1" mode=peek_lock
             case $kind in
-                rows) set_ml=off mode=peek_lock ;;
+                rows) set_ml=off ;;
                 delete) set_ml=on mode=receive_and_delete ;;
-                memory) set_ml=on mode=peek_lock ;;
+                memory) set_ml=on ;;
+                session) set_ml=on sid="'s1'"
+                    accept="SELECT set_config('bench.token', session_token::text, true) FROM sbq_accept_session('$q', 's1')"
+                    receive="sbq_receive_session('$q', current_setting('bench.token')::uuid, 1)" ;;
             esac
-            sql -c "SELECT queue FROM sbq_create_queue('$q')" \
+            [ "$kind" = session ] || receive="sbq_receive('$q', 1, receive_mode => '$mode')"
+            sql -c "SELECT queue FROM sbq_create_queue('$q', requires_session => $sid IS NOT NULL)" \
                 -c "SELECT count(*) FROM generate_series(1, $depth) g,
                       LATERAL (SELECT sbq_send_batch('$q', array_fill('expiring'::text, ARRAY[least(500, $depth - g + 1)]),
-                                                     time_to_live => '1 second')
+                                                     session_id => $sid, time_to_live => '1 second')
                                 WHERE g % 500 = 1) b" \
-                -c "SELECT sbq_send('$q', 'live')" >/dev/null
+                -c "SELECT sbq_send('$q', 'live', session_id => $sid)" >/dev/null
             sleep 1.2
-            out=$(sql -F ' ' -c "SET sbqueue.memory_locks = $set_ml" -c "BEGIN" \
+            out=$(sql -F ' ' -c "SET sbqueue.memory_locks = $set_ml" -c "BEGIN" -c "$accept" \
                 -c "SELECT clock_timestamp()::text" \
-                -c "SELECT count(*) FILTER (WHERE body = 'live'::bytea) FROM sbq_receive('$q', 1, receive_mode => '$mode')" \
+                -c "SELECT count(*) FILTER (WHERE body = 'live'::bytea) FROM $receive" \
                 -c "SELECT clock_timestamp()::text" \
                 -c "SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))
                       FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
                      WHERE c.relnamespace = 'sbq'::regnamespace" \
                 -c "COMMIT" | tr '\n' '|')
-            IFS='|' read -r t0 found t1 entries <<<"$out"
+            IFS='|' read -r _ t0 found t1 entries <<<"$out"
             elapsed=$(sql -c "SELECT round(extract(epoch FROM '$t1'::timestamptz - '$t0'::timestamptz) * 1000, 1)")
             ms[$kind,$depth]+="$elapsed "
             idx[$kind,$depth]=$entries
@@ -85,7 +93,7 @@ echo "bench/expired_backlog.sh \"$depths\" $rounds: sbqueue $version ($PGBIN), m
 echo
 echo "| receive | expired ahead | ms | index entries read | returned the message behind |"
 echo "|---|---:|---:|---:|---:|"
-for kind in rows delete memory; do
+for kind in rows delete memory session; do
     for depth in $depths; do
         echo "| $kind | $depth | $(echo "${ms[$kind,$depth]}" | median) | ${idx[$kind,$depth]} | ${got[$kind,$depth]} of $rounds |"
     done
