@@ -187,7 +187,7 @@ typedef struct SbqClaimed
 	int32		prev_lease;		/* delivery count of an expired lease taken over, or 0 */
 	int32		count;			/* the delivery count to store or hand out */
 	int			row;			/* its row in the fetch result */
-	bool		expired;		/* under a session lock: its time to live passed */
+	bool		off;			/* under a session lock: to take off, not hand out */
 	SbqFate		fate;
 } SbqClaimed;
 
@@ -527,7 +527,7 @@ sbq_lease_keep_order(SbqLeaseReceive *r, SbqLeasePass *pass)
 
 	/* an expired message changed meanwhile (another took it off) is passed */
 	for (k = 0; k < pass->nclaims && first < 0; k++)
-		if (pass->claims[k].row < 0 && !pass->claims[k].expired)
+		if (pass->claims[k].row < 0 && !pass->claims[k].off)
 		{
 			first = k;
 			r->session->missing = pass->claims[k].seq;
@@ -631,6 +631,26 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		}
 		if (cr == SBQ_CLAIM_BUSY)
 			continue;
+		/* its expired lease was its last allowed delivery: taken off too */
+		if (r->session != NULL && c->prev_lease > 0 &&
+			Max(DatumGetInt32(SPI_getbinval(tup, td, 5, &isnull)), c->prev_lease) >=
+			r->queue->max_delivery_count)
+		{
+			if (r->session->seqs != NULL)
+			{
+				/* a deferred message asked for: not found, as without sessions */
+				sbq_lease_unclaim(seq);
+				r->stop = true;
+				r->session->missing = seq;
+				break;
+			}
+			if (!expired && sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED)
+			{
+				sbq_lease_unclaim(seq);
+				continue;
+			}
+			expired = true;
+		}
 		if (expired)
 			nexpired++;
 		else
@@ -639,7 +659,7 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		ItemPointerCopy((ItemPointer) DatumGetPointer(SPI_getbinval(tup, td, CANDIDATE_CTID,
 																	&isnull)), &c->ctid);
 		c->row = (int) i;
-		c->expired = expired;
+		c->off = expired;
 		c->fate = SBQ_FATE_GONE;
 		pass->nclaims++;
 	}

@@ -15,6 +15,16 @@
 # Both now read on after each pass, take at most 10,000 off in a transaction
 # (past that they read past the rest, which no receive hands out), and stop
 # once half of what was left of the session lock at their start has passed.
+# A review of that change found more, checked here too: messages whose expired
+# lock was their last allowed delivery were taken off one a pass, and nothing
+# returned; an expired (or over-delivered) deferred message was handed out;
+# in rows a transaction took off more than 10,000; with the locks in memory
+# an expired message another transaction was taking off stopped the receive,
+# and taking them off could fill the database's share of the lock table
+# (53200) where a message could have been handed out.
+#
+# Every backlog is made first, then one wait lets them expire (and the session
+# locks of the over-delivered messages run out), then the receives run.
 # The index entries a receive reads are counted in its own transaction: a
 # count, not a time, so a loaded machine does not change it.
 use strict;
@@ -73,33 +83,90 @@ sub receive_in_session
 	return split /\n/, $out;
 }
 
-for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
+# On each server: the queues and their backlogs, made before the one wait.
+sub setup
 {
-	my ($what, $node) = @$w;
-	$node->safe_psql('postgres', 'CREATE EXTENSION sbqueue');
-
-	# every expired message ahead of the live one is taken off, each index entry read about once
-	my $n = 4000;
-	$node->safe_psql('postgres', q{SELECT sbq_create_queue('near', requires_session => true)});
-	send_expiring($node, 'near', 's1', $n, '1 second');
+	my ($node, $memory_only) = @_;
+	$node->safe_psql('postgres', q{
+		CREATE EXTENSION sbqueue;
+		SELECT sbq_create_queue('near', requires_session => true);
+		SELECT sbq_create_queue('far', requires_session => true);
+		SELECT sbq_create_queue('two', requires_session => true);
+		SELECT sbq_create_queue('deferred', requires_session => true);
+		SELECT sbq_create_queue('over', requires_session => true, max_delivery_count => 1,
+		                        lock_duration => '5 seconds');
+		SELECT sbq_create_queue('overd', requires_session => true, max_delivery_count => 2,
+		                        lock_duration => '5 seconds');
+		SELECT sbq_create_queue('half', lock_duration => '5 seconds', requires_session => true,
+		                        dead_lettering_on_message_expiration => true);
+	});
+	send_expiring($node, 'near', 's1', 4000, '1 second');
 	$node->safe_psql('postgres', q{SELECT sbq_send('near', 'live', session_id => 's1')});
-	sleep 2;
-	my ($bodies, $read, $completed) = receive_in_session($node, 'near', 's1', 1);
-	is($bodies, 'live:true',
-		"$what: a session receive behind $n expired messages returns the message behind them");
-	cmp_ok($read, '<', 5 * $n, "... and reads each index entry about once ($read read)");
-	is($completed, 1, '... and it completes');
-	is($node->safe_psql('postgres', q{SELECT expired FROM sbq_queue_stats WHERE queue = 'near'}),
-		$n, '... and took every expired message off the queue');
-
-	# past 10,000 in a transaction it reads past the rest and leaves them
-	$node->safe_psql('postgres', q{SELECT sbq_create_queue('far', requires_session => true)});
 	send_expiring($node, 'far', 's1', 10500, '1 second');
 	$node->safe_psql('postgres', q{
 		SELECT sbq_send('far', 'live 1', session_id => 's1');
 		SELECT sbq_send('far', 'live 2', session_id => 's1');
 	});
-	sleep 2;
+	send_expiring($node, 'two', 's1', 9999, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('two', 'live 1', session_id => 's1')});
+	send_expiring($node, 'two', 's1', 6000, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('two', 'live 2', session_id => 's1')});
+	# deferred: one that expires, one whose lock runs out at its last delivery
+	$node->safe_psql('postgres', q{
+		SELECT sbq_send('deferred', 'short', session_id => 's1', time_to_live => '2 seconds');
+		SELECT session_token FROM sbq_accept_session('deferred', 's1') \gset
+		SELECT sbq_defer('deferred', lock_token) FROM sbq_receive_session('deferred', :'session_token', 1);
+		SELECT sbq_release_session('deferred', :'session_token');
+		SELECT sbq_send('overd', 'deferred', session_id => 's2');
+		SELECT session_token FROM sbq_accept_session('overd', 's2') \gset
+		SELECT sbq_defer('overd', lock_token) FROM sbq_receive_session('overd', :'session_token', 1);
+		SELECT count(*) FROM sbq_receive_deferred('overd',
+			ARRAY(SELECT sequence_number FROM sbq_peek('overd', 1, 0)), :'session_token');
+		CREATE TABLE asked AS
+			SELECT 'deferred' AS q, sequence_number FROM sbq_peek('deferred', 1, 0)
+			UNION ALL SELECT 'overd', sequence_number FROM sbq_peek('overd', 1, 0);
+	});
+	# 2,000 delivered once (the limit) under a session lock left to run out
+	$node->safe_psql('postgres', q{
+		SELECT count(*) FROM sbq_send_batch('over', array_fill('once'::text, ARRAY[2000]),
+		                                    session_id => 's1');
+		SELECT sbq_send('over', 'live', session_id => 's1');
+		SELECT session_token FROM sbq_accept_session('over', 's1') \gset
+		SELECT count(*) FROM sbq_receive_session('over', :'session_token', 2000);
+	});
+	$node->safe_psql('postgres', q{SELECT sbq_send('half', 'first', session_id => 's1')});
+	send_expiring($node, 'half', 's1', 6000, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('half', 'last', session_id => 's1')});
+	return unless $memory_only;
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('busy', requires_session => true)});
+	send_expiring($node, 'busy', 's1', 2000, '1 second');
+	$node->safe_psql('postgres', q{SELECT sbq_send('busy', 'live', session_id => 's1')});
+	$node->safe_psql('postgres', q{SELECT sbq_create_queue('share', requires_session => true)});
+	for my $s ('s1', 's2')
+	{
+		send_expiring($node, 'share', $s, 10000, '1 second');
+		$node->safe_psql('postgres', qq{SELECT sbq_send('share', 'live $s', session_id => '$s')});
+	}
+}
+
+setup($memory, 1);
+setup($rows, 0);
+sleep 6;
+
+for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
+{
+	my ($what, $node) = @$w;
+
+	# every expired message ahead of the live one is taken off, each index entry read about once
+	my ($bodies, $read, $completed) = receive_in_session($node, 'near', 's1', 1);
+	is($bodies, 'live:true',
+		"$what: a session receive behind 4,000 expired messages returns the message behind them");
+	cmp_ok($read, '<', 5 * 4000, "... and reads each index entry about once ($read read)");
+	is($completed, 1, '... and it completes');
+	is($node->safe_psql('postgres', q{SELECT expired FROM sbq_queue_stats WHERE queue = 'near'}),
+		4000, '... and took every expired message off the queue');
+
+	# past 10,000 in a transaction it reads past the rest and leaves them
 	($bodies, $read, $completed) = receive_in_session($node, 'far', 's1', 5);
 	is($bodies, 'live 1:true,live 2:true',
 		"$what: a session receive behind 10,500 expired messages returns the messages behind them");
@@ -117,12 +184,6 @@ for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
 
 	# the 10,000 hold across the receives of a transaction, whatever they ask for
 	# (in rows a receive of 5,000 took up to 4,999 more off)
-	$node->safe_psql('postgres', q{SELECT sbq_create_queue('two', requires_session => true)});
-	send_expiring($node, 'two', 's1', 9999, '1 second');
-	$node->safe_psql('postgres', q{SELECT sbq_send('two', 'live 1', session_id => 's1')});
-	send_expiring($node, 'two', 's1', 6000, '1 second');
-	$node->safe_psql('postgres', q{SELECT sbq_send('two', 'live 2', session_id => 's1')});
-	sleep 2;
 	is($node->safe_psql('postgres', q{
 		BEGIN;
 		SELECT session_token FROM sbq_accept_session('two', 's1') \gset
@@ -133,37 +194,45 @@ for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
 		"live 1\nlive 2\n10000",
 		"$what: two session receives of a transaction take 10,000 off in all, whatever they ask for");
 
-	# a deferred message whose time to live has passed is not found (SB003), as without sessions
-	$node->safe_psql('postgres', q{
-		SELECT sbq_create_queue('deferred', requires_session => true);
-		SELECT sbq_send('deferred', 'short', session_id => 's1', time_to_live => '2 seconds');
-		SELECT session_token FROM sbq_accept_session('deferred', 's1') \gset
-		SELECT sbq_defer('deferred', lock_token) FROM sbq_receive_session('deferred', :'session_token', 1);
-		SELECT sbq_release_session('deferred', :'session_token');
-	});
-	sleep 3;
-	my ($rc, $out, $err) = $node->psql('postgres', q{
-		\set VERBOSITY verbose
-		BEGIN;
-		SELECT session_token FROM sbq_accept_session('deferred', 's1') \gset
-		SELECT convert_from(body, 'UTF8') FROM sbq_receive_deferred('deferred',
-			ARRAY(SELECT sequence_number FROM sbq_peek('deferred', 1, 0)), :'session_token');
-		COMMIT;
-	});
-	like($err, qr/SB003/,
-		"$what: a session's deferred message whose time to live has passed is not received (SB003)");
-	is($out, '', '... and nothing is returned');
+	# messages whose expired lock was their last allowed delivery are taken off
+	# on the way (dead-lettered), not one a pass
+	($bodies, $read, $completed) = receive_in_session($node, 'over', 's1', 1);
+	is($bodies, 'live:true',
+		"$what: a session receive behind 2,000 messages past their last delivery returns the message behind them");
+	cmp_ok($read, '<', 5 * 2000, "... and reads each index entry about once ($read read)");
+	is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM sbq_peek('over/$deadletterqueue', 5000, 0)
+		 WHERE session_id = 's1' AND dead_letter_reason = 'MaxDeliveryCountExceeded'}),
+		'2000', '... and dead-lettered them');
+
+	# a deferred message whose time to live has passed, or whose lock ran out at
+	# its last delivery (dead-lettered by then), is not found (SB003), as without
+	# sessions
+	for my $d ([ 'deferred', 's1', 'whose time to live has passed' ],
+		[ 'overd', 's2', 'whose lock ran out at its last delivery' ])
+	{
+		my ($q, $s, $why) = @$d;
+		my ($rc, $out, $err) = $node->psql('postgres', qq{
+			\\set VERBOSITY verbose
+			BEGIN;
+			SELECT session_token FROM sbq_accept_session('$q', '$s') \\gset
+			SELECT convert_from(body, 'UTF8') FROM sbq_receive_deferred('$q',
+				ARRAY(SELECT sequence_number FROM asked WHERE q = '$q'), :'session_token');
+			COMMIT;
+		});
+		like($err, qr/SB003/, "$what: a session's deferred message $why is not received (SB003)");
+		is($out, '', '... and nothing is returned');
+	}
 }
 
 # Locks in memory: an expired message another transaction is taking off (here:
 # holding its row) is passed over, not taken as the session's next message in
 # the way (the receive returned nothing while maintenance cleared the backlog).
-$memory->safe_psql('postgres', q{SELECT sbq_create_queue('busy', requires_session => true)});
-send_expiring($memory, 'busy', 's1', 2000, '1 second');
-$memory->safe_psql('postgres', q{SELECT sbq_send('busy', 'live', session_id => 's1')});
-sleep 2;
 my $holder = $memory->background_psql('postgres');
-$holder->query_safe(q{BEGIN; SELECT count(*) FROM (SELECT 1 FROM sbq.messages WHERE expires_at IS NOT NULL FOR UPDATE) h});
+$holder->query_safe(q{
+	BEGIN;
+	SELECT count(*) FROM (SELECT 1 FROM sbq.messages m JOIN sbq.queues q USING (queue_id)
+	                       WHERE q.name = 'busy' AND m.expires_at IS NOT NULL FOR UPDATE OF m) h});
 my ($bodies) = receive_in_session($memory, 'busy', 's1', 1);
 is($bodies, 'live:true',
 	'a session receive passes over expired messages another transaction is taking off');
@@ -174,13 +243,6 @@ $holder->query_safe('ROLLBACK');
 # database's share of 16,384, and the second failed (53200): taking them off
 # stops at three quarters of the share, and the rest is for the messages
 # handed out.
-$memory->safe_psql('postgres', q{SELECT sbq_create_queue('share', requires_session => true)});
-for my $s ('s1', 's2')
-{
-	send_expiring($memory, 'share', $s, 10000, '1 second');
-	$memory->safe_psql('postgres', qq{SELECT sbq_send('share', 'live $s', session_id => '$s')});
-}
-sleep 2;
 $holder->query_safe(q{
 	BEGIN;
 	SELECT session_token FROM sbq_accept_session('share', 's1') \gset
@@ -203,13 +265,7 @@ for my $w ([ 'locks in shared memory', $memory ], [ 'locks in rows', $rows ])
 		CREATE FUNCTION slow_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN PERFORM pg_sleep(0.001); RETURN NEW; END $$;
 		CREATE TRIGGER slow BEFORE INSERT ON sbq.dead_letters FOR EACH ROW EXECUTE FUNCTION slow_dead_letter();
-		SELECT sbq_create_queue('half', lock_duration => '5 seconds', requires_session => true,
-		                        dead_lettering_on_message_expiration => true);
-		SELECT sbq_send('half', 'first', session_id => 's1');
 	});
-	send_expiring($node, 'half', 's1', 6000, '1 second');
-	$node->safe_psql('postgres', q{SELECT sbq_send('half', 'last', session_id => 's1')});
-	sleep 2;
 	my ($bodies, $read, $completed) = receive_in_session($node, 'half', 's1', 2);
 	is($bodies, 'first:true',
 		"$what: a session receive of two behind a slow backlog returns the first with its lock valid");
