@@ -549,6 +549,80 @@ sbq_lease_keep_order(SbqLeaseReceive *r, SbqLeasePass *pass)
 		}
 }
 
+/* What a session's receive does with a row its scan read. */
+typedef enum SbqRowStep
+{
+	SBQ_ROW_TAKE,				/* claim it (before), keep the claim (after) */
+	SBQ_ROW_PASS,				/* read past it */
+	SBQ_ROW_STOP				/* stop claiming: order comes first */
+} SbqRowStep;
+
+/*
+ * sbq_lease_session_row
+ *		Under a session lock, before the claim of row tup: read on after it,
+ *		and set *expired when its time to live has passed. Such a message is
+ *		read past once nexpired more would reach SBQ_MAX_CLEARED in the
+ *		transaction, or the share of the lock table is three quarters full
+ *		(left for maintenance). A lock stored in the row is not this session
+ *		lock's: the receive stops there.
+ */
+static SbqRowStep
+sbq_lease_session_row(SbqLeaseReceive *r, HeapTuple tup, TupleDesc td, int64 seq,
+					  int nexpired, bool *expired)
+{
+	bool		isnull;
+	Datum		exp = SPI_getbinval(tup, td, CANDIDATE_EXPIRES, &isnull);
+
+	r->after = seq;
+	*expired = r->session->seqs == NULL && !isnull && DatumGetTimestampTz(exp) <= r->now;
+	if (*expired && (r->passing || sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED ||
+					 !sbq_lease_room_to_clear()))
+	{
+		r->passing = true;
+		return SBQ_ROW_PASS;
+	}
+	if (DatumGetBool(SPI_getbinval(tup, td, CANDIDATE_LOCKED, &isnull)))
+	{
+		r->stop = true;
+		return SBQ_ROW_STOP;
+	}
+	return SBQ_ROW_TAKE;
+}
+
+/*
+ * sbq_lease_session_over
+ *		Under a session lock, after the claim c of row tup: a message whose
+ *		expired lease was its last allowed delivery is taken off as the
+ *		expired are (*expired set), within the same SBQ_MAX_CLEARED (past
+ *		that it is given back and read past); a deferred message asked for
+ *		in that state is not found, as without sessions.
+ */
+static SbqRowStep
+sbq_lease_session_over(SbqLeaseReceive *r, HeapTuple tup, TupleDesc td, SbqClaimed *c,
+					   int64 seq, int nexpired, bool *expired)
+{
+	bool		isnull;
+
+	if (c->prev_lease == 0 ||
+		Max(DatumGetInt32(SPI_getbinval(tup, td, 5, &isnull)), c->prev_lease) <
+		r->queue->max_delivery_count)
+		return SBQ_ROW_TAKE;
+	if (r->session->seqs != NULL)
+	{
+		sbq_lease_unclaim(seq);
+		r->stop = true;
+		r->session->missing = seq;
+		return SBQ_ROW_STOP;
+	}
+	if (!*expired && sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED)
+	{
+		sbq_lease_unclaim(seq);
+		return SBQ_ROW_PASS;
+	}
+	*expired = true;
+	return SBQ_ROW_TAKE;
+}
+
 /*
  * sbq_lease_claim_rows
  *		Phase 2: claim each message the scan read, then check each claim
@@ -575,36 +649,17 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		SbqClaimed *c = &pass->claims[pass->nclaims];
 		SbqClaimResult cr;
 		bool		expired = false;
+		SbqRowStep	step = SBQ_ROW_TAKE;
 
 		/* a session's expired messages do not count against what it wants */
 		if (r->session != NULL && nlive >= r->want)
 			break;
 		if (r->session != NULL)
-		{
-			Datum		exp = SPI_getbinval(tup, td, CANDIDATE_EXPIRES, &isnull);
-
-			r->after = seq;
-			expired = r->session->seqs == NULL && !isnull &&
-				DatumGetTimestampTz(exp) <= r->now;
-			/*
-			 * SBQ_MAX_CLEARED taken off, or the share of the lock table
-			 * three quarters full: left for maintenance, read past
-			 */
-			if (expired && (r->passing ||
-							sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED ||
-							!sbq_lease_room_to_clear()))
-			{
-				r->passing = true;
-				continue;
-			}
-		}
-		if (r->session != NULL &&
-			DatumGetBool(SPI_getbinval(tup, td, CANDIDATE_LOCKED, &isnull)))
-		{
-			/* a lock stored in the row: not this session lock's */
-			r->stop = true;
+			step = sbq_lease_session_row(r, tup, td, seq, nexpired, &expired);
+		if (step == SBQ_ROW_PASS)
+			continue;
+		if (step == SBQ_ROW_STOP)
 			break;
-		}
 		cr = sbq_lease_claim(seq, r->queue->queue_id, r->subqueue, r->now, &c->prev_lease);
 		if (cr == SBQ_CLAIM_FULL && expired)
 		{
@@ -631,26 +686,12 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		}
 		if (cr == SBQ_CLAIM_BUSY)
 			continue;
-		/* its expired lease was its last allowed delivery: taken off too */
-		if (r->session != NULL && c->prev_lease > 0 &&
-			Max(DatumGetInt32(SPI_getbinval(tup, td, 5, &isnull)), c->prev_lease) >=
-			r->queue->max_delivery_count)
-		{
-			if (r->session->seqs != NULL)
-			{
-				/* a deferred message asked for: not found, as without sessions */
-				sbq_lease_unclaim(seq);
-				r->stop = true;
-				r->session->missing = seq;
-				break;
-			}
-			if (!expired && sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED)
-			{
-				sbq_lease_unclaim(seq);
-				continue;
-			}
-			expired = true;
-		}
+		if (r->session != NULL)
+			step = sbq_lease_session_over(r, tup, td, c, seq, nexpired, &expired);
+		if (step == SBQ_ROW_PASS)
+			continue;
+		if (step == SBQ_ROW_STOP)
+			break;
 		if (expired)
 			nexpired++;
 		else
