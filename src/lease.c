@@ -418,14 +418,17 @@ sbq_lease_share(void)
 
 /*
  * sbq_lease_room_to_clear
- *		Whether this database's share is under three quarters full. A session
- *		receive takes expired messages off its way (each holds an entry until
- *		the commit) only then: the last quarter is kept for the messages
- *		receives hand out under a session lock, which have no other place to
- *		go (two receives behind 10,000 each filled a share of 16,384: 53200).
+ *		Whether this database's share, and the whole table, would stay under
+ *		three quarters full with reserve more entries. A session receive takes
+ *		expired messages off its way (each holds an entry until the commit)
+ *		only then, reserving what it still wants to hand out: the last quarter
+ *		is kept for the messages receives hand out under a session lock, which
+ *		have no other place to go (two receives behind 10,000 each filled a
+ *		share of 16,384: 53200). The table's count is read without its locks:
+ *		a judgement, not a promise.
  */
 bool
-sbq_lease_room_to_clear(void)
+sbq_lease_room_to_clear(int reserve)
 {
 	SbqLeaseShare *share = sbq_lease_share();
 	int			count;
@@ -435,7 +438,9 @@ sbq_lease_room_to_clear(void)
 	SpinLockAcquire(&share->mutex);
 	count = share->count;
 	SpinLockRelease(&share->mutex);
-	return count < sbq_lease_db_limit() / 4 * 3;
+	if ((int64) count + reserve >= sbq_lease_db_limit() / 4 * 3)
+		return false;
+	return (int64) hash_get_num_entries(sbq_lease_hash) + reserve < sbq_max_locks / 4 * 3;
 }
 
 /* Lower this database's earliest expiry to until. */

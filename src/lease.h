@@ -69,7 +69,7 @@ extern void sbq_lease_leave(void);
 extern void sbq_lease_at_commit(void);
 
 /* receive */
-extern bool sbq_lease_room_to_clear(void);
+extern bool sbq_lease_room_to_clear(int reserve);
 extern SbqClaimResult sbq_lease_claim(int64 seq, int32 queue_id, int16 subqueue,
 									  TimestampTz now, int32 *prev_count);
 extern void sbq_lease_grant(int64 seq, const pg_uuid_t *token, TimestampTz until,

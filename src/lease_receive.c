@@ -487,7 +487,7 @@ sbq_lease_full_error(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_OUT_OF_MEMORY),
 			 errmsg("out of shared memory for sbqueue locks"),
-			 errdetail("The locks of a session's messages live in shared memory, and this database's share of it is full."),
+			 errdetail("The locks of a session's messages live in shared memory, and this database's share of it, or all of it, is full."),
 			 errhint("Settle or release what is locked, or raise \"sbqueue.max_locks\" or \"sbqueue.max_locks_per_database\".")));
 }
 
@@ -562,13 +562,14 @@ typedef enum SbqRowStep
  *		Under a session lock, before the claim of row tup: read on after it,
  *		and set *expired when its time to live has passed. Such a message is
  *		read past once nexpired more would reach SBQ_MAX_CLEARED in the
- *		transaction, or the share of the lock table is three quarters full
- *		(left for maintenance). A lock stored in the row is not this session
+ *		transaction, or the lock table would be three quarters full with the
+ *		entries of the nlive it has and those it still wants (left for
+ *		maintenance). A lock stored in the row is not this session
  *		lock's: the receive stops there.
  */
 static SbqRowStep
 sbq_lease_session_row(SbqLeaseReceive *r, HeapTuple tup, TupleDesc td, int64 seq,
-					  int nexpired, bool *expired)
+					  int nlive, int nexpired, bool *expired)
 {
 	bool		isnull;
 	Datum		exp = SPI_getbinval(tup, td, CANDIDATE_EXPIRES, &isnull);
@@ -576,7 +577,7 @@ sbq_lease_session_row(SbqLeaseReceive *r, HeapTuple tup, TupleDesc td, int64 seq
 	r->after = seq;
 	*expired = r->session->seqs == NULL && !isnull && DatumGetTimestampTz(exp) <= r->now;
 	if (*expired && (r->passing || sbq_cleared_in_xact() + nexpired >= SBQ_MAX_CLEARED ||
-					 !sbq_lease_room_to_clear()))
+					 !sbq_lease_room_to_clear(r->want - nlive)))
 	{
 		r->passing = true;
 		return SBQ_ROW_PASS;
@@ -624,6 +625,45 @@ sbq_lease_session_over(SbqLeaseReceive *r, HeapTuple tup, TupleDesc td, SbqClaim
 }
 
 /*
+ * sbq_lease_session_full
+ *		Under a session lock, no room for the lease of seq, a message to hand
+ *		out: give back the claims of this pass's messages to take off (not
+ *		written yet; read past, left for maintenance) and claim it again.
+ *		Still no room: the receive returns what it has, and fails only when it
+ *		has nothing (or was asked for deferred messages, all or none).
+ */
+static SbqClaimResult
+sbq_lease_session_full(SbqLeaseReceive *r, SbqLeasePass *pass, int64 seq, int nlive,
+					   int *nexpired)
+{
+	SbqClaimResult cr = SBQ_CLAIM_FULL;
+	int			kept = 0;
+	int			k;
+
+	if (*nexpired > 0)
+	{
+		for (k = 0; k < pass->nclaims; k++)
+		{
+			if (pass->claims[k].off)
+				sbq_lease_unclaim(pass->claims[k].seq);
+			else
+				pass->claims[kept++] = pass->claims[k];
+		}
+		pass->nclaims = kept;
+		*nexpired = 0;
+		r->passing = true;
+		cr = sbq_lease_claim(seq, r->queue->queue_id, r->subqueue, r->now,
+							 &pass->claims[kept].prev_lease);
+	}
+	if (cr != SBQ_CLAIM_FULL)
+		return cr;
+	if (r->session->seqs != NULL || (nlive == 0 && r->result.delivered == 0))
+		sbq_lease_full_error();
+	r->stop = true;
+	return cr;
+}
+
+/*
  * sbq_lease_claim_rows
  *		Phase 2: claim each message the scan read, then check each claim
  *		against the latest row version (sbq_check_claims). A message that
@@ -655,7 +695,7 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 		if (r->session != NULL && nlive >= r->want)
 			break;
 		if (r->session != NULL)
-			step = sbq_lease_session_row(r, tup, td, seq, nexpired, &expired);
+			step = sbq_lease_session_row(r, tup, td, seq, nlive, nexpired, &expired);
 		if (step == SBQ_ROW_PASS)
 			continue;
 		if (step == SBQ_ROW_STOP)
@@ -667,7 +707,12 @@ sbq_lease_claim_rows(SbqLeaseReceive *r, SbqLeasePass *pass)
 			continue;
 		}
 		if (cr == SBQ_CLAIM_FULL && r->session != NULL)
-			sbq_lease_full_error();
+		{
+			cr = sbq_lease_session_full(r, pass, seq, nlive, &nexpired);
+			c = &pass->claims[pass->nclaims];
+			if (cr == SBQ_CLAIM_FULL)
+				break;
+		}
 		if (cr == SBQ_CLAIM_FULL)
 		{
 			r->rows_instead = true;
