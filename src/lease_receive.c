@@ -123,27 +123,23 @@ static SbqStatement stmt_lease_candidates_live = {"lease candidates, live", 5, {
  * $1 queue, $2 session key, $3 now (unused here), $4 limit, $5 after
  */
 #define SESSION_OF_KEY "(SELECT s.session_id FROM sbq.sessions s WHERE s.session_key = $2)"
+#define SESSION_CANDIDATES(extra) \
+	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") "," \
+	"       m.ctid, m.lock_token IS NOT NULL, m.expires_at" \
+	"  FROM sbq.messages m" \
+	" WHERE m.queue_id = $1 AND m.session_id = " SESSION_OF_KEY " AND m.state = 0" \
+	"   AND m.sequence_number > $5 AND " extra \
+	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number" \
+	" LIMIT $4"
 static SbqStatement stmt_session_candidates = {"session lease candidates", 5, {INT4OID,
 		INT8OID, TIMESTAMPTZOID, INT4OID, INT8OID},
-	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
-	"       m.ctid, m.lock_token IS NOT NULL, m.expires_at"
-	"  FROM sbq.messages m"
-	" WHERE m.queue_id = $1 AND m.session_id = " SESSION_OF_KEY " AND m.state = 0"
-	"   AND m.sequence_number > $5 AND $3 IS NOT NULL"
-	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
-	" LIMIT $4"
+	SESSION_CANDIDATES("$3 IS NOT NULL")
 };
 
 /* The same past the messages whose time to live has passed at $3. */
 static SbqStatement stmt_session_candidates_live = {"session lease candidates, live", 5,
 	{INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID, INT8OID},
-	"SELECT " MSG_COLS("NULL::uuid", "NULL::timestamptz", "m.delivery_count") ","
-	"       m.ctid, m.lock_token IS NOT NULL, m.expires_at"
-	"  FROM sbq.messages m"
-	" WHERE m.queue_id = $1 AND m.session_id = " SESSION_OF_KEY " AND m.state = 0"
-	"   AND m.sequence_number > $5 AND (m.expires_at IS NULL OR m.expires_at > $3)"
-	" ORDER BY m.queue_id, m.session_id, m.state, m.sequence_number"
-	" LIMIT $4"
+	SESSION_CANDIDATES("(m.expires_at IS NULL OR m.expires_at > $3)")
 };
 
 /*

@@ -816,7 +816,7 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 		int			dropped;
 		int			got;
 		bool		isnull;
-		int64		last;
+		Datum		last;
 		uint64		n;
 
 		CHECK_FOR_INTERRUPTS();
@@ -832,8 +832,9 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 			break;
 		dead = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 1, &isnull));
 		dropped = DatumGetInt32(sbq_col(0, SBQ_MESSAGE_NATTS + 2, &isnull));
-		last = sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull) == (Datum) 0 && isnull ? 0 :
-			DatumGetInt64(sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull));
+		last = sbq_col(0, SBQ_MESSAGE_NATTS + 3, &isnull);
+		if (!isnull)
+			values[7] = Int64GetDatum(DatumGetInt64(last));	/* a copy: the rows go */
 		got = sbq_put_message_rows(tupstore, tupdesc, NULL, 0, 0);
 		if (got > 0)
 			sbq_session_note_locked(lock);
@@ -845,7 +846,6 @@ sbq_storage_receive_session(const SbqQueue *queue, const SbqSessionLock *lock,
 		/* the head had no more, or nothing in the way */
 		if (isnull || dead + dropped == 0)
 			break;
-		values[7] = Int64GetDatum(last);
 		now = GetCurrentTimestamp();
 	}
 	counts.received = r.delivered;
