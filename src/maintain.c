@@ -445,10 +445,15 @@ static SbqStatement stmt_forget_topic_scheduled_dist = {"forget topic schedules,
  * parallel restore can load the ties before the messages (or commit the
  * messages' COPY after its progress row went), and a pass in between forgot
  * every tie. Ties of copies that went stay until a message exists again. The
- * look at sbq.messages is made only when there is a tie (it names t).
+ * look at sbq.messages is made only when there is a tie (it names t). Nor a
+ * tie whose copy went to another topic (a subscription forwarding there): its
+ * number is that topic's, tied in turn to that topic's copies, and it stays
+ * while they do.
  */
 static SbqStatement stmt_forget_topic_scheduled = {"forget topic schedules", 1, {INT4OID},
-	FORGET_TOPIC_SCHEDULED("     AND (t.topic_id IS NULL OR EXISTS (SELECT FROM sbq.messages))"),
+	FORGET_TOPIC_SCHEDULED("     AND NOT EXISTS (SELECT FROM sbq.topic_scheduled o"
+						   "                      WHERE o.topic_sequence_number = t.sequence_number)"
+						   "     AND (t.topic_id IS NULL OR EXISTS (SELECT FROM sbq.messages))"),
 	.by_key = true
 };
 

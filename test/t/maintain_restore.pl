@@ -92,6 +92,28 @@ is($node->safe_psql('postgres', q{
 	SELECT count(*) FROM sbq.topic_scheduled}),
 	"false\n0", '... and forgets them once a message exists and their copies do not');
 
+# A subscription that forwards to another topic: the tie's copy is that
+# topic's number, never a row of sbq.messages, and a pass forgot it, so a
+# cancel on the first topic left the copy scheduled down the second (found by
+# a review). Such a tie stays while the second topic's own ties do.
+$node->safe_psql('postgres', q{
+	SELECT sbq_create_topic('fa');
+	SELECT sbq_create_topic('fb');
+	SELECT sbq_create_subscription('fb', 'x');
+	SELECT sbq_create_subscription('fa', 'keep');
+	SELECT sbq_create_subscription('fa', 'onward', forward_to => 'fb');
+});
+my $tsched = $node->safe_psql('postgres',
+	q{SELECT sbq_send('fa', 'sched', scheduled_enqueue_time => now() + interval '1 hour')});
+is($node->safe_psql('postgres', q{
+	SELECT sbq_maintain()->>'skipped';
+	SELECT count(*) FROM sbq.topic_scheduled}),
+	"false\n3", 'a pass keeps the tie of a copy forwarded to another topic');
+is($node->safe_psql('postgres', qq{
+	SELECT sbq_cancel_scheduled('fa', $tsched);
+	SELECT sum(scheduled_count) FROM sbq_queue_stats WHERE queue IN ('fa/subscriptions/keep', 'fb/subscriptions/x')}),
+	"\n0", '... so a cancel on the first topic still takes the copy out of the second');
+
 # A dump restored with pg_restore -j 2 while the worker runs: a topic whose
 # scheduled messages have copies in two subscriptions, messages scheduled to be
 # due by the time of the restore, and a queue deep enough that its rows take a
